@@ -1,0 +1,183 @@
+/* Tensor requests, views, and planning one arena per mode. */
+#include "manager/manager.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const kind_names[NNT_TK__COUNT] = {
+    "weight", "gradient", "optimizer", "activation",
+    "derivative", "scratch", "input", "label"};
+
+const char *nnt_tkind_name(nnt_tkind k) {
+  return k < NNT_TK__COUNT ? kind_names[k] : "?";
+}
+
+void nnt_mgr_init(nnt_mgr *m) { memset(m, 0, sizeof *m); }
+
+void nnt_mgr_free(nnt_mgr *m) {
+  nnt_free(m->t);
+  free(m->arena);
+  memset(m, 0, sizeof *m);
+}
+
+int nnt_mgr_request(nnt_mgr *m, const char *name, nnt_tkind kind, nnt_dim dim,
+                    unsigned first, unsigned last) {
+  if (m->n == m->cap) {
+    size_t cap = m->cap ? 2 * m->cap : 64;
+    nnt_mgr_tensor *t = nnt_realloc(m->t, cap * sizeof *t);
+    if (!t)
+      return NNT_ERR_NOMEM;
+    m->t = t;
+    m->cap = cap;
+  }
+  nnt_mgr_tensor *t = &m->t[m->n];
+  memset(t, 0, sizeof *t);
+  snprintf(t->name, sizeof t->name, "%s", name);
+  t->kind = kind;
+  t->bytes = nnt_dim_len(dim) * sizeof(float);
+  t->first = first < last ? first : last;
+  t->last = first < last ? last : first;
+  t->parent = -1;
+  return (int)m->n++;
+}
+
+int nnt_mgr_root(const nnt_mgr *m, int id) {
+  while (m->t[id].parent >= 0)
+    id = m->t[id].parent;
+  return id;
+}
+
+void nnt_mgr_use(nnt_mgr *m, int id, unsigned order) {
+  nnt_mgr_tensor *t = &m->t[id];
+  if (order < t->first)
+    t->first = order;
+  if (order > t->last)
+    t->last = order;
+}
+
+void nnt_mgr_merge(nnt_mgr *m, int view, int src) {
+  int a = nnt_mgr_root(m, view), b = nnt_mgr_root(m, src);
+  if (a == b)
+    return;
+  m->t[a].parent = b;
+}
+
+/* Lifetime and size of each root: the union over its views. */
+static void root_extent(const nnt_mgr *m, unsigned *first, unsigned *last,
+                        size_t *bytes) {
+  for (size_t i = 0; i < m->n; i++) {
+    first[i] = m->t[i].first;
+    last[i] = m->t[i].last;
+    bytes[i] = m->t[i].bytes;
+  }
+  for (size_t i = 0; i < m->n; i++) {
+    int r = nnt_mgr_root(m, (int)i);
+    if ((size_t)r == i)
+      continue;
+    if (m->t[i].first < first[r])
+      first[r] = m->t[i].first;
+    if (m->t[i].last > last[r])
+      last[r] = m->t[i].last;
+    if (m->t[i].bytes > bytes[r])
+      bytes[r] = m->t[i].bytes;
+  }
+}
+
+int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
+                 nnt_err *e) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  size_t n = m->n;
+  unsigned *first = nnt_malloc((n + 1) * sizeof *first);
+  unsigned *last = nnt_malloc((n + 1) * sizeof *last);
+  size_t *bytes = nnt_malloc((n + 1) * sizeof *bytes);
+  nnt_plan_block *blk = nnt_malloc((n + 1) * sizeof *blk);
+  size_t *roots = nnt_malloc((n + 1) * sizeof *roots);
+  size_t *off = nnt_malloc((n + 1) * sizeof *off);
+  int rc = NNT_OK;
+  if (!first || !last || !bytes || !blk || !roots || !off) {
+    rc = nnt_err_set(e, NNT_ERR_NOMEM, "manager: out of memory planning %zu tensors", n);
+    goto out;
+  }
+  root_extent(m, first, last, bytes);
+  size_t nr = 0;
+  for (size_t i = 0; i < n; i++)
+    if (m->t[i].parent < 0) {
+      roots[nr] = i;
+      blk[nr] = (nnt_plan_block){bytes[i], first[i], last[i]};
+      nr++;
+    }
+  size_t pool = 0;
+  rc = nnt_plan(planner, blk, nr, NNT_MGR_ALIGN, off, &pool, e);
+  if (rc)
+    goto out;
+#ifndef NDEBUG
+  validate = 1;
+#endif
+  if (validate && (rc = nnt_plan_validate(blk, nr, off, pool, NNT_MGR_ALIGN, e)))
+    goto out;
+  free(m->arena);
+  m->arena = NULL;
+  if (pool) {
+    m->arena = aligned_alloc(NNT_MGR_ALIGN, pool);
+    if (!m->arena) {
+      rc = nnt_err_set(e, NNT_ERR_NOMEM, "manager: cannot allocate an arena of %zu bytes", pool);
+      goto out;
+    }
+    memset(m->arena, 0, pool);
+  }
+  for (size_t k = 0; k < nr; k++)
+    m->t[roots[k]].offset = off[k];
+  for (size_t i = 0; i < n; i++) {
+    int r = nnt_mgr_root(m, (int)i);
+    m->t[i].offset = m->t[r].offset;
+    m->t[i].life_first = first[r];
+    m->t[i].life_last = last[r];
+  }
+  m->arena_bytes = pool;
+  m->lower_bound = nnt_plan_lower_bound(blk, nr);
+  m->planner = planner;
+  m->planned = 1;
+out:
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  m->planning_ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+  nnt_free(first), nnt_free(last), nnt_free(bytes), nnt_free(blk), nnt_free(roots),
+      nnt_free(off);
+  return rc;
+}
+
+float *nnt_mgr_data(const nnt_mgr *m, int id) {
+  if (id < 0 || !m->arena)
+    return NULL;
+  return (float *)((char *)m->arena + m->t[id].offset);
+}
+
+void nnt_mgr_life(const nnt_mgr *m, int id, unsigned *first, unsigned *last) {
+  *first = m->t[id].life_first;
+  *last = m->t[id].life_last;
+}
+
+size_t nnt_mgr_kind_bytes(const nnt_mgr *m, nnt_tkind kind) {
+  size_t s = 0;
+  for (size_t i = 0; i < m->n; i++)
+    if (m->t[i].parent < 0 && m->t[i].kind == kind)
+      s += m->t[i].bytes;
+  return s;
+}
+
+void nnt_mgr_poison_after(nnt_mgr *m, unsigned order) {
+  if (!m->poison || !m->arena)
+    return;
+  for (size_t i = 0; i < m->n; i++) {
+    if (m->t[i].parent >= 0)
+      continue;
+    if (m->t[i].life_last == order) {
+      float *d = nnt_mgr_data(m, (int)i);
+      for (size_t j = 0; j < m->t[i].bytes / sizeof(float); j++)
+        d[j] = NAN;
+    }
+  }
+}

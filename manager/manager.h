@@ -1,0 +1,76 @@
+/* The manager: every tensor is a request with a kind and the execution
+ * orders that touch it; views share their source's memory; the plan places
+ * all requests of one mode in one arena with a planner. */
+#ifndef NNT_MANAGER_H
+#define NNT_MANAGER_H
+
+#include <stddef.h>
+#include "nntrainer/common.h"
+#include "nntrainer/tensor.h"
+#include "manager/planner.h"
+
+typedef enum nnt_tkind {
+  NNT_TK_WEIGHT = 0,
+  NNT_TK_GRADIENT,
+  NNT_TK_OPT_STATE,
+  NNT_TK_ACTIVATION,
+  NNT_TK_DERIVATIVE,
+  NNT_TK_SCRATCH,
+  NNT_TK_INPUT,
+  NNT_TK_LABEL,
+  NNT_TK__COUNT
+} nnt_tkind;
+
+const char *nnt_tkind_name(nnt_tkind k);
+
+#define NNT_MGR_ALIGN 64
+
+typedef struct nnt_mgr_tensor {
+  char name[160];
+  nnt_tkind kind;
+  size_t bytes;
+  unsigned first, last; /* lifetime (orders), own uses */
+  int parent;           /* view: the request whose memory it shares; -1 */
+  size_t offset;        /* in the arena, after planning */
+  unsigned life_first, life_last; /* after planning: the root's whole life */
+} nnt_mgr_tensor;
+
+typedef struct nnt_mgr {
+  nnt_mgr_tensor *t;
+  size_t n, cap;
+  nnt_planner_kind planner;
+  float *arena;
+  size_t arena_bytes;
+  size_t lower_bound;
+  double planning_ms;
+  int planned;
+  int poison; /* fill a tensor with NaN when its lifetime ends (debug) */
+} nnt_mgr;
+
+void nnt_mgr_init(nnt_mgr *m);
+void nnt_mgr_free(nnt_mgr *m); /* frees requests and the arena */
+
+/* Request a tensor of `dim` floats alive over [first, last].
+ * @return its id (>= 0) or a negative error code. */
+int nnt_mgr_request(nnt_mgr *m, const char *name, nnt_tkind kind, nnt_dim dim,
+                    unsigned first, unsigned last);
+/* Extend id's lifetime to include `order`. */
+void nnt_mgr_use(nnt_mgr *m, int id, unsigned order);
+/* Make `view` share the memory of `src` (their lifetimes are united). */
+void nnt_mgr_merge(nnt_mgr *m, int view, int src);
+/* The request that owns id's memory. */
+int nnt_mgr_root(const nnt_mgr *m, int id);
+
+/* Place every root request with the planner and allocate the arena.
+ * With validate set, the plan is checked (always in debug builds). */
+int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
+                 nnt_err *e);
+float *nnt_mgr_data(const nnt_mgr *m, int id);
+/* Lifetime of id's memory (after planning): [first, last] of its root. */
+void nnt_mgr_life(const nnt_mgr *m, int id, unsigned *first, unsigned *last);
+/* Bytes of root requests of one kind. */
+size_t nnt_mgr_kind_bytes(const nnt_mgr *m, nnt_tkind kind);
+/* Poison mode: after executing `order`, fill tensors whose life ended. */
+void nnt_mgr_poison_after(nnt_mgr *m, unsigned order);
+
+#endif

@@ -1,0 +1,39 @@
+/* Memory planners: pure functions from (sizes, lifetimes, alignment) to
+ * (offsets, pool size). They know nothing of layers or tensors. */
+#ifndef NNT_PLANNER_H
+#define NNT_PLANNER_H
+
+#include <stddef.h>
+#include "nntrainer/common.h"
+
+typedef enum nnt_planner_kind {
+  NNT_PLANNER_BASIC = 0, /* every block its own memory: no reuse */
+  NNT_PLANNER_BEST_FIT,  /* largest first, lowest address free over its life */
+} nnt_planner_kind;
+
+/* One block: bytes, and the closed interval of execution orders it lives. */
+typedef struct nnt_plan_block {
+  size_t bytes;
+  unsigned first, last;
+} nnt_plan_block;
+
+int nnt_planner_from_name(const char *name, nnt_planner_kind *out);
+const char *nnt_planner_name(nnt_planner_kind k);
+
+/* Plan n blocks: offsets[i] receives block i's offset, a multiple of align
+ * (a power of two); *pool_bytes the pool size. Blocks of 0 bytes get offset
+ * 0. @return NNT_OK or NNT_ERR_NOMEM / NNT_ERR_INVAL. */
+int nnt_plan(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t n,
+             size_t align, size_t *offsets, size_t *pool_bytes, nnt_err *e);
+
+/* Largest sum of block sizes live at one order: no plan can be smaller. */
+size_t nnt_plan_lower_bound(const nnt_plan_block *blocks, size_t n);
+
+/* Check a plan: every pair of blocks whose lifetimes overlap is disjoint in
+ * memory, and every block lies inside the pool and is aligned.
+ * @return NNT_OK or NNT_ERR_INVAL naming the first offending pair. */
+int nnt_plan_validate(const nnt_plan_block *blocks, size_t n,
+                      const size_t *offsets, size_t pool_bytes, size_t align,
+                      nnt_err *e);
+
+#endif

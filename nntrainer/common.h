@@ -1,0 +1,92 @@
+/* Common definitions: error codes, the error record, allocation, RNG.
+ *
+ * Every function that can fail returns an int error code (NNT_OK or a negative
+ * NNT_ERR_*) and, when given a non-NULL nnt_err, records a readable message in
+ * it. Library code never prints and never exits. */
+#ifndef NNT_COMMON_H
+#define NNT_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdarg.h>
+
+/* Error codes. Values equal the Tizen ML API's ML_ERROR_* codes so the C API
+ * passes them through unchanged. X(name, value, text) */
+#define NNT_ERRNO_MAP(X)                                                  \
+  X(OK, 0, "success")                                                     \
+  X(INVAL, -22, "invalid parameter")                                      \
+  X(NOMEM, -12, "out of memory")                                          \
+  X(IO, -5, "input/output error")                                         \
+  X(PERM, -13, "permission denied")                                       \
+  X(TRY_AGAIN, -11, "try again")                                          \
+  X(RANGE, -34, "result out of range")                                    \
+  X(NOT_SUPPORTED, -1073741822, "not supported")                          \
+  X(UNKNOWN, -1073741824, "unknown error")                                \
+  X(CANCELED, -1073741823, "canceled")                                    \
+  X(NOKEY, -1000, "unknown property key")                                 \
+  X(EOD, -1001, "end of data")
+
+enum {
+#define NNT_X_ENUM(name, value, text) NNT_ERR_##name = (value),
+  NNT_ERRNO_MAP(NNT_X_ENUM)
+#undef NNT_X_ENUM
+};
+#define NNT_OK NNT_ERR_OK
+
+const char *nnt_strerror(int code);
+
+#define NNT_ERR_MSG_MAX 1024
+
+/* A readable error: the code and a message naming what was wrong. */
+typedef struct nnt_err {
+  int code;
+  char msg[NNT_ERR_MSG_MAX];
+} nnt_err;
+
+/* Record code and a printf-style message in e (if e is not NULL).
+ * @return code, so callers can write `return nnt_err_set(e, ...)`. */
+int nnt_err_set(nnt_err *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prepend context ("file.ini: [fc1] ") to the message already in e.
+ * @return e->code (or NNT_ERR_UNKNOWN when e is NULL). */
+int nnt_err_prefix(nnt_err *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void nnt_err_clear(nnt_err *e);
+
+/* Allocation goes through these so failures can be injected in tests. */
+void *nnt_malloc(size_t n);
+void *nnt_calloc(size_t count, size_t size);
+void *nnt_realloc(void *p, size_t n);
+char *nnt_strdup(const char *s);
+void nnt_free(void *p);
+
+/* Test hook: make the allocation after the next `n` ones fail (n < 0: never).
+ * Only for tests; it is the one process-wide setting. */
+void nnt_alloc_fail_after(long n);
+
+/* Deterministic RNG (xoshiro128+ style); state lives with its owner. */
+typedef struct nnt_rng {
+  uint64_t s[2];
+} nnt_rng;
+void nnt_rng_seed(nnt_rng *r, uint64_t seed);
+uint64_t nnt_rng_next(nnt_rng *r);
+float nnt_rng_uniform(nnt_rng *r);         /* [0, 1) */
+float nnt_rng_normal(nnt_rng *r);          /* N(0, 1) */
+uint32_t nnt_rng_below(nnt_rng *r, uint32_t n); /* [0, n) */
+
+/* Value parsers used by every property setter. They accept surrounding
+ * spaces and report the key and value in the message on failure. */
+int nnt_parse_uint(const char *key, const char *v, unsigned *out, nnt_err *e);
+int nnt_parse_float(const char *key, const char *v, float *out, nnt_err *e);
+int nnt_parse_bool(const char *key, const char *v, int *out, nnt_err *e);
+/* Comma-separated floats, at most max of them. */
+int nnt_parse_float_list(const char *key, const char *v, float *out,
+                         unsigned max, unsigned *n, nnt_err *e);
+int nnt_parse_uint_list(const char *key, const char *v, unsigned *out,
+                        unsigned max, unsigned *n, nnt_err *e);
+/* Case-insensitive equality. */
+int nnt_streq(const char *a, const char *b);
+
+#define NNT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

@@ -1,0 +1,109 @@
+/* The kernel table: every computation a layer or optimizer does goes through
+ * one of these entries, so each layer runs on every backend. All matrices are
+ * row-major float32. Pointers may alias only where an entry says so. */
+#ifndef NNT_KERNELS_H
+#define NNT_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "nntrainer/common.h"
+
+/* Element-wise activation functions. */
+typedef enum nnt_act {
+  NNT_ACT_NONE = 0, /* identity */
+  NNT_ACT_RELU,
+  NNT_ACT_LEAKY_RELU, /* slope alpha (NNTrainer: 0.01) */
+  NNT_ACT_SIGMOID,
+  NNT_ACT_TANH,
+  NNT_ACT_SOFTMAX, /* over the last axis; handled by softmax_* entries */
+  NNT_ACT_SWISH,   /* x * sigmoid(x) */
+  NNT_ACT_GELU,    /* exact: x * Phi(x) */
+  NNT_ACT_ELU,     /* alpha (default 1) */
+  NNT_ACT_SELU,
+  NNT_ACT_SOFTPLUS,
+  NNT_ACT_MISH,
+  NNT_ACT__COUNT
+} nnt_act;
+
+/* Name <-> enum ("relu", "leaky_relu", ..., "none"). Case-insensitive.
+ * @return NNT_OK or NNT_ERR_INVAL for an unknown name. */
+int nnt_act_from_name(const char *name, nnt_act *out);
+const char *nnt_act_name(nnt_act a);
+/* 1 when the backward pass needs only the output y (relu, leaky_relu,
+ * sigmoid, tanh, softmax, none); 0 when it needs the input x. */
+int nnt_act_bwd_needs_output_only(nnt_act a);
+
+typedef struct nnt_kernels {
+  const char *name;
+
+  /* C = alpha * op(A) * op(B) + beta * C; op(A) is m x k, op(B) is k x n. */
+  void (*gemm)(int trans_a, int trans_b, size_t m, size_t n, size_t k,
+               float alpha, const float *a, size_t lda, const float *b,
+               size_t ldb, float beta, float *c, size_t ldc);
+
+  void (*fill)(size_t n, float v, float *y);
+  void (*copy)(size_t n, const float *x, float *y); /* may alias exactly */
+  void (*scale)(size_t n, float a, float *y);       /* y *= a */
+  void (*axpy)(size_t n, float a, const float *x, float *y); /* y += a*x */
+  void (*add)(size_t n, const float *a, const float *b, float *y); /* y = a+b */
+  void (*sub)(size_t n, const float *a, const float *b, float *y); /* y = a-b */
+  void (*mul)(size_t n, const float *a, const float *b, float *y); /* y = a*b */
+  float (*dot)(size_t n, const float *x, const float *y);
+  float (*sum)(size_t n, const float *x);
+
+  /* y[r][c] += bias[c] */
+  void (*add_row_vec)(size_t rows, size_t cols, const float *bias, float *y);
+  /* out[c] = beta * out[c] + sum_r x[r][c] */
+  void (*sum_rows)(size_t rows, size_t cols, const float *x, float beta,
+                   float *out);
+
+  /* Activations, element-wise; y may alias x. alpha is the parameter of
+   * leaky_relu / elu (ignored by others). */
+  void (*act_fwd)(nnt_act a, float alpha, size_t n, const float *x, float *y);
+  /* dx = dy * f'(x). x or y may be NULL when nnt_act_bwd_needs_output_only
+   * says the other is enough. dx may alias dy. */
+  void (*act_bwd)(nnt_act a, float alpha, size_t n, const float *x,
+                  const float *y, const float *dy, float *dx);
+
+  /* Softmax over rows of length cols; y may alias x. */
+  void (*softmax_fwd)(size_t rows, size_t cols, const float *x, float *y);
+  /* dx = y * (dy - sum(dy * y)) per row; dx may alias dy. */
+  void (*softmax_bwd)(size_t rows, size_t cols, const float *y,
+                      const float *dy, float *dx);
+
+  /* Losses. Each returns the loss value; each *_bwd writes the derivative
+   * of that value with respect to the layer input (logits for the cross
+   * entropies). `rows` is the batch, `cols` the features of one sample. */
+  /* -sum(label * log(prob + 1e-20)) / rows */
+  float (*xent_softmax_fwd)(size_t rows, size_t cols, const float *prob,
+                            const float *label);
+  /* dx = (prob - label) / rows */
+  void (*xent_softmax_bwd)(size_t rows, size_t cols, const float *prob,
+                           const float *label, float *dx);
+  /* Sigmoid cross entropy on logits x, mean over all elements. */
+  float (*xent_sigmoid_fwd)(size_t rows, size_t cols, const float *x,
+                            const float *label);
+  void (*xent_sigmoid_bwd)(size_t rows, size_t cols, const float *x,
+                           const float *label, float *dx);
+  /* mean((y - label)^2) over all elements */
+  float (*mse_fwd)(size_t n, const float *y, const float *label);
+  void (*mse_bwd)(size_t n, const float *y, const float *label, float *dx);
+
+  /* Dropout: mask[i] = (uniform < rate) ? 0 : 1/(1-rate), from rng. */
+  void (*dropout_mask)(size_t n, float rate, nnt_rng *rng, float *mask);
+
+  /* Optimizer updates. g is read-only. */
+  void (*sgd_step)(size_t n, float lr, const float *g, float *w);
+  /* m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+   * w -= lr_t * m / (sqrt(v) + eps). lr_t carries the bias corrections. */
+  void (*adam_step)(size_t n, float lr_t, float b1, float b2, float eps,
+                    const float *g, float *m, float *v, float *w);
+} nnt_kernels;
+
+/* The CPU backend (OpenBLAS + plain loops). */
+const nnt_kernels *nnt_kernels_cpu(void);
+
+/* OpenBLAS threads; n == 0 means the number of online cores. */
+void nnt_cpu_set_threads(unsigned n);
+
+#endif

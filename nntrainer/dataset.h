@@ -1,0 +1,73 @@
+/* Datasets: a producer (generator callback, NNTrainer raw file, IDX files,
+ * synthetic) feeds a bounded queue of batches filled by a producer thread,
+ * so loading overlaps compute. Errors in the producer thread come back from
+ * nnt_dataset_next_batch as error codes with messages; nothing hangs.
+ *
+ * Policy: samples are shuffled every epoch when shuffle is on (the default
+ * for file, IDX and synthetic sources, as NNTrainer does); the last partial
+ * batch of an epoch is dropped, as NNTrainer does. */
+#ifndef NNT_DATASET_H
+#define NNT_DATASET_H
+
+#include <stddef.h>
+#include <stdbool.h>
+#include "nntrainer/common.h"
+
+#define NNT_DS_MAX_STREAMS 8 /* inputs or labels per sample */
+
+/* The Tizen ML API's ml_train_datagen_cb: fill input[i] and label[j] with one
+ * sample, set *last = true at the end of an epoch (the sample given with
+ * last = true is not used, as in NNTrainer). Return 0 or a negative error. */
+typedef int (*nnt_datagen_cb)(float **input, float **label, bool *last,
+                              void *user_data);
+
+typedef struct nnt_dataset nnt_dataset;
+
+/* Constructors. Each @return NNT_OK and a dataset in *out, owned by the
+ * caller until nnt_dataset_destroy (or until a model takes it). */
+int nnt_dataset_create_generator(nnt_datagen_cb cb, void *user_data,
+                                 nnt_dataset **out, nnt_err *e);
+/* NNTrainer's raw file: per record, the input floats then the one-hot label
+ * floats, little-endian float32. */
+int nnt_dataset_create_file(const char *path, nnt_dataset **out, nnt_err *e);
+/* IDX image + label files (gzip or plain). Images are scaled to [0,1] when
+ * their type is unsigned byte; labels become one-hot of the label width. */
+int nnt_dataset_create_idx(const char *images, const char *labels,
+                           nnt_dataset **out, nnt_err *e);
+/* `samples` random samples (inputs N(0,1), labels one-hot of a random
+ * class), the same for the same seed. */
+int nnt_dataset_create_synthetic(unsigned samples, uint64_t seed,
+                                 nnt_dataset **out, nnt_err *e);
+void nnt_dataset_destroy(nnt_dataset *ds);
+
+/* Properties: buffer_size (batches held in the queue), shuffle (bool),
+ * and per source: for file sources, `path`. Unknown keys: NNT_ERR_NOKEY. */
+int nnt_dataset_set_property(nnt_dataset *ds, const char *key,
+                             const char *value, nnt_err *e);
+
+/* Sizes of one sample's streams, given by the model before an epoch. */
+typedef struct nnt_ds_shape {
+  unsigned n_in, n_label;
+  size_t in_len[NNT_DS_MAX_STREAMS];    /* floats per sample */
+  size_t label_len[NNT_DS_MAX_STREAMS];
+} nnt_ds_shape;
+
+/* Check the source against the shape and batch (file length, IDX header),
+ * open files. Must be called before the first epoch; may be called again.
+ * seed drives shuffling. */
+int nnt_dataset_prepare(nnt_dataset *ds, const nnt_ds_shape *shape,
+                        unsigned batch, uint64_t seed, nnt_err *e);
+/* Samples per epoch when known (file, IDX, synthetic), 0 when not
+ * (generator). */
+size_t nnt_dataset_samples(const nnt_dataset *ds);
+/* Start an epoch: starts the producer thread. */
+int nnt_dataset_epoch_begin(nnt_dataset *ds, nnt_err *e);
+/* Copy the next full batch into in[i] (batch * in_len[i] floats) and
+ * label[j]. @return NNT_OK, NNT_ERR_EOD at the end of the epoch (the epoch
+ * is then over), or the producer's error. */
+int nnt_dataset_next_batch(nnt_dataset *ds, float **in, float **label,
+                           nnt_err *e);
+/* Stop the producer (safe at any time; idempotent). */
+void nnt_dataset_epoch_end(nnt_dataset *ds);
+
+#endif

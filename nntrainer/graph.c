@@ -1,0 +1,446 @@
+/* Graph compile: realize the keys that add nodes (activation=, flatten=,
+ * loss=), resolve input_layers, sort topologically, infer shapes through
+ * each layer's finalize, and assign execution orders. */
+#include "nntrainer/model_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* A layer in section order before sorting, with its resolved inputs. */
+typedef struct gnode {
+  nnt_layer *l;
+  unsigned n_in;
+  unsigned in[NNT_MAX_IO];     /* index into the gnode list, or NNT_NO_NODE */
+  unsigned in_idx[NNT_MAX_IO];
+  int removed;                 /* replaced by a loss node */
+  int fixed;                   /* inputs set by the compile itself */
+  int placed;
+} gnode;
+
+/* Name -> the node that stands for it (a layer's realized chain end). */
+typedef struct alias {
+  const char *name;
+  unsigned node;
+} alias;
+
+typedef struct build {
+  gnode *g;
+  size_t n, cap;
+  alias *a;
+  size_t na;
+  nnt_model *m;
+} build;
+
+static int is_type(const nnt_layer *l, const nnt_layer_ops *ops) {
+  return l->ops == ops;
+}
+
+static int is_loss_type(const nnt_layer *l) {
+  return is_type(l, &nnt_layer_mse) || is_type(l, &nnt_layer_cross_softmax) ||
+         is_type(l, &nnt_layer_cross_sigmoid);
+}
+
+static int push_node(build *b, nnt_layer *l, nnt_err *e) {
+  if (b->n == b->cap) {
+    size_t cap = b->cap ? 2 * b->cap : 32;
+    gnode *g = nnt_realloc(b->g, cap * sizeof *g);
+    alias *a = g ? nnt_realloc(b->a, cap * sizeof *a) : NULL;
+    if (!g || !a) {
+      if (g)
+        b->g = g;
+      return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
+    }
+    b->g = g;
+    b->a = a;
+    b->cap = cap;
+  }
+  memset(&b->g[b->n], 0, sizeof b->g[b->n]);
+  b->g[b->n].l = l;
+  b->n++;
+  return NNT_OK;
+}
+
+/* Create a layer the compile adds; the model owns it. */
+static int realize(build *b, const char *type, const char *name,
+                   int input_prev, nnt_layer **out, nnt_err *e) {
+  nnt_model *m = b->m;
+  nnt_layer *l = NULL;
+  int rc = nnt_layer_create(type, &l, e);
+  if (rc)
+    return rc;
+  nnt_layer **r = nnt_realloc(m->realized, (m->n_realized + 1) * sizeof *r);
+  if (!r) {
+    nnt_layer_destroy(l);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
+  }
+  m->realized = r;
+  m->realized[m->n_realized++] = l;
+  l->owned = 1;
+  snprintf(l->name, sizeof l->name, "%s", name);
+  *out = l;
+  rc = push_node(b, l, e);
+  if (rc)
+    return rc;
+  gnode *g = &b->g[b->n - 1];
+  g->fixed = 1;
+  if (input_prev) {
+    /* realized right after the node it follows */
+    g->n_in = 1;
+    g->in[0] = (unsigned)b->n - 2;
+    g->in_idx[0] = 0;
+  }
+  return NNT_OK;
+}
+
+static unsigned find_alias(const build *b, const char *name) {
+  for (size_t i = 0; i < b->na; i++)
+    if (nnt_streq(b->a[i].name, name))
+      return b->a[i].node;
+  return NNT_NO_NODE;
+}
+
+/* Pass 1: section order, with activation and flatten nodes after their
+ * layer; a layer's name then stands for the end of its chain. */
+static int realize_chains(build *b, nnt_err *e) {
+  nnt_model *m = b->m;
+  char name[NNT_NAME_MAX + 32];
+  for (size_t i = 0; i < m->n_layers; i++) {
+    nnt_layer *u = m->layers[i];
+    int rc = push_node(b, u, e);
+    if (rc)
+      return rc;
+    unsigned end = (unsigned)b->n - 1;
+    nnt_layer *r;
+    if (u->has_activation && u->activation != NNT_ACT_NONE &&
+        !is_type(u, &nnt_layer_activation)) {
+      snprintf(name, sizeof name, "%s/activation_realized", u->name);
+      if ((rc = realize(b, "activation", name, 1, &r, e)))
+        return rc;
+      if ((rc = nnt_layer_set_property(r, "activation", nnt_act_name(u->activation), e)))
+        return rc;
+      end = (unsigned)b->n - 1;
+    }
+    if (u->flatten && !is_type(u, &nnt_layer_flatten)) {
+      snprintf(name, sizeof name, "%s/flatten_realized", u->name);
+      if ((rc = realize(b, "flatten", name, 1, &r, e)))
+        return rc;
+      end = (unsigned)b->n - 1;
+    }
+    for (size_t k = 0; k < b->na; k++)
+      if (nnt_streq(b->a[k].name, u->name))
+        return nnt_err_set(e, NNT_ERR_INVAL, "layer name '%s' is used twice", u->name);
+    b->a[b->na++] = (alias){u->name, end};
+  }
+  return NNT_OK;
+}
+
+/* Pass 2: resolve input_layers (default: the previous section). */
+static int resolve_inputs(build *b, nnt_err *e) {
+  unsigned prev_end = NNT_NO_NODE;
+  for (size_t i = 0; i < b->n; i++) {
+    gnode *g = &b->g[i];
+    nnt_layer *l = g->l;
+    if (g->fixed) {
+    } else if (l->n_inputs) {
+      g->n_in = l->n_inputs;
+      for (unsigned k = 0; k < l->n_inputs; k++) {
+        unsigned p = find_alias(b, l->input_names[k]);
+        if (p == NNT_NO_NODE)
+          for (size_t j = 0; j < b->n; j++)
+            if (nnt_streq(b->g[j].l->name, l->input_names[k]))
+              p = (unsigned)j;
+        if (p == NNT_NO_NODE)
+          return nnt_err_set(e, NNT_ERR_INVAL,
+                             "[%s] input_layers: no layer named '%s'", l->name,
+                             l->input_names[k]);
+        if (p == i)
+          return nnt_err_set(e, NNT_ERR_INVAL,
+                             "[%s] input_layers: a layer cannot be its own input", l->name);
+        g->in[k] = p;
+        g->in_idx[k] = l->input_idx[k];
+      }
+    } else if (prev_end != NNT_NO_NODE && !is_type(l, &nnt_layer_input) &&
+               !l->has_input_shape) {
+      g->n_in = 1;
+      g->in[0] = prev_end;
+      g->in_idx[0] = 0;
+    } else {
+      g->n_in = 0; /* a graph input: needs input_shape */
+      if (!l->has_input_shape)
+        return nnt_err_set(e, NNT_ERR_INVAL,
+                           "[%s] input_shape: the first layer needs input_shape "
+                           "(or input_layers)", l->name);
+    }
+    /* the end of this layer's chain is the default input of the next
+     * section; realized nodes follow their layer directly */
+    prev_end = (unsigned)i;
+  }
+  return NNT_OK;
+}
+
+static unsigned count_consumers(const build *b, unsigned node) {
+  unsigned c = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    if (b->g[i].removed)
+      continue;
+    for (unsigned k = 0; k < b->g[i].n_in; k++)
+      if (b->g[i].in[k] == node)
+        c++;
+  }
+  return c;
+}
+
+/* loss = mse | cross | cross_softmax | cross_sigmoid: add the loss node. */
+static int realize_loss(build *b, nnt_err *e) {
+  nnt_model *m = b->m;
+  if (m->loss == NNT_LOSS_NONE)
+    return NNT_OK;
+  unsigned out = NNT_NO_NODE, n_out = 0;
+  for (size_t i = 0; i < b->n; i++)
+    if (!b->g[i].removed && !count_consumers(b, (unsigned)i)) {
+      out = (unsigned)i;
+      n_out++;
+    }
+  if (n_out != 1)
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "[Model] loss: the model has %u output layers; a loss key "
+                       "needs exactly one", n_out);
+  gnode *o = &b->g[out];
+  if (is_loss_type(o->l))
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "[Model] loss: layer '%s' is already a loss layer", o->l->name);
+  const char *type = "mse";
+  int replace = 0;
+  nnt_act act = NNT_ACT_NONE;
+  if (is_type(o->l, &nnt_layer_activation))
+    act = o->l->activation;
+  if (m->loss == NNT_LOSS_CROSS) {
+    if (act == NNT_ACT_SOFTMAX)
+      type = "cross_softmax";
+    else if (act == NNT_ACT_SIGMOID)
+      type = "cross_sigmoid";
+    else
+      return nnt_err_set(e, NNT_ERR_INVAL,
+                         "[Model] loss: 'cross' needs the last layer's activation to "
+                         "be softmax or sigmoid ('%s' has %s)",
+                         o->l->name, is_type(o->l, &nnt_layer_activation) ? nnt_act_name(act) : "none");
+    replace = 1;
+  } else if (m->loss == NNT_LOSS_CROSS_SOFTMAX) {
+    type = "cross_softmax";
+    replace = act == NNT_ACT_SOFTMAX;
+  } else if (m->loss == NNT_LOSS_CROSS_SIGMOID) {
+    type = "cross_sigmoid";
+    replace = act == NNT_ACT_SIGMOID;
+  }
+  char name[NNT_NAME_MAX + 16];
+  snprintf(name, sizeof name, "%s/loss", o->l->name);
+  nnt_layer *r;
+  unsigned in = out, in_idx = 0;
+  if (replace) {
+    if (o->n_in != 1)
+      return nnt_err_set(e, NNT_ERR_INVAL, "[%s] activation with %u inputs", o->l->name, o->n_in);
+    in = o->in[0];
+    in_idx = o->in_idx[0];
+    o->removed = 1;
+  }
+  int rc = realize(b, type, name, 0, &r, e);
+  if (rc)
+    return rc;
+  gnode *g = &b->g[b->n - 1];
+  g->n_in = 1;
+  g->in[0] = in;
+  g->in_idx[0] = in_idx;
+  return NNT_OK;
+}
+
+static int sort_and_finalize(build *b, nnt_err *e) {
+  nnt_model *m = b->m;
+  size_t live = 0;
+  for (size_t i = 0; i < b->n; i++)
+    live += !b->g[i].removed;
+  m->nodes = nnt_calloc(live, sizeof *m->nodes);
+  unsigned *pos = nnt_malloc(b->n * sizeof *pos);
+  if (!m->nodes || !pos) {
+    nnt_free(pos);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
+  }
+  /* Kahn's algorithm, always taking the earliest ready node in section order
+   * so a sequential model keeps its order. */
+  size_t placed = 0;
+  while (placed < live) {
+    size_t pick = b->n;
+    for (size_t i = 0; i < b->n && pick == b->n; i++) {
+      gnode *g = &b->g[i];
+      if (g->removed || g->placed)
+        continue;
+      int ready = 1;
+      for (unsigned k = 0; k < g->n_in && ready; k++)
+        ready = b->g[g->in[k]].placed;
+      if (ready)
+        pick = i;
+    }
+    if (pick == b->n) {
+      for (size_t i = 0; i < b->n; i++)
+        if (!b->g[i].removed && !b->g[i].placed) {
+          nnt_free(pos);
+          return nnt_err_set(e, NNT_ERR_INVAL,
+                             "[%s] input_layers: the layers form a cycle", b->g[i].l->name);
+        }
+    }
+    b->g[pick].placed = 1;
+    pos[pick] = (unsigned)placed;
+    nnt_node *nd = &m->nodes[placed++];
+    nd->layer = b->g[pick].l;
+    nd->n_in = b->g[pick].n_in;
+    for (unsigned k = 0; k < nd->n_in; k++) {
+      nd->in_node[k] = pos[b->g[pick].in[k]];
+      nd->in_idx[k] = b->g[pick].in_idx[k];
+    }
+  }
+  nnt_free(pos);
+  m->n_nodes = live;
+  /* graph inputs, consumers and shapes */
+  m->n_inputs = m->n_labels = 0;
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    nnt_node *nd = &m->nodes[i];
+    nnt_finalize_ctx *fc = &nd->fc;
+    memset(fc, 0, sizeof *fc);
+    fc->batch = m->batch;
+    fc->trainable = nd->layer->trainable;
+    if (!nd->n_in) {
+      if (m->n_inputs == NNT_DS_MAX_STREAMS)
+        return nnt_err_set(e, NNT_ERR_INVAL, "[%s] too many model inputs", nd->layer->name);
+      nd->n_in = 1;
+      nd->in_node[0] = NNT_NO_NODE;
+      nd->in_idx[0] = m->n_inputs;
+      nnt_dim d = nd->layer->input_shape;
+      d.b = m->batch;
+      m->input_dim[m->n_inputs++] = d;
+    }
+    fc->n_in = nd->n_in;
+    for (unsigned k = 0; k < nd->n_in; k++) {
+      if (nd->in_node[k] == NNT_NO_NODE) {
+        fc->in_dim[k] = m->input_dim[nd->in_idx[k]];
+        continue;
+      }
+      nnt_node *p = &m->nodes[nd->in_node[k]];
+      if (nd->in_idx[k] >= p->fc.n_out)
+        return nnt_err_set(e, NNT_ERR_INVAL,
+                           "[%s] input_layers: '%s' has %u output(s); index %u does not exist",
+                           nd->layer->name, p->layer->name, p->fc.n_out, nd->in_idx[k]);
+      fc->in_dim[k] = p->fc.out_dim[nd->in_idx[k]];
+    }
+    /* consumers of output 0 are known from the edges already placed later */
+    unsigned cons = 0;
+    for (size_t j = i + 1; j < m->n_nodes; j++)
+      for (unsigned k = 0; k < m->nodes[j].n_in; k++)
+        cons += m->nodes[j].in_node[k] == i && m->nodes[j].in_idx[k] == 0;
+    fc->n_consumers = cons;
+    fc->n_out = 1;
+    int rc = nd->layer->ops->finalize(nd->layer, fc, e);
+    if (rc)
+      return nnt_err_prefix(e, "[%s] ", nd->layer->name);
+    if (fc->n_out == 0 || fc->n_out > NNT_MAX_IO)
+      return nnt_err_set(e, NNT_ERR_INVAL, "[%s] bad output count %u", nd->layer->name, fc->n_out);
+    if (fc->flags & NNT_LF_LOSS) {
+      if (m->n_labels == NNT_DS_MAX_STREAMS)
+        return nnt_err_set(e, NNT_ERR_INVAL, "[%s] too many loss layers", nd->layer->name);
+      nd->label_idx = m->n_labels;
+      m->label_dim[m->n_labels++] = fc->out_dim[0];
+    }
+  }
+  return NNT_OK;
+}
+
+/* Which backward steps run, the execution orders, and the weight table. */
+static int assign_orders(nnt_model *m, nnt_err *e) {
+  size_t n = m->n_nodes;
+  m->n_w = 0;
+  for (size_t i = 0; i < n; i++) {
+    nnt_node *nd = &m->nodes[i];
+    for (unsigned o = 0; o < nd->fc.n_out; o++)
+      nd->n_consumers[o] = 0;
+  }
+  for (size_t i = 0; i < n; i++) {
+    nnt_node *nd = &m->nodes[i];
+    int trains = 0;
+    for (unsigned w = 0; w < nd->fc.n_w; w++)
+      trains |= nd->fc.w[w].trainable;
+    nd->do_grad = trains && nd->layer->trainable && nd->layer->ops->calc_gradient;
+    nd->needs_d = nd->do_grad;
+    nd->do_deriv = 0;
+    for (unsigned k = 0; k < nd->n_in; k++) {
+      if (nd->in_node[k] == NNT_NO_NODE)
+        continue;
+      nnt_node *p = &m->nodes[nd->in_node[k]];
+      p->n_consumers[nd->in_idx[k]]++;
+      if (p->needs_d) {
+        nd->needs_d = 1;
+        nd->do_deriv = 1;
+      }
+    }
+    if (nd->do_deriv && !nd->layer->ops->calc_derivative)
+      return nnt_err_set(e, NNT_ERR_NOT_SUPPORTED,
+                         "[%s] layer type '%s' has no backward pass", nd->layer->name,
+                         nd->layer->ops->type);
+    nd->w_first = m->n_w;
+    m->n_w += nd->fc.n_w;
+    nd->o_fwd = (unsigned)i;
+    unsigned r = (unsigned)(n - 1 - i);
+    nd->o_grad = (unsigned)n + 3 * r;
+    nd->o_deriv = nd->o_grad + 1;
+    nd->o_apply = nd->o_grad + 2;
+  }
+  m->n_orders = (unsigned)(4 * n);
+  m->wspec = nnt_calloc(m->n_w ? m->n_w : 1, sizeof *m->wspec);
+  m->w = nnt_calloc(m->n_w ? m->n_w : 1, sizeof *m->w);
+  m->w_node = nnt_calloc(m->n_w ? m->n_w : 1, sizeof *m->w_node);
+  if (!m->wspec || !m->w || !m->w_node)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
+  for (size_t i = 0; i < n; i++) {
+    nnt_node *nd = &m->nodes[i];
+    for (unsigned w = 0; w < nd->fc.n_w; w++) {
+      m->wspec[nd->w_first + w] = nd->fc.w[w];
+      m->w[nd->w_first + w].dim = nd->fc.w[w].dim;
+      m->w_node[nd->w_first + w] = (unsigned)i;
+    }
+  }
+  return NNT_OK;
+}
+
+int nnt_graph_compile(nnt_model *m, nnt_err *e) {
+  build b = {0};
+  b.m = m;
+  int rc = realize_chains(&b, e);
+  if (!rc)
+    rc = resolve_inputs(&b, e);
+  if (!rc)
+    rc = realize_loss(&b, e);
+  if (!rc)
+    rc = sort_and_finalize(&b, e);
+  if (!rc)
+    rc = assign_orders(m, e);
+  nnt_free(b.g);
+  nnt_free(b.a);
+  if (rc)
+    nnt_graph_free(m);
+  return rc;
+}
+
+void nnt_graph_free(nnt_model *m) {
+  for (size_t i = 0; i < m->n_realized; i++)
+    nnt_layer_destroy(m->realized[i]);
+  nnt_free(m->realized);
+  m->realized = NULL;
+  m->n_realized = 0;
+  nnt_free(m->nodes);
+  m->nodes = NULL;
+  m->n_nodes = 0;
+  nnt_free(m->wspec);
+  nnt_free(m->w);
+  nnt_free(m->w_node);
+  m->wspec = NULL;
+  m->w = NULL;
+  m->w_node = NULL;
+  m->n_w = 0;
+}

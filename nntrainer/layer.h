@@ -1,0 +1,189 @@
+/* Layers: a layer type is a const descriptor of functions (nnt_layer_ops);
+ * a layer is an instance of one, with the properties every layer shares and
+ * the private state of its type. Layers compute only through the kernel
+ * table in the run context, never on raw memory. */
+#ifndef NNT_LAYER_H
+#define NNT_LAYER_H
+
+#include "nntrainer/common.h"
+#include "nntrainer/tensor.h"
+#include "nntrainer/compute/kernels.h"
+
+#define NNT_MAX_IO 16      /* inputs or outputs of one layer */
+#define NNT_MAX_WEIGHTS 8  /* weights of one layer */
+#define NNT_MAX_SCRATCH 4  /* scratch tensors of one layer */
+#define NNT_NAME_MAX 128
+
+/* Weight initializers (NNTrainer's names). */
+typedef enum nnt_init {
+  NNT_INIT_ZEROS = 0,
+  NNT_INIT_ONES,
+  NNT_INIT_LECUN_NORMAL,
+  NNT_INIT_LECUN_UNIFORM,
+  NNT_INIT_XAVIER_NORMAL,
+  NNT_INIT_XAVIER_UNIFORM,
+  NNT_INIT_HE_NORMAL,
+  NNT_INIT_HE_UNIFORM,
+} nnt_init;
+int nnt_init_from_name(const char *name, nnt_init *out);
+const char *nnt_init_name(nnt_init i);
+/* Fill n values of w by the initializer, drawing from rng. */
+void nnt_init_fill(nnt_init init, unsigned fan_in, unsigned fan_out,
+                   nnt_rng *rng, float *w, size_t n);
+
+/* The weight-related properties shared by fully_connected, conv2d, ...:
+ * weight_initializer, bias_initializer, weight_regularizer,
+ * weight_regularizer_constant, weight_decay, bias_decay, disable_bias. */
+typedef struct nnt_weight_props {
+  nnt_init weight_init;  /* default xavier_uniform */
+  nnt_init bias_init;    /* default zeros */
+  int l2norm;            /* weight_regularizer = l2norm */
+  float l2_constant;     /* weight_regularizer_constant, default 1.0 */
+  float weight_decay;    /* default 0 */
+  float bias_decay;      /* default 0 */
+  int disable_bias;      /* default false */
+} nnt_weight_props;
+void nnt_weight_props_init(nnt_weight_props *p);
+/* @return NNT_OK, NNT_ERR_NOKEY when key is not one of these, or an error. */
+int nnt_weight_props_set(nnt_weight_props *p, const char *key,
+                         const char *value, nnt_err *e);
+
+/* A weight the layer asks for at finalize. */
+typedef struct nnt_weight_spec {
+  char name[32];     /* "weight", "bias", "moving_mean", ... */
+  nnt_dim dim;
+  nnt_init init;
+  unsigned fan_in, fan_out;
+  float l2;          /* l2norm regularizer constant; 0 = none */
+  float decay;       /* decoupled weight decay */
+  int trainable;     /* 0 for non-trainable state such as moving statistics */
+} nnt_weight_spec;
+
+/* When a scratch tensor is alive. */
+typedef enum nnt_scratch_life {
+  NNT_SCRATCH_FWD = 0, /* within forward only */
+  NNT_SCRATCH_ITER,    /* from forward until this layer's backward is done */
+  NNT_SCRATCH_BWD,     /* within calc_gradient / calc_derivative only */
+} nnt_scratch_life;
+
+/* Layer facts given at finalize (nnt_finalize_ctx.flags). */
+enum {
+  /* calc_gradient or calc_derivative reads the forward input(s) */
+  NNT_LF_BWD_READS_INPUT = 1u << 0,
+  /* calc_gradient or calc_derivative reads the forward output(s) */
+  NNT_LF_BWD_READS_OUTPUT = 1u << 1,
+  /* may run with out[0] == in[0] and d_in[0] == d_out[0] */
+  NNT_LF_INPLACE = 1u << 2,
+  /* output 0 is input 0 reinterpreted (flatten, reshape): same memory */
+  NNT_LF_VIEW = 1u << 3,
+  /* a loss layer: reads ctx->label, writes ctx->loss */
+  NNT_LF_LOSS = 1u << 4,
+};
+
+typedef struct nnt_finalize_ctx {
+  /* given */
+  unsigned batch;
+  unsigned n_in;
+  nnt_dim in_dim[NNT_MAX_IO];
+  unsigned n_consumers;   /* how many layers read output 0 (for multiout) */
+  int trainable;          /* the layer's `trainable` property */
+  /* set by the layer (n_out defaults to 1) */
+  unsigned n_out;
+  nnt_dim out_dim[NNT_MAX_IO];
+  unsigned n_w;
+  nnt_weight_spec w[NNT_MAX_WEIGHTS];
+  unsigned n_scratch;
+  nnt_dim scratch_dim[NNT_MAX_SCRATCH];
+  nnt_scratch_life scratch_life[NNT_MAX_SCRATCH];
+  unsigned flags;
+} nnt_finalize_ctx;
+
+/* Ask for a weight; returns its index in ctx->w and in the run context. */
+unsigned nnt_fctx_add_weight(nnt_finalize_ctx *ctx, const char *name,
+                             nnt_dim dim, nnt_init init, unsigned fan_in,
+                             unsigned fan_out, float l2, float decay,
+                             int trainable);
+unsigned nnt_fctx_add_scratch(nnt_finalize_ctx *ctx, nnt_dim dim,
+                              nnt_scratch_life life);
+
+/* What a layer sees when it runs. Tensors whose .data is NULL are not
+ * needed in this step (e.g. d_in of a layer fed by the model input). */
+typedef struct nnt_run_ctx {
+  const nnt_kernels *k;
+  unsigned n_in, n_out, n_w, n_scratch;
+  nnt_tensor *in;       /* forward inputs */
+  nnt_tensor *out;      /* forward outputs */
+  nnt_tensor *d_out;    /* backward: derivative of the loss wrt each output */
+  nnt_tensor *d_in;     /* backward: calc_derivative writes (overwrites) these */
+  nnt_tensor *w;        /* weights */
+  nnt_tensor *gw;       /* calc_gradient writes (overwrites); NULL data: frozen */
+  nnt_tensor *scratch;
+  const nnt_tensor *label; /* loss layers: the label batch */
+  float loss;              /* loss layers: forward writes the loss value */
+  int training;            /* forward: 1 in training, 0 in inference */
+  nnt_rng *rng;            /* for dropout and similar */
+} nnt_run_ctx;
+
+typedef struct nnt_layer nnt_layer;
+
+/* A layer type. Optional entries may be NULL. */
+typedef struct nnt_layer_ops {
+  const char *type;     /* registry name, lowercase: "fully_connected" */
+  int ml_type;          /* ml_train_layer_type_e value, or -1 */
+  size_t priv_size;     /* bytes of private state (zeroed, then init) */
+  void (*init)(nnt_layer *l); /* set property defaults in l->priv */
+  void (*destroy)(nnt_layer *l); /* free what init/set_property took */
+  /* @return NNT_OK, NNT_ERR_NOKEY for a key this type does not know, or an
+   * error naming the key and value. */
+  int (*set_property)(nnt_layer *l, const char *key, const char *value,
+                      nnt_err *e);
+  /* Infer output shapes, request weights and scratch, declare flags. */
+  int (*finalize)(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e);
+  void (*forward)(nnt_layer *l, nnt_run_ctx *ctx);
+  void (*calc_gradient)(nnt_layer *l, nnt_run_ctx *ctx);   /* dW */
+  void (*calc_derivative)(nnt_layer *l, nnt_run_ctx *ctx); /* dX */
+} nnt_layer_ops;
+
+struct nnt_layer {
+  const nnt_layer_ops *ops;
+  void *priv;
+  char name[NNT_NAME_MAX];
+  /* properties shared by every layer */
+  unsigned n_inputs;                  /* input_layers given */
+  char input_names[NNT_MAX_IO][NNT_NAME_MAX];
+  unsigned input_idx[NNT_MAX_IO];     /* "name(idx)": output index */
+  int has_input_shape;
+  nnt_dim input_shape;                /* c:h:w (b is ignored) */
+  int has_activation;
+  nnt_act activation;                 /* activation = ..., realized as a node */
+  int flatten;                        /* flatten = true, realized as a node */
+  int trainable;                      /* default 1 */
+  int owned;                          /* added to a model */
+};
+
+/* Registry. */
+const nnt_layer_ops *nnt_layer_ops_find(const char *type);
+const nnt_layer_ops *nnt_layer_ops_find_ml(int ml_type);
+/* The registered types, NULL-terminated. */
+const nnt_layer_ops *const *nnt_layer_ops_all(void);
+
+/* Create a layer of a registered type (case-insensitive name). */
+int nnt_layer_create(const char *type, nnt_layer **out, nnt_err *e);
+void nnt_layer_destroy(nnt_layer *l);
+/* Set one property: the type's own keys first, then the shared ones.
+ * The message names the key; callers add the section or layer. */
+int nnt_layer_set_property(nnt_layer *l, const char *key, const char *value,
+                           nnt_err *e);
+
+/* Descriptors, one per file in layers/. */
+extern const nnt_layer_ops nnt_layer_input;
+extern const nnt_layer_ops nnt_layer_fully_connected;
+extern const nnt_layer_ops nnt_layer_activation;
+extern const nnt_layer_ops nnt_layer_flatten;
+extern const nnt_layer_ops nnt_layer_reshape;
+extern const nnt_layer_ops nnt_layer_dropout;
+extern const nnt_layer_ops nnt_layer_mse;
+extern const nnt_layer_ops nnt_layer_cross_softmax;
+extern const nnt_layer_ops nnt_layer_cross_sigmoid;
+
+#endif

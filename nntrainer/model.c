@@ -1,0 +1,289 @@
+/* The model: building (the one path shared by the INI loader and the C API),
+ * [Model] properties, compile and initialize. */
+#include "nntrainer/model_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int nnt_model_create(nnt_model **out, nnt_err *e) {
+  nnt_model *m = nnt_calloc(1, sizeof *m);
+  if (!m)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "out of memory creating a model");
+  m->epochs = 1;
+  m->batch = 1;
+  m->memory_optimization = 1;
+  m->planner = NNT_PLANNER_BEST_FIT;
+  m->seed = 0;
+  m->bound_mode = -1;
+  m->k = nnt_kernels_cpu();
+  const char *p = getenv("NNTRAINER_POISON");
+  m->poison = p && *p && strcmp(p, "0") != 0;
+  nnt_mgr_init(&m->mgr[0]);
+  nnt_mgr_init(&m->mgr[1]);
+  *out = m;
+  return NNT_OK;
+}
+
+void nnt_model_destroy(nnt_model *m) {
+  if (!m)
+    return;
+  for (int i = 0; i < 3; i++)
+    nnt_dataset_destroy(m->ds[i]);
+  nnt_graph_free(m);
+  for (size_t i = 0; i < m->n_layers; i++)
+    nnt_layer_destroy(m->layers[i]);
+  nnt_free(m->layers);
+  nnt_optimizer_destroy(m->opt);
+  nnt_mgr_free(&m->mgr[0]);
+  nnt_mgr_free(&m->mgr[1]);
+  nnt_free(m->wpool);
+  nnt_free(m->opt_pool);
+  nnt_free(m->save_path);
+  nnt_free(m->base_dir);
+  nnt_free(m);
+}
+
+static int refuse_after_compile(const nnt_model *m, const char *what, nnt_err *e) {
+  if (m->compiled)
+    return nnt_err_set(e, NNT_ERR_INVAL, "%s: the model is already compiled", what);
+  return NNT_OK;
+}
+
+int nnt_model_set_base_dir(nnt_model *m, const char *dir, nnt_err *e) {
+  char *d = nnt_strdup(dir ? dir : ".");
+  if (!d)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "out of memory");
+  nnt_free(m->base_dir);
+  m->base_dir = d;
+  return NNT_OK;
+}
+
+const char *nnt_model_base_dir(const nnt_model *m) {
+  return m->base_dir ? m->base_dir : ".";
+}
+
+/* Join a relative path onto the model's base dir; a new string. */
+static char *resolve_path(const nnt_model *m, const char *v) {
+  if (v[0] == '/' || !m->base_dir)
+    return nnt_strdup(v);
+  size_t n = strlen(m->base_dir) + strlen(v) + 2;
+  char *p = nnt_malloc(n);
+  if (p)
+    snprintf(p, n, "%s/%s", m->base_dir, v);
+  return p;
+}
+
+int nnt_model_set_property(nnt_model *m, const char *key, const char *value,
+                           nnt_err *e) {
+  if (!key || !value)
+    return nnt_err_set(e, NNT_ERR_INVAL, "property key and value must not be NULL");
+  int rc = refuse_after_compile(m, key, e);
+  if (rc)
+    return rc;
+  unsigned u;
+  if (nnt_streq(key, "type")) {
+    if (!nnt_streq(value, "neuralnetwork"))
+      return nnt_err_set(e, NNT_ERR_INVAL,
+                         "key 'type': model type '%s' is not supported (NeuralNetwork is)", value);
+    return NNT_OK;
+  }
+  if (nnt_streq(key, "epochs")) {
+    if ((rc = nnt_parse_uint(key, value, &u, e)))
+      return rc;
+    m->epochs = u;
+    return NNT_OK;
+  }
+  if (nnt_streq(key, "batch_size")) {
+    if ((rc = nnt_parse_uint(key, value, &u, e)))
+      return rc;
+    if (!u)
+      return nnt_err_set(e, NNT_ERR_INVAL, "key 'batch_size': must be positive");
+    m->batch = u;
+    return NNT_OK;
+  }
+  if (nnt_streq(key, "loss")) {
+    static const struct {
+      const char *name;
+      nnt_loss_kind kind;
+    } losses[] = {{"mse", NNT_LOSS_MSE},
+                  {"cross", NNT_LOSS_CROSS},
+                  {"cross_softmax", NNT_LOSS_CROSS_SOFTMAX},
+                  {"cross_sigmoid", NNT_LOSS_CROSS_SIGMOID},
+                  {"none", NNT_LOSS_NONE}};
+    for (size_t i = 0; i < NNT_ARRAY_LEN(losses); i++)
+      if (nnt_streq(value, losses[i].name)) {
+        m->loss = losses[i].kind;
+        return NNT_OK;
+      }
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "key 'loss': unknown loss '%s' (mse, cross, cross_softmax, "
+                       "cross_sigmoid)", value);
+  }
+  if (nnt_streq(key, "save_path")) {
+    char *p = value[0] ? resolve_path(m, value) : NULL;
+    if (value[0] && !p)
+      return nnt_err_set(e, NNT_ERR_NOMEM, "out of memory");
+    nnt_free(m->save_path);
+    m->save_path = p;
+    return NNT_OK;
+  }
+  if (nnt_streq(key, "continue_train"))
+    return nnt_parse_bool(key, value, &m->continue_train, e);
+  if (nnt_streq(key, "memory_optimization"))
+    return nnt_parse_bool(key, value, &m->memory_optimization, e);
+  if (nnt_streq(key, "clip_grad_by_norm")) {
+    float f;
+    if ((rc = nnt_parse_float(key, value, &f, e)))
+      return rc;
+    if (f < 0)
+      return nnt_err_set(e, NNT_ERR_INVAL, "key 'clip_grad_by_norm': must not be negative");
+    m->clip_grad_norm = f;
+    return NNT_OK;
+  }
+  if (nnt_streq(key, "seed")) {
+    if ((rc = nnt_parse_uint(key, value, &u, e)))
+      return rc;
+    m->seed = u;
+    m->seed_set = 1;
+    return NNT_OK;
+  }
+  if (nnt_streq(key, "memory_planner")) {
+    if (nnt_planner_from_name(value, &m->planner))
+      return nnt_err_set(e, NNT_ERR_INVAL,
+                         "key 'memory_planner': unknown planner '%s' (basic, best_fit)", value);
+    return NNT_OK;
+  }
+  return nnt_err_set(e, NNT_ERR_NOKEY, "unknown key '%s'", key);
+}
+
+int nnt_model_add_layer(nnt_model *m, nnt_layer *l, nnt_err *e) {
+  if (!l)
+    return nnt_err_set(e, NNT_ERR_INVAL, "add_layer: layer is NULL");
+  int rc = refuse_after_compile(m, "add_layer", e);
+  if (rc)
+    return rc;
+  if (l->owned)
+    return nnt_err_set(e, NNT_ERR_INVAL, "add_layer: layer '%s' already belongs to a model",
+                       l->name);
+  if (!l->name[0])
+    snprintf(l->name, sizeof l->name, "%s%zu", l->ops->type, m->n_layers);
+  for (size_t i = 0; i < m->n_layers; i++)
+    if (nnt_streq(m->layers[i]->name, l->name))
+      return nnt_err_set(e, NNT_ERR_INVAL, "add_layer: a layer named '%s' already exists",
+                         l->name);
+  if (m->n_layers == m->cap_layers) {
+    size_t cap = m->cap_layers ? 2 * m->cap_layers : 16;
+    nnt_layer **p = nnt_realloc(m->layers, cap * sizeof *p);
+    if (!p)
+      return nnt_err_set(e, NNT_ERR_NOMEM, "out of memory adding a layer");
+    m->layers = p;
+    m->cap_layers = cap;
+  }
+  m->layers[m->n_layers++] = l;
+  l->owned = 1;
+  return NNT_OK;
+}
+
+int nnt_model_set_optimizer(nnt_model *m, nnt_optimizer *o, nnt_err *e) {
+  if (!o)
+    return nnt_err_set(e, NNT_ERR_INVAL, "set_optimizer: optimizer is NULL");
+  int rc = refuse_after_compile(m, "set_optimizer", e);
+  if (rc)
+    return rc;
+  if (o->owned)
+    return nnt_err_set(e, NNT_ERR_INVAL, "set_optimizer: optimizer already belongs to a model");
+  nnt_optimizer_destroy(m->opt);
+  m->opt = o;
+  o->owned = 1;
+  return NNT_OK;
+}
+
+int nnt_model_set_dataset(nnt_model *m, nnt_ds_mode mode, nnt_dataset *ds,
+                          nnt_err *e) {
+  if ((unsigned)mode > NNT_DS_TEST)
+    return nnt_err_set(e, NNT_ERR_INVAL, "set_dataset: unknown mode %d", (int)mode);
+  if (m->ds[mode] == ds)
+    return NNT_OK;
+  nnt_dataset_destroy(m->ds[mode]);
+  m->ds[mode] = ds;
+  return NNT_OK;
+}
+
+int nnt_model_compile(nnt_model *m, nnt_err *e) {
+  int rc = refuse_after_compile(m, "compile", e);
+  if (rc)
+    return rc;
+  if (!m->n_layers)
+    return nnt_err_set(e, NNT_ERR_INVAL, "compile: the model has no layers");
+  if (!m->seed_set)
+    m->seed = 0;
+  nnt_rng_seed(&m->rng, m->seed ^ 0x5eedULL);
+  if ((rc = nnt_graph_compile(m, e)))
+    return rc;
+  m->compiled = 1;
+  return NNT_OK;
+}
+
+static int file_exists(const char *p) {
+  struct stat st;
+  return p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int nnt_model_initialize(nnt_model *m, nnt_err *e) {
+  if (!m->compiled)
+    return nnt_err_set(e, NNT_ERR_INVAL, "initialize: compile the model first");
+  if (m->initialized)
+    return nnt_err_set(e, NNT_ERR_INVAL, "initialize: the model is already initialized");
+  size_t total = 0;
+  for (size_t i = 0; i < m->n_w; i++)
+    total += nnt_dim_len(m->wspec[i].dim);
+  m->wpool = nnt_malloc((total ? total : 1) * sizeof(float));
+  if (!m->wpool)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "initialize: cannot allocate %zu bytes of weights",
+                       total * sizeof(float));
+  m->wpool_floats = total;
+  /* weights are drawn from the seed in graph order, one stream per model */
+  nnt_rng r;
+  nnt_rng_seed(&r, m->seed);
+  size_t at = 0;
+  for (size_t i = 0; i < m->n_w; i++) {
+    nnt_weight_spec *s = &m->wspec[i];
+    m->w[i].data = m->wpool + at;
+    size_t n = nnt_dim_len(s->dim);
+    nnt_init_fill(s->init, s->fan_in, s->fan_out, &r, m->w[i].data, n);
+    at += n;
+  }
+  m->initialized = 1;
+  if ((m->continue_train || m->load_on_init) && file_exists(m->save_path)) {
+    int rc = nnt_model_load_weights(m, m->save_path, e);
+    if (rc) {
+      m->initialized = 0;
+      nnt_free(m->wpool);
+      m->wpool = NULL;
+      return rc;
+    }
+  }
+  return NNT_OK;
+}
+
+unsigned nnt_model_epochs(const nnt_model *m) { return m->epochs; }
+unsigned nnt_model_batch_size(const nnt_model *m) { return m->batch; }
+size_t nnt_model_layer_count(const nnt_model *m) { return m->n_layers; }
+nnt_layer *nnt_model_layer_at(nnt_model *m, size_t i) {
+  return i < m->n_layers ? m->layers[i] : NULL;
+}
+nnt_layer *nnt_model_find_layer(nnt_model *m, const char *name) {
+  for (size_t i = 0; i < m->n_layers; i++)
+    if (nnt_streq(m->layers[i]->name, name))
+      return m->layers[i];
+  for (size_t i = 0; i < m->n_realized; i++)
+    if (nnt_streq(m->realized[i]->name, name))
+      return m->realized[i];
+  return NULL;
+}
+nnt_optimizer *nnt_model_optimizer(nnt_model *m) { return m->opt; }
+nnt_dataset *nnt_model_dataset(nnt_model *m, nnt_ds_mode mode) {
+  return (unsigned)mode <= NNT_DS_TEST ? m->ds[mode] : NULL;
+}

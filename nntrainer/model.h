@@ -1,0 +1,87 @@
+/* The model: layers, optimizer, datasets and [Model] properties, built the
+ * same way by the INI loader and by the C API; then compiled into a graph,
+ * initialized (weights allocated), trained, saved and loaded. */
+#ifndef NNT_MODEL_H
+#define NNT_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "nntrainer/common.h"
+#include "nntrainer/layer.h"
+#include "nntrainer/dataset.h"
+#include "nntrainer/optimizer.h"
+
+typedef struct nnt_model nnt_model;
+
+typedef enum nnt_ds_mode {
+  NNT_DS_TRAIN = 0,
+  NNT_DS_VALID = 1,
+  NNT_DS_TEST = 2,
+} nnt_ds_mode;
+
+int nnt_model_create(nnt_model **out, nnt_err *e);
+/* Destroys everything the model owns (layers, optimizer, datasets). */
+void nnt_model_destroy(nnt_model *m);
+
+/* [Model] keys: type, epochs, batch_size, loss, save_path, continue_train,
+ * memory_optimization, clip_grad_by_norm; ours: seed, memory_planner.
+ * Relative save_path resolves against the base dir (nnt_model_set_base_dir). */
+int nnt_model_set_property(nnt_model *m, const char *key, const char *value,
+                           nnt_err *e);
+/* Folder that relative paths resolve against (the INI's folder). */
+int nnt_model_set_base_dir(nnt_model *m, const char *dir, nnt_err *e);
+const char *nnt_model_base_dir(const nnt_model *m);
+
+/* Takes ownership of l on success. Names must be unique. */
+int nnt_model_add_layer(nnt_model *m, nnt_layer *l, nnt_err *e);
+/* Takes ownership of o on success (replacing an earlier optimizer). */
+int nnt_model_set_optimizer(nnt_model *m, nnt_optimizer *o, nnt_err *e);
+/* Takes ownership of ds on success (replacing an earlier one of the mode). */
+int nnt_model_set_dataset(nnt_model *m, nnt_ds_mode mode, nnt_dataset *ds,
+                          nnt_err *e);
+
+/* Resolve the graph: realize activation/flatten/loss nodes, connect inputs,
+ * sort, infer shapes, assign execution orders. */
+int nnt_model_compile(nnt_model *m, nnt_err *e);
+/* Allocate and initialize weights (or load them from save_path when it
+ * exists and the model was loaded with weights / continue_train). */
+int nnt_model_initialize(nnt_model *m, nnt_err *e);
+
+/* Progress of training, given to the callback after every batch and at the
+ * end of every epoch. The library never prints; the CLI draws this. */
+typedef struct nnt_progress {
+  unsigned epoch, epochs;      /* 1-based */
+  size_t batch, batches;       /* 1-based; batches is 0 when unknown */
+  float loss;                  /* running mean training loss this epoch */
+  double samples_per_sec;
+  double elapsed_s;
+  int epoch_done;              /* 1 at the end of an epoch: fields below set */
+  float train_loss;
+  int has_valid;
+  float valid_loss, valid_accuracy;
+} nnt_progress;
+typedef void (*nnt_progress_cb)(const nnt_progress *p, void *user_data);
+
+/* Train for the model's epochs. Stops with the dataset's error on failure. */
+int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *user_data,
+                    nnt_err *e);
+/* Loss and accuracy (argmax of output vs argmax of label) over a dataset. */
+int nnt_model_evaluate(nnt_model *m, nnt_ds_mode mode, float *loss,
+                       float *accuracy, nnt_err *e);
+
+/* Weight file: NNTrainer's format, written through a temporary file and a
+ * rename. with_state adds the optimizer state and counters after weights. */
+int nnt_model_save_weights(nnt_model *m, const char *path, int with_state,
+                           nnt_err *e);
+int nnt_model_load_weights(nnt_model *m, const char *path, nnt_err *e);
+
+/* Read-only views for summary and tests. */
+unsigned nnt_model_epochs(const nnt_model *m);
+unsigned nnt_model_batch_size(const nnt_model *m);
+size_t nnt_model_layer_count(const nnt_model *m);       /* as added */
+nnt_layer *nnt_model_layer_at(nnt_model *m, size_t i);
+nnt_layer *nnt_model_find_layer(nnt_model *m, const char *name);
+nnt_optimizer *nnt_model_optimizer(nnt_model *m);
+nnt_dataset *nnt_model_dataset(nnt_model *m, nnt_ds_mode mode);
+
+#endif

@@ -1,0 +1,116 @@
+/* Private: the model's and the compiled graph's structures. */
+#ifndef NNT_MODEL_IMPL_H
+#define NNT_MODEL_IMPL_H
+
+#include <limits.h>
+#include "nntrainer/model.h"
+#include "manager/manager.h"
+
+#define NNT_NO_NODE UINT_MAX
+
+typedef enum nnt_loss_kind {
+  NNT_LOSS_NONE = 0,
+  NNT_LOSS_MSE,
+  NNT_LOSS_CROSS,         /* softmax or sigmoid, by the last activation */
+  NNT_LOSS_CROSS_SOFTMAX,
+  NNT_LOSS_CROSS_SIGMOID,
+} nnt_loss_kind;
+
+/* How a consumer's derivative reaches its producer's output. */
+typedef enum nnt_dmode {
+  NNT_D_DIRECT = 0, /* the consumer writes the producer's d_out itself */
+  NNT_D_COPY,       /* fan-out: write a temporary, copy into the sum */
+  NNT_D_ADD,        /* fan-out: write a temporary, add into the sum */
+} nnt_dmode;
+
+/* One node of the compiled graph, in execution (topological) order. */
+typedef struct nnt_node {
+  nnt_layer *layer;
+  unsigned n_in;
+  unsigned in_node[NNT_MAX_IO];   /* producer node, or NNT_NO_NODE */
+  unsigned in_idx[NNT_MAX_IO];    /* producer's output, or model input index */
+  unsigned n_consumers[NNT_MAX_IO]; /* per output */
+  nnt_finalize_ctx fc;
+  size_t w_first;                 /* index of its first weight in the model */
+  int do_grad;                    /* calc_gradient runs */
+  int do_deriv;                   /* calc_derivative runs */
+  int needs_d;                    /* some ancestor or itself trains: d_out wanted */
+  int inplace;                    /* out[0] shares in[0] (in-place or view) */
+  unsigned label_idx;             /* loss nodes: which label stream */
+  unsigned o_fwd, o_grad, o_deriv, o_apply; /* execution orders */
+  /* tensor ids in the current plan (-1: none) */
+  int t_in[NNT_MAX_IO], t_out[NNT_MAX_IO];
+  int t_din[NNT_MAX_IO], t_dout[NNT_MAX_IO];
+  nnt_dmode dmode[NNT_MAX_IO];
+  int t_dsum[NNT_MAX_IO];         /* fan-out: the producer's d_out */
+  int t_gw[NNT_MAX_WEIGHTS];
+  int t_scratch[NNT_MAX_SCRATCH];
+  int t_label;
+  /* run context, bound to the current plan */
+  nnt_tensor in[NNT_MAX_IO], out[NNT_MAX_IO], din[NNT_MAX_IO], dout[NNT_MAX_IO];
+  nnt_tensor gw[NNT_MAX_WEIGHTS], scratch[NNT_MAX_SCRATCH], label;
+  nnt_run_ctx ctx;
+} nnt_node;
+
+typedef enum nnt_mode { NNT_MODE_TRAIN = 0, NNT_MODE_INFER = 1 } nnt_mode;
+
+struct nnt_model {
+  /* as built */
+  nnt_layer **layers;
+  size_t n_layers, cap_layers;
+  nnt_optimizer *opt;
+  nnt_dataset *ds[3];
+  /* [Model] properties */
+  unsigned epochs, batch;
+  nnt_loss_kind loss;
+  char *save_path;          /* resolved against base_dir */
+  int continue_train;
+  int memory_optimization;
+  float clip_grad_norm;     /* 0: off */
+  uint64_t seed;
+  int seed_set;
+  nnt_planner_kind planner;
+  int load_on_init;         /* load save_path at initialize (INI with bin) */
+  char *base_dir;
+  /* compiled */
+  int compiled, initialized;
+  nnt_layer **realized;     /* layers the compile added (activation, loss) */
+  size_t n_realized;
+  nnt_node *nodes;
+  size_t n_nodes;
+  unsigned n_orders;
+  unsigned n_inputs, n_labels;
+  nnt_dim input_dim[NNT_DS_MAX_STREAMS], label_dim[NNT_DS_MAX_STREAMS];
+  /* weights (allocated at initialize), in save order */
+  size_t n_w;
+  nnt_weight_spec *wspec;
+  nnt_tensor *w;
+  unsigned *w_node;
+  float *wpool;
+  size_t wpool_floats;
+  /* optimizer state, allocated at the first training step */
+  float *opt_pool;
+  unsigned opt_slots;
+  /* per-mode plans */
+  nnt_mgr mgr[2];
+  int bound_mode;           /* which plan the nodes' contexts point into; -1 */
+  int input_t[NNT_DS_MAX_STREAMS], label_t[NNT_DS_MAX_STREAMS];
+  /* counters */
+  unsigned epoch_idx;       /* epochs done */
+  unsigned iter;            /* iterations done */
+  nnt_rng rng;              /* dropout and the like */
+  const nnt_kernels *k;
+  int poison;
+};
+
+/* graph.c */
+int nnt_graph_compile(nnt_model *m, nnt_err *e);
+void nnt_graph_free(nnt_model *m);
+/* plan.c: build the requests of a mode, plan them, bind node contexts. */
+int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e);
+void nnt_model_release_plan(nnt_model *m, nnt_mode mode);
+/* train.c */
+int nnt_model_forward(nnt_model *m, int training, float *loss);
+void nnt_model_backward(nnt_model *m);
+
+#endif

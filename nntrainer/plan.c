@@ -1,0 +1,273 @@
+/* From the compiled graph to tensor requests for one mode: lifetimes from
+ * execution orders and from what each backward step reads, in-place and
+ * view decisions from the graph, then the manager's plan and the binding
+ * of every node's run context to the planned memory. */
+#include "nntrainer/model_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int req(nnt_mgr *g, const char *layer, const char *what, unsigned idx,
+               nnt_tkind kind, nnt_dim dim, unsigned first, unsigned last,
+               nnt_err *e) {
+  char name[NNT_NAME_MAX + 48];
+  snprintf(name, sizeof name, "%s:%s%u", layer, what, idx);
+  int id = nnt_mgr_request(g, name, kind, dim, first, last);
+  if (id < 0)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "manager: out of memory");
+  return id;
+}
+
+/* Does node i read its output in a backward step that runs? */
+static int bwd_reads_output(const nnt_node *nd) {
+  return (nd->fc.flags & NNT_LF_BWD_READS_OUTPUT) && (nd->do_grad || nd->do_deriv);
+}
+
+/* May node i overwrite its input 0 in place? Only when the value it would
+ * overwrite has no other reader: the input has a single consumer, and no
+ * earlier step whose memory this value shares reads it in backward. */
+static int can_run_inplace(const nnt_model *m, size_t i, nnt_mode mode) {
+  const nnt_node *nd = &m->nodes[i];
+  if (!(nd->fc.flags & NNT_LF_INPLACE))
+    return 0;
+  unsigned p = nd->in_node[0], pidx = nd->in_idx[0];
+  for (;;) {
+    if (p == NNT_NO_NODE) {
+      /* the model input: the caller's batch, read by nobody else? */
+      unsigned c = 0;
+      for (size_t j = 0; j < m->n_nodes; j++)
+        for (unsigned k = 0; k < m->nodes[j].n_in; k++)
+          c += m->nodes[j].in_node[k] == NNT_NO_NODE && m->nodes[j].in_idx[k] == pidx;
+      return c == 1;
+    }
+    const nnt_node *pn = &m->nodes[p];
+    if (pn->n_consumers[pidx] != 1)
+      return 0;
+    if (mode == NNT_MODE_TRAIN && bwd_reads_output(pn))
+      return 0;
+    if (!pn->inplace || pidx != 0)
+      return 1;
+    /* the producer shares its input's memory: that value is overwritten
+     * too, so its readers count as well */
+    if (mode == NNT_MODE_TRAIN && (pn->fc.flags & NNT_LF_BWD_READS_INPUT) &&
+        (pn->do_grad || pn->do_deriv))
+      return 0;
+    p = pn->in_node[0];
+    pidx = pn->in_idx[0];
+  }
+}
+
+static int request_forward(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
+  int opt = m->memory_optimization;
+  unsigned last_order = mode == NNT_MODE_TRAIN ? m->n_orders - 1 : (unsigned)m->n_nodes - 1;
+  for (unsigned s = 0; s < m->n_inputs; s++) {
+    int id = req(g, "model", "input", s, NNT_TK_INPUT, m->input_dim[s], 0, 0, e);
+    if (id < 0)
+      return id;
+    m->input_t[s] = id;
+  }
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    nnt_node *nd = &m->nodes[i];
+    const char *name = nd->layer->name;
+    int bwd = mode == NNT_MODE_TRAIN && (nd->do_grad || nd->do_deriv);
+    unsigned bwd_first = nd->do_grad ? nd->o_grad : nd->o_deriv;
+    for (unsigned k = 0; k < nd->n_in; k++) {
+      nd->t_in[k] = nd->in_node[k] == NNT_NO_NODE
+                        ? m->input_t[nd->in_idx[k]]
+                        : m->nodes[nd->in_node[k]].t_out[nd->in_idx[k]];
+      nnt_mgr_use(g, nd->t_in[k], nd->o_fwd);
+      if (bwd && (nd->fc.flags & NNT_LF_BWD_READS_INPUT)) {
+        nnt_mgr_use(g, nd->t_in[k], bwd_first);
+        nnt_mgr_use(g, nd->t_in[k], nd->o_deriv);
+      }
+    }
+    nd->inplace = 0;
+    if (opt && (nd->fc.flags & NNT_LF_VIEW))
+      nd->inplace = 1;
+    else if (opt && can_run_inplace(m, i, mode))
+      nd->inplace = 1;
+    for (unsigned o = 0; o < nd->fc.n_out; o++) {
+      int id = req(g, name, "out", o, NNT_TK_ACTIVATION, nd->fc.out_dim[o], nd->o_fwd,
+                   nd->o_fwd, e);
+      if (id < 0)
+        return id;
+      nd->t_out[o] = id;
+      if (o == 0 && nd->inplace)
+        nnt_mgr_merge(g, id, nd->t_in[0]);
+      if (bwd && (nd->fc.flags & NNT_LF_BWD_READS_OUTPUT)) {
+        nnt_mgr_use(g, id, bwd_first);
+        nnt_mgr_use(g, id, nd->o_deriv);
+      }
+      if (!nd->n_consumers[o])
+        nnt_mgr_use(g, id, last_order); /* model outputs stay readable */
+    }
+    for (unsigned s = 0; s < nd->fc.n_scratch; s++) {
+      unsigned f = nd->o_fwd, l = nd->o_fwd;
+      nnt_scratch_life life = nd->fc.scratch_life[s];
+      if (mode == NNT_MODE_TRAIN && life == NNT_SCRATCH_ITER)
+        l = nd->o_deriv;
+      if (mode == NNT_MODE_TRAIN && life == NNT_SCRATCH_BWD)
+        f = bwd_first, l = nd->o_deriv;
+      int id = req(g, name, "scratch", s, NNT_TK_SCRATCH, nd->fc.scratch_dim[s], f, l, e);
+      if (id < 0)
+        return id;
+      nd->t_scratch[s] = id;
+    }
+    nd->t_label = -1;
+    if (nd->fc.flags & NNT_LF_LOSS) {
+      unsigned l = mode == NNT_MODE_TRAIN ? nd->o_deriv : nd->o_fwd;
+      int id = req(g, name, "label", 0, NNT_TK_LABEL, m->label_dim[nd->label_idx], 0, l, e);
+      if (id < 0)
+        return id;
+      nd->t_label = id;
+      m->label_t[nd->label_idx] = id;
+    }
+  }
+  return NNT_OK;
+}
+
+/* Gradients and derivatives (training only). */
+static int request_backward(nnt_model *m, nnt_mgr *g, nnt_err *e) {
+  int opt = m->memory_optimization;
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    nnt_node *nd = &m->nodes[i];
+    for (unsigned w = 0; w < nd->fc.n_w; w++) {
+      nd->t_gw[w] = -1;
+      if (!nd->do_grad || !nd->fc.w[w].trainable)
+        continue;
+      unsigned last = m->clip_grad_norm > 0 ? m->n_orders - 1 : nd->o_apply;
+      int id = req(g, nd->layer->name, "grad", w, NNT_TK_GRADIENT, nd->fc.w[w].dim,
+                   nd->o_grad, last, e);
+      if (id < 0)
+        return id;
+      nd->t_gw[w] = id;
+    }
+  }
+  /* a consumer's d_in is its producer's d_out; fan-out gets a sum */
+  for (size_t i = 0; i < m->n_nodes; i++)
+    for (unsigned o = 0; o < NNT_MAX_IO; o++)
+      m->nodes[i].t_dout[o] = -1;
+  for (size_t ci = m->n_nodes; ci-- > 0;) {
+    nnt_node *c = &m->nodes[ci];
+    for (unsigned k = 0; k < c->n_in; k++) {
+      c->t_din[k] = -1;
+      c->t_dsum[k] = -1;
+      c->dmode[k] = NNT_D_DIRECT;
+      if (!c->do_deriv || c->in_node[k] == NNT_NO_NODE)
+        continue;
+      nnt_node *p = &m->nodes[c->in_node[k]];
+      unsigned pi = c->in_idx[k];
+      if (!p->needs_d)
+        continue;
+      unsigned p_last = p->o_deriv;
+      if (p->n_consumers[pi] == 1) {
+        int id = req(g, c->layer->name, "d_in", k, NNT_TK_DERIVATIVE, c->fc.in_dim[k],
+                     c->o_deriv, p_last, e);
+        if (id < 0)
+          return id;
+        c->t_din[k] = id;
+        p->t_dout[pi] = id;
+      } else {
+        if (p->t_dout[pi] < 0) {
+          /* the first consumer in backward order is the last in forward */
+          int id = req(g, p->layer->name, "d_out", pi, NNT_TK_DERIVATIVE,
+                       p->fc.out_dim[pi], c->o_deriv, p_last, e);
+          if (id < 0)
+            return id;
+          p->t_dout[pi] = id;
+          c->dmode[k] = NNT_D_COPY;
+        } else {
+          c->dmode[k] = NNT_D_ADD;
+        }
+        int id = req(g, c->layer->name, "d_in", k, NNT_TK_DERIVATIVE, c->fc.in_dim[k],
+                     c->o_deriv, c->o_deriv, e);
+        if (id < 0)
+          return id;
+        c->t_din[k] = id;
+        c->t_dsum[k] = p->t_dout[pi];
+      }
+    }
+  }
+  /* in-place and view layers write d_in over d_out */
+  if (opt)
+    for (size_t i = 0; i < m->n_nodes; i++) {
+      nnt_node *nd = &m->nodes[i];
+      if (nd->inplace && nd->t_din[0] >= 0 && nd->t_dout[0] >= 0)
+        nnt_mgr_merge(g, nd->t_din[0], nd->t_dout[0]);
+    }
+  return NNT_OK;
+}
+
+static void bind(nnt_tensor *t, const nnt_mgr *g, int id, nnt_dim dim) {
+  t->dim = dim;
+  t->data = id >= 0 ? nnt_mgr_data(g, id) : NULL;
+}
+
+static void bind_contexts(nnt_model *m, nnt_mode mode) {
+  nnt_mgr *g = &m->mgr[mode];
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    nnt_node *nd = &m->nodes[i];
+    nnt_run_ctx *c = &nd->ctx;
+    memset(c, 0, sizeof *c);
+    for (unsigned k = 0; k < nd->n_in; k++) {
+      bind(&nd->in[k], g, nd->t_in[k], nd->fc.in_dim[k]);
+      bind(&nd->din[k], g, mode == NNT_MODE_TRAIN ? nd->t_din[k] : -1, nd->fc.in_dim[k]);
+    }
+    for (unsigned o = 0; o < nd->fc.n_out; o++) {
+      bind(&nd->out[o], g, nd->t_out[o], nd->fc.out_dim[o]);
+      bind(&nd->dout[o], g, mode == NNT_MODE_TRAIN ? nd->t_dout[o] : -1, nd->fc.out_dim[o]);
+    }
+    for (unsigned w = 0; w < nd->fc.n_w; w++)
+      bind(&nd->gw[w], g, mode == NNT_MODE_TRAIN ? nd->t_gw[w] : -1, nd->fc.w[w].dim);
+    for (unsigned s = 0; s < nd->fc.n_scratch; s++)
+      bind(&nd->scratch[s], g, nd->t_scratch[s], nd->fc.scratch_dim[s]);
+    if (nd->t_label >= 0)
+      bind(&nd->label, g, nd->t_label, m->label_dim[nd->label_idx]);
+    c->k = m->k;
+    c->n_in = nd->n_in;
+    c->n_out = nd->fc.n_out;
+    c->n_w = nd->fc.n_w;
+    c->n_scratch = nd->fc.n_scratch;
+    c->in = nd->in;
+    c->out = nd->out;
+    c->d_in = nd->din;
+    c->d_out = nd->dout;
+    c->w = m->w + nd->w_first;
+    c->gw = nd->gw;
+    c->scratch = nd->scratch;
+    c->label = nd->t_label >= 0 ? &nd->label : NULL;
+    c->rng = &m->rng;
+  }
+  m->bound_mode = mode;
+}
+
+int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
+  nnt_mgr *g = &m->mgr[mode];
+  if (g->planned) {
+    if (m->bound_mode != (int)mode)
+      bind_contexts(m, mode);
+    return NNT_OK;
+  }
+  nnt_mgr_free(g);
+  nnt_mgr_init(g);
+  g->poison = m->poison;
+  int rc = request_forward(m, mode, g, e);
+  if (!rc && mode == NNT_MODE_TRAIN)
+    rc = request_backward(m, g, e);
+  if (!rc) {
+    nnt_planner_kind k = m->memory_optimization ? m->planner : NNT_PLANNER_BASIC;
+    rc = nnt_mgr_plan(g, k, 0, e);
+  }
+  if (rc) {
+    nnt_mgr_free(g);
+    return rc;
+  }
+  bind_contexts(m, mode);
+  return NNT_OK;
+}
+
+void nnt_model_release_plan(nnt_model *m, nnt_mode mode) {
+  nnt_mgr_free(&m->mgr[mode]);
+  if (m->bound_mode == (int)mode)
+    m->bound_mode = -1;
+}

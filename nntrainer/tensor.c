@@ -1,0 +1,40 @@
+/* Shapes: parsing and formatting NNTrainer's b:c:h:w notation. */
+#include "nntrainer/tensor.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int nnt_dim_eq(nnt_dim a, nnt_dim b) {
+  return a.b == b.b && a.c == b.c && a.h == b.h && a.w == b.w;
+}
+
+int nnt_dim_parse(const char *key, const char *s, nnt_dim *out, nnt_err *e) {
+  unsigned v[4], n = 0;
+  char buf[128];
+  if (!s || strlen(s) >= sizeof buf)
+    goto bad;
+  strcpy(buf, s);
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ":", &save); tok; tok = strtok_r(NULL, ":", &save)) {
+    if (n == 4 || nnt_parse_uint(key, tok, &v[n], NULL) || v[n] == 0)
+      goto bad;
+    n++;
+  }
+  if (!n)
+    goto bad;
+  unsigned full[4] = {1, 1, 1, 1};
+  for (unsigned i = 0; i < n; i++)
+    full[4 - n + i] = v[i];
+  *out = nnt_dim_make(full[0], full[1], full[2], full[3]);
+  return NNT_OK;
+bad:
+  return nnt_err_set(e, NNT_ERR_INVAL,
+                     "key '%s': value '%s' is not a shape (up to four positive "
+                     "integers separated by ':', as in 1:28:28)",
+                     key, s ? s : "(null)");
+}
+
+char *nnt_dim_str(nnt_dim d, char *buf, size_t n) {
+  snprintf(buf, n, "%u:%u:%u:%u", d.b, d.c, d.h, d.w);
+  return buf;
+}

@@ -1,0 +1,308 @@
+/* The training loop: forward, loss, backward (calc_gradient, calc_derivative,
+ * apply_gradient per node, walking backwards), metrics and checkpoints. */
+#include "nntrainer/model_impl.h"
+
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+int nnt_model_forward(nnt_model *m, int training, float *loss) {
+  float total = 0;
+  nnt_mgr *g = &m->mgr[m->bound_mode];
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    nnt_node *nd = &m->nodes[i];
+    nd->ctx.training = training;
+    nd->ctx.loss = 0;
+    nd->layer->ops->forward(nd->layer, &nd->ctx);
+    total += nd->ctx.loss;
+    nnt_mgr_poison_after(g, nd->o_fwd);
+  }
+  if (loss)
+    *loss = total;
+  return NNT_OK;
+}
+
+/* Optimizer state: slot s of weight i starts at opt_pool + s * wpool_floats
+ * + (w[i].data - wpool). */
+static int ensure_opt_state(nnt_model *m, nnt_err *e) {
+  unsigned slots = nnt_optimizer_state_count(m->opt);
+  if (!slots || (m->opt_pool && m->opt_slots == slots))
+    return NNT_OK;
+  nnt_free(m->opt_pool);
+  m->opt_pool = nnt_calloc((size_t)slots * m->wpool_floats + 1, sizeof(float));
+  if (!m->opt_pool)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate optimizer state (%zu bytes)",
+                       (size_t)slots * m->wpool_floats * sizeof(float));
+  m->opt_slots = slots;
+  return NNT_OK;
+}
+
+static void apply_weight(nnt_model *m, size_t wi, const nnt_tensor *gw) {
+  float *state[4] = {0};
+  size_t off = (size_t)(m->w[wi].data - m->wpool);
+  for (unsigned s = 0; s < m->opt_slots && s < 4; s++)
+    state[s] = m->opt_pool + s * m->wpool_floats + off;
+  nnt_optimizer_apply(m->opt, m->k, m->iter, nnt_dim_len(gw->dim), m->w[wi].data,
+                      gw->data, state);
+}
+
+static void apply_node(nnt_model *m, nnt_node *nd) {
+  for (unsigned w = 0; w < nd->fc.n_w; w++)
+    if (nd->gw[w].data)
+      apply_weight(m, nd->w_first + w, &nd->gw[w]);
+}
+
+/* Regularization adds to the gradient before the update, as NNTrainer does
+ * in apply_gradient: l2norm adds constant * w, weight decay adds decay * w. */
+static void regularize(nnt_model *m, nnt_node *nd) {
+  for (unsigned w = 0; w < nd->fc.n_w; w++) {
+    nnt_tensor *gw = &nd->gw[w];
+    if (!gw->data)
+      continue;
+    const nnt_weight_spec *s = &nd->fc.w[w];
+    size_t n = nnt_dim_len(gw->dim);
+    if (s->l2 > 0)
+      m->k->axpy(n, s->l2, nd->ctx.w[w].data, gw->data);
+    if (s->decay > 0)
+      m->k->axpy(n, s->decay, nd->ctx.w[w].data, gw->data);
+  }
+}
+
+static void clip_and_apply(nnt_model *m) {
+  double sq = 0;
+  for (size_t i = 0; i < m->n_nodes; i++)
+    for (unsigned w = 0; w < m->nodes[i].fc.n_w; w++) {
+      nnt_tensor *gw = &m->nodes[i].gw[w];
+      if (gw->data)
+        sq += m->k->dot(nnt_dim_len(gw->dim), gw->data, gw->data);
+    }
+  double norm = sqrt(sq);
+  float scale = norm > m->clip_grad_norm ? (float)(m->clip_grad_norm / norm) : 1.0f;
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    nnt_node *nd = &m->nodes[i];
+    if (!nd->do_grad)
+      continue;
+    for (unsigned w = 0; w < nd->fc.n_w; w++)
+      if (nd->gw[w].data && scale != 1.0f)
+        m->k->scale(nnt_dim_len(nd->gw[w].dim), scale, nd->gw[w].data);
+    apply_node(m, nd);
+  }
+}
+
+void nnt_model_backward(nnt_model *m) {
+  nnt_mgr *g = &m->mgr[m->bound_mode];
+  int clip = m->clip_grad_norm > 0;
+  for (size_t i = m->n_nodes; i-- > 0;) {
+    nnt_node *nd = &m->nodes[i];
+    if (nd->do_grad) {
+      nd->layer->ops->calc_gradient(nd->layer, &nd->ctx);
+      regularize(m, nd);
+    }
+    nnt_mgr_poison_after(g, nd->o_grad);
+    if (nd->do_deriv) {
+      nd->layer->ops->calc_derivative(nd->layer, &nd->ctx);
+      for (unsigned k = 0; k < nd->n_in; k++) {
+        if (nd->dmode[k] == NNT_D_DIRECT || !nd->din[k].data)
+          continue;
+        float *sum = nnt_mgr_data(g, nd->t_dsum[k]);
+        size_t n = nnt_dim_len(nd->din[k].dim);
+        if (nd->dmode[k] == NNT_D_COPY)
+          m->k->copy(n, nd->din[k].data, sum);
+        else
+          m->k->add(n, sum, nd->din[k].data, sum);
+      }
+    }
+    nnt_mgr_poison_after(g, nd->o_deriv);
+    if (nd->do_grad && !clip)
+      apply_node(m, nd);
+    nnt_mgr_poison_after(g, nd->o_apply);
+  }
+  if (clip)
+    clip_and_apply(m);
+}
+
+static void ds_shape(const nnt_model *m, nnt_ds_shape *s) {
+  memset(s, 0, sizeof *s);
+  s->n_in = m->n_inputs;
+  s->n_label = m->n_labels;
+  for (unsigned i = 0; i < m->n_inputs; i++)
+    s->in_len[i] = nnt_dim_feature_len(m->input_dim[i]);
+  for (unsigned i = 0; i < m->n_labels; i++)
+    s->label_len[i] = nnt_dim_feature_len(m->label_dim[i]);
+}
+
+static void batch_ptrs(nnt_model *m, float **in, float **label) {
+  nnt_mgr *g = &m->mgr[m->bound_mode];
+  for (unsigned i = 0; i < m->n_inputs; i++)
+    in[i] = nnt_mgr_data(g, m->input_t[i]);
+  for (unsigned i = 0; i < m->n_labels; i++)
+    label[i] = nnt_mgr_data(g, m->label_t[i]);
+}
+
+/* Correct predictions in the batch: argmax of output vs argmax of label. */
+static unsigned count_correct(const nnt_model *m) {
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    const nnt_node *nd = &m->nodes[i];
+    if (!(nd->fc.flags & NNT_LF_LOSS))
+      continue;
+    const nnt_tensor *y = &nd->out[0], *t = &nd->label;
+    size_t rows = y->dim.b, cols = nnt_dim_feature_len(y->dim);
+    unsigned ok = 0;
+    for (size_t r = 0; r < rows; r++) {
+      const float *a = y->data + r * cols, *b = t->data + r * cols;
+      size_t ia = 0, ib = 0;
+      for (size_t c = 1; c < cols; c++) {
+        if (a[c] > a[ia])
+          ia = c;
+        if (b[c] > b[ib])
+          ib = c;
+      }
+      ok += ia == ib;
+    }
+    return ok;
+  }
+  return 0;
+}
+
+static int check_ready(nnt_model *m, const char *what, nnt_err *e) {
+  if (!m->initialized)
+    return nnt_err_set(e, NNT_ERR_INVAL, "%s: initialize the model first", what);
+  if (!m->n_labels)
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "%s: the model has no loss (set [Model] loss or add a loss layer)", what);
+  return NNT_OK;
+}
+
+int nnt_model_evaluate(nnt_model *m, nnt_ds_mode mode, float *loss,
+                       float *accuracy, nnt_err *e) {
+  int rc = check_ready(m, "evaluate", e);
+  if (rc)
+    return rc;
+  nnt_dataset *ds = nnt_model_dataset(m, mode);
+  if (!ds)
+    return nnt_err_set(e, NNT_ERR_INVAL, "evaluate: no dataset for this mode");
+  nnt_mode pm = m->mgr[NNT_MODE_TRAIN].planned ? NNT_MODE_TRAIN : NNT_MODE_INFER;
+  if ((rc = nnt_model_plan(m, pm, e)))
+    return rc;
+  nnt_ds_shape shape;
+  ds_shape(m, &shape);
+  if ((rc = nnt_dataset_prepare(ds, &shape, m->batch, m->seed + 1000003ULL * (mode + 1), e)))
+    return rc;
+  if ((rc = nnt_dataset_epoch_begin(ds, e)))
+    return rc;
+  float *in[NNT_DS_MAX_STREAMS], *label[NNT_DS_MAX_STREAMS];
+  double sum = 0;
+  size_t batches = 0, correct = 0;
+  for (;;) {
+    batch_ptrs(m, in, label);
+    rc = nnt_dataset_next_batch(ds, in, label, e);
+    if (rc == NNT_ERR_EOD) {
+      rc = NNT_OK;
+      break;
+    }
+    if (rc)
+      break;
+    float l;
+    nnt_model_forward(m, 0, &l);
+    sum += l;
+    correct += count_correct(m);
+    batches++;
+  }
+  nnt_dataset_epoch_end(ds);
+  if (rc)
+    return rc;
+  if (!batches)
+    return nnt_err_set(e, NNT_ERR_INVAL, "evaluate: the dataset gave no full batch of %u",
+                       m->batch);
+  if (loss)
+    *loss = (float)(sum / batches);
+  if (accuracy)
+    *accuracy = (float)correct / (float)(batches * m->batch);
+  return NNT_OK;
+}
+
+int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
+  int rc = check_ready(m, "train", e);
+  if (rc)
+    return rc;
+  if (!m->opt)
+    return nnt_err_set(e, NNT_ERR_INVAL, "train: no optimizer (add an [Optimizer] section)");
+  nnt_dataset *ds = m->ds[NNT_DS_TRAIN];
+  if (!ds)
+    return nnt_err_set(e, NNT_ERR_INVAL, "train: no training dataset");
+  if (!m->continue_train && !m->load_on_init) {
+    m->epoch_idx = 0;
+    m->iter = 0;
+  }
+  if ((rc = nnt_model_plan(m, NNT_MODE_TRAIN, e)) || (rc = ensure_opt_state(m, e)))
+    return rc;
+  nnt_ds_shape shape;
+  ds_shape(m, &shape);
+  if ((rc = nnt_dataset_prepare(ds, &shape, m->batch, m->seed, e)))
+    return rc;
+  size_t per_epoch = nnt_dataset_samples(ds) / m->batch;
+  float *in[NNT_DS_MAX_STREAMS], *label[NNT_DS_MAX_STREAMS];
+  double t0 = now_s();
+  size_t samples_done = 0;
+  for (unsigned epoch = m->epoch_idx + 1; epoch <= m->epochs; epoch++) {
+    if ((rc = nnt_dataset_epoch_begin(ds, e)))
+      return rc;
+    double sum = 0;
+    size_t b = 0;
+    for (;;) {
+      batch_ptrs(m, in, label);
+      rc = nnt_dataset_next_batch(ds, in, label, e);
+      if (rc)
+        break;
+      float l;
+      nnt_model_forward(m, 1, &l);
+      nnt_model_backward(m);
+      m->iter++;
+      b++;
+      sum += l;
+      samples_done += m->batch;
+      if (cb) {
+        nnt_progress p = {0};
+        p.epoch = epoch;
+        p.epochs = m->epochs;
+        p.batch = b;
+        p.batches = per_epoch;
+        p.loss = (float)(sum / b);
+        p.elapsed_s = now_s() - t0;
+        p.samples_per_sec = p.elapsed_s > 0 ? samples_done / p.elapsed_s : 0;
+        cb(&p, ud);
+      }
+    }
+    nnt_dataset_epoch_end(ds);
+    if (rc != NNT_ERR_EOD)
+      return rc;
+    if (!b)
+      return nnt_err_set(e, NNT_ERR_INVAL,
+                         "train: the training set gave no full batch of %u samples", m->batch);
+    nnt_progress p = {0};
+    p.epoch = epoch;
+    p.epochs = m->epochs;
+    p.batch = p.batches = b;
+    p.loss = p.train_loss = (float)(sum / b);
+    p.epoch_done = 1;
+    if (m->ds[NNT_DS_VALID]) {
+      if ((rc = nnt_model_evaluate(m, NNT_DS_VALID, &p.valid_loss, &p.valid_accuracy, e)))
+        return rc;
+      p.has_valid = 1;
+    }
+    m->epoch_idx = epoch;
+    if (m->save_path && (rc = nnt_model_save_weights(m, m->save_path, 1, e)))
+      return rc;
+    p.elapsed_s = now_s() - t0;
+    p.samples_per_sec = p.elapsed_s > 0 ? samples_done / p.elapsed_s : 0;
+    if (cb)
+      cb(&p, ud);
+  }
+  return NNT_OK;
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install what nntrainer needs to build, test and run its examples, from
+# Debian's packages only. Idempotent: installs only what is missing.
+set -euo pipefail
+
+PKGS=(build-essential cmake pkg-config libopenblas-dev libiniparser-dev
+      libcmocka-dev zlib1g-dev dataset-fashion-mnist)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all dependencies are installed"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+echo "setup: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,131 @@
+/* The nntrainer command-line tool, run as a user would. */
+#include "test_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+static char *dir;
+
+static int setup(void **state) {
+  (void)state;
+  dir = tu_mkdtemp();
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  tu_rmdir(dir);
+  free(dir);
+  return 0;
+}
+
+/* Run the CLI with args; capture stdout+stderr into out; return exit code. */
+static int run_cli(const char *args, char *out, size_t n) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "cd %s && %s %s 2>&1", dir, NNT_CLI_PATH, args);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t got = fread(out, 1, n - 1, p);
+  out[got] = '\0';
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void write_file(const char *name, const char *text) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static int exists(const char *name) {
+  char path[1024];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return stat(path, &st) == 0;
+}
+
+static const char *good_ini =
+    "[Model]\ntype = NeuralNetwork\nepochs = 2\nbatch_size = 8\nloss = cross\n"
+    "save_path = out.bin\n\n"
+    "[Optimizer]\ntype = sgd\nlearning_rate = 0.1\n\n"
+    "[train_set]\ntype = synthetic\nsamples = 64\n\n"
+    "[in]\ntype = input\ninput_shape = 1:1:8\n\n"
+    "[fc1]\ntype = fully_connected\nunit = 6\nactivation = relu\n\n"
+    "[out]\ntype = fully_connected\nunit = 3\nactivation = softmax\n";
+
+static void test_version_and_help(void **state) {
+  (void)state;
+  char out[8192];
+  assert_int_equal(run_cli("--version", out, sizeof out), 0);
+  tu_assert_contains(out, "nntrainer ");
+  assert_int_equal(run_cli("--help", out, sizeof out), 0);
+  tu_assert_contains(out, "train CONFIG");
+  assert_int_not_equal(run_cli("frobnicate", out, sizeof out), 0);
+  tu_assert_contains(out, "unknown command");
+}
+
+static void test_train_writes_weights(void **state) {
+  (void)state;
+  char out[65536];
+  write_file("good.ini", good_ini);
+  int rc = run_cli("train good.ini", out, sizeof out);
+  if (rc)
+    fail_msg("exit %d: %s", rc, out);
+  tu_assert_contains(out, "planned memory");
+  tu_assert_contains(out, "epoch 2/2");
+  assert_true(exists("out.bin"));
+  /* overrides and --synthetic */
+  rc = run_cli("train good.ini epochs=1 fc1.unit=4 --synthetic=32 --seed 3", out, sizeof out);
+  if (rc)
+    fail_msg("exit %d: %s", rc, out);
+  tu_assert_contains(out, "epoch 1/1");
+}
+
+static void test_summary(void **state) {
+  (void)state;
+  char out[65536];
+  write_file("good.ini", good_ini);
+  assert_int_equal(run_cli("summary good.ini", out, sizeof out), 0);
+  tu_assert_contains(out, "fc1");
+  tu_assert_contains(out, "fully_connected");
+  tu_assert_contains(out, "cross_softmax");
+  /* 8*6+6 + 6*3+3 */
+  tu_assert_contains(out, "parameters: 75");
+}
+
+static void test_errors_name_file_section_key(void **state) {
+  (void)state;
+  char out[65536], ini[4096];
+  snprintf(ini, sizeof ini, "%s", good_ini);
+  char *p = strstr(ini, "unit = 6");
+  memcpy(p, "unit = x", 8);
+  write_file("bad.ini", ini);
+  assert_int_not_equal(run_cli("train bad.ini", out, sizeof out), 0);
+  tu_assert_contains(out, "bad.ini");
+  tu_assert_contains(out, "[fc1]");
+  tu_assert_contains(out, "unit");
+  assert_false(exists("out.bin"));
+  /* a bad override is reported too, and nothing is written */
+  write_file("good.ini", good_ini);
+  assert_int_not_equal(run_cli("train good.ini fc1.unit=abc", out, sizeof out), 0);
+  tu_assert_contains(out, "unit");
+  assert_false(exists("out.bin"));
+  assert_int_not_equal(run_cli("train missing.ini", out, sizeof out), 0);
+  tu_assert_contains(out, "missing.ini");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_version_and_help, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_train_writes_weights, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_summary, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_errors_name_file_section_key, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

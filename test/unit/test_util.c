@@ -1,0 +1,80 @@
+#include "test_util.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void tu_fill_uniform(nnt_rng *r, float *x, size_t n, float lo, float hi) {
+  for (size_t i = 0; i < n; i++)
+    x[i] = lo + (hi - lo) * nnt_rng_uniform(r);
+}
+
+double tu_max_rel_err(const float *a, const float *b, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = fabs((double)a[i] - (double)b[i]);
+    double s = fabs((double)b[i]);
+    d /= s > 1 ? s : 1;
+    if (d > m || isnan(d))
+      m = isnan(d) ? INFINITY : d;
+  }
+  return m;
+}
+
+float *tu_read_floats(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    fail_msg("cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  float *x = malloc(len > 0 ? (size_t)len : 1);
+  if (fread(x, 1, (size_t)len, f) != (size_t)len)
+    fail_msg("short read on %s", path);
+  fclose(f);
+  *n = (size_t)len / sizeof(float);
+  return x;
+}
+
+const char *tu_data_path(const char *fmt, ...) {
+  static char buf[4096];
+  char rel[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(rel, sizeof rel, fmt, ap);
+  va_end(ap);
+  snprintf(buf, sizeof buf, "%s/%s", NNT_TEST_DATA_DIR, rel);
+  return buf;
+}
+
+char *tu_mkdtemp(void) {
+  char tmpl[] = "/tmp/nnt-test-XXXXXX";
+  char *d = mkdtemp(tmpl);
+  if (!d)
+    fail_msg("mkdtemp failed");
+  return strdup(d);
+}
+
+void tu_rmdir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  struct dirent *ent;
+  char p[4096];
+  while ((ent = readdir(d))) {
+    if (!strcmp(ent->d_name, ".") || !strcmp(ent->d_name, ".."))
+      continue;
+    snprintf(p, sizeof p, "%s/%s", dir, ent->d_name);
+    struct stat st;
+    if (!lstat(p, &st) && S_ISDIR(st.st_mode))
+      tu_rmdir(p);
+    else
+      unlink(p);
+  }
+  closedir(d);
+  rmdir(dir);
+}

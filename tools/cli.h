@@ -1,0 +1,27 @@
+/* Shared between the CLI's files. */
+#ifndef NNT_CLI_H
+#define NNT_CLI_H
+
+#include <stdio.h>
+#include "nntrainer/model_impl.h"
+
+/* Print the layer table and totals of a compiled model. */
+void cli_print_summary(FILE *out, nnt_model *m);
+/* "12.3 KiB" style. */
+const char *cli_bytes(size_t b, char *buf, size_t n);
+
+
+
+/* What `nntrainer plan` reports. */
+typedef struct cli_plan_info {
+  const char *mode;          /* "train" or "infer" */
+  const nnt_mgr *mgr;
+  unsigned orders;
+  size_t unoptimized_arena;  /* the same mode with memory_optimization=false */
+  size_t weight_bytes, optimizer_bytes;
+} cli_plan_info;
+
+void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose);
+/* @return 0, or -1 when the file cannot be written. */
+int cli_plan_svg(const char *path, const cli_plan_info *pi);
+#endif

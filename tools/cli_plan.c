@@ -1,0 +1,124 @@
+/* `nntrainer plan`: the memory plan of a model, as text, JSON or SVG. */
+#include "tools/cli.h"
+
+#include <string.h>
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\')
+      fprintf(f, "\\%c", *s);
+    else if ((unsigned char)*s < 0x20)
+      fprintf(f, "\\u%04x", *s);
+    else
+      fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose) {
+  const nnt_mgr *g = pi->mgr;
+  char a[32], b[32];
+  size_t total = pi->weight_bytes + pi->optimizer_bytes + g->arena_bytes;
+  if (json) {
+    fprintf(out, "{\"mode\":\"%s\",\"planner\":\"%s\",\"arena_bytes\":%zu,"
+                 "\"lower_bound_bytes\":%zu,\"unoptimized_arena_bytes\":%zu,"
+                 "\"weight_bytes\":%zu,\"optimizer_bytes\":%zu,\"total_bytes\":%zu,"
+                 "\"planning_ms\":%.3f,\"kinds\":{",
+            pi->mode, nnt_planner_name(g->planner), g->arena_bytes, g->lower_bound,
+            pi->unoptimized_arena, pi->weight_bytes, pi->optimizer_bytes, total,
+            g->planning_ms);
+    for (int k = 0; k < NNT_TK__COUNT; k++)
+      fprintf(out, "%s\"%s\":%zu", k ? "," : "", nnt_tkind_name(k),
+              nnt_mgr_kind_bytes(g, k));
+    fprintf(out, "},\"tensors\":[");
+    for (size_t i = 0; i < g->n; i++) {
+      const nnt_mgr_tensor *t = &g->t[i];
+      fprintf(out, "%s{\"name\":", i ? "," : "");
+      json_str(out, t->name);
+      fprintf(out, ",\"kind\":\"%s\",\"bytes\":%zu,\"first\":%u,\"last\":%u,\"offset\":%zu,"
+                   "\"view\":%s}",
+              nnt_tkind_name(t->kind), t->bytes, t->first, t->last, t->offset,
+              t->parent >= 0 ? "true" : "false");
+    }
+    fprintf(out, "]}\n");
+    return;
+  }
+  fprintf(out, "mode %s, planner %s, %zu tensors, %u execution orders\n", pi->mode,
+          nnt_planner_name(g->planner), g->n, pi->orders);
+  for (int k = 0; k < NNT_TK__COUNT; k++) {
+    size_t s = nnt_mgr_kind_bytes(g, k);
+    if (s)
+      fprintf(out, "  %-11s %12zu bytes (%s)\n", nnt_tkind_name(k), s, cli_bytes(s, a, sizeof a));
+  }
+  fprintf(out, "arena        %12zu bytes (%s)\n", g->arena_bytes, cli_bytes(g->arena_bytes, a, sizeof a));
+  fprintf(out, "lower bound  %12zu bytes (%s)   arena / lower bound = %.3f\n", g->lower_bound,
+          cli_bytes(g->lower_bound, a, sizeof a),
+          g->lower_bound ? (double)g->arena_bytes / g->lower_bound : 1.0);
+  fprintf(out, "unoptimized  %12zu bytes (%s)   saving %.1f%% (memory_optimization=false)\n",
+          pi->unoptimized_arena, cli_bytes(pi->unoptimized_arena, b, sizeof b),
+          pi->unoptimized_arena ? 100.0 * (1.0 - (double)g->arena_bytes / pi->unoptimized_arena) : 0);
+  fprintf(out, "weights      %12zu bytes   optimizer %zu bytes   total %zu bytes (%s)\n",
+          pi->weight_bytes, pi->optimizer_bytes, total, cli_bytes(total, a, sizeof a));
+  fprintf(out, "planning     %.3f ms\n", g->planning_ms);
+  if (!verbose)
+    return;
+  fprintf(out, "\n%-48s %-11s %12s %6s %6s %12s\n", "tensor", "kind", "bytes", "first", "last",
+          "offset");
+  for (size_t i = 0; i < g->n; i++) {
+    const nnt_mgr_tensor *t = &g->t[i];
+    fprintf(out, "%-48s %-11s %12zu %6u %6u %12zu%s\n", t->name, nnt_tkind_name(t->kind),
+            t->bytes, t->life_first, t->life_last, t->offset, t->parent >= 0 ? "  (shared)" : "");
+  }
+}
+
+static const char *kind_color(nnt_tkind k) {
+  static const char *c[NNT_TK__COUNT] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
+                                         "#59a14f", "#edc948", "#b07aa1", "#ff9da7"};
+  return k < NNT_TK__COUNT ? c[k] : "#999";
+}
+
+int cli_plan_svg(const char *path, const cli_plan_info *pi) {
+  const nnt_mgr *g = pi->mgr;
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return -1;
+  const double W = 1200, H = 700, left = 90, top = 40, right = 160, bottom = 40;
+  unsigned orders = pi->orders ? pi->orders : 1;
+  double span = g->arena_bytes ? (double)g->arena_bytes : 1;
+  double xs = (W - left - right) / orders, ys = (H - top - bottom) / span;
+  fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+             "font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
+  fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+  fprintf(f, "<text x=\"%.0f\" y=\"20\" font-size=\"15\">memory plan: mode %s, planner %s, "
+             "arena %zu bytes, lower bound %zu bytes</text>\n",
+          left, pi->mode, nnt_planner_name(g->planner), g->arena_bytes, g->lower_bound);
+  for (size_t i = 0; i < g->n; i++) {
+    const nnt_mgr_tensor *t = &g->t[i];
+    if (t->parent >= 0 || !t->bytes)
+      continue;
+    double x = left + t->life_first * xs, w = (t->life_last - t->life_first + 1) * xs;
+    double y = top + t->offset * ys, h = t->bytes * ys;
+    fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\" "
+               "stroke=\"#333\" stroke-width=\"0.3\"><title>",
+            x, y, w, h < 0.5 ? 0.5 : h, kind_color(t->kind));
+    for (const char *s = t->name; *s; s++)
+      fputs(*s == '<' ? "&lt;" : *s == '&' ? "&amp;" : (char[2]){*s, 0}, f);
+    fprintf(f, " (%s, %zu bytes, orders %u..%u, offset %zu)</title></rect>\n",
+            nnt_tkind_name(t->kind), t->bytes, t->life_first, t->life_last, t->offset);
+  }
+  double lb = top + g->lower_bound * ys;
+  fprintf(f, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.2f\" y2=\"%.2f\" stroke=\"red\" "
+             "stroke-dasharray=\"6,4\"/>\n", left, W - right, lb, lb);
+  fprintf(f, "<text x=\"%.0f\" y=\"%.2f\" fill=\"red\">lower bound</text>\n", W - right + 5, lb + 4);
+  fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">execution order &#8594;</text>\n", left, H - 12);
+  fprintf(f, "<text x=\"12\" y=\"%.0f\">address &#8595;</text>\n", top + 12);
+  for (int k = 0; k < NNT_TK__COUNT; k++) {
+    fprintf(f, "<rect x=\"%.0f\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+               "<text x=\"%.0f\" y=\"%d\">%s</text>\n",
+            W - right + 5, 60 + 18 * k, kind_color(k), W - right + 22, 70 + 18 * k,
+            nnt_tkind_name(k));
+  }
+  fprintf(f, "</svg>\n");
+  return fclose(f) == 0 ? 0 : -1;
+}

@@ -1,0 +1,341 @@
+/* nntrainer: train or inspect a model described by an INI file. */
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nntrainer/ini.h"
+#include "tools/cli.h"
+
+#define MAX_OVERRIDES 256
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: nntrainer <command> [options]\n"
+          "\n"
+          "commands:\n"
+          "  train CONFIG [Section.key=value ...] [--synthetic[=SAMPLES]] [--seed N]\n"
+          "        train the model of CONFIG (an INI file); a bare key=value sets\n"
+          "        a [Model] key. --synthetic replaces the datasets with seeded\n"
+          "        random data of the model's shapes (default 1024 samples).\n"
+          "  summary CONFIG [Section.key=value ...]\n"
+          "        print the compiled layer table and parameter counts\n"
+          "  plan CONFIG [--mode train|infer] [--planner basic|best_fit] [--json]\n"
+          "       [--svg FILE] [--verbose] [Section.key=value ...]\n"
+          "        print the memory plan: bytes per kind, the arena, its lower\n"
+          "        bound, the saving against memory_optimization=false\n"
+          "\n"
+          "options:\n"
+          "  --help     show this help\n"
+          "  --version  show the version\n"
+          "\n"
+          "environment: OPENBLAS_NUM_THREADS / NNTRAINER_THREADS set the BLAS threads\n"
+          "(default: all cores).\n");
+}
+
+typedef struct cli_opts {
+  const char *config;
+  const char *overrides[MAX_OVERRIDES];
+  size_t n_overrides;
+  int synthetic;            /* samples, 0 = off */
+  int seed_set;
+  unsigned long seed;
+  /* plan */
+  const char *mode;         /* train | infer */
+  const char *planner;
+  const char *svg;
+  int json, verbose;
+} cli_opts;
+
+static int parse_args(int argc, char **argv, cli_opts *o) {
+  memset(o, 0, sizeof *o);
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strncmp(a, "--synthetic", 11)) {
+      o->synthetic = 1024;
+      if (a[11] == '=') {
+        char *end;
+        long v = strtol(a + 12, &end, 10);
+        if (*end || v <= 0) {
+          fprintf(stderr, "nntrainer: --synthetic: '%s' is not a positive count\n", a + 12);
+          return -1;
+        }
+        o->synthetic = (int)v;
+      } else if (a[11]) {
+        fprintf(stderr, "nntrainer: unknown option '%s'\n", a);
+        return -1;
+      }
+    } else if (!strcmp(a, "--seed")) {
+      char *end;
+      if (i + 1 >= argc) {
+        fprintf(stderr, "nntrainer: --seed needs a number\n");
+        return -1;
+      }
+      o->seed = strtoul(argv[++i], &end, 10);
+      if (*end) {
+        fprintf(stderr, "nntrainer: --seed: '%s' is not a number\n", argv[i]);
+        return -1;
+      }
+      o->seed_set = 1;
+    } else if (!strcmp(a, "--mode") || !strcmp(a, "--planner") || !strcmp(a, "--svg")) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "nntrainer: %s needs a value\n", a);
+        return -1;
+      }
+      const char **dst = a[2] == 'm' ? &o->mode : a[2] == 'p' ? &o->planner : &o->svg;
+      *dst = argv[++i];
+    } else if (!strcmp(a, "--json")) {
+      o->json = 1;
+    } else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
+      o->verbose = 1;
+    } else if (a[0] == '-' && a[1] == '-') {
+      fprintf(stderr, "nntrainer: unknown option '%s'\n", a);
+      return -1;
+    } else if (!o->config) {
+      o->config = a;
+    } else if (strchr(a, '=')) {
+      if (o->n_overrides == MAX_OVERRIDES) {
+        fprintf(stderr, "nntrainer: too many overrides\n");
+        return -1;
+      }
+      o->overrides[o->n_overrides++] = a;
+    } else {
+      fprintf(stderr, "nntrainer: unexpected argument '%s' (overrides look like "
+                      "Section.key=value)\n", a);
+      return -1;
+    }
+  }
+  if (!o->config) {
+    fprintf(stderr, "nntrainer: missing CONFIG (an INI file)\n");
+    return -1;
+  }
+  return 0;
+}
+
+static int fail(const nnt_err *e) {
+  fprintf(stderr, "nntrainer: error: %s\n", e->msg[0] ? e->msg : nnt_strerror(e->code));
+  return 1;
+}
+
+/* Load, apply options, compile. */
+static int build_model(const cli_opts *o, nnt_model **out, nnt_err *e) {
+  nnt_model *m;
+  int rc = nnt_model_create(&m, e);
+  if (rc)
+    return rc;
+  char *copy = strdup(o->config);
+  rc = copy ? nnt_model_set_base_dir(m, dirname(copy), e)
+            : nnt_err_set(e, NNT_ERR_NOMEM, "out of memory");
+  free(copy);
+  if (!rc)
+    rc = nnt_ini_load(m, o->config, o->overrides, o->n_overrides, e);
+  if (!rc && o->seed_set) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lu", o->seed);
+    rc = nnt_model_set_property(m, "seed", buf, e);
+  }
+  for (int mode = 0; !rc && o->synthetic && mode < 3; mode++) {
+    if (mode != NNT_DS_TRAIN && !nnt_model_dataset(m, mode))
+      continue;
+    nnt_dataset *ds;
+    unsigned samples = mode == NNT_DS_TRAIN ? (unsigned)o->synthetic
+                                            : (unsigned)(o->synthetic / 4 ? o->synthetic / 4 : 1);
+    rc = nnt_dataset_create_synthetic(samples, 0x5157ULL + mode, &ds, e);
+    if (!rc)
+      rc = nnt_model_set_dataset(m, mode, ds, e);
+  }
+  if (!rc)
+    rc = nnt_model_compile(m, e);
+  if (rc) {
+    nnt_model_destroy(m);
+    return rc;
+  }
+  *out = m;
+  return NNT_OK;
+}
+
+typedef struct progress_state {
+  int tty;
+  double last_draw;
+} progress_state;
+
+static void progress(const nnt_progress *p, void *ud) {
+  progress_state *s = ud;
+  if (p->epoch_done) {
+    if (s->tty)
+      fprintf(stderr, "\r\033[K");
+    fprintf(stderr, "epoch %u/%u  train loss %.4f", p->epoch, p->epochs, p->train_loss);
+    if (p->has_valid)
+      fprintf(stderr, "  valid loss %.4f  valid accuracy %.4f", p->valid_loss,
+              p->valid_accuracy);
+    fprintf(stderr, "  %.0f samples/s  %.1fs\n", p->samples_per_sec, p->elapsed_s);
+    return;
+  }
+  if (!s->tty || p->elapsed_s - s->last_draw < 0.1)
+    return;
+  s->last_draw = p->elapsed_s;
+  double frac = p->batches ? (double)p->batch / p->batches : 0;
+  double done = ((p->epoch - 1) + frac) / p->epochs;
+  double left = done > 0 ? p->elapsed_s * (1 - done) / done : 0;
+  char bar[31];
+  int fill = (int)(frac * 30);
+  for (int i = 0; i < 30; i++)
+    bar[i] = i < fill ? '#' : '.';
+  bar[30] = '\0';
+  fprintf(stderr, "\r\033[Kepoch %u/%u [%s] %zu/%zu  loss %.4f  %.0f samples/s  %.0fs left",
+          p->epoch, p->epochs, bar, p->batch, p->batches, p->loss, p->samples_per_sec, left);
+}
+
+static void set_threads(void) {
+  const char *t = getenv("NNTRAINER_THREADS");
+  if (!t)
+    t = getenv("OPENBLAS_NUM_THREADS");
+  nnt_cpu_set_threads(t ? (unsigned)atoi(t) : 0);
+}
+
+static int cmd_train(int argc, char **argv) {
+  cli_opts o;
+  if (parse_args(argc, argv, &o))
+    return 2;
+  set_threads();
+  nnt_err e = {0};
+  nnt_model *m;
+  if (build_model(&o, &m, &e))
+    return fail(&e);
+  int rc = nnt_model_initialize(m, &e);
+  if (!rc)
+    rc = nnt_model_plan(m, NNT_MODE_TRAIN, &e);
+  if (rc) {
+    nnt_model_destroy(m);
+    return fail(&e);
+  }
+  char a[32], b[32], c[32];
+  const nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
+  size_t wbytes = m->wpool_floats * sizeof(float);
+  size_t obytes = (size_t)nnt_optimizer_state_count(m->opt) * wbytes;
+  fprintf(stderr, "model: %zu layers, %zu parameters; planned memory %s (weights %s, "
+                  "training arena %s",
+          m->n_nodes, m->wpool_floats, cli_bytes(wbytes + obytes + g->arena_bytes, a, sizeof a),
+          cli_bytes(wbytes, b, sizeof b), cli_bytes(g->arena_bytes, c, sizeof c));
+  if (obytes)
+    fprintf(stderr, ", optimizer %s", cli_bytes(obytes, a, sizeof a));
+  fprintf(stderr, ")\n");
+  progress_state ps = {isatty(STDERR_FILENO), -1};
+  rc = nnt_model_train(m, progress, &ps, &e);
+  if (rc) {
+    if (ps.tty)
+      fprintf(stderr, "\n");
+    nnt_model_destroy(m);
+    return fail(&e);
+  }
+  float loss, acc;
+  if (nnt_model_dataset(m, NNT_DS_TEST)) {
+    if ((rc = nnt_model_evaluate(m, NNT_DS_TEST, &loss, &acc, &e))) {
+      nnt_model_destroy(m);
+      return fail(&e);
+    }
+    printf("test loss %.4f  test accuracy %.4f\n", loss, acc);
+  }
+  if (m->save_path)
+    printf("weights saved to %s\n", m->save_path);
+  nnt_model_destroy(m);
+  return 0;
+}
+
+static int cmd_summary(int argc, char **argv) {
+  cli_opts o;
+  if (parse_args(argc, argv, &o))
+    return 2;
+  nnt_err e = {0};
+  nnt_model *m;
+  if (build_model(&o, &m, &e))
+    return fail(&e);
+  cli_print_summary(stdout, m);
+  nnt_model_destroy(m);
+  return 0;
+}
+
+/* Plan one mode of a built model; fills the arena size. */
+static int plan_mode(nnt_model *m, nnt_mode mode, const char *planner, nnt_err *e) {
+  if (planner && nnt_planner_from_name(planner, &m->planner))
+    return nnt_err_set(e, NNT_ERR_INVAL, "--planner: unknown planner '%s' (basic, best_fit)",
+                       planner);
+  return nnt_model_plan(m, mode, e);
+}
+
+static int cmd_plan(int argc, char **argv) {
+  cli_opts o;
+  if (parse_args(argc, argv, &o))
+    return 2;
+  nnt_mode mode = NNT_MODE_TRAIN;
+  if (o.mode && !strcmp(o.mode, "infer"))
+    mode = NNT_MODE_INFER;
+  else if (o.mode && strcmp(o.mode, "train")) {
+    fprintf(stderr, "nntrainer: --mode: '%s' is not train or infer\n", o.mode);
+    return 2;
+  }
+  nnt_err e = {0};
+  nnt_model *m, *base;
+  if (build_model(&o, &m, &e))
+    return fail(&e);
+  if (plan_mode(m, mode, o.planner, &e)) {
+    nnt_model_destroy(m);
+    return fail(&e);
+  }
+  /* the same model with memory_optimization=false, for the saving */
+  cli_opts ob = o;
+  if (ob.n_overrides < MAX_OVERRIDES)
+    ob.overrides[ob.n_overrides++] = "memory_optimization=false";
+  if (build_model(&ob, &base, &e) || plan_mode(base, mode, NULL, &e)) {
+    nnt_model_destroy(m);
+    return fail(&e);
+  }
+  cli_plan_info pi = {0};
+  pi.mode = mode == NNT_MODE_TRAIN ? "train" : "infer";
+  pi.mgr = &m->mgr[mode];
+  pi.orders = mode == NNT_MODE_TRAIN ? m->n_orders : (unsigned)m->n_nodes;
+  pi.unoptimized_arena = base->mgr[mode].arena_bytes;
+  size_t wfloats = 0;
+  for (size_t i = 0; i < m->n_w; i++)
+    wfloats += nnt_dim_len(m->wspec[i].dim);
+  pi.weight_bytes = wfloats * sizeof(float);
+  pi.optimizer_bytes = mode == NNT_MODE_TRAIN && m->opt
+                           ? nnt_optimizer_state_count(m->opt) * pi.weight_bytes
+                           : 0;
+  cli_plan_report(stdout, &pi, o.json, o.verbose);
+  int rc = 0;
+  if (o.svg && cli_plan_svg(o.svg, &pi)) {
+    fprintf(stderr, "nntrainer: cannot write '%s'\n", o.svg);
+    rc = 1;
+  }
+  nnt_model_destroy(base);
+  nnt_model_destroy(m);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(cmd, "--version")) {
+    printf("nntrainer %s\n", NNT_VERSION);
+    return 0;
+  }
+  if (!strcmp(cmd, "train"))
+    return cmd_train(argc - 2, argv + 2);
+  if (!strcmp(cmd, "summary"))
+    return cmd_summary(argc - 2, argv + 2);
+  if (!strcmp(cmd, "plan"))
+    return cmd_plan(argc - 2, argv + 2);
+  fprintf(stderr, "nntrainer: unknown command '%s'\n\n", cmd);
+  usage(stderr);
+  return 2;
+}
