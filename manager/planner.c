@@ -9,13 +9,22 @@ int nnt_planner_from_name(const char *name, nnt_planner_kind *out) {
     *out = NNT_PLANNER_BASIC;
   else if (nnt_streq(name, "best_fit"))
     *out = NNT_PLANNER_BEST_FIT;
+  else if (nnt_streq(name, "pool"))
+    *out = NNT_PLANNER_POOL;
   else
     return NNT_ERR_INVAL;
   return NNT_OK;
 }
 
 const char *nnt_planner_name(nnt_planner_kind k) {
-  return k == NNT_PLANNER_BASIC ? "basic" : "best_fit";
+  switch (k) {
+  case NNT_PLANNER_BASIC:
+    return "basic";
+  case NNT_PLANNER_POOL:
+    return "pool";
+  default:
+    return "best_fit";
+  }
 }
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
@@ -108,6 +117,59 @@ static int plan_best_fit(const nnt_plan_block *b, size_t n, size_t align,
   return NNT_OK;
 }
 
+/* The memory-pool scheme: walk the orders; blocks whose life ended return
+ * their region to a free pool; a starting block takes the smallest free
+ * region that holds it, whole, or else new memory at the top. */
+static int cmp_start(const void *pa, const void *pb) {
+  const order_item *a = pa, *b = pb;
+  if (a->b->first != b->b->first)
+    return a->b->first < b->b->first ? -1 : 1;
+  return cmp_size_desc(pa, pb);
+}
+
+typedef struct {
+  size_t offset, bytes;
+  unsigned free_after; /* order after which the region is free */
+} pool_region;
+
+static int plan_pool(const nnt_plan_block *b, size_t n, size_t align, size_t *off,
+                     size_t *pool, nnt_err *e) {
+  order_item *ord = nnt_malloc((n + 1) * sizeof *ord);
+  pool_region *reg = nnt_malloc((n + 1) * sizeof *reg);
+  if (!ord || !reg) {
+    nnt_free(ord), nnt_free(reg);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "planner: out of memory for %zu blocks", n);
+  }
+  for (size_t i = 0; i < n; i++)
+    ord[i] = (order_item){&b[i], i};
+  qsort(ord, n, sizeof *ord, cmp_start);
+  size_t n_reg = 0, top = 0;
+  for (size_t k = 0; k < n; k++) {
+    size_t i = ord[k].idx;
+    size_t need = align_up(b[i].bytes, align);
+    if (!need) {
+      off[i] = 0;
+      continue;
+    }
+    size_t best = n_reg;
+    for (size_t r = 0; r < n_reg; r++)
+      if (reg[r].free_after < b[i].first && reg[r].bytes >= need &&
+          (best == n_reg || reg[r].bytes < reg[best].bytes))
+        best = r;
+    if (best == n_reg) {
+      reg[n_reg++] = (pool_region){top, need, b[i].last};
+      off[i] = top;
+      top += need;
+    } else {
+      off[i] = reg[best].offset;
+      reg[best].free_after = b[i].last;
+    }
+  }
+  *pool = top;
+  nnt_free(ord), nnt_free(reg);
+  return NNT_OK;
+}
+
 int nnt_plan(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t n,
              size_t align, size_t *offsets, size_t *pool_bytes, nnt_err *e) {
   if (!align || (align & (align - 1)))
@@ -118,6 +180,8 @@ int nnt_plan(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t n,
                          i, blocks[i].last, blocks[i].first);
   if (kind == NNT_PLANNER_BASIC)
     return plan_basic(blocks, n, align, offsets, pool_bytes);
+  if (kind == NNT_PLANNER_POOL)
+    return plan_pool(blocks, n, align, offsets, pool_bytes, e);
   return plan_best_fit(blocks, n, align, offsets, pool_bytes, e);
 }
 

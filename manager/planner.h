@@ -9,6 +9,7 @@
 typedef enum nnt_planner_kind {
   NNT_PLANNER_BASIC = 0, /* every block its own memory: no reuse */
   NNT_PLANNER_BEST_FIT,  /* largest first, lowest address free over its life */
+  NNT_PLANNER_POOL,      /* reuse freed blocks from a size-keyed free pool */
 } nnt_planner_kind;
 
 /* One block: bytes, and the closed interval of execution orders it lives. */
