@@ -63,58 +63,83 @@ static int cmp_first(const void *pa, const void *pb) {
   return a->idx < b->idx ? -1 : (a->idx > b->idx);
 }
 
-typedef struct {
-  size_t start, end;
-} range;
+/* Place blocks largest first; each goes to the lowest aligned address that
+ * is free over its lifetime among the blocks already placed. The placed
+ * blocks are kept sorted by offset (struct of arrays, insertion by memmove),
+ * so finding the first gap is one linear scan with no sorting. */
+typedef struct placed_set {
+  size_t *start, *end;
+  unsigned *first, *last;
+  size_t n;
+} placed_set;
 
-static int cmp_range(const void *pa, const void *pb) {
-  const range *a = pa, *b = pb;
-  return a->start < b->start ? -1 : (a->start > b->start);
+static size_t first_gap(const placed_set *p, unsigned first, unsigned last,
+                        size_t bytes, size_t align) {
+  size_t at = 0;
+  for (size_t j = 0; j < p->n; j++) {
+    if (p->first[j] > last || p->last[j] < first)
+      continue;
+    if (p->start[j] >= at + bytes)
+      break;
+    if (p->end[j] > at)
+      at = align_up(p->end[j], align);
+  }
+  return at;
 }
 
-/* Place blocks largest first; each goes to the lowest aligned address that
- * is free over its lifetime among the blocks already placed. */
+static void placed_insert(placed_set *p, size_t start, size_t end, unsigned first,
+                          unsigned last) {
+  /* binary search for the insertion point by start */
+  size_t lo = 0, hi = p->n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (p->start[mid] <= start)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  size_t tail = p->n - lo;
+  memmove(p->start + lo + 1, p->start + lo, tail * sizeof *p->start);
+  memmove(p->end + lo + 1, p->end + lo, tail * sizeof *p->end);
+  memmove(p->first + lo + 1, p->first + lo, tail * sizeof *p->first);
+  memmove(p->last + lo + 1, p->last + lo, tail * sizeof *p->last);
+  p->start[lo] = start;
+  p->end[lo] = end;
+  p->first[lo] = first;
+  p->last[lo] = last;
+  p->n++;
+}
+
 static int plan_best_fit(const nnt_plan_block *b, size_t n, size_t align,
                          size_t *off, size_t *pool, nnt_err *e) {
-  order_item *ord = nnt_malloc(n * sizeof *ord);
-  size_t *placed = nnt_malloc(n * sizeof *placed);
-  range *busy = nnt_malloc(n * sizeof *busy);
-  if (!ord || !placed || !busy) {
-    nnt_free(ord), nnt_free(placed), nnt_free(busy);
-    return nnt_err_set(e, NNT_ERR_NOMEM, "planner: out of memory for %zu blocks", n);
+  order_item *ord = nnt_malloc((n + 1) * sizeof *ord);
+  placed_set p = {nnt_malloc((n + 1) * sizeof(size_t)), nnt_malloc((n + 1) * sizeof(size_t)),
+                  nnt_malloc((n + 1) * sizeof(unsigned)), nnt_malloc((n + 1) * sizeof(unsigned)), 0};
+  int rc = NNT_OK;
+  if (!ord || !p.start || !p.end || !p.first || !p.last) {
+    rc = nnt_err_set(e, NNT_ERR_NOMEM, "planner: out of memory for %zu blocks", n);
+    goto out;
   }
   for (size_t i = 0; i < n; i++)
     ord[i] = (order_item){&b[i], i};
   qsort(ord, n, sizeof *ord, cmp_size_desc);
-  size_t n_placed = 0, top = 0;
+  size_t top = 0;
   for (size_t k = 0; k < n; k++) {
     size_t i = ord[k].idx;
     if (!b[i].bytes) {
       off[i] = 0;
       continue;
     }
-    size_t nb = 0;
-    for (size_t j = 0; j < n_placed; j++) {
-      size_t p = placed[j];
-      if (b[p].first <= b[i].last && b[i].first <= b[p].last)
-        busy[nb++] = (range){off[p], off[p] + b[p].bytes};
-    }
-    qsort(busy, nb, sizeof *busy, cmp_range);
-    size_t at = 0;
-    for (size_t j = 0; j < nb; j++) {
-      if (busy[j].start >= at + b[i].bytes)
-        break;
-      if (busy[j].end > at)
-        at = align_up(busy[j].end, align);
-    }
+    size_t at = first_gap(&p, b[i].first, b[i].last, b[i].bytes, align);
     off[i] = at;
     if (at + b[i].bytes > top)
       top = at + b[i].bytes;
-    placed[n_placed++] = i;
+    placed_insert(&p, at, at + b[i].bytes, b[i].first, b[i].last);
   }
   *pool = align_up(top, align);
-  nnt_free(ord), nnt_free(placed), nnt_free(busy);
-  return NNT_OK;
+out:
+  nnt_free(ord), nnt_free(p.start), nnt_free(p.end), nnt_free(p.first), nnt_free(p.last);
+  return rc;
 }
 
 /* The memory-pool scheme: walk the orders; blocks whose life ended return
