@@ -109,6 +109,9 @@ void nnt_graph_free(nnt_model *m);
 /* plan.c: build the requests of a mode, plan them, bind node contexts. */
 int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e);
 void nnt_model_release_plan(nnt_model *m, nnt_mode mode);
+/* dump.c: every tensor of the training plan and the weights, as raw
+ * float32 files with an index.tsv, into dir. */
+int nnt_model_dump(nnt_model *m, const char *dir, nnt_err *e);
 /* train.c */
 int nnt_model_forward(nnt_model *m, int training, float *loss);
 void nnt_model_backward(nnt_model *m);

@@ -17,9 +17,12 @@ static void usage(FILE *out) {
           "\n"
           "commands:\n"
           "  train CONFIG [Section.key=value ...] [--synthetic[=SAMPLES]] [--seed N]\n"
+          "        [--dump DIR]\n"
           "        train the model of CONFIG (an INI file); a bare key=value sets\n"
           "        a [Model] key. --synthetic replaces the datasets with seeded\n"
           "        random data of the model's shapes (default 1024 samples).\n"
+          "        --dump trains with memory_optimization=false and writes every\n"
+          "        weight, output, derivative and gradient of the last step to DIR.\n"
           "  summary CONFIG [Section.key=value ...]\n"
           "        print the compiled layer table and parameter counts\n"
           "  plan CONFIG [--mode train|infer] [--planner basic|best_fit] [--json]\n"
@@ -46,6 +49,7 @@ typedef struct cli_opts {
   const char *mode;         /* train | infer */
   const char *planner;
   const char *svg;
+  const char *dump;         /* train: write every tensor after training */
   int json, verbose;
 } cli_opts;
 
@@ -79,12 +83,16 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
         return -1;
       }
       o->seed_set = 1;
-    } else if (!strcmp(a, "--mode") || !strcmp(a, "--planner") || !strcmp(a, "--svg")) {
+    } else if (!strcmp(a, "--mode") || !strcmp(a, "--planner") || !strcmp(a, "--svg") ||
+               !strcmp(a, "--dump")) {
       if (i + 1 >= argc) {
         fprintf(stderr, "nntrainer: %s needs a value\n", a);
         return -1;
       }
-      const char **dst = a[2] == 'm' ? &o->mode : a[2] == 'p' ? &o->planner : &o->svg;
+      const char **dst = a[2] == 'm' ? &o->mode
+                         : a[2] == 'p' ? &o->planner
+                         : a[2] == 's' ? &o->svg
+                                       : &o->dump;
       *dst = argv[++i];
     } else if (!strcmp(a, "--json")) {
       o->json = 1;
@@ -199,6 +207,8 @@ static int cmd_train(int argc, char **argv) {
   cli_opts o;
   if (parse_args(argc, argv, &o))
     return 2;
+  if (o.dump && o.n_overrides < MAX_OVERRIDES)
+    o.overrides[o.n_overrides++] = "memory_optimization=false";
   set_threads();
   nnt_err e = {0};
   nnt_model *m;
@@ -227,6 +237,10 @@ static int cmd_train(int argc, char **argv) {
   if (rc) {
     if (ps.tty)
       fprintf(stderr, "\n");
+    nnt_model_destroy(m);
+    return fail(&e);
+  }
+  if (o.dump && (rc = nnt_model_dump(m, o.dump, &e))) {
     nnt_model_destroy(m);
     return fail(&e);
   }
