@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "nntrainer/model_impl.h"
 
@@ -32,7 +33,8 @@ static nnt_model *build(const lspec *layers, size_t n, const char *const *mprops
   }
   nnt_optimizer *o;
   assert_int_equal(nnt_optimizer_create(opt ? opt : "sgd", &o, e), NNT_OK);
-  assert_int_equal(nnt_optimizer_set_property(o, "learning_rate", "0.1", e), NNT_OK);
+  assert_int_equal(nnt_optimizer_set_property(o, "learning_rate", opt ? "0.01" : "0.1", e),
+                   NNT_OK);
   assert_int_equal(nnt_model_set_optimizer(m, o, e), NNT_OK);
   nnt_dataset *ds;
   assert_int_equal(nnt_dataset_create_synthetic(64, 7, &ds, e), NNT_OK);
@@ -95,7 +97,7 @@ static void test_loss_falls(void **state) {
   nnt_err e = {0};
   float l0, l1, acc;
   assert_int_equal(nnt_model_evaluate(m, NNT_DS_TRAIN, &l0, &acc, &e), NNT_OK);
-  m->epochs = 30;
+  m->epochs = 150;
   if (nnt_model_train(m, NULL, NULL, &e))
     fail_msg("%s", e.msg);
   assert_int_equal(nnt_model_evaluate(m, NNT_DS_TRAIN, &l1, &acc, &e), NNT_OK);

@@ -1,0 +1,58 @@
+/* dropout: in training, zero each value with probability dropout_rate and
+ * scale the rest by 1/(1-rate); in inference, the identity. */
+#include "nntrainer/layer.h"
+
+typedef struct dropout_priv {
+  float rate;
+} dropout_priv;
+
+static int dropout_set(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
+  dropout_priv *p = l->priv;
+  if (!nnt_streq(key, "dropout_rate"))
+    return NNT_ERR_NOKEY;
+  float r;
+  int rc = nnt_parse_float(key, value, &r, e);
+  if (rc)
+    return rc;
+  if (r < 0 || r >= 1)
+    return nnt_err_set(e, NNT_ERR_INVAL, "key 'dropout_rate': %s is not in [0, 1)", value);
+  p->rate = r;
+  return NNT_OK;
+}
+
+static int dropout_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
+  if (ctx->n_in != 1)
+    return nnt_err_set(e, NNT_ERR_INVAL, "dropout takes one input, not %u", ctx->n_in);
+  ctx->out_dim[0] = ctx->in_dim[0];
+  nnt_fctx_add_scratch(ctx, ctx->in_dim[0], NNT_SCRATCH_ITER);
+  ctx->flags = 0;
+  return NNT_OK;
+}
+
+static void dropout_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+  dropout_priv *p = l->priv;
+  size_t n = nnt_tensor_len(&ctx->in[0]);
+  if (!ctx->training || p->rate == 0) {
+    ctx->k->copy(n, ctx->in[0].data, ctx->out[0].data);
+    if (ctx->training)
+      ctx->k->fill(n, 1.0f, ctx->scratch[0].data);
+    return;
+  }
+  ctx->k->dropout_mask(n, p->rate, ctx->rng, ctx->scratch[0].data);
+  ctx->k->mul(n, ctx->in[0].data, ctx->scratch[0].data, ctx->out[0].data);
+}
+
+static void dropout_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+  size_t n = nnt_tensor_len(&ctx->d_out[0]);
+  ctx->k->mul(n, ctx->d_out[0].data, ctx->scratch[0].data, ctx->d_in[0].data);
+}
+
+const nnt_layer_ops nnt_layer_dropout = {
+    .type = "dropout",
+    .ml_type = 16,
+    .priv_size = sizeof(dropout_priv),
+    .set_property = dropout_set,
+    .finalize = dropout_finalize,
+    .forward = dropout_forward,
+    .calc_derivative = dropout_derivative,
+};

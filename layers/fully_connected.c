@@ -1,0 +1,83 @@
+/* fully_connected: Y = X W + b on the last axis; W is [in, unit]. */
+#include "nntrainer/layer.h"
+
+typedef struct fc_priv {
+  unsigned unit;
+  nnt_weight_props wp;
+} fc_priv;
+
+static void fc_init(nnt_layer *l) {
+  fc_priv *p = l->priv;
+  nnt_weight_props_init(&p->wp);
+}
+
+static int fc_set(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
+  fc_priv *p = l->priv;
+  if (nnt_streq(key, "unit")) {
+    unsigned u;
+    int rc = nnt_parse_uint(key, value, &u, e);
+    if (rc)
+      return rc;
+    if (!u)
+      return nnt_err_set(e, NNT_ERR_INVAL, "key 'unit': must be positive");
+    p->unit = u;
+    return NNT_OK;
+  }
+  return nnt_weight_props_set(&p->wp, key, value, e);
+}
+
+static int fc_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
+  fc_priv *p = l->priv;
+  if (!p->unit)
+    return nnt_err_set(e, NNT_ERR_INVAL, "unit: required key is missing");
+  if (ctx->n_in != 1)
+    return nnt_err_set(e, NNT_ERR_INVAL, "fully_connected takes one input, not %u", ctx->n_in);
+  nnt_dim in = ctx->in_dim[0], out = in;
+  out.w = p->unit;
+  ctx->out_dim[0] = out;
+  nnt_fctx_add_weight(ctx, "weight", nnt_dim_make(1, 1, in.w, p->unit), p->wp.weight_init,
+                      in.w, p->unit, p->wp.l2norm ? p->wp.l2_constant : 0, p->wp.weight_decay,
+                      1);
+  if (!p->wp.disable_bias)
+    nnt_fctx_add_weight(ctx, "bias", nnt_dim_make(1, 1, 1, p->unit), p->wp.bias_init, in.w,
+                        p->unit, 0, p->wp.bias_decay, 1);
+  ctx->flags = NNT_LF_BWD_READS_INPUT;
+  return NNT_OK;
+}
+
+static void fc_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+  const nnt_tensor *x = &ctx->in[0];
+  nnt_tensor *y = &ctx->out[0];
+  size_t rows = nnt_tensor_len(x) / x->dim.w, k = x->dim.w, n = y->dim.w;
+  ctx->k->gemm(0, 0, rows, n, k, 1.0f, x->data, k, ctx->w[0].data, n, 0.0f, y->data, n);
+  if (ctx->n_w > 1)
+    ctx->k->add_row_vec(rows, n, ctx->w[1].data, y->data);
+}
+
+static void fc_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
+  const nnt_tensor *x = &ctx->in[0], *dy = &ctx->d_out[0];
+  size_t rows = nnt_tensor_len(x) / x->dim.w, k = x->dim.w, n = dy->dim.w;
+  if (ctx->gw[0].data)
+    ctx->k->gemm(1, 0, k, n, rows, 1.0f, x->data, k, dy->data, n, 0.0f, ctx->gw[0].data, n);
+  if (ctx->n_w > 1 && ctx->gw[1].data)
+    ctx->k->sum_rows(rows, n, dy->data, 0.0f, ctx->gw[1].data);
+}
+
+static void fc_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+  const nnt_tensor *dy = &ctx->d_out[0];
+  nnt_tensor *dx = &ctx->d_in[0];
+  size_t k = dx->dim.w, rows = nnt_tensor_len(dx) / k, n = dy->dim.w;
+  ctx->k->gemm(0, 1, rows, k, n, 1.0f, dy->data, n, ctx->w[0].data, n, 0.0f, dx->data, k);
+}
+
+const nnt_layer_ops nnt_layer_fully_connected = {
+    .type = "fully_connected",
+    .ml_type = 1,
+    .priv_size = sizeof(fc_priv),
+    .init = fc_init,
+    .set_property = fc_set,
+    .finalize = fc_finalize,
+    .forward = fc_forward,
+    .calc_gradient = fc_gradient,
+    .calc_derivative = fc_derivative,
+};

@@ -1,0 +1,34 @@
+/* cross_softmax: output = softmax(input) over the last axis; loss = batch
+ * mean of -sum(label * log(prob + 1e-20)); dX = (prob - label) / batch. */
+#include "nntrainer/layer.h"
+
+static int xs_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
+  if (ctx->n_in != 1)
+    return nnt_err_set(e, NNT_ERR_INVAL, "a loss layer takes one input, not %u", ctx->n_in);
+  ctx->out_dim[0] = ctx->in_dim[0];
+  ctx->flags = NNT_LF_LOSS | NNT_LF_BWD_READS_OUTPUT | NNT_LF_INPLACE;
+  return NNT_OK;
+}
+
+static void xs_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+  const nnt_tensor *x = &ctx->in[0];
+  size_t cols = x->dim.w, rows = nnt_tensor_len(x) / cols;
+  ctx->k->softmax_fwd(rows, cols, x->data, ctx->out[0].data);
+  if (ctx->label && ctx->label->data)
+    ctx->loss = ctx->k->xent_softmax_fwd(x->dim.b, nnt_tensor_len(x) / x->dim.b,
+                                         ctx->out[0].data, ctx->label->data);
+}
+
+static void xs_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+  const nnt_tensor *y = &ctx->out[0];
+  ctx->k->xent_softmax_bwd(y->dim.b, nnt_tensor_len(y) / y->dim.b, y->data, ctx->label->data,
+                           ctx->d_in[0].data);
+}
+
+const nnt_layer_ops nnt_layer_cross_softmax = {
+    .type = "cross_softmax",
+    .ml_type = 502,
+    .finalize = xs_finalize,
+    .forward = xs_forward,
+    .calc_derivative = xs_derivative,
+};

@@ -1,0 +1,364 @@
+/* The CPU backend: OpenBLAS for gemm, plain loops (vectorizable) elsewhere. */
+#include "nntrainer/compute/kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const act_names[NNT_ACT__COUNT] = {
+    "none", "relu", "leaky_relu", "sigmoid", "tanh", "softmax",
+    "swish", "gelu", "elu", "selu", "softplus", "mish"};
+
+int nnt_act_from_name(const char *name, nnt_act *out) {
+  for (int i = 0; i < NNT_ACT__COUNT; i++)
+    if (nnt_streq(name, act_names[i])) {
+      *out = (nnt_act)i;
+      return NNT_OK;
+    }
+  return NNT_ERR_INVAL;
+}
+
+const char *nnt_act_name(nnt_act a) {
+  return (unsigned)a < NNT_ACT__COUNT ? act_names[a] : "?";
+}
+
+int nnt_act_bwd_needs_output_only(nnt_act a) {
+  switch (a) {
+  case NNT_ACT_NONE:
+  case NNT_ACT_RELU:
+  case NNT_ACT_LEAKY_RELU:
+  case NNT_ACT_SIGMOID:
+  case NNT_ACT_TANH:
+  case NNT_ACT_SOFTMAX:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+void nnt_cpu_set_threads(unsigned n) {
+  if (!n) {
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    n = c > 0 ? (unsigned)c : 1;
+  }
+  openblas_set_num_threads((int)n);
+}
+
+static void k_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha,
+                   const float *a, size_t lda, const float *b, size_t ldb, float beta,
+                   float *c, size_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
+static void k_fill(size_t n, float v, float *y) {
+  for (size_t i = 0; i < n; i++)
+    y[i] = v;
+}
+static void k_copy(size_t n, const float *x, float *y) {
+  if (x != y)
+    memmove(y, x, n * sizeof *y);
+}
+static void k_scale(size_t n, float a, float *y) {
+  for (size_t i = 0; i < n; i++)
+    y[i] *= a;
+}
+static void k_axpy(size_t n, float a, const float *x, float *y) {
+  for (size_t i = 0; i < n; i++)
+    y[i] += a * x[i];
+}
+static void k_add(size_t n, const float *a, const float *b, float *y) {
+  for (size_t i = 0; i < n; i++)
+    y[i] = a[i] + b[i];
+}
+static void k_sub(size_t n, const float *a, const float *b, float *y) {
+  for (size_t i = 0; i < n; i++)
+    y[i] = a[i] - b[i];
+}
+static void k_mul(size_t n, const float *a, const float *b, float *y) {
+  for (size_t i = 0; i < n; i++)
+    y[i] = a[i] * b[i];
+}
+static float k_dot(size_t n, const float *x, const float *y) {
+  double s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += (double)x[i] * y[i];
+  return (float)s;
+}
+static float k_sum(size_t n, const float *x) {
+  double s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += x[i];
+  return (float)s;
+}
+static void k_add_row_vec(size_t rows, size_t cols, const float *bias, float *y) {
+  for (size_t r = 0; r < rows; r++)
+    for (size_t c = 0; c < cols; c++)
+      y[r * cols + c] += bias[c];
+}
+static void k_sum_rows(size_t rows, size_t cols, const float *x, float beta, float *out) {
+  for (size_t c = 0; c < cols; c++)
+    out[c] = beta == 0 ? 0 : beta * out[c];
+  for (size_t r = 0; r < rows; r++)
+    for (size_t c = 0; c < cols; c++)
+      out[c] += x[r * cols + c];
+}
+
+static inline float sigmoidf(float x) {
+  if (x >= 0)
+    return 1.0f / (1.0f + expf(-x));
+  float e = expf(x);
+  return e / (1.0f + e);
+}
+static inline float softplusf(float x) {
+  /* log(1 + e^x) without overflow */
+  return x > 0 ? x + log1pf(expf(-x)) : log1pf(expf(x));
+}
+
+#define SELU_ALPHA 1.6732632423543772f
+#define SELU_SCALE 1.0507009873554805f
+
+static void k_act_fwd(nnt_act a, float alpha, size_t n, const float *x, float *y) {
+  size_t i;
+  switch (a) {
+  case NNT_ACT_NONE:
+  case NNT_ACT_SOFTMAX: /* softmax goes through softmax_fwd */
+    k_copy(n, x, y);
+    break;
+  case NNT_ACT_RELU:
+    for (i = 0; i < n; i++)
+      y[i] = x[i] > 0 ? x[i] : 0;
+    break;
+  case NNT_ACT_LEAKY_RELU:
+    for (i = 0; i < n; i++)
+      y[i] = x[i] > 0 ? x[i] : alpha * x[i];
+    break;
+  case NNT_ACT_SIGMOID:
+    for (i = 0; i < n; i++)
+      y[i] = sigmoidf(x[i]);
+    break;
+  case NNT_ACT_TANH:
+    for (i = 0; i < n; i++)
+      y[i] = tanhf(x[i]);
+    break;
+  case NNT_ACT_SWISH:
+    for (i = 0; i < n; i++)
+      y[i] = x[i] * sigmoidf(x[i]);
+    break;
+  case NNT_ACT_GELU:
+    for (i = 0; i < n; i++)
+      y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+    break;
+  case NNT_ACT_ELU:
+    for (i = 0; i < n; i++)
+      y[i] = x[i] > 0 ? x[i] : alpha * expm1f(x[i]);
+    break;
+  case NNT_ACT_SELU:
+    for (i = 0; i < n; i++)
+      y[i] = SELU_SCALE * (x[i] > 0 ? x[i] : SELU_ALPHA * expm1f(x[i]));
+    break;
+  case NNT_ACT_SOFTPLUS:
+    for (i = 0; i < n; i++)
+      y[i] = softplusf(x[i]);
+    break;
+  case NNT_ACT_MISH:
+    for (i = 0; i < n; i++)
+      y[i] = x[i] * tanhf(softplusf(x[i]));
+    break;
+  default:
+    break;
+  }
+}
+
+static void k_act_bwd(nnt_act a, float alpha, size_t n, const float *x, const float *y,
+                      const float *dy, float *dx) {
+  size_t i;
+  switch (a) {
+  case NNT_ACT_NONE:
+  case NNT_ACT_SOFTMAX:
+    k_copy(n, dy, dx);
+    break;
+  case NNT_ACT_RELU:
+    for (i = 0; i < n; i++)
+      dx[i] = y[i] > 0 ? dy[i] : 0;
+    break;
+  case NNT_ACT_LEAKY_RELU:
+    for (i = 0; i < n; i++)
+      dx[i] = y[i] > 0 ? dy[i] : alpha * dy[i];
+    break;
+  case NNT_ACT_SIGMOID:
+    for (i = 0; i < n; i++)
+      dx[i] = dy[i] * y[i] * (1 - y[i]);
+    break;
+  case NNT_ACT_TANH:
+    for (i = 0; i < n; i++)
+      dx[i] = dy[i] * (1 - y[i] * y[i]);
+    break;
+  case NNT_ACT_SWISH:
+    for (i = 0; i < n; i++) {
+      float s = sigmoidf(x[i]);
+      dx[i] = dy[i] * (s + x[i] * s * (1 - s));
+    }
+    break;
+  case NNT_ACT_GELU:
+    for (i = 0; i < n; i++) {
+      float cdf = 0.5f * (1.0f + erff(x[i] * 0.70710678118654752f));
+      float pdf = 0.3989422804014327f * expf(-0.5f * x[i] * x[i]);
+      dx[i] = dy[i] * (cdf + x[i] * pdf);
+    }
+    break;
+  case NNT_ACT_ELU:
+    for (i = 0; i < n; i++)
+      dx[i] = x[i] > 0 ? dy[i] : dy[i] * alpha * expf(x[i]);
+    break;
+  case NNT_ACT_SELU:
+    for (i = 0; i < n; i++)
+      dx[i] = dy[i] * SELU_SCALE * (x[i] > 0 ? 1 : SELU_ALPHA * expf(x[i]));
+    break;
+  case NNT_ACT_SOFTPLUS:
+    for (i = 0; i < n; i++)
+      dx[i] = dy[i] * sigmoidf(x[i]);
+    break;
+  case NNT_ACT_MISH:
+    for (i = 0; i < n; i++) {
+      float sp = softplusf(x[i]), t = tanhf(sp);
+      dx[i] = dy[i] * (t + x[i] * (1 - t * t) * sigmoidf(x[i]));
+    }
+    break;
+  default:
+    break;
+  }
+}
+
+static void k_softmax_fwd(size_t rows, size_t cols, const float *x, float *y) {
+  for (size_t r = 0; r < rows; r++) {
+    const float *xr = x + r * cols;
+    float *yr = y + r * cols;
+    float mx = xr[0];
+    for (size_t c = 1; c < cols; c++)
+      mx = xr[c] > mx ? xr[c] : mx;
+    double s = 0;
+    for (size_t c = 0; c < cols; c++) {
+      yr[c] = expf(xr[c] - mx);
+      s += yr[c];
+    }
+    float inv = (float)(1.0 / s);
+    for (size_t c = 0; c < cols; c++)
+      yr[c] *= inv;
+  }
+}
+
+static void k_softmax_bwd(size_t rows, size_t cols, const float *y, const float *dy,
+                          float *dx) {
+  for (size_t r = 0; r < rows; r++) {
+    const float *yr = y + r * cols, *dyr = dy + r * cols;
+    float *dxr = dx + r * cols;
+    double s = 0;
+    for (size_t c = 0; c < cols; c++)
+      s += (double)dyr[c] * yr[c];
+    for (size_t c = 0; c < cols; c++)
+      dxr[c] = yr[c] * (dyr[c] - (float)s);
+  }
+}
+
+static float k_xent_softmax_fwd(size_t rows, size_t cols, const float *prob,
+                                const float *label) {
+  double s = 0;
+  for (size_t i = 0; i < rows * cols; i++)
+    if (label[i] != 0)
+      s -= (double)label[i] * log((double)prob[i] + 1e-20);
+  return (float)(s / rows);
+}
+
+static void k_xent_softmax_bwd(size_t rows, size_t cols, const float *prob,
+                               const float *label, float *dx) {
+  float inv = 1.0f / (float)rows;
+  for (size_t i = 0; i < rows * cols; i++)
+    dx[i] = (prob[i] - label[i]) * inv;
+}
+
+/* Sigmoid cross entropy on logits, mean over all elements:
+ * max(x,0) - x*t + log(1 + e^-|x|); derivative (sigmoid(x) - t) / N. */
+static float k_xent_sigmoid_fwd(size_t rows, size_t cols, const float *x,
+                                const float *label) {
+  double s = 0;
+  size_t n = rows * cols;
+  for (size_t i = 0; i < n; i++)
+    s += (x[i] > 0 ? x[i] : 0) - x[i] * label[i] + log1p(exp(-fabs((double)x[i])));
+  return (float)(s / n);
+}
+
+static void k_xent_sigmoid_bwd(size_t rows, size_t cols, const float *x,
+                               const float *label, float *dx) {
+  size_t n = rows * cols;
+  float inv = 1.0f / (float)n;
+  for (size_t i = 0; i < n; i++)
+    dx[i] = (sigmoidf(x[i]) - label[i]) * inv;
+}
+
+static float k_mse_fwd(size_t n, const float *y, const float *label) {
+  double s = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = (double)y[i] - label[i];
+    s += d * d;
+  }
+  return (float)(s / n);
+}
+
+static void k_mse_bwd(size_t n, const float *y, const float *label, float *dx) {
+  float k = 2.0f / (float)n;
+  for (size_t i = 0; i < n; i++)
+    dx[i] = k * (y[i] - label[i]);
+}
+
+static void k_dropout_mask(size_t n, float rate, nnt_rng *rng, float *mask) {
+  float keep = rate < 1 ? 1.0f / (1.0f - rate) : 0;
+  for (size_t i = 0; i < n; i++)
+    mask[i] = nnt_rng_uniform(rng) < rate ? 0.0f : keep;
+}
+
+static void k_sgd_step(size_t n, float lr, const float *g, float *w) {
+  for (size_t i = 0; i < n; i++)
+    w[i] -= lr * g[i];
+}
+
+static void k_adam_step(size_t n, float lr_t, float b1, float b2, float eps, const float *g,
+                        float *m, float *v, float *w) {
+  for (size_t i = 0; i < n; i++) {
+    m[i] = b1 * m[i] + (1 - b1) * g[i];
+    v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+    w[i] -= lr_t * m[i] / (sqrtf(v[i]) + eps);
+  }
+}
+
+static const nnt_kernels cpu_kernels = {
+    .name = "cpu",
+    .gemm = k_gemm,
+    .fill = k_fill,
+    .copy = k_copy,
+    .scale = k_scale,
+    .axpy = k_axpy,
+    .add = k_add,
+    .sub = k_sub,
+    .mul = k_mul,
+    .dot = k_dot,
+    .sum = k_sum,
+    .add_row_vec = k_add_row_vec,
+    .sum_rows = k_sum_rows,
+    .act_fwd = k_act_fwd,
+    .act_bwd = k_act_bwd,
+    .softmax_fwd = k_softmax_fwd,
+    .softmax_bwd = k_softmax_bwd,
+    .xent_softmax_fwd = k_xent_softmax_fwd,
+    .xent_softmax_bwd = k_xent_softmax_bwd,
+    .xent_sigmoid_fwd = k_xent_sigmoid_fwd,
+    .xent_sigmoid_bwd = k_xent_sigmoid_bwd,
+    .mse_fwd = k_mse_fwd,
+    .mse_bwd = k_mse_bwd,
+    .dropout_mask = k_dropout_mask,
+    .sgd_step = k_sgd_step,
+    .adam_step = k_adam_step,
+};
+
+const nnt_kernels *nnt_kernels_cpu(void) { return &cpu_kernels; }

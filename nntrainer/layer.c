@@ -1,0 +1,282 @@
+/* Layer instances, the registry, the shared properties and initializers. */
+#include "nntrainer/layer.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const nnt_layer_ops *const registry[] = {
+    &nnt_layer_input,   &nnt_layer_fully_connected, &nnt_layer_activation,
+    &nnt_layer_flatten, &nnt_layer_reshape,         &nnt_layer_dropout,
+    &nnt_layer_mse,     &nnt_layer_cross_softmax,   &nnt_layer_cross_sigmoid,
+    NULL};
+
+const nnt_layer_ops *const *nnt_layer_ops_all(void) { return registry; }
+
+const nnt_layer_ops *nnt_layer_ops_find(const char *type) {
+  for (size_t i = 0; registry[i]; i++)
+    if (nnt_streq(registry[i]->type, type))
+      return registry[i];
+  return NULL;
+}
+
+const nnt_layer_ops *nnt_layer_ops_find_ml(int ml_type) {
+  for (size_t i = 0; registry[i]; i++)
+    if (registry[i]->ml_type >= 0 && registry[i]->ml_type == ml_type)
+      return registry[i];
+  return NULL;
+}
+
+static const char *const init_names[] = {
+    "zeros", "ones", "lecun_normal", "lecun_uniform",
+    "xavier_normal", "xavier_uniform", "he_normal", "he_uniform"};
+
+int nnt_init_from_name(const char *name, nnt_init *out) {
+  for (size_t i = 0; i < NNT_ARRAY_LEN(init_names); i++)
+    if (nnt_streq(name, init_names[i])) {
+      *out = (nnt_init)i;
+      return NNT_OK;
+    }
+  return NNT_ERR_INVAL;
+}
+
+const char *nnt_init_name(nnt_init i) {
+  return (size_t)i < NNT_ARRAY_LEN(init_names) ? init_names[i] : "?";
+}
+
+/* Normal initializers draw from a plain normal with the given std;
+ * uniform ones from [-limit, limit]. */
+void nnt_init_fill(nnt_init init, unsigned fan_in, unsigned fan_out, nnt_rng *rng,
+                   float *w, size_t n) {
+  double fi = fan_in ? fan_in : 1, fo = fan_out ? fan_out : 1;
+  double std = 0, limit = 0;
+  int normal = 0;
+  switch (init) {
+  case NNT_INIT_ZEROS:
+  case NNT_INIT_ONES:
+    for (size_t i = 0; i < n; i++)
+      w[i] = init == NNT_INIT_ONES ? 1.0f : 0.0f;
+    return;
+  case NNT_INIT_LECUN_NORMAL:
+    normal = 1, std = sqrt(1.0 / fi);
+    break;
+  case NNT_INIT_LECUN_UNIFORM:
+    limit = sqrt(3.0 / fi);
+    break;
+  case NNT_INIT_XAVIER_NORMAL:
+    normal = 1, std = sqrt(2.0 / (fi + fo));
+    break;
+  case NNT_INIT_XAVIER_UNIFORM:
+    limit = sqrt(6.0 / (fi + fo));
+    break;
+  case NNT_INIT_HE_NORMAL:
+    normal = 1, std = sqrt(2.0 / fi);
+    break;
+  case NNT_INIT_HE_UNIFORM:
+    limit = sqrt(6.0 / fi);
+    break;
+  }
+  for (size_t i = 0; i < n; i++)
+    w[i] = normal ? (float)(std * nnt_rng_normal(rng))
+                  : (float)((2.0 * nnt_rng_uniform(rng) - 1.0) * limit);
+}
+
+void nnt_weight_props_init(nnt_weight_props *p) {
+  memset(p, 0, sizeof *p);
+  p->weight_init = NNT_INIT_XAVIER_UNIFORM;
+  p->bias_init = NNT_INIT_ZEROS;
+  p->l2_constant = 1.0f;
+}
+
+static int parse_init(const char *key, const char *v, nnt_init *out, nnt_err *e) {
+  if (nnt_init_from_name(v, out))
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "key '%s': unknown initializer '%s' (zeros, ones, lecun_normal, "
+                       "lecun_uniform, xavier_normal, xavier_uniform, he_normal, he_uniform)",
+                       key, v);
+  return NNT_OK;
+}
+
+static int parse_nonneg(const char *key, const char *v, float *out, nnt_err *e) {
+  int rc = nnt_parse_float(key, v, out, e);
+  if (!rc && *out < 0)
+    return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': value '%s' must not be negative", key, v);
+  return rc;
+}
+
+int nnt_weight_props_set(nnt_weight_props *p, const char *key, const char *value,
+                         nnt_err *e) {
+  if (nnt_streq(key, "weight_initializer"))
+    return parse_init(key, value, &p->weight_init, e);
+  if (nnt_streq(key, "bias_initializer"))
+    return parse_init(key, value, &p->bias_init, e);
+  if (nnt_streq(key, "weight_regularizer")) {
+    if (nnt_streq(value, "l2norm"))
+      p->l2norm = 1;
+    else if (nnt_streq(value, "none"))
+      p->l2norm = 0;
+    else
+      return nnt_err_set(e, NNT_ERR_INVAL,
+                         "key '%s': unknown regularizer '%s' (l2norm, none)", key, value);
+    return NNT_OK;
+  }
+  if (nnt_streq(key, "weight_regularizer_constant"))
+    return parse_nonneg(key, value, &p->l2_constant, e);
+  if (nnt_streq(key, "weight_decay"))
+    return parse_nonneg(key, value, &p->weight_decay, e);
+  if (nnt_streq(key, "bias_decay"))
+    return parse_nonneg(key, value, &p->bias_decay, e);
+  if (nnt_streq(key, "disable_bias"))
+    return nnt_parse_bool(key, value, &p->disable_bias, e);
+  return NNT_ERR_NOKEY;
+}
+
+unsigned nnt_fctx_add_weight(nnt_finalize_ctx *ctx, const char *name, nnt_dim dim,
+                             nnt_init init, unsigned fan_in, unsigned fan_out, float l2,
+                             float decay, int trainable) {
+  if (ctx->n_w >= NNT_MAX_WEIGHTS)
+    return NNT_MAX_WEIGHTS;
+  nnt_weight_spec *s = &ctx->w[ctx->n_w];
+  memset(s, 0, sizeof *s);
+  snprintf(s->name, sizeof s->name, "%s", name);
+  s->dim = dim;
+  s->init = init;
+  s->fan_in = fan_in;
+  s->fan_out = fan_out;
+  s->l2 = l2;
+  s->decay = decay;
+  s->trainable = trainable;
+  return ctx->n_w++;
+}
+
+unsigned nnt_fctx_add_scratch(nnt_finalize_ctx *ctx, nnt_dim dim, nnt_scratch_life life) {
+  if (ctx->n_scratch >= NNT_MAX_SCRATCH)
+    return NNT_MAX_SCRATCH;
+  ctx->scratch_dim[ctx->n_scratch] = dim;
+  ctx->scratch_life[ctx->n_scratch] = life;
+  return ctx->n_scratch++;
+}
+
+int nnt_layer_create(const char *type, nnt_layer **out, nnt_err *e) {
+  const nnt_layer_ops *ops = type ? nnt_layer_ops_find(type) : NULL;
+  if (!ops)
+    return nnt_err_set(e, NNT_ERR_INVAL, "unknown layer type '%s'", type ? type : "(null)");
+  nnt_layer *l = nnt_calloc(1, sizeof *l);
+  void *priv = ops->priv_size ? nnt_calloc(1, ops->priv_size) : NULL;
+  if (!l || (ops->priv_size && !priv)) {
+    nnt_free(l);
+    nnt_free(priv);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "out of memory creating a '%s' layer", type);
+  }
+  l->ops = ops;
+  l->priv = priv;
+  l->trainable = 1;
+  if (ops->init)
+    ops->init(l);
+  *out = l;
+  return NNT_OK;
+}
+
+void nnt_layer_destroy(nnt_layer *l) {
+  if (!l)
+    return;
+  if (l->ops->destroy)
+    l->ops->destroy(l);
+  nnt_free(l->priv);
+  nnt_free(l);
+}
+
+/* Copy without surrounding spaces, lowercased. 0 if it does not fit. */
+static int clean_name(const char *s, char *out, size_t n) {
+  while (*s && isspace((unsigned char)*s))
+    s++;
+  size_t len = strlen(s);
+  while (len && isspace((unsigned char)s[len - 1]))
+    len--;
+  if (!len || len >= n)
+    return 0;
+  for (size_t i = 0; i < len; i++)
+    out[i] = (char)tolower((unsigned char)s[i]);
+  out[len] = '\0';
+  return 1;
+}
+
+static int set_input_layers(nnt_layer *l, const char *v, nnt_err *e) {
+  char buf[NNT_MAX_IO * NNT_NAME_MAX];
+  if (strlen(v) >= sizeof buf)
+    return nnt_err_set(e, NNT_ERR_INVAL, "key 'input_layers': value too long");
+  strcpy(buf, v);
+  unsigned n = 0;
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (n == NNT_MAX_IO)
+      return nnt_err_set(e, NNT_ERR_INVAL, "key 'input_layers': more than %d inputs",
+                         NNT_MAX_IO);
+    unsigned idx = 0;
+    char *paren = strchr(tok, '(');
+    if (paren) {
+      char *close = strchr(paren, ')');
+      if (!close || close[1] != '\0' || close == paren + 1)
+        return nnt_err_set(e, NNT_ERR_INVAL,
+                           "key 'input_layers': '%s' is not name or name(index)", tok);
+      *close = '\0';
+      if (nnt_parse_uint("input_layers", paren + 1, &idx, NULL))
+        return nnt_err_set(e, NNT_ERR_INVAL,
+                           "key 'input_layers': bad output index in '%s)'", tok);
+      *paren = '\0';
+    }
+    if (!clean_name(tok, l->input_names[n], NNT_NAME_MAX))
+      return nnt_err_set(e, NNT_ERR_INVAL, "key 'input_layers': empty or too long name in '%s'",
+                         v);
+    l->input_idx[n++] = idx;
+  }
+  if (!n)
+    return nnt_err_set(e, NNT_ERR_INVAL, "key 'input_layers': empty value");
+  l->n_inputs = n;
+  return NNT_OK;
+}
+
+int nnt_layer_set_property(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
+  if (!l || !key || !value)
+    return nnt_err_set(e, NNT_ERR_INVAL, "layer property: NULL argument");
+  int rc = NNT_ERR_NOKEY;
+  if (l->ops->set_property)
+    rc = l->ops->set_property(l, key, value, e);
+  if (rc != NNT_ERR_NOKEY)
+    return rc;
+  if (nnt_streq(key, "name")) {
+    if (!clean_name(value, l->name, sizeof l->name))
+      return nnt_err_set(e, NNT_ERR_INVAL, "key 'name': '%s' is empty or too long", value);
+    return NNT_OK;
+  }
+  if (nnt_streq(key, "type")) {
+    if (!nnt_streq(value, l->ops->type))
+      return nnt_err_set(e, NNT_ERR_INVAL, "key 'type': '%s' differs from the layer's type '%s'",
+                         value, l->ops->type);
+    return NNT_OK;
+  }
+  if (nnt_streq(key, "input_shape")) {
+    nnt_dim d;
+    if ((rc = nnt_dim_parse(key, value, &d, e)))
+      return rc;
+    l->input_shape = d;
+    l->input_shape.b = 1;
+    l->has_input_shape = 1;
+    return NNT_OK;
+  }
+  if (nnt_streq(key, "input_layers"))
+    return set_input_layers(l, value, e);
+  if (nnt_streq(key, "activation")) {
+    if (nnt_act_from_name(value, &l->activation))
+      return nnt_err_set(e, NNT_ERR_INVAL, "key 'activation': unknown activation '%s'", value);
+    l->has_activation = 1;
+    return NNT_OK;
+  }
+  if (nnt_streq(key, "flatten"))
+    return nnt_parse_bool(key, value, &l->flatten, e);
+  if (nnt_streq(key, "trainable"))
+    return nnt_parse_bool(key, value, &l->trainable, e);
+  return nnt_err_set(e, NNT_ERR_INVAL, "unknown key '%s' for layer type '%s'", key,
+                     l->ops->type);
+}
