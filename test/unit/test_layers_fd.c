@@ -1,0 +1,300 @@
+/* Every layer's calc_derivative and calc_gradient against central finite
+ * differences of a scalar objective: J = sum(out * R) for a fixed random R,
+ * or the loss itself for loss layers. */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nntrainer/layer.h"
+
+typedef struct harness {
+  nnt_layer *l;
+  nnt_finalize_ctx fc;
+  nnt_run_ctx ctx;
+  nnt_tensor in, out, din, dout, label, w[NNT_MAX_WEIGHTS], gw[NNT_MAX_WEIGHTS],
+      scratch[NNT_MAX_SCRATCH];
+  float *r; /* the objective's weights */
+  nnt_rng rng;
+  int loss;
+} harness;
+
+static float *alloc_t(nnt_tensor *t, nnt_dim d) {
+  t->dim = d;
+  t->data = calloc(nnt_dim_len(d), sizeof(float));
+  return t->data;
+}
+
+static void setup_layer(harness *h, const char *type, const char *const *props, nnt_dim in) {
+  memset(h, 0, sizeof *h);
+  nnt_err e = {0};
+  assert_int_equal(nnt_layer_create(type, &h->l, &e), NNT_OK);
+  snprintf(h->l->name, sizeof h->l->name, "%s", type);
+  for (size_t i = 0; props && props[i]; i += 2)
+    if (nnt_layer_set_property(h->l, props[i], props[i + 1], &e))
+      fail_msg("%s", e.msg);
+  h->fc.batch = in.b;
+  h->fc.n_in = 1;
+  h->fc.in_dim[0] = in;
+  h->fc.n_out = 1;
+  h->fc.trainable = 1;
+  if (h->l->ops->finalize(h->l, &h->fc, &e))
+    fail_msg("finalize: %s", e.msg);
+  nnt_rng r;
+  nnt_rng_seed(&r, 99);
+  alloc_t(&h->in, in);
+  /* inputs away from 0 so kinks (relu) are not straddled */
+  for (size_t i = 0; i < nnt_dim_len(in); i++) {
+    float v = 0.1f + 0.9f * nnt_rng_uniform(&r);
+    h->in.data[i] = nnt_rng_uniform(&r) < 0.5f ? -v : v;
+  }
+  alloc_t(&h->out, h->fc.out_dim[0]);
+  alloc_t(&h->din, in);
+  alloc_t(&h->dout, h->fc.out_dim[0]);
+  h->r = calloc(nnt_dim_len(h->fc.out_dim[0]), sizeof(float));
+  tu_fill_uniform(&r, h->r, nnt_dim_len(h->fc.out_dim[0]), -1, 1);
+  for (unsigned w = 0; w < h->fc.n_w; w++) {
+    alloc_t(&h->w[w], h->fc.w[w].dim);
+    tu_fill_uniform(&r, h->w[w].data, nnt_dim_len(h->fc.w[w].dim), -0.5f, 0.5f);
+    alloc_t(&h->gw[w], h->fc.w[w].dim);
+  }
+  for (unsigned s = 0; s < h->fc.n_scratch; s++)
+    alloc_t(&h->scratch[s], h->fc.scratch_dim[s]);
+  h->loss = (h->fc.flags & NNT_LF_LOSS) != 0;
+  if (h->loss) {
+    /* a one-hot label per row for cross entropies, values in (0,1) else */
+    alloc_t(&h->label, h->fc.out_dim[0]);
+    size_t cols = h->fc.out_dim[0].w, rows = nnt_dim_len(h->fc.out_dim[0]) / cols;
+    for (size_t i = 0; i < rows; i++)
+      h->label.data[i * cols + nnt_rng_below(&r, (uint32_t)cols)] = 1;
+  }
+  nnt_run_ctx *c = &h->ctx;
+  c->k = nnt_kernels_cpu();
+  c->n_in = c->n_out = 1;
+  c->n_w = h->fc.n_w;
+  c->n_scratch = h->fc.n_scratch;
+  c->in = &h->in;
+  c->out = &h->out;
+  c->d_in = &h->din;
+  c->d_out = &h->dout;
+  c->w = h->w;
+  c->gw = h->gw;
+  c->scratch = h->scratch;
+  c->label = h->loss ? &h->label : NULL;
+  c->training = 1;
+  c->rng = &h->rng;
+}
+
+static void teardown_layer(harness *h) {
+  free(h->in.data), free(h->out.data), free(h->din.data), free(h->dout.data);
+  free(h->label.data), free(h->r);
+  for (unsigned w = 0; w < h->fc.n_w; w++)
+    free(h->w[w].data), free(h->gw[w].data);
+  for (unsigned s = 0; s < h->fc.n_scratch; s++)
+    free(h->scratch[s].data);
+  nnt_layer_destroy(h->l);
+}
+
+static double objective(harness *h) {
+  nnt_rng_seed(&h->rng, 5); /* the same dropout mask every time */
+  h->ctx.loss = 0;
+  h->l->ops->forward(h->l, &h->ctx);
+  if (h->loss)
+    return h->ctx.loss;
+  double j = 0;
+  for (size_t i = 0; i < nnt_tensor_len(&h->out); i++)
+    j += (double)h->out.data[i] * h->r[i];
+  return j;
+}
+
+/* Compare analytic and numeric derivatives of J wrt every value of x. */
+static void check(const char *what, float *x, const float *analytic, size_t n, harness *h,
+                  float eps, double tol) {
+  double worst = 0;
+  for (size_t i = 0; i < n; i++) {
+    float keep = x[i];
+    x[i] = keep + eps;
+    double jp = objective(h);
+    x[i] = keep - eps;
+    double jm = objective(h);
+    x[i] = keep;
+    double num = (jp - jm) / (2.0 * eps);
+    double err = fabs(num - analytic[i]) / fmax(1.0, fabs(num));
+    if (err > worst)
+      worst = err;
+    if (err > tol)
+      fail_msg("%s %s[%zu]: analytic %.6f, numeric %.6f", h->l->ops->type, what, i,
+               analytic[i], num);
+  }
+  (void)worst;
+}
+
+/* tol: float32 central differences with eps 1e-2 leave O(eps^2) truncation
+ * plus O(1e-7 / eps) rounding; 2e-3 relative covers both for these sizes. */
+static void fd_layer(const char *type, const char *const *props, nnt_dim in, double tol) {
+  harness h;
+  setup_layer(&h, type, props, in);
+  objective(&h);
+  if (!h.loss)
+    memcpy(h.dout.data, h.r, nnt_tensor_len(&h.dout) * sizeof(float));
+  if (h.l->ops->calc_gradient)
+    h.l->ops->calc_gradient(h.l, &h.ctx);
+  h.l->ops->calc_derivative(h.l, &h.ctx);
+  float *din = malloc(nnt_tensor_len(&h.din) * sizeof(float));
+  memcpy(din, h.din.data, nnt_tensor_len(&h.din) * sizeof(float));
+  check("dx", h.in.data, din, nnt_tensor_len(&h.in), &h, 1e-2f, tol);
+  for (unsigned w = 0; w < h.fc.n_w; w++)
+    check(h.fc.w[w].name, h.w[w].data, h.gw[w].data, nnt_tensor_len(&h.w[w]), &h, 1e-2f, tol);
+  free(din);
+  teardown_layer(&h);
+}
+
+static void test_fully_connected(void **state) {
+  (void)state;
+  const char *p[] = {"unit", "5", NULL};
+  fd_layer("fully_connected", p, nnt_dim_make(3, 1, 1, 7), 2e-3);
+  /* 4-D input: acts on the last axis */
+  fd_layer("fully_connected", p, nnt_dim_make(2, 2, 3, 4), 2e-3);
+  const char *nb[] = {"unit", "3", "disable_bias", "true", NULL};
+  fd_layer("fully_connected", nb, nnt_dim_make(2, 1, 1, 5), 2e-3);
+}
+
+static void test_activations(void **state) {
+  (void)state;
+  const char *acts[] = {"relu", "leaky_relu", "sigmoid", "tanh", "softmax", "swish",
+                        "gelu", "elu", "selu", "softplus", "mish", "none"};
+  for (size_t i = 0; i < NNT_ARRAY_LEN(acts); i++) {
+    const char *p[] = {"activation", acts[i], NULL};
+    fd_layer("activation", p, nnt_dim_make(3, 1, 2, 5), 3e-3);
+  }
+}
+
+static void test_shape_layers(void **state) {
+  (void)state;
+  fd_layer("flatten", NULL, nnt_dim_make(2, 3, 2, 2), 2e-3);
+  const char *p[] = {"target_shape", "4:3:1", NULL};
+  fd_layer("reshape", p, nnt_dim_make(2, 3, 2, 2), 2e-3);
+  const char *d[] = {"dropout_rate", "0.3", NULL};
+  fd_layer("dropout", d, nnt_dim_make(4, 1, 1, 9), 2e-3);
+  const char *n[] = {"normalization", "false", NULL};
+  fd_layer("input", n, nnt_dim_make(2, 1, 1, 6), 2e-3);
+}
+
+static void test_losses(void **state) {
+  (void)state;
+  fd_layer("mse", NULL, nnt_dim_make(4, 1, 1, 3), 2e-3);
+  fd_layer("cross_softmax", NULL, nnt_dim_make(4, 1, 1, 5), 2e-3);
+  fd_layer("cross_sigmoid", NULL, nnt_dim_make(3, 1, 1, 4), 2e-3);
+}
+
+static void test_dropout_inference_is_identity(void **state) {
+  (void)state;
+  harness h;
+  const char *d[] = {"dropout_rate", "0.5", NULL};
+  setup_layer(&h, "dropout", d, nnt_dim_make(2, 1, 1, 50));
+  h.ctx.training = 0;
+  h.l->ops->forward(h.l, &h.ctx);
+  assert_memory_equal(h.in.data, h.out.data, nnt_tensor_len(&h.in) * sizeof(float));
+  h.ctx.training = 1;
+  nnt_rng_seed(&h.rng, 12);
+  h.l->ops->forward(h.l, &h.ctx);
+  size_t zeros = 0;
+  for (size_t i = 0; i < 100; i++) {
+    zeros += h.out.data[i] == 0;
+    if (h.out.data[i] != 0)
+      assert_float_equal(h.out.data[i], 2 * h.in.data[i], 1e-6);
+  }
+  assert_in_range(zeros, 25, 75);
+  teardown_layer(&h);
+}
+
+static void test_property_errors(void **state) {
+  (void)state;
+  nnt_layer *l;
+  nnt_err e = {0};
+  assert_int_equal(nnt_layer_create("fully_connected", &l, &e), NNT_OK);
+  assert_int_equal(nnt_layer_set_property(l, "units", "3", &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "unknown key 'units'");
+  assert_int_equal(nnt_layer_set_property(l, "unit", "abc", &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "'unit'");
+  tu_assert_contains(e.msg, "abc");
+  assert_int_equal(nnt_layer_set_property(l, "unit", "-3", &e), NNT_ERR_INVAL);
+  assert_int_equal(nnt_layer_set_property(l, "input_shape", "3:x:4", &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "input_shape");
+  assert_int_equal(nnt_layer_set_property(l, "weight_initializer", "magic", &e), NNT_ERR_INVAL);
+  assert_int_equal(nnt_layer_set_property(l, "UNIT", "4", &e), NNT_OK); /* case-insensitive */
+  assert_int_equal(nnt_layer_set_property(l, "Activation", "ReLU", &e), NNT_OK);
+  assert_int_equal(l->activation, NNT_ACT_RELU);
+  assert_int_equal(nnt_layer_set_property(l, "input_layers", "a, B(1)", &e), NNT_OK);
+  assert_int_equal(l->n_inputs, 2);
+  assert_string_equal(l->input_names[1], "b");
+  assert_int_equal(l->input_idx[1], 1);
+  nnt_layer_destroy(l);
+  /* finalize errors name the key and both shapes */
+  assert_int_equal(nnt_layer_create("reshape", &l, &e), NNT_OK);
+  assert_int_equal(nnt_layer_set_property(l, "target_shape", "2:2:2", &e), NNT_OK);
+  nnt_finalize_ctx fc = {0};
+  fc.n_in = 1;
+  fc.in_dim[0] = nnt_dim_make(1, 1, 1, 7);
+  assert_int_equal(l->ops->finalize(l, &fc, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "1:2:2:2");
+  tu_assert_contains(e.msg, "1:1:1:7");
+  nnt_layer_destroy(l);
+  assert_int_equal(nnt_layer_create("fully_connected", &l, &e), NNT_OK);
+  assert_int_equal(l->ops->finalize(l, &fc, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "unit");
+  nnt_layer_destroy(l);
+  assert_int_equal(nnt_layer_create("convolution9d", &l, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "convolution9d");
+}
+
+static void test_registry(void **state) {
+  (void)state;
+  assert_ptr_equal(nnt_layer_ops_find("FULLY_CONNECTED"), &nnt_layer_fully_connected);
+  assert_ptr_equal(nnt_layer_ops_find_ml(1), &nnt_layer_fully_connected);
+  assert_null(nnt_layer_ops_find("nope"));
+  size_t n = 0;
+  for (const nnt_layer_ops *const *p = nnt_layer_ops_all(); *p; p++)
+    n++;
+  assert_int_equal(n, 9);
+}
+
+static void test_initializers(void **state) {
+  (void)state;
+  enum { N = 20000 };
+  float *w = malloc(N * sizeof *w);
+  nnt_rng r;
+  nnt_rng_seed(&r, 3);
+  /* he_normal: std sqrt(2 / fan_in) */
+  nnt_init_fill(NNT_INIT_HE_NORMAL, 50, 10, &r, w, N);
+  double s = 0, s2 = 0;
+  for (size_t i = 0; i < N; i++)
+    s += w[i], s2 += (double)w[i] * w[i];
+  assert_true(fabs(s / N) < 0.01);
+  assert_true(fabs(sqrt(s2 / N) - sqrt(2.0 / 50)) < 0.01);
+  /* xavier_uniform: within sqrt(6 / (in + out)) */
+  nnt_init_fill(NNT_INIT_XAVIER_UNIFORM, 30, 20, &r, w, N);
+  float lim = sqrtf(6.0f / 50), mx = 0;
+  for (size_t i = 0; i < N; i++)
+    mx = fabsf(w[i]) > mx ? fabsf(w[i]) : mx;
+  assert_true(mx <= lim && mx > 0.95f * lim);
+  nnt_init_fill(NNT_INIT_ONES, 1, 1, &r, w, 4);
+  assert_float_equal(w[3], 1.0f, 0);
+  free(w);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fully_connected),
+      cmocka_unit_test(test_activations),
+      cmocka_unit_test(test_shape_layers),
+      cmocka_unit_test(test_losses),
+      cmocka_unit_test(test_dropout_inference_is_identity),
+      cmocka_unit_test(test_property_errors),
+      cmocka_unit_test(test_registry),
+      cmocka_unit_test(test_initializers),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
