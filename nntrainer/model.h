@@ -53,6 +53,7 @@ typedef struct nnt_progress {
   unsigned epoch, epochs;      /* 1-based */
   size_t batch, batches;       /* 1-based; batches is 0 when unknown */
   float loss;                  /* running mean training loss this epoch */
+  float batch_loss;            /* the loss of the batch just trained */
   double samples_per_sec;
   double elapsed_s;
   int epoch_done;              /* 1 at the end of an epoch: fields below set */

@@ -274,6 +274,7 @@ int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
         p.batch = b;
         p.batches = per_epoch;
         p.loss = (float)(sum / b);
+        p.batch_loss = l;
         p.elapsed_s = now_s() - t0;
         p.samples_per_sec = p.elapsed_s > 0 ? samples_done / p.elapsed_s : 0;
         cb(&p, ud);

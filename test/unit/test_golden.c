@@ -1,0 +1,275 @@
+/* Layers and whole training runs against golden data from PyTorch
+ * (test/golden/gen_golden.py). */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nntrainer/model_impl.h"
+
+#define TOL 1e-5
+
+static float *golden(const char *name, size_t *n) {
+  return tu_read_floats(tu_data_path("golden/data/%s.bin", name), n);
+}
+
+static void expect_close(const char *what, const float *got, const float *want, size_t n,
+                         double tol) {
+  double err = tu_max_rel_err(got, want, n);
+  if (err > tol)
+    fail_msg("%s: max relative error %g > %g", what, err, tol);
+}
+
+/* Run one layer: forward, then backward with d_out = r (or the loss). */
+typedef struct run1 {
+  nnt_layer *l;
+  nnt_finalize_ctx fc;
+  nnt_tensor in, out, din, dout, label, w[2], gw[2];
+  nnt_run_ctx c;
+  nnt_rng rng;
+} run1;
+
+static void run_layer(run1 *r, const char *type, const char *const *props, nnt_dim in,
+                      const float *x, const float *const *weights, const float *dout,
+                      const float *label) {
+  nnt_err e = {0};
+  memset(r, 0, sizeof *r);
+  assert_int_equal(nnt_layer_create(type, &r->l, &e), NNT_OK);
+  for (size_t i = 0; props && props[i]; i += 2)
+    assert_int_equal(nnt_layer_set_property(r->l, props[i], props[i + 1], &e), NNT_OK);
+  r->fc.n_in = r->fc.n_out = 1;
+  r->fc.in_dim[0] = in;
+  r->fc.batch = in.b;
+  assert_int_equal(r->l->ops->finalize(r->l, &r->fc, &e), NNT_OK);
+  size_t ni = nnt_dim_len(in), no = nnt_dim_len(r->fc.out_dim[0]);
+  r->in = (nnt_tensor){in, malloc(ni * 4)};
+  memcpy(r->in.data, x, ni * 4);
+  r->din = (nnt_tensor){in, calloc(ni, 4)};
+  r->out = (nnt_tensor){r->fc.out_dim[0], calloc(no, 4)};
+  r->dout = (nnt_tensor){r->fc.out_dim[0], calloc(no, 4)};
+  if (dout)
+    memcpy(r->dout.data, dout, no * 4);
+  if (label) {
+    r->label = (nnt_tensor){r->fc.out_dim[0], malloc(no * 4)};
+    memcpy(r->label.data, label, no * 4);
+  }
+  for (unsigned w = 0; w < r->fc.n_w; w++) {
+    size_t n = nnt_dim_len(r->fc.w[w].dim);
+    r->w[w] = (nnt_tensor){r->fc.w[w].dim, malloc(n * 4)};
+    memcpy(r->w[w].data, weights[w], n * 4);
+    r->gw[w] = (nnt_tensor){r->fc.w[w].dim, calloc(n, 4)};
+  }
+  r->c = (nnt_run_ctx){.k = nnt_kernels_cpu(), .n_in = 1, .n_out = 1, .n_w = r->fc.n_w,
+                       .in = &r->in, .out = &r->out, .d_out = &r->dout, .d_in = &r->din,
+                       .w = r->w, .gw = r->gw, .label = label ? &r->label : NULL,
+                       .training = 1, .rng = &r->rng};
+  r->l->ops->forward(r->l, &r->c);
+  if (r->l->ops->calc_gradient)
+    r->l->ops->calc_gradient(r->l, &r->c);
+  r->l->ops->calc_derivative(r->l, &r->c);
+}
+
+static void free_run(run1 *r) {
+  free(r->in.data), free(r->din.data), free(r->out.data), free(r->dout.data),
+      free(r->label.data);
+  for (unsigned w = 0; w < r->fc.n_w; w++)
+    free(r->w[w].data), free(r->gw[w].data);
+  nnt_layer_destroy(r->l);
+}
+
+static void fc_case(const char *name, nnt_dim in, unsigned out) {
+  size_t n;
+  float *g = golden(name, &n);
+  size_t ni = nnt_dim_len(in), k = in.w, rows = ni / k, no = rows * out;
+  const float *x = g, *w = x + ni, *b = w + k * out, *r = b + out, *y = r + no, *dx = y + no,
+              *dw = dx + ni, *db = dw + k * out;
+  assert_int_equal(n, (size_t)(db + out - g));
+  char unit[16];
+  snprintf(unit, sizeof unit, "%u", out);
+  const char *props[] = {"unit", unit, NULL};
+  const float *weights[] = {w, b};
+  run1 run;
+  run_layer(&run, "fully_connected", props, in, x, weights, r, NULL);
+  expect_close("fc out", run.out.data, y, no, TOL);
+  expect_close("fc dx", run.din.data, dx, ni, TOL);
+  expect_close("fc dW", run.gw[0].data, dw, k * out, TOL);
+  expect_close("fc db", run.gw[1].data, db, out, TOL);
+  free_run(&run);
+  free(g);
+}
+
+static void test_fully_connected(void **state) {
+  (void)state;
+  fc_case("fc_2d", nnt_dim_make(3, 1, 1, 7), 5);
+  fc_case("fc_4d", nnt_dim_make(2, 2, 3, 4), 5);
+}
+
+static void test_activations(void **state) {
+  (void)state;
+  const char *acts[] = {"relu", "leaky_relu", "sigmoid", "tanh", "softmax", "swish",
+                        "gelu", "elu", "selu", "softplus", "mish", "none"};
+  for (size_t i = 0; i < NNT_ARRAY_LEN(acts); i++) {
+    char name[64];
+    snprintf(name, sizeof name, "act_%s", acts[i]);
+    size_t n;
+    float *g = golden(name, &n);
+    const size_t len = 30;
+    assert_int_equal(n, 4 * len);
+    const char *props[] = {"activation", acts[i], NULL};
+    run1 run;
+    run_layer(&run, "activation", props, nnt_dim_make(3, 1, 1, 10), g, NULL, g + len, NULL);
+    char what[96];
+    snprintf(what, sizeof what, "%s out", acts[i]);
+    expect_close(what, run.out.data, g + 2 * len, len, TOL);
+    snprintf(what, sizeof what, "%s dx", acts[i]);
+    expect_close(what, run.din.data, g + 3 * len, len, TOL);
+    free_run(&run);
+    free(g);
+  }
+}
+
+static void test_losses(void **state) {
+  (void)state;
+  const char *losses[] = {"cross_softmax", "cross_sigmoid", "mse"};
+  for (size_t i = 0; i < NNT_ARRAY_LEN(losses); i++) {
+    char name[64];
+    snprintf(name, sizeof name, "loss_%s", losses[i]);
+    size_t n;
+    float *g = golden(name, &n);
+    const size_t len = 20;
+    assert_int_equal(n, 3 * len + 1);
+    run1 run;
+    run_layer(&run, losses[i], NULL, nnt_dim_make(4, 1, 1, 5), g, NULL, NULL, g + len);
+    if (fabs(run.c.loss - g[2 * len]) > TOL * fmax(1, fabs(g[2 * len])))
+      fail_msg("%s loss %.7f, PyTorch %.7f", losses[i], run.c.loss, g[2 * len]);
+    expect_close(losses[i], run.din.data, g + 2 * len + 1, len, TOL);
+    free_run(&run);
+    free(g);
+  }
+}
+
+/* Whole-model training against PyTorch, step by step. */
+typedef struct feed {
+  const float *data; /* 5 batches of (x [4, 8], label [4, 4]) */
+  size_t sample;
+} feed;
+
+static int feed_cb(float **in, float **label, bool *last, void *ud) {
+  feed *f = ud;
+  if (f->sample == 20) {
+    *last = true;
+    return 0;
+  }
+  size_t b = f->sample / 4, s = f->sample % 4;
+  const float *batch = f->data + b * (32 + 16);
+  memcpy(in[0], batch + s * 8, 8 * sizeof(float));
+  memcpy(label[0], batch + 32 + s * 4, 4 * sizeof(float));
+  f->sample++;
+  return 0;
+}
+
+typedef struct watch {
+  nnt_model *m;
+  const float *steps; /* per step: loss, weights */
+  size_t wfloats;
+  unsigned step;
+  double worst_w, worst_loss;
+} watch;
+
+static void watch_cb(const nnt_progress *p, void *ud) {
+  watch *w = ud;
+  if (p->epoch_done)
+    return;
+  const float *want = w->steps + w->step * (1 + w->wfloats);
+  double le = fabs(p->batch_loss - want[0]) / fmax(1, fabs(want[0]));
+  double we = tu_max_rel_err(w->m->wpool, want + 1, w->wfloats);
+  if (le > w->worst_loss)
+    w->worst_loss = le;
+  if (we > w->worst_w)
+    w->worst_w = we;
+  w->step++;
+}
+
+static void train_case(const char *name, const char *opt, const char *lr, const char *loss) {
+  size_t n;
+  float *g = golden(name, &n);
+  const size_t wfloats = 8 * 16 + 16 + 16 * 12 + 12 + 12 * 4 + 4;
+  assert_int_equal(n, wfloats + 5 * 48 + 5 * (1 + wfloats));
+  nnt_model *m;
+  nnt_err e = {0};
+  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
+  const char *mp[] = {"batch_size", "4", "epochs", "1", "loss", loss, NULL};
+  for (size_t i = 0; mp[i]; i += 2)
+    assert_int_equal(nnt_model_set_property(m, mp[i], mp[i + 1], &e), NNT_OK);
+  const char *last_act = !strcmp(loss, "cross") ? "softmax" : "sigmoid";
+  const char *layers[][8] = {
+      {"input", "in", "input_shape", "1:1:8", NULL},
+      {"fully_connected", "fc1", "unit", "16", "activation", "relu", NULL},
+      {"fully_connected", "fc2", "unit", "12", "activation", "sigmoid", NULL},
+      {"fully_connected", "fc3", "unit", "4", "activation", last_act, NULL},
+  };
+  for (size_t i = 0; i < 4; i++) {
+    nnt_layer *l;
+    assert_int_equal(nnt_layer_create(layers[i][0], &l, &e), NNT_OK);
+    assert_int_equal(nnt_layer_set_property(l, "name", layers[i][1], &e), NNT_OK);
+    for (size_t k = 2; layers[i][k]; k += 2)
+      assert_int_equal(nnt_layer_set_property(l, layers[i][k], layers[i][k + 1], &e), NNT_OK);
+    assert_int_equal(nnt_model_add_layer(m, l, &e), NNT_OK);
+  }
+  nnt_optimizer *o;
+  assert_int_equal(nnt_optimizer_create(opt, &o, &e), NNT_OK);
+  assert_int_equal(nnt_optimizer_set_property(o, "learning_rate", lr, &e), NNT_OK);
+  assert_int_equal(nnt_model_set_optimizer(m, o, &e), NNT_OK);
+  feed f = {g + wfloats, 0};
+  nnt_dataset *ds;
+  assert_int_equal(nnt_dataset_create_generator(feed_cb, &f, &ds, &e), NNT_OK);
+  assert_int_equal(nnt_model_set_dataset(m, NNT_DS_TRAIN, ds, &e), NNT_OK);
+  if (nnt_model_compile(m, &e) || nnt_model_initialize(m, &e))
+    fail_msg("%s", e.msg);
+  assert_int_equal(m->wpool_floats, wfloats);
+  /* the initial weights go through the weight-file loader */
+  char *dir = tu_mkdtemp(), path[512];
+  snprintf(path, sizeof path, "%s/init.bin", dir);
+  FILE *wf = fopen(path, "wb");
+  assert_int_equal(fwrite(g, sizeof(float), wfloats, wf), wfloats);
+  fclose(wf);
+  assert_int_equal(nnt_model_load_weights(m, path, &e), NNT_OK);
+  watch w = {m, g + wfloats + 5 * 48, wfloats, 0, 0, 0};
+  if (nnt_model_train(m, watch_cb, &w, &e))
+    fail_msg("%s", e.msg);
+  assert_int_equal(w.step, 5);
+  print_message("%s: worst relative error over 5 steps: loss %.2g, weights %.2g\n", name,
+                w.worst_loss, w.worst_w);
+  assert_true(w.worst_loss < 1e-5);
+  assert_true(w.worst_w < 1e-5);
+  nnt_model_destroy(m);
+  tu_rmdir(dir);
+  free(dir);
+  free(g);
+}
+
+static void test_mlp_sgd(void **state) {
+  (void)state;
+  train_case("train_sgd_cross", "sgd", "0.1", "cross");
+}
+
+static void test_mlp_adam(void **state) {
+  (void)state;
+  train_case("train_adam_cross", "adam", "0.01", "cross");
+}
+
+static void test_mlp_mse(void **state) {
+  (void)state;
+  train_case("train_sgd_mse", "sgd", "0.5", "mse");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fully_connected), cmocka_unit_test(test_activations),
+      cmocka_unit_test(test_losses),          cmocka_unit_test(test_mlp_sgd),
+      cmocka_unit_test(test_mlp_adam),        cmocka_unit_test(test_mlp_mse),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
