@@ -280,6 +280,54 @@ static void test_views_and_inplace(void **state) {
   nnt_model_destroy(m);
 }
 
+static void test_frozen_layer_keeps_weights(void **state) {
+  (void)state;
+  const lspec g[] = {
+      {"input", "in", {"input_shape", "1:1:6", NULL}},
+      {"fully_connected", "frozen", {"unit", "5", "activation", "tanh", "trainable", "false", NULL}},
+      {"fully_connected", "head", {"unit", "3", "activation", "softmax", NULL}},
+  };
+  const char *props[] = {"batch_size", "4", "epochs", "2", "loss", "cross", NULL};
+  nnt_err e = {0};
+  int rc;
+  nnt_model *m = build(g, NNT_ARRAY_LEN(g), props, NULL, &e, &rc);
+  assert_int_equal(rc, NNT_OK);
+  assert_int_equal(nnt_model_initialize(m, &e), NNT_OK);
+  size_t frozen = 6 * 5 + 5;
+  float *before = malloc(m->wpool_floats * sizeof(float));
+  memcpy(before, m->wpool, m->wpool_floats * sizeof(float));
+  train_or_fail(m);
+  assert_memory_equal(before, m->wpool, frozen * sizeof(float));
+  assert_memory_not_equal(before + frozen, m->wpool + frozen,
+                          (m->wpool_floats - frozen) * sizeof(float));
+  /* nothing before the head trains, so the head computes no dX */
+  assert_false(m->nodes[1].do_grad);
+  free(before);
+  nnt_model_destroy(m);
+}
+
+static int failing_cb(float **in, float **label, bool *last, void *ud) {
+  int *calls = ud;
+  if (++*calls == 11)
+    return -5;
+  in[0][0] = 1;
+  label[0][0] = 1;
+  return 0;
+}
+
+static void test_producer_error_stops_training(void **state) {
+  (void)state;
+  nnt_model *m = mlp_model(NULL, NULL);
+  nnt_err e = {0};
+  int calls = 0;
+  nnt_dataset *ds;
+  assert_int_equal(nnt_dataset_create_generator(failing_cb, &calls, &ds, &e), NNT_OK);
+  assert_int_equal(nnt_model_set_dataset(m, NNT_DS_TRAIN, ds, &e), NNT_OK);
+  assert_int_equal(nnt_model_train(m, NULL, NULL, &e), -5);
+  tu_assert_contains(e.msg, "callback returned -5");
+  nnt_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_compile_realizes_nodes),
@@ -291,6 +339,8 @@ int main(void) {
       cmocka_unit_test(test_continue_train_resumes),
       cmocka_unit_test(test_compile_errors),
       cmocka_unit_test(test_views_and_inplace),
+      cmocka_unit_test(test_frozen_layer_keeps_weights),
+      cmocka_unit_test(test_producer_error_stops_training),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
