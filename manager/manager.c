@@ -181,3 +181,25 @@ void nnt_mgr_poison_after(nnt_mgr *m, unsigned order) {
     }
   }
 }
+
+int nnt_mgr_validate(const nnt_mgr *m, nnt_err *e) {
+  if (!m->planned)
+    return nnt_err_set(e, NNT_ERR_INVAL, "manager: nothing is planned");
+  nnt_plan_block *b = nnt_malloc((m->n + 1) * sizeof *b);
+  size_t *off = nnt_malloc((m->n + 1) * sizeof *off);
+  int rc = NNT_OK;
+  if (!b || !off) {
+    rc = nnt_err_set(e, NNT_ERR_NOMEM, "manager: out of memory");
+  } else {
+    size_t n = 0;
+    for (size_t i = 0; i < m->n; i++)
+      if (m->t[i].parent < 0) {
+        b[n] = (nnt_plan_block){m->t[i].bytes, m->t[i].life_first, m->t[i].life_last};
+        off[n++] = m->t[i].offset;
+      }
+    rc = nnt_plan_validate(b, n, off, m->arena_bytes, NNT_MGR_ALIGN, e);
+  }
+  nnt_free(b);
+  nnt_free(off);
+  return rc;
+}

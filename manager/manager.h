@@ -66,6 +66,8 @@ int nnt_mgr_root(const nnt_mgr *m, int id);
 int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
                  nnt_err *e);
 float *nnt_mgr_data(const nnt_mgr *m, int id);
+/* Check the current plan with the plan validator. */
+int nnt_mgr_validate(const nnt_mgr *m, nnt_err *e);
 /* Lifetime of id's memory (after planning): [first, last] of its root. */
 void nnt_mgr_life(const nnt_mgr *m, int id, unsigned *first, unsigned *last);
 /* Bytes of root requests of one kind. */

@@ -232,8 +232,9 @@ static int realize_loss(build *b, nnt_err *e) {
     type = "cross_sigmoid";
     replace = act == NNT_ACT_SIGMOID;
   }
+  /* named after the user's layer, not its realized activation */
   char name[NNT_NAME_MAX + 16];
-  snprintf(name, sizeof name, "%s/loss", o->l->name);
+  snprintf(name, sizeof name, "%.*s/loss_realized", (int)strcspn(o->l->name, "/"), o->l->name);
   nnt_layer *r;
   unsigned in = out, in_idx = 0;
   if (replace) {

@@ -101,6 +101,7 @@ struct nnt_model {
   nnt_rng rng;              /* dropout and the like */
   const nnt_kernels *k;
   int poison;
+  int keep_train_arena;     /* keep the training arena after training */
 };
 
 /* graph.c */

@@ -305,5 +305,9 @@ int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
     if (cb)
       cb(&p, ud);
   }
+  /* the training arena is released when training ends, unless kept (for
+   * reading tensors after a step); inference plans its own, smaller one */
+  if (!m->keep_train_arena)
+    nnt_model_release_plan(m, NNT_MODE_TRAIN);
   return NNT_OK;
 }

@@ -232,6 +232,7 @@ static int cmd_train(int argc, char **argv) {
   if (obytes)
     fprintf(stderr, ", optimizer %s", cli_bytes(obytes, a, sizeof a));
   fprintf(stderr, ")\n");
+  m->keep_train_arena = o.dump != NULL;
   progress_state ps = {isatty(STDERR_FILENO), -1};
   rc = nnt_model_train(m, progress, &ps, &e);
   if (rc) {

@@ -40,6 +40,7 @@ static nnt_model *build(const lspec *layers, size_t n, const char *const *mprops
   assert_int_equal(nnt_dataset_create_synthetic(64, 7, &ds, e), NNT_OK);
   assert_int_equal(nnt_model_set_dataset(m, NNT_DS_TRAIN, ds, e), NNT_OK);
   *rc_out = nnt_model_compile(m, e);
+  m->keep_train_arena = 1; /* the tests read the training plan afterwards */
   return m;
 }
 
@@ -293,6 +294,7 @@ static void test_frozen_layer_keeps_weights(void **state) {
   nnt_model *m = build(g, NNT_ARRAY_LEN(g), props, NULL, &e, &rc);
   assert_int_equal(rc, NNT_OK);
   assert_int_equal(nnt_model_initialize(m, &e), NNT_OK);
+  m->keep_train_arena = 0;
   size_t frozen = 6 * 5 + 5;
   float *before = malloc(m->wpool_floats * sizeof(float));
   memcpy(before, m->wpool, m->wpool_floats * sizeof(float));
@@ -300,8 +302,10 @@ static void test_frozen_layer_keeps_weights(void **state) {
   assert_memory_equal(before, m->wpool, frozen * sizeof(float));
   assert_memory_not_equal(before + frozen, m->wpool + frozen,
                           (m->wpool_floats - frozen) * sizeof(float));
-  /* nothing before the head trains, so the head computes no dX */
   assert_false(m->nodes[1].do_grad);
+  /* the training arena is released when training ends */
+  assert_false(m->mgr[NNT_MODE_TRAIN].planned);
+  assert_null(m->mgr[NNT_MODE_TRAIN].arena);
   free(before);
   nnt_model_destroy(m);
 }
