@@ -241,19 +241,34 @@ static void bind_contexts(nnt_model *m, nnt_mode mode) {
   m->bound_mode = mode;
 }
 
+/* The requests of a mode into g; they also set the nodes' tensor ids, which
+ * are the same every time for the same mode. */
+static int build_requests(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
+  int rc = request_forward(m, mode, g, e);
+  if (!rc && mode == NNT_MODE_TRAIN)
+    rc = request_backward(m, g, e);
+  return rc;
+}
+
 int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
   nnt_mgr *g = &m->mgr[mode];
   if (g->planned) {
-    if (m->bound_mode != (int)mode)
+    if (m->bound_mode != (int)mode) {
+      /* the nodes hold the other mode's ids: rebuild this mode's */
+      nnt_mgr tmp;
+      nnt_mgr_init(&tmp);
+      int rc = build_requests(m, mode, &tmp, e);
+      nnt_mgr_free(&tmp);
+      if (rc)
+        return rc;
       bind_contexts(m, mode);
+    }
     return NNT_OK;
   }
   nnt_mgr_free(g);
   nnt_mgr_init(g);
   g->poison = m->poison;
-  int rc = request_forward(m, mode, g, e);
-  if (!rc && mode == NNT_MODE_TRAIN)
-    rc = request_backward(m, g, e);
+  int rc = build_requests(m, mode, g, e);
   if (!rc) {
     nnt_planner_kind k = m->memory_optimization ? m->planner : NNT_PLANNER_BASIC;
     rc = nnt_mgr_plan(g, k, 0, e);

@@ -332,6 +332,95 @@ static void test_producer_error_stops_training(void **state) {
   nnt_model_destroy(m);
 }
 
+/* NNTrainer's issue #1211: A -> B (in-place candidate) -> C and A -> D. B
+ * must not overwrite A's output, which D still reads; the derivatives of
+ * A's two consumers are summed. Checked against finite differences of the
+ * whole model's loss. */
+static void test_branch_fanout(void **state) {
+  (void)state;
+  const lspec g[] = {
+      {"input", "in", {"input_shape", "1:1:6", NULL}},
+      {"fully_connected", "a", {"unit", "5", NULL}},
+      {"activation", "b", {"activation", "sigmoid", NULL}},
+      {"fully_connected", "c", {"unit", "3", NULL}},
+      {"cross_softmax", "closs", {NULL}},
+      {"fully_connected", "d", {"unit", "2", "input_layers", "a", NULL}},
+      {"mse", "dloss", {NULL}},
+  };
+  for (int memopt = 1; memopt >= 0; memopt--) {
+    const char *props[] = {"batch_size", "64", "epochs", "1", "memory_optimization",
+                           memopt ? "true" : "false", NULL};
+    nnt_err e = {0};
+    int rc;
+    nnt_model *m = build(g, NNT_ARRAY_LEN(g), props, NULL, &e, &rc);
+    if (rc)
+      fail_msg("%s", e.msg);
+    assert_int_equal(m->n_labels, 2);
+    assert_int_equal(nnt_optimizer_set_property(m->opt, "learning_rate", "0", &e), NNT_OK);
+    assert_int_equal(nnt_model_initialize(m, &e), NNT_OK);
+    train_or_fail(m);
+    nnt_node *a = &m->nodes[1], *b = &m->nodes[2];
+    assert_string_equal(a->layer->name, "a");
+    assert_int_equal(a->n_consumers[0], 2);
+    assert_false(b->inplace); /* d still reads a's output */
+    if (memopt) {
+      nnt_model_destroy(m);
+      continue;
+    }
+    /* with memory_optimization=false every gradient is still readable */
+    float *gw = a->gw[0].data, *w = m->w[a->w_first].data;
+    for (size_t i = 0; i < 30; i++) {
+      float keep = w[i], lp, lm;
+      const float eps = 1e-2f;
+      w[i] = keep + eps;
+      nnt_model_forward(m, 1, &lp);
+      w[i] = keep - eps;
+      nnt_model_forward(m, 1, &lm);
+      w[i] = keep;
+      double num = ((double)lp - lm) / (2 * eps);
+      if (fabs(num - gw[i]) > 2e-3 * fmax(1, fabs(num)))
+        fail_msg("dW[%zu]: analytic %g, numeric %g", i, gw[i], num);
+    }
+    nnt_model_destroy(m);
+  }
+}
+
+/* Consecutive in-place layers where the rule allows it: the input layer
+ * runs in place over the model input, relu in place over fc's output, and
+ * a second output-reading activation after relu is refused. */
+static void test_consecutive_inplace(void **state) {
+  (void)state;
+  const lspec g[] = {
+      {"input", "in", {"input_shape", "1:1:6", NULL}},
+      {"fully_connected", "fc", {"unit", "5", NULL}},
+      {"activation", "r", {"activation", "relu", NULL}},
+      {"activation", "s", {"activation", "sigmoid", NULL}},
+      {"fully_connected", "out", {"unit", "3", "activation", "softmax", NULL}},
+  };
+  const char *props[] = {"batch_size", "4", "loss", "cross", NULL};
+  nnt_err e = {0};
+  int rc;
+  nnt_model *m = build(g, NNT_ARRAY_LEN(g), props, NULL, &e, &rc);
+  assert_int_equal(rc, NNT_OK);
+  assert_int_equal(nnt_model_initialize(m, &e), NNT_OK);
+  assert_int_equal(nnt_model_plan(m, NNT_MODE_TRAIN, &e), NNT_OK);
+  assert_true(m->nodes[0].inplace);  /* input over the model input */
+  assert_true(m->nodes[2].inplace);  /* relu over fc's output */
+  assert_false(m->nodes[3].inplace); /* relu's backward reads what it would overwrite */
+  /* in inference nothing reads backward: sigmoid may run in place too */
+  assert_int_equal(nnt_model_plan(m, NNT_MODE_INFER, &e), NNT_OK);
+  assert_true(m->nodes[3].inplace);
+  /* back to the training plan: the nodes point into it again */
+  assert_int_equal(nnt_model_plan(m, NNT_MODE_TRAIN, &e), NNT_OK);
+  assert_false(m->nodes[3].inplace);
+  const nnt_mgr *tg = &m->mgr[NNT_MODE_TRAIN];
+  assert_ptr_equal(m->nodes[4].out[0].data, nnt_mgr_data(tg, m->nodes[4].t_out[0]));
+  assert_true((char *)m->nodes[4].out[0].data >= (char *)tg->arena &&
+              (char *)m->nodes[4].out[0].data < (char *)tg->arena + tg->arena_bytes);
+  train_or_fail(m);
+  nnt_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_compile_realizes_nodes),
@@ -344,6 +433,8 @@ int main(void) {
       cmocka_unit_test(test_compile_errors),
       cmocka_unit_test(test_views_and_inplace),
       cmocka_unit_test(test_frozen_layer_keeps_weights),
+      cmocka_unit_test(test_branch_fanout),
+      cmocka_unit_test(test_consecutive_inplace),
       cmocka_unit_test(test_producer_error_stops_training),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,100 @@
+/* The manager's guarantees on every model in Applications/: plans within
+ * 1.05 of the lower bound in training and inference and valid; training
+ * clean under poison mode; memory_optimization on and off bitwise equal. */
+#include "test_util.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nntrainer/ini.h"
+#include "nntrainer/model_impl.h"
+
+/* Load an application INI with synthetic data instead of its datasets. */
+static nnt_model *load_app(const char *path, int memopt, int poison) {
+  nnt_model *m;
+  nnt_err e = {0};
+  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s", path);
+  *strrchr(dir, '/') = '\0';
+  assert_int_equal(nnt_model_set_base_dir(m, dir, &e), NNT_OK);
+  const char *ov[] = {"epochs=1", "save_path=", memopt ? "memory_optimization=true"
+                                                       : "memory_optimization=false"};
+  if (nnt_ini_load(m, path, ov, 3, &e))
+    fail_msg("%s: %s", path, e.msg);
+  m->poison = poison;
+  for (int mode = 0; mode < 3; mode++) {
+    nnt_dataset *ds = NULL;
+    if (mode == NNT_DS_TRAIN)
+      assert_int_equal(nnt_dataset_create_synthetic(3 * nnt_model_batch_size(m), 77, &ds, &e),
+                       NNT_OK);
+    assert_int_equal(nnt_model_set_dataset(m, mode, ds, &e), NNT_OK);
+  }
+  if (nnt_model_compile(m, &e) || nnt_model_initialize(m, &e))
+    fail_msg("%s: %s", path, e.msg);
+  m->keep_train_arena = 1;
+  return m;
+}
+
+static void check_app(const char *path) {
+  nnt_err e = {0};
+  /* plans: valid and near the lower bound, in both modes */
+  nnt_model *m = load_app(path, 1, 0);
+  for (int mode = 0; mode < 2; mode++) {
+    if (nnt_model_plan(m, (nnt_mode)mode, &e) || nnt_mgr_validate(&m->mgr[mode], &e))
+      fail_msg("%s: %s", path, e.msg);
+    double ratio = (double)m->mgr[mode].arena_bytes / (double)m->mgr[mode].lower_bound;
+    print_message("%s %s: arena %zu, lower bound %zu, ratio %.3f\n", path,
+                  mode ? "infer" : "train", m->mgr[mode].arena_bytes, m->mgr[mode].lower_bound,
+                  ratio);
+    assert_true(ratio <= 1.05);
+  }
+  assert_true(m->mgr[NNT_MODE_INFER].arena_bytes < m->mgr[NNT_MODE_TRAIN].arena_bytes);
+  nnt_model_destroy(m);
+  /* bitwise equality with memory_optimization off, and poison mode clean */
+  nnt_model *a = load_app(path, 1, 1), *b = load_app(path, 0, 0);
+  if (nnt_model_train(a, NULL, NULL, &e) || nnt_model_train(b, NULL, NULL, &e))
+    fail_msg("%s: %s", path, e.msg);
+  assert_int_equal(a->wpool_floats, b->wpool_floats);
+  for (size_t i = 0; i < a->wpool_floats; i++)
+    if (isnan(a->wpool[i]))
+      fail_msg("%s: weight %zu is NaN under poison mode", path, i);
+  assert_memory_equal(a->wpool, b->wpool, a->wpool_floats * sizeof(float));
+  nnt_model_destroy(a);
+  nnt_model_destroy(b);
+}
+
+static void walk(const char *dir, size_t *count) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  struct dirent *ent;
+  while ((ent = readdir(d))) {
+    if (ent->d_name[0] == '.')
+      continue;
+    char p[2048];
+    snprintf(p, sizeof p, "%s/%s", dir, ent->d_name);
+    size_t n = strlen(ent->d_name);
+    if (ent->d_type == DT_DIR)
+      walk(p, count);
+    else if (n > 4 && !strcmp(ent->d_name + n - 4, ".ini")) {
+      check_app(p);
+      (*count)++;
+    }
+  }
+  closedir(d);
+}
+
+static void test_every_application(void **state) {
+  (void)state;
+  size_t count = 0;
+  walk(NNT_SOURCE_DIR "/Applications", &count);
+  assert_true(count >= 1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_every_application)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
