@@ -68,16 +68,18 @@ static int cmp_first(const void *pa, const void *pb) {
  * blocks are kept sorted by offset (struct of arrays, insertion by memmove),
  * so finding the first gap is one linear scan with no sorting. */
 typedef struct placed_set {
+  uint64_t *life; /* first << 32 | last: one load decides most skips */
   size_t *start, *end;
-  unsigned *first, *last;
   size_t n;
 } placed_set;
 
 static size_t first_gap(const placed_set *p, unsigned first, unsigned last,
                         size_t bytes, size_t align) {
   size_t at = 0;
+  const uint64_t *life = p->life;
   for (size_t j = 0; j < p->n; j++) {
-    if (p->first[j] > last || p->last[j] < first)
+    uint64_t l = life[j];
+    if ((unsigned)(l >> 32) > last || (unsigned)l < first)
       continue;
     if (p->start[j] >= at + bytes)
       break;
@@ -89,7 +91,6 @@ static size_t first_gap(const placed_set *p, unsigned first, unsigned last,
 
 static void placed_insert(placed_set *p, size_t start, size_t end, unsigned first,
                           unsigned last) {
-  /* binary search for the insertion point by start */
   size_t lo = 0, hi = p->n;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
@@ -99,24 +100,22 @@ static void placed_insert(placed_set *p, size_t start, size_t end, unsigned firs
       hi = mid;
   }
   size_t tail = p->n - lo;
+  memmove(p->life + lo + 1, p->life + lo, tail * sizeof *p->life);
   memmove(p->start + lo + 1, p->start + lo, tail * sizeof *p->start);
   memmove(p->end + lo + 1, p->end + lo, tail * sizeof *p->end);
-  memmove(p->first + lo + 1, p->first + lo, tail * sizeof *p->first);
-  memmove(p->last + lo + 1, p->last + lo, tail * sizeof *p->last);
+  p->life[lo] = (uint64_t)first << 32 | last;
   p->start[lo] = start;
   p->end[lo] = end;
-  p->first[lo] = first;
-  p->last[lo] = last;
   p->n++;
 }
 
 static int plan_best_fit(const nnt_plan_block *b, size_t n, size_t align,
                          size_t *off, size_t *pool, nnt_err *e) {
   order_item *ord = nnt_malloc((n + 1) * sizeof *ord);
-  placed_set p = {nnt_malloc((n + 1) * sizeof(size_t)), nnt_malloc((n + 1) * sizeof(size_t)),
-                  nnt_malloc((n + 1) * sizeof(unsigned)), nnt_malloc((n + 1) * sizeof(unsigned)), 0};
+  placed_set p = {nnt_malloc((n + 1) * sizeof(uint64_t)), nnt_malloc((n + 1) * sizeof(size_t)),
+                  nnt_malloc((n + 1) * sizeof(size_t)), 0};
   int rc = NNT_OK;
-  if (!ord || !p.start || !p.end || !p.first || !p.last) {
+  if (!ord || !p.life || !p.start || !p.end) {
     rc = nnt_err_set(e, NNT_ERR_NOMEM, "planner: out of memory for %zu blocks", n);
     goto out;
   }
@@ -138,7 +137,7 @@ static int plan_best_fit(const nnt_plan_block *b, size_t n, size_t align,
   }
   *pool = align_up(top, align);
 out:
-  nnt_free(ord), nnt_free(p.start), nnt_free(p.end), nnt_free(p.first), nnt_free(p.last);
+  nnt_free(ord), nnt_free(p.life), nnt_free(p.start), nnt_free(p.end);
   return rc;
 }
 

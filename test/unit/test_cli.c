@@ -120,12 +120,49 @@ static void test_errors_name_file_section_key(void **state) {
   tu_assert_contains(out, "missing.ini");
 }
 
+static void test_plan(void **state) {
+  (void)state;
+  char out[1 << 16];
+  write_file("good.ini", good_ini);
+  assert_int_equal(run_cli("plan good.ini", out, sizeof out), 0);
+  tu_assert_contains(out, "arena / lower bound");
+  tu_assert_contains(out, "saving");
+  assert_int_equal(run_cli("plan good.ini --json --mode infer --planner pool", out, sizeof out), 0);
+  const char *fields[] = {"\"mode\":\"infer\"", "\"planner\":\"pool\"", "\"arena_bytes\":",
+                          "\"lower_bound_bytes\":", "\"unoptimized_arena_bytes\":",
+                          "\"weight_bytes\":", "\"optimizer_bytes\":", "\"total_bytes\":",
+                          "\"planning_ms\":", "\"tensors\":[{\"name\":", "\"first\":",
+                          "\"offset\":"};
+  for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
+    tu_assert_contains(out, fields[i]);
+  assert_int_equal(run_cli("plan good.ini --svg plan.svg --verbose", out, sizeof out), 0);
+  tu_assert_contains(out, "fc1:out0");
+  assert_true(exists("plan.svg"));
+  assert_int_not_equal(run_cli("plan good.ini --planner fancy", out, sizeof out), 0);
+  tu_assert_contains(out, "fancy");
+}
+
+static void test_dump(void **state) {
+  (void)state;
+  char out[1 << 16];
+  write_file("good.ini", good_ini);
+  int rc = run_cli("train good.ini epochs=1 --dump dumped", out, sizeof out);
+  if (rc)
+    fail_msg("exit %d: %s", rc, out);
+  assert_true(exists("dumped/index.tsv"));
+  assert_true(exists("dumped/fc1_weight.raw"));
+  assert_true(exists("dumped/fc1_grad0.raw"));
+  assert_true(exists("dumped/fc1_activation_realized_d_in0.raw"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_version_and_help, setup, teardown),
       cmocka_unit_test_setup_teardown(test_train_writes_weights, setup, teardown),
       cmocka_unit_test_setup_teardown(test_summary, setup, teardown),
       cmocka_unit_test_setup_teardown(test_errors_name_file_section_key, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_plan, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_dump, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
