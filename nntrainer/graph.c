@@ -332,11 +332,16 @@ static int sort_and_finalize(build *b, nnt_err *e) {
       fc->in_dim[k] = p->fc.out_dim[nd->in_idx[k]];
     }
     /* consumers of output 0 are known from the edges already placed later */
-    unsigned cons = 0;
+    unsigned cons = 0, refs = 1;
     for (size_t j = i + 1; j < m->n_nodes; j++)
       for (unsigned k = 0; k < m->nodes[j].n_in; k++)
-        cons += m->nodes[j].in_node[k] == i && m->nodes[j].in_idx[k] == 0;
+        if (m->nodes[j].in_node[k] == i) {
+          cons += m->nodes[j].in_idx[k] == 0;
+          if (m->nodes[j].in_idx[k] + 1 > refs)
+            refs = m->nodes[j].in_idx[k] + 1;
+        }
     fc->n_consumers = cons;
+    fc->n_out_refs = refs;
     fc->n_out = 1;
     int rc = nd->layer->ops->finalize(nd->layer, fc, e);
     if (rc)

@@ -10,6 +10,8 @@ static const nnt_layer_ops *const registry[] = {
     &nnt_layer_input,   &nnt_layer_fully_connected, &nnt_layer_activation,
     &nnt_layer_flatten, &nnt_layer_reshape,         &nnt_layer_dropout,
     &nnt_layer_mse,     &nnt_layer_cross_softmax,   &nnt_layer_cross_sigmoid,
+    &nnt_layer_batch_normalization, &nnt_layer_addition, &nnt_layer_concat,
+    &nnt_layer_split,   &nnt_layer_multiout,        &nnt_layer_identity,
     NULL};
 
 const nnt_layer_ops *const *nnt_layer_ops_all(void) { return registry; }

@@ -86,6 +86,7 @@ typedef struct nnt_finalize_ctx {
   unsigned n_in;
   nnt_dim in_dim[NNT_MAX_IO];
   unsigned n_consumers;   /* how many layers read output 0 (for multiout) */
+  unsigned n_out_refs;    /* 1 + the largest output index a consumer names */
   int trainable;          /* the layer's `trainable` property */
   /* set by the layer (n_out defaults to 1) */
   unsigned n_out;
@@ -185,5 +186,11 @@ extern const nnt_layer_ops nnt_layer_dropout;
 extern const nnt_layer_ops nnt_layer_mse;
 extern const nnt_layer_ops nnt_layer_cross_softmax;
 extern const nnt_layer_ops nnt_layer_cross_sigmoid;
+extern const nnt_layer_ops nnt_layer_batch_normalization;
+extern const nnt_layer_ops nnt_layer_addition;
+extern const nnt_layer_ops nnt_layer_concat;
+extern const nnt_layer_ops nnt_layer_split;
+extern const nnt_layer_ops nnt_layer_multiout;
+extern const nnt_layer_ops nnt_layer_identity;
 
 #endif

@@ -1,5 +1,6 @@
 /* The CPU backend: OpenBLAS for gemm, plain loops (vectorizable) elsewhere. */
 #include "nntrainer/compute/kernels.h"
+#include "nntrainer/compute/cpu_impl.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -357,6 +358,9 @@ static const nnt_kernels cpu_kernels = {
     .mse_fwd = k_mse_fwd,
     .mse_bwd = k_mse_bwd,
     .dropout_mask = k_dropout_mask,
+    .bn_fwd_train = nnt_cpu_bn_fwd_train,
+    .bn_fwd_infer = nnt_cpu_bn_fwd_infer,
+    .bn_bwd = nnt_cpu_bn_bwd,
     .sgd_step = k_sgd_step,
     .adam_step = k_adam_step,
 };

@@ -92,6 +92,25 @@ typedef struct nnt_kernels {
   /* Dropout: mask[i] = (uniform < rate) ? 0 : 1/(1-rate), from rng. */
   void (*dropout_mask)(size_t n, float rate, nnt_rng *rng, float *mask);
 
+  /* Batch normalization over a tensor viewed as [outer, ch, inner], one
+   * statistic per ch. Training: writes the batch mean and 1/sqrt(var + eps)
+   * (biased variance) per ch, xhat, and y = gamma * xhat + beta (y may alias
+   * x). */
+  void (*bn_fwd_train)(size_t outer, size_t ch, size_t inner, const float *x,
+                       const float *gamma, const float *beta, float eps,
+                       float *mean, float *var, float *invstd, float *xhat,
+                       float *y);
+  /* Inference: y = gamma * (x - mean) / sqrt(var + eps) + beta. */
+  void (*bn_fwd_infer)(size_t outer, size_t ch, size_t inner, const float *x,
+                       const float *mean, const float *var, const float *gamma,
+                       const float *beta, float eps, float *y);
+  /* dgamma = sum(dy xhat), dbeta = sum(dy) (either may be NULL);
+   * dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)) (dx may be NULL,
+   * may alias dy). */
+  void (*bn_bwd)(size_t outer, size_t ch, size_t inner, const float *dy,
+                 const float *xhat, const float *invstd, const float *gamma,
+                 float *dx, float *dgamma, float *dbeta);
+
   /* Optimizer updates. g is read-only. */
   void (*sgd_step)(size_t n, float lr, const float *g, float *w);
   /* m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;

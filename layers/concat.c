@@ -1,0 +1,170 @@
+/* concat: inputs joined along an axis (1 channel, 2 height, 3 width;
+ * default 3). split: one input cut into split_number equal parts along an
+ * axis. Both move blocks of contiguous values, so they share one helper. */
+#include "nntrainer/layer.h"
+
+typedef struct cat_priv {
+  unsigned axis, parts;
+} cat_priv;
+
+static void cat_init(nnt_layer *l) {
+  cat_priv *p = l->priv;
+  p->axis = 3;
+  p->parts = 0;
+}
+
+static int cat_set(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
+  cat_priv *p = l->priv;
+  int rc;
+  if (nnt_streq(key, "axis")) {
+    if ((rc = nnt_parse_uint(key, value, &p->axis, e)))
+      return rc;
+    return p->axis >= 1 && p->axis <= 3
+               ? NNT_OK
+               : nnt_err_set(e, NNT_ERR_INVAL, "key 'axis': %s is not 1, 2 or 3", value);
+  }
+  if (nnt_streq(key, "split_number") && l->ops == &nnt_layer_split) {
+    if ((rc = nnt_parse_uint(key, value, &p->parts, e)))
+      return rc;
+    return p->parts ? NNT_OK : nnt_err_set(e, NNT_ERR_INVAL, "key 'split_number': must be positive");
+  }
+  return NNT_ERR_NOKEY;
+}
+
+static unsigned *axis_ref(nnt_dim *d, unsigned axis) {
+  return axis == 1 ? &d->c : axis == 2 ? &d->h : &d->w;
+}
+
+/* Elements before the axis (rows) and per row for a dim with that axis. */
+static size_t rows_of(nnt_dim d, unsigned axis) {
+  size_t r = d.b;
+  if (axis >= 2)
+    r *= d.c;
+  if (axis >= 3)
+    r *= d.h;
+  return r;
+}
+static size_t row_len(nnt_dim d, unsigned axis) { return nnt_dim_len(d) / rows_of(d, axis); }
+
+/* Move part (rows x len) between a whole tensor (rows x total, at column
+ * offset off) and a part tensor; to_whole picks the direction. */
+static void move_part(const nnt_kernels *k, float *whole, size_t total, float *part, size_t rows,
+                      size_t len, size_t off, int to_whole) {
+  for (size_t r = 0; r < rows; r++) {
+    float *w = whole + r * total + off, *p = part + r * len;
+    if (to_whole)
+      k->copy(len, p, w);
+    else
+      k->copy(len, w, p);
+  }
+}
+
+static int cat_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
+  cat_priv *p = l->priv;
+  nnt_dim out = ctx->in_dim[0];
+  *axis_ref(&out, p->axis) = 0;
+  for (unsigned k = 0; k < ctx->n_in; k++) {
+    nnt_dim a = ctx->in_dim[k], b = ctx->in_dim[0];
+    *axis_ref(&a, p->axis) = 0;
+    *axis_ref(&b, p->axis) = 0;
+    if (!nnt_dim_eq(a, b)) {
+      char s1[64], s2[64];
+      return nnt_err_set(e, NNT_ERR_INVAL,
+                         "axis: input %u is %s and input 0 is %s; they may differ only on "
+                         "axis %u", k, nnt_dim_str(ctx->in_dim[k], s1, sizeof s1),
+                         nnt_dim_str(ctx->in_dim[0], s2, sizeof s2), p->axis);
+    }
+    nnt_dim in = ctx->in_dim[k];
+    *axis_ref(&out, p->axis) += *axis_ref(&in, p->axis);
+  }
+  ctx->out_dim[0] = out;
+  ctx->flags = 0;
+  return NNT_OK;
+}
+
+static void cat_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+  cat_priv *p = l->priv;
+  size_t rows = rows_of(ctx->out[0].dim, p->axis), total = row_len(ctx->out[0].dim, p->axis);
+  size_t off = 0;
+  for (unsigned k = 0; k < ctx->n_in; k++) {
+    size_t len = row_len(ctx->in[k].dim, p->axis);
+    move_part(ctx->k, ctx->out[0].data, total, ctx->in[k].data, rows, len, off, 1);
+    off += len;
+  }
+}
+
+static void cat_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+  cat_priv *p = l->priv;
+  size_t rows = rows_of(ctx->d_out[0].dim, p->axis), total = row_len(ctx->d_out[0].dim, p->axis);
+  size_t off = 0;
+  for (unsigned k = 0; k < ctx->n_in; k++) {
+    size_t len = row_len(ctx->d_in[k].dim, p->axis);
+    if (ctx->d_in[k].data)
+      move_part(ctx->k, ctx->d_out[0].data, total, ctx->d_in[k].data, rows, len, off, 0);
+    off += len;
+  }
+}
+
+const nnt_layer_ops nnt_layer_concat = {
+    .type = "concat",
+    .ml_type = 8,
+    .priv_size = sizeof(cat_priv),
+    .init = cat_init,
+    .set_property = cat_set,
+    .finalize = cat_finalize,
+    .forward = cat_forward,
+    .calc_derivative = cat_derivative,
+};
+
+static int split_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
+  cat_priv *p = l->priv;
+  if (ctx->n_in != 1)
+    return nnt_err_set(e, NNT_ERR_INVAL, "split takes one input, not %u", ctx->n_in);
+  unsigned parts = p->parts ? p->parts : ctx->n_out_refs;
+  nnt_dim in = ctx->in_dim[0];
+  unsigned size = *axis_ref(&in, p->axis);
+  if (parts > NNT_MAX_IO || size % parts) {
+    char s[64];
+    return nnt_err_set(e, NNT_ERR_INVAL, "split_number: %u parts do not divide axis %u of %s",
+                       parts, p->axis, nnt_dim_str(in, s, sizeof s));
+  }
+  ctx->n_out = parts;
+  for (unsigned o = 0; o < parts; o++) {
+    ctx->out_dim[o] = in;
+    *axis_ref(&ctx->out_dim[o], p->axis) = size / parts;
+  }
+  ctx->flags = 0;
+  return NNT_OK;
+}
+
+static void split_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+  cat_priv *p = l->priv;
+  size_t rows = rows_of(ctx->in[0].dim, p->axis), total = row_len(ctx->in[0].dim, p->axis);
+  size_t len = total / ctx->n_out;
+  for (unsigned o = 0; o < ctx->n_out; o++)
+    move_part(ctx->k, ctx->in[0].data, total, ctx->out[o].data, rows, len, o * len, 0);
+}
+
+static void split_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+  cat_priv *p = l->priv;
+  size_t rows = rows_of(ctx->d_in[0].dim, p->axis), total = row_len(ctx->d_in[0].dim, p->axis);
+  size_t len = total / ctx->n_out;
+  for (unsigned o = 0; o < ctx->n_out; o++) {
+    if (ctx->d_out[o].data)
+      move_part(ctx->k, ctx->d_in[0].data, total, ctx->d_out[o].data, rows, len, o * len, 1);
+    else
+      for (size_t r = 0; r < rows; r++)
+        ctx->k->fill(len, 0, ctx->d_in[0].data + r * total + o * len);
+  }
+}
+
+const nnt_layer_ops nnt_layer_split = {
+    .type = "split",
+    .ml_type = 13,
+    .priv_size = sizeof(cat_priv),
+    .init = cat_init,
+    .set_property = cat_set,
+    .finalize = split_finalize,
+    .forward = split_forward,
+    .calc_derivative = split_derivative,
+};

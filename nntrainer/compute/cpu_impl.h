@@ -1,0 +1,18 @@
+/* Private: CPU kernel functions defined outside cpu_kernels.c and gathered
+ * into its table. */
+#ifndef NNT_CPU_IMPL_H
+#define NNT_CPU_IMPL_H
+
+#include <stddef.h>
+
+void nnt_cpu_bn_fwd_train(size_t outer, size_t ch, size_t inner, const float *x,
+                          const float *gamma, const float *beta, float eps, float *mean,
+                          float *var, float *invstd, float *xhat, float *y);
+void nnt_cpu_bn_fwd_infer(size_t outer, size_t ch, size_t inner, const float *x,
+                          const float *mean, const float *var, const float *gamma,
+                          const float *beta, float eps, float *y);
+void nnt_cpu_bn_bwd(size_t outer, size_t ch, size_t inner, const float *dy,
+                    const float *xhat, const float *invstd, const float *gamma, float *dx,
+                    float *dgamma, float *dbeta);
+
+#endif
