@@ -192,5 +192,7 @@ extern const nnt_layer_ops nnt_layer_concat;
 extern const nnt_layer_ops nnt_layer_split;
 extern const nnt_layer_ops nnt_layer_multiout;
 extern const nnt_layer_ops nnt_layer_identity;
+extern const nnt_layer_ops nnt_layer_permute;
+extern const nnt_layer_ops nnt_layer_upsample2d;
 
 #endif

@@ -15,4 +15,11 @@ void nnt_cpu_bn_bwd(size_t outer, size_t ch, size_t inner, const float *dy,
                     const float *xhat, const float *invstd, const float *gamma, float *dx,
                     float *dgamma, float *dbeta);
 
+void nnt_cpu_permute3(size_t b, const unsigned d[3], const unsigned perm[3], const float *x,
+                      float *y);
+void nnt_cpu_upsample_nearest_fwd(size_t rows, size_t h, size_t w, size_t kh, size_t kw,
+                                  const float *x, float *y);
+void nnt_cpu_upsample_nearest_bwd(size_t rows, size_t h, size_t w, size_t kh, size_t kw,
+                                  const float *dy, float *dx);
+
 #endif

@@ -361,6 +361,9 @@ static const nnt_kernels cpu_kernels = {
     .bn_fwd_train = nnt_cpu_bn_fwd_train,
     .bn_fwd_infer = nnt_cpu_bn_fwd_infer,
     .bn_bwd = nnt_cpu_bn_bwd,
+    .permute3 = nnt_cpu_permute3,
+    .upsample_nearest_fwd = nnt_cpu_upsample_nearest_fwd,
+    .upsample_nearest_bwd = nnt_cpu_upsample_nearest_bwd,
     .sgd_step = k_sgd_step,
     .adam_step = k_adam_step,
 };

@@ -111,6 +111,17 @@ typedef struct nnt_kernels {
                  const float *xhat, const float *invstd, const float *gamma,
                  float *dx, float *dgamma, float *dbeta);
 
+  /* Permute the last three axes of b tensors of dims d[3] (c, h, w):
+   * output axis i is input axis perm[i] (0-based). */
+  void (*permute3)(size_t b, const unsigned d[3], const unsigned perm[3],
+                   const float *x, float *y);
+  /* Nearest upsampling of [rows, h, w] by (kh, kw); the backward sums each
+   * (kh x kw) block of dy into dx. */
+  void (*upsample_nearest_fwd)(size_t rows, size_t h, size_t w, size_t kh,
+                               size_t kw, const float *x, float *y);
+  void (*upsample_nearest_bwd)(size_t rows, size_t h, size_t w, size_t kh,
+                               size_t kw, const float *dy, float *dx);
+
   /* Optimizer updates. g is read-only. */
   void (*sgd_step)(size_t n, float lr, const float *g, float *w);
   /* m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;

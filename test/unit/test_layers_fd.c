@@ -181,6 +181,10 @@ static void test_shape_layers(void **state) {
   const char *n[] = {"normalization", "false", NULL};
   fd_layer("input", n, nnt_dim_make(2, 1, 1, 6), 2e-3);
   fd_layer("identity", NULL, nnt_dim_make(2, 1, 3, 2), 2e-3);
+  const char *perm[] = {"direction", "3,1,2", NULL};
+  fd_layer("permute", perm, nnt_dim_make(2, 2, 3, 4), 2e-3);
+  const char *up[] = {"kernel_size", "2,3", NULL};
+  fd_layer("upsample2d", up, nnt_dim_make(2, 2, 2, 3), 2e-3);
 }
 
 static void test_batch_normalization(void **state) {
