@@ -254,6 +254,32 @@ static int realize_loss(build *b, nnt_err *e) {
   return NNT_OK;
 }
 
+/* mark: 0 new, 1 on the current path, 2 done. */
+static int dfs(build *b, unsigned i, unsigned char *mark, unsigned *post, size_t *n_post,
+               nnt_err *e) {
+  mark[i] = 1;
+  for (size_t j = 0; j < b->n; j++) {
+    if (b->g[j].removed)
+      continue;
+    for (unsigned k = 0; k < b->g[j].n_in; k++) {
+      if (b->g[j].in[k] != i)
+        continue;
+      if (mark[j] == 1)
+        return nnt_err_set(e, NNT_ERR_INVAL, "[%s] input_layers: the layers form a cycle",
+                           b->g[j].l->name);
+      if (!mark[j]) {
+        int rc = dfs(b, (unsigned)j, mark, post, n_post, e);
+        if (rc)
+          return rc;
+      }
+      break;
+    }
+  }
+  mark[i] = 2;
+  post[(*n_post)++] = i;
+  return NNT_OK;
+}
+
 static int sort_and_finalize(build *b, nnt_err *e) {
   nnt_model *m = b->m;
   size_t live = 0;
@@ -265,32 +291,32 @@ static int sort_and_finalize(build *b, nnt_err *e) {
     nnt_free(pos);
     return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
   }
-  /* Kahn's algorithm, always taking the earliest ready node in section order
-   * so a sequential model keeps its order. */
-  size_t placed = 0;
-  while (placed < live) {
-    size_t pick = b->n;
-    for (size_t i = 0; i < b->n && pick == b->n; i++) {
-      gnode *g = &b->g[i];
-      if (g->removed || g->placed)
-        continue;
-      int ready = 1;
-      for (unsigned k = 0; k < g->n_in && ready; k++)
-        ready = b->g[g->in[k]].placed;
-      if (ready)
-        pick = i;
-    }
-    if (pick == b->n) {
-      for (size_t i = 0; i < b->n; i++)
-        if (!b->g[i].removed && !b->g[i].placed) {
-          nnt_free(pos);
-          return nnt_err_set(e, NNT_ERR_INVAL,
-                             "[%s] input_layers: the layers form a cycle", b->g[i].l->name);
-        }
-    }
-    b->g[pick].placed = 1;
+  /* Reverse postorder of a depth-first walk along consumers, started from
+   * each layer in section order: the order NNTrainer sorts its graph in, so
+   * weight files match (a branch a -> {c, d} runs and saves a, d, c). */
+  unsigned *post = nnt_malloc(b->n * sizeof *post);
+  unsigned char *mark = nnt_calloc(b->n, 1);
+  if (!post || !mark) {
+    nnt_free(pos), nnt_free(post), nnt_free(mark);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
+  }
+  size_t n_post = 0;
+  int rc = NNT_OK;
+  for (size_t i = 0; i < b->n && !rc; i++)
+    if (!b->g[i].removed && !mark[i])
+      rc = dfs(b, (unsigned)i, mark, post, &n_post, e);
+  nnt_free(mark);
+  if (rc) {
+    nnt_free(pos), nnt_free(post);
+    return rc;
+  }
+  for (size_t placed = 0; placed < live; placed++) {
+    unsigned pick = post[live - 1 - placed];
     pos[pick] = (unsigned)placed;
-    nnt_node *nd = &m->nodes[placed++];
+  }
+  for (size_t placed = 0; placed < live; placed++) {
+    unsigned pick = post[live - 1 - placed];
+    nnt_node *nd = &m->nodes[placed];
     nd->layer = b->g[pick].l;
     nd->n_in = b->g[pick].n_in;
     for (unsigned k = 0; k < nd->n_in; k++) {
@@ -298,6 +324,7 @@ static int sort_and_finalize(build *b, nnt_err *e) {
       nd->in_idx[k] = b->g[pick].in_idx[k];
     }
   }
+  nnt_free(post);
   nnt_free(pos);
   m->n_nodes = live;
   /* graph inputs, consumers and shapes */

@@ -127,6 +127,33 @@ static void test_batch_norm_in_model(void **state) {
   check_graph(g, NNT_ARRAY_LEN(g), "cross", 4);
 }
 
+/* NNTrainer's order: a branch in -> {a, b} runs and saves in, b, a. */
+static void test_branch_order_matches_nntrainer(void **state) {
+  (void)state;
+  nnt_model *m;
+  nnt_err e = {0};
+  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
+  const char *specs[][4] = {{"input", "in", "input_shape", "1:1:4"},
+                            {"fully_connected", "a", "input_layers", "in"},
+                            {"fully_connected", "b", "input_layers", "in"},
+                            {"concat", "cat", "input_layers", "a,b"}};
+  for (size_t i = 0; i < 4; i++) {
+    nnt_layer *l;
+    assert_int_equal(nnt_layer_create(specs[i][0], &l, &e), NNT_OK);
+    assert_int_equal(nnt_layer_set_property(l, "name", specs[i][1], &e), NNT_OK);
+    assert_int_equal(nnt_layer_set_property(l, specs[i][2], specs[i][3], &e), NNT_OK);
+    if (i == 1 || i == 2)
+      assert_int_equal(nnt_layer_set_property(l, "unit", "2", &e), NNT_OK);
+    assert_int_equal(nnt_model_add_layer(m, l, &e), NNT_OK);
+  }
+  assert_int_equal(nnt_model_compile(m, &e), NNT_OK);
+  assert_string_equal(m->nodes[0].layer->name, "in");
+  assert_string_equal(m->nodes[1].layer->name, "b");
+  assert_string_equal(m->nodes[2].layer->name, "a");
+  assert_string_equal(m->nodes[3].layer->name, "cat");
+  nnt_model_destroy(m);
+}
+
 static void test_mismatched_shapes_named(void **state) {
   (void)state;
   nnt_model *m;
@@ -155,6 +182,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_residual_addition), cmocka_unit_test(test_concat_branches),
       cmocka_unit_test(test_split_and_multiout), cmocka_unit_test(test_batch_norm_in_model),
-      cmocka_unit_test(test_mismatched_shapes_named)};
+      cmocka_unit_test(test_mismatched_shapes_named),
+      cmocka_unit_test(test_branch_order_matches_nntrainer)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
