@@ -12,7 +12,8 @@ static const nnt_layer_ops *const registry[] = {
     &nnt_layer_mse,     &nnt_layer_cross_softmax,   &nnt_layer_cross_sigmoid,
     &nnt_layer_batch_normalization, &nnt_layer_addition, &nnt_layer_concat,
     &nnt_layer_split,   &nnt_layer_multiout,        &nnt_layer_identity,
-    &nnt_layer_permute, &nnt_layer_upsample2d,
+    &nnt_layer_permute, &nnt_layer_upsample2d,     &nnt_layer_conv2d,
+    &nnt_layer_conv1d,  &nnt_layer_pooling2d,
     NULL};
 
 const nnt_layer_ops *const *nnt_layer_ops_all(void) { return registry; }

@@ -48,6 +48,25 @@ void nnt_weight_props_init(nnt_weight_props *p);
 int nnt_weight_props_set(nnt_weight_props *p, const char *key,
                          const char *value, nnt_err *e);
 
+/* Window properties shared by conv2d, conv1d and pooling2d: kernel_size
+ * (pool_size for pooling), stride, padding (valid, same, or explicit "p",
+ * "p,p" for height and width, or "t,b,l,r"), dilation. */
+typedef struct nnt_window_props {
+  unsigned k[2], s[2], d[2];
+  int k_set, s_set;
+  int pad_mode;            /* 0 explicit, 1 valid, 2 same */
+  unsigned pad[4];         /* top, bottom, left, right */
+} nnt_window_props;
+void nnt_window_props_init(nnt_window_props *p);
+/* one_d: conv1d, where values apply to the width only.
+ * @return NNT_OK, NNT_ERR_NOKEY for other keys, or an error. */
+int nnt_window_props_set(nnt_window_props *p, const char *key, const char *kernel_key,
+                         const char *value, int one_d, nnt_err *e);
+/* The geometry over an input of dim in; an error names the key and shapes
+ * when the window does not fit the padded input. */
+int nnt_window_geom(const nnt_window_props *p, nnt_dim in, const char *kernel_key,
+                    nnt_conv_geom *g, nnt_err *e);
+
 /* A weight the layer asks for at finalize. */
 typedef struct nnt_weight_spec {
   char name[32];     /* "weight", "bias", "moving_mean", ... */
@@ -194,5 +213,8 @@ extern const nnt_layer_ops nnt_layer_multiout;
 extern const nnt_layer_ops nnt_layer_identity;
 extern const nnt_layer_ops nnt_layer_permute;
 extern const nnt_layer_ops nnt_layer_upsample2d;
+extern const nnt_layer_ops nnt_layer_conv2d;
+extern const nnt_layer_ops nnt_layer_conv1d;
+extern const nnt_layer_ops nnt_layer_pooling2d;
 
 #endif

@@ -22,4 +22,12 @@ void nnt_cpu_upsample_nearest_fwd(size_t rows, size_t h, size_t w, size_t kh, si
 void nnt_cpu_upsample_nearest_bwd(size_t rows, size_t h, size_t w, size_t kh, size_t kw,
                                   const float *dy, float *dx);
 
+struct nnt_conv_geom;
+void nnt_cpu_im2col(const struct nnt_conv_geom *g, const float *x, float *col);
+void nnt_cpu_col2im(const struct nnt_conv_geom *g, const float *col, float *dx);
+void nnt_cpu_pool_fwd(const struct nnt_conv_geom *g, size_t n, int mode, const float *x,
+                      float *y, float *idx);
+void nnt_cpu_pool_bwd(const struct nnt_conv_geom *g, size_t n, int mode, const float *dy,
+                      const float *idx, float *dx);
+
 #endif

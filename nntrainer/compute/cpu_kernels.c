@@ -106,6 +106,20 @@ static void k_sum_rows(size_t rows, size_t cols, const float *x, float beta, flo
       out[c] += x[r * cols + c];
 }
 
+static void k_add_col_vec(size_t rows, size_t cols, const float *v, float *y) {
+  for (size_t r = 0; r < rows; r++)
+    for (size_t c = 0; c < cols; c++)
+      y[r * cols + c] += v[r];
+}
+static void k_sum_cols(size_t rows, size_t cols, const float *x, float beta, float *out) {
+  for (size_t r = 0; r < rows; r++) {
+    double s = 0;
+    for (size_t c = 0; c < cols; c++)
+      s += x[r * cols + c];
+    out[r] = (float)s + (beta == 0 ? 0 : beta * out[r]);
+  }
+}
+
 static inline float sigmoidf(float x) {
   if (x >= 0)
     return 1.0f / (1.0f + expf(-x));
@@ -347,6 +361,8 @@ static const nnt_kernels cpu_kernels = {
     .sum = k_sum,
     .add_row_vec = k_add_row_vec,
     .sum_rows = k_sum_rows,
+    .add_col_vec = k_add_col_vec,
+    .sum_cols = k_sum_cols,
     .act_fwd = k_act_fwd,
     .act_bwd = k_act_bwd,
     .softmax_fwd = k_softmax_fwd,
@@ -362,6 +378,10 @@ static const nnt_kernels cpu_kernels = {
     .bn_fwd_infer = nnt_cpu_bn_fwd_infer,
     .bn_bwd = nnt_cpu_bn_bwd,
     .permute3 = nnt_cpu_permute3,
+    .im2col = nnt_cpu_im2col,
+    .col2im = nnt_cpu_col2im,
+    .pool_fwd = nnt_cpu_pool_fwd,
+    .pool_bwd = nnt_cpu_pool_bwd,
     .upsample_nearest_fwd = nnt_cpu_upsample_nearest_fwd,
     .upsample_nearest_bwd = nnt_cpu_upsample_nearest_bwd,
     .sgd_step = k_sgd_step,

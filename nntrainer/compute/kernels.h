@@ -33,6 +33,16 @@ const char *nnt_act_name(nnt_act a);
  * sigmoid, tanh, softmax, none); 0 when it needs the input x. */
 int nnt_act_bwd_needs_output_only(nnt_act a);
 
+/* The geometry of a convolution or pooling window over one image. */
+typedef struct nnt_conv_geom {
+  unsigned c, h, w;          /* input channels and size */
+  unsigned kh, kw;           /* window */
+  unsigned sh, sw;           /* stride */
+  unsigned dh, dw;           /* dilation */
+  unsigned pt, pb, pl, pr;   /* padding: top, bottom, left, right */
+  unsigned oh, ow;           /* output size */
+} nnt_conv_geom;
+
 typedef struct nnt_kernels {
   const char *name;
 
@@ -53,6 +63,10 @@ typedef struct nnt_kernels {
 
   /* y[r][c] += bias[c] */
   void (*add_row_vec)(size_t rows, size_t cols, const float *bias, float *y);
+  /* y[r][c] += v[r] */
+  void (*add_col_vec)(size_t rows, size_t cols, const float *v, float *y);
+  /* out[r] = beta * out[r] + sum_c x[r][c] */
+  void (*sum_cols)(size_t rows, size_t cols, const float *x, float beta, float *out);
   /* out[c] = beta * out[c] + sum_r x[r][c] */
   void (*sum_rows)(size_t rows, size_t cols, const float *x, float beta,
                    float *out);
@@ -121,6 +135,20 @@ typedef struct nnt_kernels {
                                size_t kw, const float *x, float *y);
   void (*upsample_nearest_bwd)(size_t rows, size_t h, size_t w, size_t kh,
                                size_t kw, const float *dy, float *dx);
+
+  /* Convolution geometry shared by im2col, col2im and pooling. */
+  /* col [c*kh*kw, oh*ow] from one image x [c, h, w] (zeros in the padding). */
+  void (*im2col)(const struct nnt_conv_geom *g, const float *x, float *col);
+  /* dx [c, h, w] += the columns folded back (the adjoint of im2col). */
+  void (*col2im)(const struct nnt_conv_geom *g, const float *col, float *dx);
+  /* Pooling over windows of g for n images of c channels; mode 0 max,
+   * 1 average (the window size divides, padding included). idx keeps each
+   * max's position for the backward (-1: the window was all padding). */
+  void (*pool_fwd)(const struct nnt_conv_geom *g, size_t n, int mode, const float *x,
+                   float *y, float *idx);
+  /* dx = the routed (max) or spread (average) dy; dx is overwritten. */
+  void (*pool_bwd)(const struct nnt_conv_geom *g, size_t n, int mode, const float *dy,
+                   const float *idx, float *dx);
 
   /* Optimizer updates. g is read-only. */
   void (*sgd_step)(size_t n, float lr, const float *g, float *w);

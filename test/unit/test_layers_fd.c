@@ -133,6 +133,10 @@ static void check(const char *what, float *x, const float *analytic, size_t n, h
 
 /* tol: float32 central differences with eps 1e-2 leave O(eps^2) truncation
  * plus O(1e-7 / eps) rounding; 2e-3 relative covers both for these sizes. */
+/* Max-like layers are piecewise linear: a smaller step keeps perturbations
+ * from swapping which input is largest. */
+static float fd_eps = 1e-2f;
+
 static void fd_layer(const char *type, const char *const *props, nnt_dim in, double tol) {
   harness h;
   setup_layer(&h, type, props, in);
@@ -144,9 +148,9 @@ static void fd_layer(const char *type, const char *const *props, nnt_dim in, dou
   h.l->ops->calc_derivative(h.l, &h.ctx);
   float *din = malloc(nnt_tensor_len(&h.din) * sizeof(float));
   memcpy(din, h.din.data, nnt_tensor_len(&h.din) * sizeof(float));
-  check("dx", h.in.data, din, nnt_tensor_len(&h.in), &h, 1e-2f, tol);
+  check("dx", h.in.data, din, nnt_tensor_len(&h.in), &h, fd_eps, tol);
   for (unsigned w = 0; w < h.fc.n_w; w++)
-    check(h.fc.w[w].name, h.w[w].data, h.gw[w].data, nnt_tensor_len(&h.w[w]), &h, 1e-2f, tol);
+    check(h.fc.w[w].name, h.w[w].data, h.gw[w].data, nnt_tensor_len(&h.w[w]), &h, fd_eps, tol);
   free(din);
   teardown_layer(&h);
 }
@@ -224,6 +228,61 @@ static void test_batch_normalization_statistics(void **state) {
   float want = (float)((h.in.data[0] - h.w[0].data[0]) / sqrt(h.w[1].data[0] + 1e-3));
   assert_float_equal(h.out.data[0], want, 1e-5);
   teardown_layer(&h);
+}
+
+static void test_convolution(void **state) {
+  (void)state;
+  const char *a[] = {"filters", "3", "kernel_size", "3,3", NULL};
+  fd_layer("conv2d", a, nnt_dim_make(2, 2, 5, 7), 3e-3);
+  const char *b[] = {"filters", "2", "kernel_size", "3", "stride", "2", "padding", "same", NULL};
+  fd_layer("conv2d", b, nnt_dim_make(2, 2, 5, 6), 3e-3);
+  const char *c[] = {"filters", "2", "kernel_size", "2,3", "dilation", "2", "padding", "1,0,2,1",
+                     NULL};
+  fd_layer("conv2d", c, nnt_dim_make(1, 3, 6, 5), 3e-3);
+  const char *d[] = {"filters", "2", "kernel_size", "3", "padding", "1", "disable_bias", "true",
+                     NULL};
+  fd_layer("conv2d", d, nnt_dim_make(2, 1, 4, 4), 3e-3);
+  const char *e1[] = {"filters", "3", "kernel_size", "3", "stride", "2", "padding", "same", NULL};
+  fd_layer("conv1d", e1, nnt_dim_make(2, 2, 1, 9), 3e-3);
+}
+
+static void test_pooling(void **state) {
+  (void)state;
+  const char *modes[] = {"max", "average", "global_max", "global_average"};
+  fd_eps = 1e-3f;
+  for (int i = 0; i < 4; i++) {
+    const char *p[] = {"pooling", modes[i], NULL};
+    fd_layer("pooling2d", p, nnt_dim_make(2, 2, 4, 6), 3e-3);
+    const char *q[] = {"pooling", modes[i], "pool_size", "3", "stride", "2", "padding", "same",
+                       NULL};
+    fd_layer("pooling2d", q, nnt_dim_make(1, 2, 5, 5), 3e-3);
+  }
+  fd_eps = 1e-2f;
+}
+
+static void test_window_errors(void **state) {
+  (void)state;
+  nnt_layer *l;
+  nnt_err e = {0};
+  assert_int_equal(nnt_layer_create("conv2d", &l, &e), NNT_OK);
+  snprintf(l->name, sizeof l->name, "conv");
+  nnt_finalize_ctx fc = {0};
+  fc.n_in = 1;
+  fc.in_dim[0] = nnt_dim_make(1, 1, 3, 3);
+  assert_int_equal(l->ops->finalize(l, &fc, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "filters");
+  assert_int_equal(nnt_layer_set_property(l, "filters", "2", &e), NNT_OK);
+  assert_int_equal(nnt_layer_set_property(l, "kernel_size", "5,5", &e), NNT_OK);
+  assert_int_equal(l->ops->finalize(l, &fc, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "kernel_size");
+  tu_assert_contains(e.msg, "5x5");
+  tu_assert_contains(e.msg, "1:1:3:3");
+  assert_int_equal(nnt_layer_set_property(l, "padding", "1,2,3", &e), NNT_ERR_INVAL);
+  nnt_layer_destroy(l);
+  assert_int_equal(nnt_layer_create("pooling2d", &l, &e), NNT_OK);
+  assert_int_equal(l->ops->finalize(l, &fc, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "pooling");
+  nnt_layer_destroy(l);
 }
 
 static void test_losses(void **state) {
@@ -336,6 +395,9 @@ int main(void) {
       cmocka_unit_test(test_shape_layers),
       cmocka_unit_test(test_losses),
       cmocka_unit_test(test_batch_normalization),
+      cmocka_unit_test(test_convolution),
+      cmocka_unit_test(test_pooling),
+      cmocka_unit_test(test_window_errors),
       cmocka_unit_test(test_batch_normalization_statistics),
       cmocka_unit_test(test_dropout_inference_is_identity),
       cmocka_unit_test(test_property_errors),

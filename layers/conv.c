@@ -1,0 +1,143 @@
+/* conv2d and conv1d: im2col then one gemm per image. The filter is
+ * [filters, c, kh, kw] (NNTrainer's layout) and the bias [filters]; conv1d
+ * is conv2d over the width of a b:c:1:w input. The im2col buffers are
+ * scratch tensors planned by the manager: one for forward, one recomputed
+ * in the backward pass, so no column buffer lives across the step. */
+#include "nntrainer/layer.h"
+
+typedef struct conv_priv {
+  unsigned filters;
+  nnt_window_props win;
+  nnt_weight_props wp;
+  nnt_conv_geom g;
+} conv_priv;
+
+static int is_1d(const nnt_layer *l) { return l->ops == &nnt_layer_conv1d; }
+
+static void conv_init(nnt_layer *l) {
+  conv_priv *p = l->priv;
+  nnt_window_props_init(&p->win);
+  nnt_weight_props_init(&p->wp);
+}
+
+static int conv_set(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
+  conv_priv *p = l->priv;
+  if (nnt_streq(key, "filters")) {
+    int rc = nnt_parse_uint(key, value, &p->filters, e);
+    if (!rc && !p->filters)
+      return nnt_err_set(e, NNT_ERR_INVAL, "key 'filters': must be positive");
+    return rc;
+  }
+  int rc = nnt_window_props_set(&p->win, key, "kernel_size", value, is_1d(l), e);
+  if (rc != NNT_ERR_NOKEY)
+    return rc;
+  return nnt_weight_props_set(&p->wp, key, value, e);
+}
+
+static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
+  conv_priv *p = l->priv;
+  if (!p->filters)
+    return nnt_err_set(e, NNT_ERR_INVAL, "filters: required key is missing");
+  if (!p->win.k_set)
+    return nnt_err_set(e, NNT_ERR_INVAL, "kernel_size: required key is missing");
+  if (ctx->n_in != 1)
+    return nnt_err_set(e, NNT_ERR_INVAL, "%s takes one input, not %u", l->ops->type, ctx->n_in);
+  nnt_dim in = ctx->in_dim[0];
+  if (is_1d(l) && in.h != 1) {
+    char a[64];
+    return nnt_err_set(e, NNT_ERR_INVAL, "conv1d needs an input of height 1, not %s",
+                       nnt_dim_str(in, a, sizeof a));
+  }
+  int rc = nnt_window_geom(&p->win, in, "kernel_size", &p->g, e);
+  if (rc)
+    return rc;
+  nnt_conv_geom *g = &p->g;
+  ctx->out_dim[0] = nnt_dim_make(in.b, p->filters, g->oh, g->ow);
+  unsigned patch = in.c * g->kh * g->kw;
+  nnt_fctx_add_weight(ctx, "filter", nnt_dim_make(p->filters, in.c, g->kh, g->kw),
+                      p->wp.weight_init, patch, p->filters * g->kh * g->kw,
+                      p->wp.l2norm ? p->wp.l2_constant : 0, p->wp.weight_decay, 1);
+  if (!p->wp.disable_bias)
+    nnt_fctx_add_weight(ctx, "bias", nnt_dim_make(1, p->filters, 1, 1), p->wp.bias_init, patch,
+                        p->filters, 0, p->wp.bias_decay, 1);
+  nnt_dim col = nnt_dim_make(1, 1, patch, g->oh * g->ow);
+  nnt_fctx_add_scratch(ctx, col, NNT_SCRATCH_FWD);
+  nnt_fctx_add_scratch(ctx, col, NNT_SCRATCH_BWD);
+  ctx->flags = NNT_LF_BWD_READS_INPUT;
+  return NNT_OK;
+}
+
+static void conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+  conv_priv *p = l->priv;
+  const nnt_conv_geom *g = &p->g;
+  size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
+  size_t in_len = nnt_dim_feature_len(ctx->in[0].dim), out_len = p->filters * plane;
+  float *col = ctx->scratch[0].data;
+  for (unsigned b = 0; b < ctx->in[0].dim.b; b++) {
+    float *y = ctx->out[0].data + b * out_len;
+    ctx->k->im2col(g, ctx->in[0].data + b * in_len, col);
+    ctx->k->gemm(0, 0, p->filters, plane, patch, 1.0f, ctx->w[0].data, patch, col, plane, 0.0f,
+                 y, plane);
+    if (ctx->n_w > 1)
+      ctx->k->add_col_vec(p->filters, plane, ctx->w[1].data, y);
+  }
+}
+
+/* dW = sum over images of dY col^T; db = sums of dY. */
+static void conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
+  conv_priv *p = l->priv;
+  const nnt_conv_geom *g = &p->g;
+  size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
+  size_t in_len = nnt_dim_feature_len(ctx->in[0].dim), out_len = p->filters * plane;
+  float *col = ctx->scratch[1].data;
+  for (unsigned b = 0; b < ctx->in[0].dim.b; b++) {
+    const float *dy = ctx->d_out[0].data + b * out_len;
+    float beta = b ? 1.0f : 0.0f;
+    if (ctx->gw[0].data) {
+      ctx->k->im2col(g, ctx->in[0].data + b * in_len, col);
+      ctx->k->gemm(0, 1, p->filters, patch, plane, 1.0f, dy, plane, col, plane, beta,
+                   ctx->gw[0].data, patch);
+    }
+    if (ctx->n_w > 1 && ctx->gw[1].data)
+      ctx->k->sum_cols(p->filters, plane, dy, beta, ctx->gw[1].data);
+  }
+}
+
+/* dcol = W^T dY, folded back into dX. */
+static void conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+  conv_priv *p = l->priv;
+  const nnt_conv_geom *g = &p->g;
+  size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
+  size_t in_len = nnt_dim_feature_len(ctx->d_in[0].dim), out_len = p->filters * plane;
+  float *col = ctx->scratch[1].data;
+  ctx->k->fill(nnt_tensor_len(&ctx->d_in[0]), 0.0f, ctx->d_in[0].data);
+  for (unsigned b = 0; b < ctx->d_in[0].dim.b; b++) {
+    ctx->k->gemm(1, 0, patch, plane, p->filters, 1.0f, ctx->w[0].data, patch,
+                 ctx->d_out[0].data + b * out_len, plane, 0.0f, col, plane);
+    ctx->k->col2im(g, col, ctx->d_in[0].data + b * in_len);
+  }
+}
+
+const nnt_layer_ops nnt_layer_conv2d = {
+    .type = "conv2d",
+    .ml_type = 3,
+    .priv_size = sizeof(conv_priv),
+    .init = conv_init,
+    .set_property = conv_set,
+    .finalize = conv_finalize,
+    .forward = conv_forward,
+    .calc_gradient = conv_gradient,
+    .calc_derivative = conv_derivative,
+};
+
+const nnt_layer_ops nnt_layer_conv1d = {
+    .type = "conv1d",
+    .ml_type = 19,
+    .priv_size = sizeof(conv_priv),
+    .init = conv_init,
+    .set_property = conv_set,
+    .finalize = conv_finalize,
+    .forward = conv_forward,
+    .calc_gradient = conv_gradient,
+    .calc_derivative = conv_derivative,
+};

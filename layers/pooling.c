@@ -1,0 +1,83 @@
+/* pooling2d: max, average, global_max, global_average. Average divides by
+ * the whole window, padding included. Max keeps each maximum's position in
+ * a scratch tensor for the backward pass, so it reads neither its input nor
+ * its output there. */
+#include "nntrainer/layer.h"
+
+typedef struct pool_priv {
+  int mode; /* -1 unset, 0 max, 1 average */
+  int global;
+  nnt_window_props win;
+  nnt_conv_geom g;
+} pool_priv;
+
+static void pool_init(nnt_layer *l) {
+  pool_priv *p = l->priv;
+  p->mode = -1;
+  nnt_window_props_init(&p->win);
+  p->win.k[0] = p->win.k[1] = 2;
+}
+
+static int pool_set(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
+  pool_priv *p = l->priv;
+  if (nnt_streq(key, "pooling")) {
+    static const char *const names[] = {"max", "average", "global_max", "global_average"};
+    for (int i = 0; i < 4; i++)
+      if (nnt_streq(value, names[i])) {
+        p->mode = i % 2;
+        p->global = i >= 2;
+        return NNT_OK;
+      }
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "key 'pooling': unknown pooling '%s' (max, average, global_max, "
+                       "global_average)", value);
+  }
+  return nnt_window_props_set(&p->win, key, "pool_size", value, 0, e);
+}
+
+static int pool_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
+  pool_priv *p = l->priv;
+  if (p->mode < 0)
+    return nnt_err_set(e, NNT_ERR_INVAL, "pooling: required key is missing");
+  if (ctx->n_in != 1)
+    return nnt_err_set(e, NNT_ERR_INVAL, "pooling2d takes one input, not %u", ctx->n_in);
+  nnt_dim in = ctx->in_dim[0];
+  nnt_window_props w = p->win;
+  if (p->global) {
+    nnt_window_props_init(&w);
+    w.k[0] = in.h, w.k[1] = in.w;
+  } else if (!w.s_set) {
+    w.s[0] = w.k[0], w.s[1] = w.k[1]; /* stride defaults to the pool size */
+  }
+  int rc = nnt_window_geom(&w, in, "pool_size", &p->g, e);
+  if (rc)
+    return rc;
+  ctx->out_dim[0] = nnt_dim_make(in.b, in.c, p->g.oh, p->g.ow);
+  if (p->mode == 0)
+    nnt_fctx_add_scratch(ctx, ctx->out_dim[0], NNT_SCRATCH_ITER);
+  ctx->flags = 0;
+  return NNT_OK;
+}
+
+static void pool_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+  pool_priv *p = l->priv;
+  ctx->k->pool_fwd(&p->g, ctx->in[0].dim.b, p->mode, ctx->in[0].data, ctx->out[0].data,
+                   p->mode == 0 ? ctx->scratch[0].data : NULL);
+}
+
+static void pool_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+  pool_priv *p = l->priv;
+  ctx->k->pool_bwd(&p->g, ctx->d_in[0].dim.b, p->mode, ctx->d_out[0].data,
+                   p->mode == 0 ? ctx->scratch[0].data : NULL, ctx->d_in[0].data);
+}
+
+const nnt_layer_ops nnt_layer_pooling2d = {
+    .type = "pooling2d",
+    .ml_type = 4,
+    .priv_size = sizeof(pool_priv),
+    .init = pool_init,
+    .set_property = pool_set,
+    .finalize = pool_finalize,
+    .forward = pool_forward,
+    .calc_derivative = pool_derivative,
+};

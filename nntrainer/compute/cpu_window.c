@@ -1,0 +1,116 @@
+/* CPU kernels over sliding windows: im2col, col2im, pooling. */
+#include <float.h>
+#include <string.h>
+
+#include "nntrainer/compute/cpu_impl.h"
+#include "nntrainer/compute/kernels.h"
+
+void nnt_cpu_im2col(const nnt_conv_geom *g, const float *x, float *col) {
+  size_t plane = (size_t)g->oh * g->ow;
+  for (unsigned c = 0; c < g->c; c++)
+    for (unsigned a = 0; a < g->kh; a++)
+      for (unsigned b = 0; b < g->kw; b++) {
+        float *row = col + (((size_t)c * g->kh + a) * g->kw + b) * plane;
+        for (unsigned oy = 0; oy < g->oh; oy++) {
+          long iy = (long)oy * g->sh - g->pt + (long)a * g->dh;
+          float *r = row + (size_t)oy * g->ow;
+          if (iy < 0 || iy >= (long)g->h) {
+            memset(r, 0, g->ow * sizeof(float));
+            continue;
+          }
+          const float *xr = x + ((size_t)c * g->h + (size_t)iy) * g->w;
+          for (unsigned ox = 0; ox < g->ow; ox++) {
+            long ix = (long)ox * g->sw - g->pl + (long)b * g->dw;
+            r[ox] = ix < 0 || ix >= (long)g->w ? 0.0f : xr[ix];
+          }
+        }
+      }
+}
+
+void nnt_cpu_col2im(const nnt_conv_geom *g, const float *col, float *dx) {
+  size_t plane = (size_t)g->oh * g->ow;
+  for (unsigned c = 0; c < g->c; c++)
+    for (unsigned a = 0; a < g->kh; a++)
+      for (unsigned b = 0; b < g->kw; b++) {
+        const float *row = col + (((size_t)c * g->kh + a) * g->kw + b) * plane;
+        for (unsigned oy = 0; oy < g->oh; oy++) {
+          long iy = (long)oy * g->sh - g->pt + (long)a * g->dh;
+          if (iy < 0 || iy >= (long)g->h)
+            continue;
+          float *xr = dx + ((size_t)c * g->h + (size_t)iy) * g->w;
+          const float *r = row + (size_t)oy * g->ow;
+          for (unsigned ox = 0; ox < g->ow; ox++) {
+            long ix = (long)ox * g->sw - g->pl + (long)b * g->dw;
+            if (ix >= 0 && ix < (long)g->w)
+              xr[ix] += r[ox];
+          }
+        }
+      }
+}
+
+void nnt_cpu_pool_fwd(const nnt_conv_geom *g, size_t n, int mode, const float *x, float *y,
+                      float *idx) {
+  size_t in_plane = (size_t)g->h * g->w, out_plane = (size_t)g->oh * g->ow;
+  float inv = 1.0f / (float)(g->kh * g->kw);
+  for (size_t p = 0; p < n * g->c; p++) {
+    const float *xp = x + p * in_plane;
+    for (unsigned oy = 0; oy < g->oh; oy++)
+      for (unsigned ox = 0; ox < g->ow; ox++) {
+        float best = -FLT_MAX, sum = 0;
+        long at = -1;
+        for (unsigned a = 0; a < g->kh; a++) {
+          long iy = (long)oy * g->sh - g->pt + (long)a * g->dh;
+          if (iy < 0 || iy >= (long)g->h)
+            continue;
+          for (unsigned b = 0; b < g->kw; b++) {
+            long ix = (long)ox * g->sw - g->pl + (long)b * g->dw;
+            if (ix < 0 || ix >= (long)g->w)
+              continue;
+            float v = xp[iy * g->w + ix];
+            sum += v;
+            if (v > best) {
+              best = v;
+              at = iy * (long)g->w + ix;
+            }
+          }
+        }
+        size_t o = p * out_plane + (size_t)oy * g->ow + ox;
+        if (mode == 0) {
+          y[o] = at < 0 ? 0.0f : best;
+          idx[o] = (float)at;
+        } else {
+          y[o] = sum * inv;
+        }
+      }
+  }
+}
+
+void nnt_cpu_pool_bwd(const nnt_conv_geom *g, size_t n, int mode, const float *dy,
+                      const float *idx, float *dx) {
+  size_t in_plane = (size_t)g->h * g->w, out_plane = (size_t)g->oh * g->ow;
+  float inv = 1.0f / (float)(g->kh * g->kw);
+  memset(dx, 0, n * g->c * in_plane * sizeof(float));
+  for (size_t p = 0; p < n * g->c; p++) {
+    float *dp = dx + p * in_plane;
+    for (unsigned oy = 0; oy < g->oh; oy++)
+      for (unsigned ox = 0; ox < g->ow; ox++) {
+        size_t o = p * out_plane + (size_t)oy * g->ow + ox;
+        if (mode == 0) {
+          if (idx[o] >= 0)
+            dp[(size_t)idx[o]] += dy[o];
+          continue;
+        }
+        float v = dy[o] * inv;
+        for (unsigned a = 0; a < g->kh; a++) {
+          long iy = (long)oy * g->sh - g->pt + (long)a * g->dh;
+          if (iy < 0 || iy >= (long)g->h)
+            continue;
+          for (unsigned b = 0; b < g->kw; b++) {
+            long ix = (long)ox * g->sw - g->pl + (long)b * g->dw;
+            if (ix >= 0 && ix < (long)g->w)
+              dp[iy * g->w + ix] += v;
+          }
+        }
+      }
+  }
+}
