@@ -57,6 +57,7 @@ typedef struct nnt_progress {
   double samples_per_sec;
   double elapsed_s;
   int epoch_done;              /* 1 at the end of an epoch: fields below set */
+  double step_ms;              /* mean time of a training step this epoch */
   float train_loss;
   int has_valid;
   float valid_loss, valid_accuracy;

@@ -253,7 +253,7 @@ int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
   for (unsigned epoch = m->epoch_idx + 1; epoch <= m->epochs; epoch++) {
     if ((rc = nnt_dataset_epoch_begin(ds, e)))
       return rc;
-    double sum = 0;
+    double sum = 0, step_s = 0;
     size_t b = 0;
     for (;;) {
       batch_ptrs(m, in, label);
@@ -261,8 +261,10 @@ int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
       if (rc)
         break;
       float l;
+      double ts = now_s();
       nnt_model_forward(m, 1, &l);
       nnt_model_backward(m);
+      step_s += now_s() - ts;
       m->iter++;
       b++;
       sum += l;
@@ -292,6 +294,7 @@ int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
     p.batch = p.batches = b;
     p.loss = p.train_loss = (float)(sum / b);
     p.epoch_done = 1;
+    p.step_ms = 1e3 * step_s / b;
     if (m->ds[NNT_DS_VALID]) {
       if ((rc = nnt_model_evaluate(m, NNT_DS_VALID, &p.valid_loss, &p.valid_accuracy, e)))
         return rc;

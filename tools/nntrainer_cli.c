@@ -178,7 +178,8 @@ static void progress(const nnt_progress *p, void *ud) {
     if (p->has_valid)
       fprintf(stderr, "  valid loss %.4f  valid accuracy %.4f", p->valid_loss,
               p->valid_accuracy);
-    fprintf(stderr, "  %.0f samples/s  %.1fs\n", p->samples_per_sec, p->elapsed_s);
+    fprintf(stderr, "  %.0f samples/s  %.1f ms/step  %.1fs\n", p->samples_per_sec, p->step_ms,
+            p->elapsed_s);
     return;
   }
   if (!s->tty || p->elapsed_s - s->last_draw < 0.1)
