@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
 
 #define TOL 1e-5
@@ -26,7 +27,7 @@ static void expect_close(const char *what, const float *got, const float *want, 
 typedef struct run1 {
   nnt_layer *l;
   nnt_finalize_ctx fc;
-  nnt_tensor in, out, din, dout, label, w[2], gw[2];
+  nnt_tensor in, out, din, dout, label, w[4], gw[4], scratch[NNT_MAX_SCRATCH];
   nnt_run_ctx c;
   nnt_rng rng;
 } run1;
@@ -61,7 +62,11 @@ static void run_layer(run1 *r, const char *type, const char *const *props, nnt_d
     memcpy(r->w[w].data, weights[w], n * 4);
     r->gw[w] = (nnt_tensor){r->fc.w[w].dim, calloc(n, 4)};
   }
+  for (unsigned s = 0; s < r->fc.n_scratch; s++)
+    r->scratch[s] = (nnt_tensor){r->fc.scratch_dim[s],
+                                 calloc(nnt_dim_len(r->fc.scratch_dim[s]), 4)};
   r->c = (nnt_run_ctx){.k = nnt_kernels_cpu(), .n_in = 1, .n_out = 1, .n_w = r->fc.n_w,
+                       .n_scratch = r->fc.n_scratch, .scratch = r->scratch,
                        .in = &r->in, .out = &r->out, .d_out = &r->dout, .d_in = &r->din,
                        .w = r->w, .gw = r->gw, .label = label ? &r->label : NULL,
                        .training = 1, .rng = &r->rng};
@@ -76,6 +81,8 @@ static void free_run(run1 *r) {
       free(r->label.data);
   for (unsigned w = 0; w < r->fc.n_w; w++)
     free(r->w[w].data), free(r->gw[w].data);
+  for (unsigned s = 0; s < r->fc.n_scratch; s++)
+    free(r->scratch[s].data);
   nnt_layer_destroy(r->l);
 }
 
@@ -150,6 +157,96 @@ static void test_losses(void **state) {
   }
 }
 
+static void conv_case(const char *name, nnt_dim in, unsigned filters, const char *k,
+                      const char *stride, const char *pad, const char *dil) {
+  size_t n;
+  float *g = golden(name, &n);
+  char f[16];
+  snprintf(f, sizeof f, "%u", filters);
+  const char *props[] = {"filters", f, "kernel_size", k, "stride", stride, "padding", pad,
+                         "dilation", dil, NULL};
+  size_t ni = nnt_dim_len(in);
+  run1 probe;
+  /* shapes come from finalize: run once with zero weights to learn them */
+  nnt_layer *l;
+  nnt_err e = {0};
+  assert_int_equal(nnt_layer_create("conv2d", &l, &e), NNT_OK);
+  for (size_t i = 0; props[i]; i += 2)
+    assert_int_equal(nnt_layer_set_property(l, props[i], props[i + 1], &e), NNT_OK);
+  nnt_finalize_ctx fc = {0};
+  fc.n_in = 1, fc.n_out = 1, fc.in_dim[0] = in, fc.batch = in.b;
+  assert_int_equal(l->ops->finalize(l, &fc, &e), NNT_OK);
+  nnt_layer_destroy(l);
+  size_t nw = nnt_dim_len(fc.w[0].dim), no = nnt_dim_len(fc.out_dim[0]);
+  const float *x = g, *w = x + ni, *b = w + nw, *r = b + filters, *y = r + no, *dx = y + no,
+              *dw = dx + ni, *db = dw + nw;
+  assert_int_equal(n, (size_t)(db + filters - g));
+  const float *weights[] = {w, b};
+  run_layer(&probe, "conv2d", props, in, x, weights, r, NULL);
+  expect_close(name, probe.out.data, y, no, TOL);
+  expect_close(name, probe.din.data, dx, ni, TOL);
+  expect_close(name, probe.gw[0].data, dw, nw, TOL);
+  expect_close(name, probe.gw[1].data, db, filters, TOL);
+  free_run(&probe);
+  free(g);
+}
+
+static void test_conv2d(void **state) {
+  (void)state;
+  conv_case("conv_basic", nnt_dim_make(2, 2, 5, 7), 3, "3,3", "1", "valid", "1");
+  conv_case("conv_stride2_same", nnt_dim_make(2, 2, 5, 6), 2, "3,3", "2", "1", "1");
+  conv_case("conv_dilated", nnt_dim_make(1, 3, 6, 5), 2, "2,3", "1", "1,0,2,1", "2");
+  conv_case("conv_pointwise", nnt_dim_make(2, 4, 3, 3), 5, "1,1", "1", "valid", "1");
+}
+
+static void pool_case(const char *name, nnt_dim in, const char *const *props) {
+  size_t n;
+  float *g = golden(name, &n);
+  size_t ni = nnt_dim_len(in), no = (n - 2 * ni) / 2;
+  run1 run;
+  run_layer(&run, "pooling2d", props, in, g, NULL, g + ni, NULL);
+  assert_int_equal(nnt_tensor_len(&run.out), no);
+  expect_close(name, run.out.data, g + ni + no, no, TOL);
+  expect_close(name, run.din.data, g + ni + 2 * no, ni, TOL);
+  free_run(&run);
+  free(g);
+}
+
+static void test_pooling2d(void **state) {
+  (void)state;
+  const char *max[] = {"pooling", "max", NULL};
+  pool_case("pool_max", nnt_dim_make(2, 2, 4, 6), max);
+  const char *maxp[] = {"pooling", "max", "pool_size", "3", "stride", "2", "padding", "1", NULL};
+  pool_case("pool_max_pad", nnt_dim_make(1, 2, 5, 5), maxp);
+  const char *avg[] = {"pooling", "average", NULL};
+  pool_case("pool_average", nnt_dim_make(2, 2, 4, 6), avg);
+  const char *gm[] = {"pooling", "global_max", NULL};
+  pool_case("pool_global_max", nnt_dim_make(2, 3, 3, 4), gm);
+  const char *ga[] = {"pooling", "global_average", NULL};
+  pool_case("pool_global_average", nnt_dim_make(2, 3, 3, 4), ga);
+}
+
+static void test_batch_normalization(void **state) {
+  (void)state;
+  size_t n;
+  float *g = golden("bn_conv", &n);
+  nnt_dim in = nnt_dim_make(4, 3, 2, 3);
+  size_t ni = nnt_dim_len(in);
+  const float *x = g, *gamma = x + ni, *beta = gamma + 3, *r = beta + 3, *y = r + ni,
+              *dx = y + ni, *dg = dx + ni, *dbt = dg + 3;
+  assert_int_equal(n, (size_t)(dbt + 3 - g));
+  float mm[3] = {0, 0, 0}, mv[3] = {1, 1, 1};
+  const float *weights[] = {mm, mv, gamma, beta};
+  run1 run;
+  run_layer(&run, "batch_normalization", NULL, in, x, weights, r, NULL);
+  expect_close("bn out", run.out.data, y, ni, TOL);
+  expect_close("bn dx", run.din.data, dx, ni, 1e-4);
+  expect_close("bn dgamma", run.gw[2].data, dg, 3, TOL);
+  expect_close("bn dbeta", run.gw[3].data, dbt, 3, TOL);
+  free_run(&run);
+  free(g);
+}
+
 /* Whole-model training against PyTorch, step by step. */
 typedef struct feed {
   const float *data; /* 5 batches of (x [4, 8], label [4, 4]) */
@@ -190,6 +287,70 @@ static void watch_cb(const nnt_progress *p, void *ud) {
   if (we > w->worst_w)
     w->worst_w = we;
   w->step++;
+}
+
+/* The generic feed: batches of (x [4, in], label [4, lab]) in golden data. */
+typedef struct feed2 {
+  const float *data;
+  size_t in, lab, sample, samples;
+} feed2;
+
+static int feed2_cb(float **in, float **label, bool *last, void *ud) {
+  feed2 *f = ud;
+  if (f->sample == f->samples) {
+    *last = true;
+    return 0;
+  }
+  size_t b = f->sample / 4, s = f->sample % 4;
+  const float *batch = f->data + b * 4 * (f->in + f->lab);
+  memcpy(in[0], batch + s * f->in, f->in * sizeof(float));
+  memcpy(label[0], batch + 4 * f->in + s * f->lab, f->lab * sizeof(float));
+  f->sample++;
+  return 0;
+}
+
+static void resnet_case(const char *opt) {
+  char name[64], ini[64];
+  snprintf(name, sizeof name, "resnet_%s", opt);
+  snprintf(ini, sizeof ini, "golden/data/resnet_%s.ini", opt);
+  size_t n;
+  float *g = golden(name, &n);
+  nnt_model *m;
+  nnt_err e = {0};
+  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
+  if (nnt_ini_load(m, tu_data_path("%s", ini), NULL, 0, &e))
+    fail_msg("%s", e.msg);
+  const size_t in = 2 * 6 * 6, lab = 3, steps = 4;
+  feed2 f = {NULL, in, lab, 0, steps * 4};
+  nnt_dataset *ds;
+  assert_int_equal(nnt_dataset_create_generator(feed2_cb, &f, &ds, &e), NNT_OK);
+  assert_int_equal(nnt_model_set_dataset(m, NNT_DS_TRAIN, ds, &e), NNT_OK);
+  if (nnt_model_compile(m, &e) || nnt_model_initialize(m, &e))
+    fail_msg("%s", e.msg);
+  size_t wfloats = m->wpool_floats;
+  assert_int_equal(n, wfloats + steps * 4 * (in + lab) + steps * (1 + wfloats));
+  memcpy(m->wpool, g, wfloats * sizeof(float));
+  f.data = g + wfloats;
+  watch w = {m, g + wfloats + steps * 4 * (in + lab), wfloats, 0, 0, 0};
+  if (nnt_model_train(m, watch_cb, &w, &e))
+    fail_msg("%s", e.msg);
+  assert_int_equal(w.step, steps);
+  print_message("%s: worst relative error over %zu steps: loss %.2g, weights %.2g\n", name,
+                steps, w.worst_loss, w.worst_w);
+  assert_true(w.worst_loss < 1e-4);
+  assert_true(w.worst_w < 1e-4);
+  nnt_model_destroy(m);
+  free(g);
+}
+
+static void test_resnet_sgd(void **state) {
+  (void)state;
+  resnet_case("sgd");
+}
+
+static void test_resnet_adam(void **state) {
+  (void)state;
+  resnet_case("adam");
 }
 
 static void train_case(const char *name, const char *opt, const char *lr, const char *loss) {
@@ -270,6 +431,9 @@ int main(void) {
       cmocka_unit_test(test_fully_connected), cmocka_unit_test(test_activations),
       cmocka_unit_test(test_losses),          cmocka_unit_test(test_mlp_sgd),
       cmocka_unit_test(test_mlp_adam),        cmocka_unit_test(test_mlp_mse),
+      cmocka_unit_test(test_conv2d),          cmocka_unit_test(test_pooling2d),
+      cmocka_unit_test(test_batch_normalization),
+      cmocka_unit_test(test_resnet_sgd),      cmocka_unit_test(test_resnet_adam),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
