@@ -1,0 +1,302 @@
+/* conv2d, conv1d and pooling2d against central finite differences of
+ * J = sum(out * R), over window combinations test_layers_fd.c leaves out
+ * (stride with dilation, asymmetric strides and padding, padded pooling),
+ * plus gradient overwrite, frozen weights and finalize errors. */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nntrainer/layer.h"
+
+typedef struct harness {
+  nnt_layer *l;
+  nnt_finalize_ctx fc;
+  nnt_run_ctx ctx;
+  nnt_tensor in, out, din, dout, w[NNT_MAX_WEIGHTS], gw[NNT_MAX_WEIGHTS],
+      scratch[NNT_MAX_SCRATCH];
+  float *r;
+} harness;
+
+static void alloc_t(nnt_tensor *t, nnt_dim d) {
+  t->dim = d;
+  t->data = calloc(nnt_dim_len(d), sizeof(float));
+  assert_non_null(t->data);
+}
+
+static void setup(harness *h, const char *type, const char *const *props, nnt_dim in) {
+  memset(h, 0, sizeof *h);
+  nnt_err e = {0};
+  assert_int_equal(nnt_layer_create(type, &h->l, &e), NNT_OK);
+  for (size_t i = 0; props && props[i]; i += 2)
+    if (nnt_layer_set_property(h->l, props[i], props[i + 1], &e))
+      fail_msg("%s", e.msg);
+  h->fc.batch = in.b;
+  h->fc.n_in = 1;
+  h->fc.in_dim[0] = in;
+  h->fc.n_out = 1;
+  h->fc.trainable = 1;
+  if (h->l->ops->finalize(h->l, &h->fc, &e))
+    fail_msg("finalize: %s", e.msg);
+  nnt_rng r;
+  nnt_rng_seed(&r, 17);
+  alloc_t(&h->in, in);
+  /* distinct values, apart by more than the step: no ties for max */
+  size_t n = nnt_dim_len(in);
+  for (size_t i = 0; i < n; i++)
+    h->in.data[i] = -1.0f + 2.0f * (float)((i * 7919) % n) / (float)n;
+  alloc_t(&h->out, h->fc.out_dim[0]);
+  alloc_t(&h->din, in);
+  alloc_t(&h->dout, h->fc.out_dim[0]);
+  h->r = calloc(nnt_dim_len(h->fc.out_dim[0]), sizeof(float));
+  tu_fill_uniform(&r, h->r, nnt_dim_len(h->fc.out_dim[0]), -1, 1);
+  for (unsigned w = 0; w < h->fc.n_w; w++) {
+    alloc_t(&h->w[w], h->fc.w[w].dim);
+    tu_fill_uniform(&r, h->w[w].data, nnt_dim_len(h->fc.w[w].dim), -0.5f, 0.5f);
+    alloc_t(&h->gw[w], h->fc.w[w].dim);
+  }
+  for (unsigned s = 0; s < h->fc.n_scratch; s++)
+    alloc_t(&h->scratch[s], h->fc.scratch_dim[s]);
+  nnt_run_ctx *c = &h->ctx;
+  c->k = nnt_kernels_cpu();
+  c->n_in = c->n_out = 1;
+  c->n_w = h->fc.n_w;
+  c->n_scratch = h->fc.n_scratch;
+  c->in = &h->in;
+  c->out = &h->out;
+  c->d_in = &h->din;
+  c->d_out = &h->dout;
+  c->w = h->w;
+  c->gw = h->gw;
+  c->scratch = h->scratch;
+  c->training = 1;
+}
+
+static void teardown(harness *h) {
+  free(h->in.data), free(h->out.data), free(h->din.data), free(h->dout.data), free(h->r);
+  for (unsigned w = 0; w < h->fc.n_w; w++)
+    free(h->w[w].data), free(h->gw[w].data);
+  for (unsigned s = 0; s < h->fc.n_scratch; s++)
+    free(h->scratch[s].data);
+  nnt_layer_destroy(h->l);
+}
+
+static double objective(harness *h) {
+  h->l->ops->forward(h->l, &h->ctx);
+  double j = 0;
+  for (size_t i = 0; i < nnt_tensor_len(&h->out); i++)
+    j += (double)h->out.data[i] * h->r[i];
+  return j;
+}
+
+static void check(const char *what, float *x, const float *analytic, size_t n, harness *h,
+                  float eps, double tol) {
+  for (size_t i = 0; i < n; i++) {
+    float keep = x[i];
+    x[i] = keep + eps;
+    double jp = objective(h);
+    x[i] = keep - eps;
+    double jm = objective(h);
+    x[i] = keep;
+    double num = (jp - jm) / (2.0 * eps);
+    if (fabs(num - analytic[i]) / fmax(1.0, fabs(num)) > tol)
+      fail_msg("%s %s[%zu]: analytic %.6f, numeric %.6f", h->l->ops->type, what, i,
+               analytic[i], num);
+  }
+}
+
+/* Runs forward and backward, then checks dX and every weight gradient.
+ * Poisons dX and the gradients first: the layer must overwrite them. */
+static void fd(const char *type, const char *const *props, nnt_dim in, nnt_dim want_out,
+               float eps) {
+  harness h;
+  setup(&h, type, props, in);
+  assert_true(nnt_dim_eq(h.fc.out_dim[0], want_out));
+  objective(&h);
+  memcpy(h.dout.data, h.r, nnt_tensor_len(&h.dout) * sizeof(float));
+  for (size_t i = 0; i < nnt_tensor_len(&h.din); i++)
+    h.din.data[i] = 123.0f;
+  for (unsigned w = 0; w < h.fc.n_w; w++)
+    for (size_t i = 0; i < nnt_tensor_len(&h.gw[w]); i++)
+      h.gw[w].data[i] = -77.0f;
+  if (h.l->ops->calc_gradient)
+    h.l->ops->calc_gradient(h.l, &h.ctx);
+  h.l->ops->calc_derivative(h.l, &h.ctx);
+  size_t nin = nnt_tensor_len(&h.din);
+  float *din = malloc(nin * sizeof(float));
+  memcpy(din, h.din.data, nin * sizeof(float));
+  check("dx", h.in.data, din, nin, &h, eps, 3e-3);
+  for (unsigned w = 0; w < h.fc.n_w; w++)
+    check(h.fc.w[w].name, h.w[w].data, h.gw[w].data, nnt_tensor_len(&h.w[w]), &h, eps, 3e-3);
+  free(din);
+  teardown(&h);
+}
+
+#define D nnt_dim_make
+
+static void test_conv2d(void **state) {
+  (void)state;
+  /* stride 2 with dilation 2, same padding, c=2, filters=3, batch 2 */
+  const char *a[] = {"filters", "3", "kernel_size", "3,3", "stride", "2,2", "dilation", "2,2",
+                     "padding", "same", NULL};
+  fd("conv2d", a, D(2, 2, 5, 7), D(2, 3, 3, 4), 1e-2f);
+  /* asymmetric stride and kernel, explicit "p,p" padding */
+  const char *b[] = {"filters", "3", "kernel_size", "3,2", "stride", "1,2", "padding", "0,1",
+                     NULL};
+  fd("conv2d", b, D(2, 2, 5, 7), D(2, 3, 3, 4), 1e-2f);
+  /* explicit t,b,l,r with stride 2 */
+  const char *c[] = {"filters", "2", "kernel_size", "3", "stride", "2", "padding", "2,0,1,2",
+                     NULL};
+  fd("conv2d", c, D(2, 2, 5, 7), D(2, 2, 3, 4), 1e-2f);
+  /* 1x1 kernel, l2norm regularizer props accepted */
+  const char *d[] = {"filters", "4", "kernel_size", "1", "weight_regularizer", "l2norm",
+                     "weight_regularizer_constant", "0.01", NULL};
+  fd("conv2d", d, D(2, 3, 3, 2), D(2, 4, 3, 2), 1e-2f);
+}
+
+static void test_conv1d(void **state) {
+  (void)state;
+  const char *a[] = {"filters", "3", "kernel_size", "3", "dilation", "2", "padding", "2,1", NULL};
+  fd("conv1d", a, D(2, 2, 1, 9), D(2, 3, 1, 8), 1e-2f);
+  const char *b[] = {"filters", "2", "kernel_size", "4", "stride", "3", NULL};
+  fd("conv1d", b, D(2, 2, 1, 11), D(2, 2, 1, 3), 1e-2f);
+}
+
+static void test_pooling2d(void **state) {
+  (void)state;
+  const char *modes[] = {"max", "average"};
+  for (int i = 0; i < 2; i++) {
+    /* padded windows: max ignores padding, average counts it */
+    const char *a[] = {"pooling", modes[i], "pool_size", "3", "stride", "2", "padding", "1",
+                       NULL};
+    fd("pooling2d", a, D(2, 2, 5, 7), D(2, 2, 3, 4), 1e-3f);
+    /* overlapping windows, asymmetric pool and stride */
+    const char *b[] = {"pooling", modes[i], "pool_size", "2,3", "stride", "1,2", NULL};
+    fd("pooling2d", b, D(2, 2, 5, 7), D(2, 2, 4, 3), 1e-3f);
+    /* default stride = pool_size */
+    const char *c[] = {"pooling", modes[i], NULL};
+    fd("pooling2d", c, D(1, 3, 5, 7), D(1, 3, 2, 3), 1e-3f);
+  }
+  const char *g[] = {"pooling", "global_max", NULL};
+  fd("pooling2d", g, D(2, 2, 5, 7), D(2, 2, 1, 1), 1e-3f);
+  const char *ga[] = {"pooling", "global_average", NULL};
+  fd("pooling2d", ga, D(2, 2, 5, 7), D(2, 2, 1, 1), 1e-3f);
+}
+
+/* Average pooling divides by the whole window, padding included
+ * (PyTorch's count_include_pad=True). */
+static void test_average_counts_padding(void **state) {
+  (void)state;
+  harness h;
+  const char *a[] = {"pooling", "average", "pool_size", "2", "stride", "2", "padding", "1",
+                     NULL};
+  setup(&h, "pooling2d", a, D(1, 1, 2, 2));
+  for (int i = 0; i < 4; i++)
+    h.in.data[i] = 4.0f;
+  h.l->ops->forward(h.l, &h.ctx);
+  assert_int_equal(nnt_tensor_len(&h.out), 4);
+  for (int i = 0; i < 4; i++)
+    assert_float_equal(h.out.data[i], 1.0f, 1e-6);
+  teardown(&h);
+}
+
+/* A frozen filter (gw data NULL) still gets its bias gradient and dX. */
+static void test_conv_frozen_weight(void **state) {
+  (void)state;
+  harness h;
+  const char *a[] = {"filters", "2", "kernel_size", "3", "padding", "same", NULL};
+  setup(&h, "conv2d", a, D(2, 1, 4, 4));
+  objective(&h);
+  memcpy(h.dout.data, h.r, nnt_tensor_len(&h.dout) * sizeof(float));
+  float *keep = h.gw[0].data;
+  h.gw[0].data = NULL;
+  h.l->ops->calc_gradient(h.l, &h.ctx);
+  h.l->ops->calc_derivative(h.l, &h.ctx);
+  h.gw[0].data = keep;
+  for (int f = 0; f < 2; f++) {
+    double s = 0;
+    for (unsigned b = 0; b < 2; b++)
+      for (int i = 0; i < 16; i++)
+        s += h.dout.data[(b * 2 + f) * 16 + i];
+    assert_float_equal(h.gw[1].data[f], s, 1e-4);
+  }
+  teardown(&h);
+}
+
+static int finalize_err(const char *type, const char *const *props, nnt_dim in, nnt_err *e) {
+  nnt_layer *l;
+  assert_int_equal(nnt_layer_create(type, &l, e), NNT_OK);
+  for (size_t i = 0; props && props[i]; i += 2)
+    assert_int_equal(nnt_layer_set_property(l, props[i], props[i + 1], e), NNT_OK);
+  nnt_finalize_ctx fc = {0};
+  fc.n_in = 1;
+  fc.n_out = 1;
+  fc.batch = in.b;
+  fc.in_dim[0] = in;
+  int rc = l->ops->finalize(l, &fc, e);
+  nnt_layer_destroy(l);
+  return rc;
+}
+
+static void test_errors(void **state) {
+  (void)state;
+  nnt_err e = {0};
+  const char *big[] = {"filters", "2", "kernel_size", "5", NULL};
+  assert_int_equal(finalize_err("conv2d", big, D(1, 1, 3, 3), &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "kernel_size: 5x5");
+  tu_assert_contains(e.msg, "padded input 3x3");
+  tu_assert_contains(e.msg, "1:1:3:3");
+  /* dilation makes a fitting kernel too wide */
+  const char *dil[] = {"filters", "2", "kernel_size", "3", "dilation", "2", NULL};
+  assert_int_equal(finalize_err("conv2d", dil, D(1, 1, 4, 4), &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "kernel_size");
+  const char *nof[] = {"kernel_size", "3", NULL};
+  assert_int_equal(finalize_err("conv2d", nof, D(1, 1, 3, 3), &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "filters: required key is missing");
+  const char *c1[] = {"filters", "2", "kernel_size", "3", NULL};
+  assert_int_equal(finalize_err("conv1d", c1, D(1, 1, 2, 8), &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "height 1");
+  assert_int_equal(finalize_err("conv1d", c1, D(1, 1, 1, 2), &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "kernel_size");
+  assert_int_equal(finalize_err("pooling2d", NULL, D(1, 1, 3, 3), &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "pooling: required key is missing");
+  const char *pbig[] = {"pooling", "max", "pool_size", "4", NULL};
+  assert_int_equal(finalize_err("pooling2d", pbig, D(1, 1, 3, 3), &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "pool_size");
+  /* property errors */
+  nnt_layer *l;
+  assert_int_equal(nnt_layer_create("pooling2d", &l, &e), NNT_OK);
+  assert_int_equal(nnt_layer_set_property(l, "pooling", "median", &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "median");
+  nnt_layer_destroy(l);
+  assert_int_equal(nnt_layer_create("conv1d", &l, &e), NNT_OK);
+  assert_int_equal(nnt_layer_set_property(l, "kernel_size", "3,3", &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "kernel_size");
+  assert_int_equal(nnt_layer_set_property(l, "filters", "0", &e), NNT_ERR_INVAL);
+  nnt_layer_destroy(l);
+}
+
+static void test_registry(void **state) {
+  (void)state;
+  assert_ptr_equal(nnt_layer_ops_find("conv2d"), &nnt_layer_conv2d);
+  assert_ptr_equal(nnt_layer_ops_find("conv1d"), &nnt_layer_conv1d);
+  assert_ptr_equal(nnt_layer_ops_find("pooling2d"), &nnt_layer_pooling2d);
+  assert_ptr_equal(nnt_layer_ops_find_ml(3), &nnt_layer_conv2d);
+  assert_ptr_equal(nnt_layer_ops_find_ml(19), &nnt_layer_conv1d);
+  assert_ptr_equal(nnt_layer_ops_find_ml(4), &nnt_layer_pooling2d);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_conv2d),
+      cmocka_unit_test(test_conv1d),
+      cmocka_unit_test(test_pooling2d),
+      cmocka_unit_test(test_average_counts_padding),
+      cmocka_unit_test(test_conv_frozen_weight),
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_registry),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
