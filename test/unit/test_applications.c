@@ -13,7 +13,7 @@
 #include "nntrainer/model_impl.h"
 
 /* Load an application INI with synthetic data instead of its datasets. */
-static nnt_model *load_app(const char *path, int memopt, int poison) {
+static nnt_model *load_app(const char *path, int memopt, int poison, const char *batch) {
   nnt_model *m;
   nnt_err e = {0};
   assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
@@ -21,9 +21,9 @@ static nnt_model *load_app(const char *path, int memopt, int poison) {
   snprintf(dir, sizeof dir, "%s", path);
   *strrchr(dir, '/') = '\0';
   assert_int_equal(nnt_model_set_base_dir(m, dir, &e), NNT_OK);
-  const char *ov[] = {"epochs=1", "save_path=", memopt ? "memory_optimization=true"
-                                                       : "memory_optimization=false"};
-  if (nnt_ini_load(m, path, ov, 3, &e))
+  const char *ov[] = {"epochs=1", "save_path=",
+                      memopt ? "memory_optimization=true" : "memory_optimization=false", batch};
+  if (nnt_ini_load(m, path, ov, batch ? 4 : 3, &e))
     fail_msg("%s: %s", path, e.msg);
   m->poison = poison;
   for (int mode = 0; mode < 3; mode++) {
@@ -42,7 +42,7 @@ static nnt_model *load_app(const char *path, int memopt, int poison) {
 static void check_app(const char *path) {
   nnt_err e = {0};
   /* plans: valid and near the lower bound, in both modes */
-  nnt_model *m = load_app(path, 1, 0);
+  nnt_model *m = load_app(path, 1, 0, NULL);
   for (int mode = 0; mode < 2; mode++) {
     if (nnt_model_plan(m, (nnt_mode)mode, &e) || nnt_mgr_validate(&m->mgr[mode], &e))
       fail_msg("%s: %s", path, e.msg);
@@ -54,8 +54,9 @@ static void check_app(const char *path) {
   }
   assert_true(m->mgr[NNT_MODE_INFER].arena_bytes < m->mgr[NNT_MODE_TRAIN].arena_bytes);
   nnt_model_destroy(m);
-  /* bitwise equality with memory_optimization off, and poison mode clean */
-  nnt_model *a = load_app(path, 1, 1), *b = load_app(path, 0, 0);
+  /* bitwise equality with memory_optimization off, and poison mode clean;
+   * at batch 4 so the sanitizer build stays quick on ResNet-18 */
+  nnt_model *a = load_app(path, 1, 1, "batch_size=4"), *b = load_app(path, 0, 0, "batch_size=4");
   if (nnt_model_train(a, NULL, NULL, &e) || nnt_model_train(b, NULL, NULL, &e))
     fail_msg("%s: %s", path, e.msg);
   assert_int_equal(a->wpool_floats, b->wpool_floats);
