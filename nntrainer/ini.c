@@ -126,6 +126,8 @@ static int load_optimizer(ini_ctx *c, const char *sec, nnt_optimizer **out) {
     return nnt_err_prefix(c->e, "%s: [%s] type: ", c->file, sec);
   const char *skip[] = {"type", NULL};
   if ((rc = apply_keys(c, sec, o, set_opt, skip)) ||
+      (rc = nnt_optimizer_validate(o, c->e) ? nnt_err_prefix(c->e, "%s: [%s] ", c->file, sec)
+                                            : NNT_OK) ||
       (rc = nnt_model_set_optimizer(c->m, o, c->e))) {
     nnt_optimizer_destroy(o);
     return rc;

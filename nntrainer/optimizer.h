@@ -45,9 +45,10 @@ typedef struct nnt_optimizer {
   int owned;
   float learning_rate;   /* default: 0.0001 for sgd, 0.001 for adam(w) */
   int lr_set;
-  float beta1, beta2, epsilon; /* adam: 0.9, 0.999, 1e-7 */
-  float weight_decay;          /* adamw, default 0.01 */
-  /* legacy [Optimizer] decay_rate / decay_steps: an exponential schedule */
+  float beta1, beta2, epsilon; /* 0.9, 0.999; epsilon 1e-7 adam, 1e-8 adamw */
+  float weight_decay;          /* adamw, default 0 (NNTrainer's) */
+  /* legacy [Optimizer] decay_rate / decay_steps: an exponential schedule;
+   * decay_rate is NAN and decay_steps 0 while unset */
   float decay_rate;
   unsigned decay_steps;
   int legacy_decay;
@@ -62,6 +63,10 @@ int nnt_optimizer_set_property(nnt_optimizer *o, const char *key,
 int nnt_optimizer_set_lr_scheduler(nnt_optimizer *o, nnt_lr_scheduler *s,
                                    nnt_err *e);
 const char *nnt_optimizer_type_name(const nnt_optimizer *o);
+/* Check the optimizer is complete before training: the legacy decay_rate and
+ * decay_steps must be set together (NNTrainer fails at finalize otherwise).
+ * @return NNT_OK or NNT_ERR_INVAL naming the missing key. */
+int nnt_optimizer_validate(const nnt_optimizer *o, nnt_err *e);
 /* State tensors per weight, each as large as the weight: 0 sgd, 2 adam(w). */
 unsigned nnt_optimizer_state_count(const nnt_optimizer *o);
 /* Learning rate at iteration iter (0-based across epochs). */

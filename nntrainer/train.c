@@ -233,6 +233,8 @@ int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
     return rc;
   if (!m->opt)
     return nnt_err_set(e, NNT_ERR_INVAL, "train: no optimizer (add an [Optimizer] section)");
+  if ((rc = nnt_optimizer_validate(m->opt, e)))
+    return nnt_err_prefix(e, "train: [Optimizer] ");
   nnt_dataset *ds = m->ds[NNT_DS_TRAIN];
   if (!ds)
     return nnt_err_set(e, NNT_ERR_INVAL, "train: no training dataset");

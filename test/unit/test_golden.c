@@ -411,6 +411,54 @@ static void train_case(const char *name, const char *opt, const char *lr, const 
   free(g);
 }
 
+/* The cases of test/golden/gen_training.py: an INI with a raw-file dataset,
+ * initial weights, and the loss and weights after every step. */
+static void ini_case(const char *name) {
+  char dir[1024], path[1200];
+  snprintf(dir, sizeof dir, "%s", tu_data_path("golden/training/%s", name));
+  nnt_model *m;
+  nnt_err e = {0};
+  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
+  assert_int_equal(nnt_model_set_base_dir(m, dir, &e), NNT_OK);
+  snprintf(path, sizeof path, "%s/model.ini", dir);
+  if (nnt_ini_load(m, path, NULL, 0, &e) || nnt_model_compile(m, &e) ||
+      nnt_model_initialize(m, &e))
+    fail_msg("%s: %s", name, e.msg);
+  snprintf(path, sizeof path, "%s/init.bin", dir);
+  assert_int_equal(nnt_model_load_weights(m, path, &e), NNT_OK);
+  size_t nl, wf = m->wpool_floats;
+  snprintf(path, sizeof path, "%s/losses.bin", dir);
+  float *losses = tu_read_floats(path, &nl);
+  /* expected per step: loss then weights, as the watcher reads them */
+  float *steps = malloc(nl * (1 + wf) * sizeof(float));
+  for (size_t k = 0; k < nl; k++) {
+    size_t n;
+    snprintf(path, sizeof path, "%s/step_%zu.bin", dir, k + 1);
+    float *w = tu_read_floats(path, &n);
+    assert_int_equal(n, wf);
+    steps[k * (1 + wf)] = losses[k];
+    memcpy(steps + k * (1 + wf) + 1, w, wf * sizeof(float));
+    free(w);
+  }
+  watch w = {m, steps, wf, 0, 0, 0};
+  if (nnt_model_train(m, watch_cb, &w, &e))
+    fail_msg("%s: %s", name, e.msg);
+  assert_int_equal(w.step, nl);
+  print_message("%s: worst relative error: loss %.2g, weights %.2g\n", name, w.worst_loss,
+                w.worst_w);
+  assert_true(w.worst_loss < 1e-5 && w.worst_w < 1e-5);
+  free(losses);
+  free(steps);
+  nnt_model_destroy(m);
+}
+
+static void test_ini_cases(void **state) {
+  (void)state;
+  const char *cases[] = {"sgd_cross", "adam_cross", "sgd_mse", "adamw_cross"};
+  for (size_t i = 0; i < NNT_ARRAY_LEN(cases); i++)
+    ini_case(cases[i]);
+}
+
 static void test_mlp_sgd(void **state) {
   (void)state;
   train_case("train_sgd_cross", "sgd", "0.1", "cross");
@@ -434,6 +482,7 @@ int main(void) {
       cmocka_unit_test(test_conv2d),          cmocka_unit_test(test_pooling2d),
       cmocka_unit_test(test_batch_normalization),
       cmocka_unit_test(test_resnet_sgd),      cmocka_unit_test(test_resnet_adam),
+      cmocka_unit_test(test_ini_cases),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
