@@ -1,0 +1,88 @@
+/* Training-step benchmark for one INI: seeded synthetic data, warm-up steps
+ * excluded, median ms per step, planned memory, peak RSS. Prints one JSON
+ * object. Usage: nnt_bench_train CONFIG [WARMUP] [STEPS] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "nntrainer/ini.h"
+#include "nntrainer/model_impl.h"
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: nnt_bench_train CONFIG [WARMUP] [STEPS]\n");
+    return 2;
+  }
+  int warmup = argc > 2 ? atoi(argv[2]) : 3, steps = argc > 3 ? atoi(argv[3]) : 10;
+  const char *t = getenv("NNTRAINER_THREADS");
+  nnt_cpu_set_threads(t ? (unsigned)atoi(t) : 0);
+  nnt_err e = {0};
+  nnt_model *m;
+  nnt_dataset *ds;
+  if (nnt_model_create(&m, &e) || nnt_ini_load(m, argv[1], NULL, 0, &e))
+    goto fail;
+  unsigned batch = nnt_model_batch_size(m);
+  if (nnt_dataset_create_synthetic(batch * (unsigned)(warmup + steps), 1, &ds, &e) ||
+      nnt_model_set_dataset(m, NNT_DS_TRAIN, ds, &e) || nnt_model_compile(m, &e) ||
+      nnt_model_initialize(m, &e) || nnt_model_plan(m, NNT_MODE_TRAIN, &e))
+    goto fail;
+  /* the optimizer state is allocated at the first step, as in training */
+  nnt_ds_shape shape = {0};
+  shape.n_in = m->n_inputs;
+  shape.n_label = m->n_labels;
+  for (unsigned i = 0; i < m->n_inputs; i++)
+    shape.in_len[i] = nnt_dim_feature_len(m->input_dim[i]);
+  for (unsigned i = 0; i < m->n_labels; i++)
+    shape.label_len[i] = nnt_dim_feature_len(m->label_dim[i]);
+  if (nnt_dataset_prepare(ds, &shape, batch, 1, &e) || nnt_dataset_epoch_begin(ds, &e))
+    goto fail;
+  unsigned slots = nnt_optimizer_state_count(m->opt);
+  if (slots && !(m->opt_pool = calloc((size_t)slots * m->wpool_floats + 1, sizeof(float))))
+    goto fail;
+  m->opt_slots = slots;
+  double *ms = malloc(sizeof(double) * (size_t)steps);
+  for (int s = 0; s < warmup + steps; s++) {
+    float *in[NNT_DS_MAX_STREAMS], *lab[NNT_DS_MAX_STREAMS];
+    for (unsigned i = 0; i < m->n_inputs; i++)
+      in[i] = nnt_mgr_data(&m->mgr[NNT_MODE_TRAIN], m->input_t[i]);
+    for (unsigned i = 0; i < m->n_labels; i++)
+      lab[i] = nnt_mgr_data(&m->mgr[NNT_MODE_TRAIN], m->label_t[i]);
+    if (nnt_dataset_next_batch(ds, in, lab, &e))
+      goto fail;
+    double t0 = now_ms();
+    float loss;
+    nnt_model_forward(m, 1, &loss);
+    nnt_model_backward(m);
+    m->iter++;
+    if (s >= warmup)
+      ms[s - warmup] = now_ms() - t0;
+  }
+  qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  const nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
+  size_t wbytes = m->wpool_floats * sizeof(float);
+  printf("{\"ms_median\":%.3f,\"ms_min\":%.3f,\"ms_max\":%.3f,\"peak_rss_kb\":%ld,"
+         "\"arena_bytes\":%zu,\"lower_bound_bytes\":%zu,\"total_planned_bytes\":%zu}\n",
+         ms[steps / 2], ms[0], ms[steps - 1], ru.ru_maxrss, g->arena_bytes, g->lower_bound,
+         g->arena_bytes + wbytes * (1 + slots));
+  free(ms);
+  nnt_model_destroy(m);
+  return 0;
+fail:
+  fprintf(stderr, "nnt_bench_train: %s\n", e.msg);
+  return 1;
+}

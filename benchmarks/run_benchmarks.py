@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""nntrainer against PyTorch on the same models, batch sizes, optimizer (SGD)
+and random data, alternating runs, both on the same thread count.
+
+Usage (after `bash scripts/build.sh build`):
+    /usr/bin/python3 benchmarks/run_benchmarks.py [--reps 3] [--threads 2] [--out FILE]
+Writes a markdown table (default benchmarks/results.md) and prints it."""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = [
+    ("MLP 784-256-256-10", "mlp", "benchmarks/models/mlp.ini", 64),
+    ("LeNet-5", "lenet5", "benchmarks/models/lenet5.ini", 32),
+    ("Fashion-MNIST CNN", "fmnist_cnn", "benchmarks/models/fmnist_cnn.ini", 32),
+    ("conv-BN-ReLU 3:64:64", "convbn", "benchmarks/models/convbn.ini", 32),
+    ("ResNet-18 3:32:32", "resnet18", "Applications/ResNet/resnet18.ini", 32),
+]
+
+
+def run_json(cmd, env):
+    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results.md"))
+    args = ap.parse_args()
+    t = str(args.threads)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=t, OMP_NUM_THREADS=t, NNTRAINER_THREADS=t,
+               BENCH_THREADS=t)
+    rows = []
+    for title, key, ini, batch in MODELS:
+        nn, pt = [], []
+        for _ in range(args.reps):  # alternate, so drift hits both alike
+            nn.append(run_json([os.path.join(ROOT, "build", "nnt_bench_train"), ini,
+                                str(args.warmup), str(args.steps)], env))
+            pt.append(run_json(["/usr/bin/python3", "benchmarks/torch_models.py", key,
+                                str(args.warmup), str(args.steps)], env))
+        n_ms = statistics.median(r["ms_median"] for r in nn)
+        p_ms = statistics.median(r["ms_median"] for r in pt)
+        n_rss = max(r["peak_rss_kb"] for r in nn)
+        p_rss = max(r["peak_rss_kb"] for r in pt)
+        rows.append((title, batch, n_ms, min(r["ms_median"] for r in nn),
+                     max(r["ms_median"] for r in nn), p_ms,
+                     min(r["ms_median"] for r in pt), max(r["ms_median"] for r in pt),
+                     n_rss, p_rss, nn[0]))
+        print(f"{title}: nntrainer {n_ms:.2f} ms, PyTorch {p_ms:.2f} ms", file=sys.stderr)
+    kern = [json.loads(l) for l in subprocess.run(
+        [os.path.join(ROOT, "build", "nnt_bench_kernels")], cwd=ROOT, env=env,
+        capture_output=True, text=True, check=True).stdout.splitlines()]
+    lines = [
+        f"Measured {datetime.date.today()} on {platform.machine()} "
+        f"({os.cpu_count()} cores), {args.threads} threads each, "
+        f"{args.reps} alternating runs of {args.steps} steps after {args.warmup} "
+        "warm-up steps; ms/step is the median of the runs' medians, the spread is "
+        "min-max of the runs' medians.",
+        "",
+        "| model | batch | nntrainer ms/step (spread) | PyTorch ms/step (spread) | ratio | "
+        "nntrainer peak RSS | PyTorch peak RSS | RSS ratio | arena / lower bound | total planned |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (title, batch, n_ms, n_lo, n_hi, p_ms, p_lo, p_hi, n_rss, p_rss, plan) in rows:
+        lines.append(
+            f"| {title} | {batch} | {n_ms:.2f} ({n_lo:.2f}-{n_hi:.2f}) | "
+            f"{p_ms:.2f} ({p_lo:.2f}-{p_hi:.2f}) | {n_ms / p_ms:.2f} | "
+            f"{n_rss / 1024:.1f} MiB | {p_rss / 1024:.1f} MiB | {n_rss / p_rss:.2f} | "
+            f"{plan['arena_bytes'] / 2**20:.2f} / {plan['lower_bound_bytes'] / 2**20:.2f} MiB | "
+            f"{plan['total_planned_bytes'] / 2**20:.2f} MiB |")
+    lines += ["", "Kernel efficiency (median of 21 runs; ratio = layer GFLOP/s / bare sgemm GFLOP/s):",
+              "", "| kernel | layer GFLOP/s | sgemm GFLOP/s | ratio |", "|---|---|---|---|"]
+    for k in kern:
+        lines.append(f"| {k['kernel']} | {k['layer_gflops']:.1f} | {k['sgemm_gflops']:.1f} | "
+                     f"{k['ratio']:.2f} |")
+    text = "\n".join(lines) + "\n"
+    with open(args.out, "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
