@@ -187,6 +187,17 @@ bad:
                      key, v ? v : "(null)");
 }
 
+int nnt_parse_nonneg_float(const char *key, const char *v, float *out, nnt_err *e) {
+  float x;
+  int rc = nnt_parse_float(key, v, &x, e);
+  if (rc)
+    return rc;
+  if (x < 0)
+    return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': value '%s' must not be negative", key, v);
+  *out = x;
+  return NNT_OK;
+}
+
 int nnt_parse_bool(const char *key, const char *v, int *out, nnt_err *e) {
   char buf[16];
   if (v && trim_copy(v, buf, sizeof buf)) {

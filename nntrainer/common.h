@@ -78,6 +78,8 @@ uint32_t nnt_rng_below(nnt_rng *r, uint32_t n); /* [0, n) */
  * spaces and report the key and value in the message on failure. */
 int nnt_parse_uint(const char *key, const char *v, unsigned *out, nnt_err *e);
 int nnt_parse_float(const char *key, const char *v, float *out, nnt_err *e);
+/* A number >= 0; *out is unchanged on error. */
+int nnt_parse_nonneg_float(const char *key, const char *v, float *out, nnt_err *e);
 int nnt_parse_bool(const char *key, const char *v, int *out, nnt_err *e);
 /* Comma-separated floats, at most max of them. */
 int nnt_parse_float_list(const char *key, const char *v, float *out,

@@ -102,13 +102,6 @@ static int parse_init(const char *key, const char *v, nnt_init *out, nnt_err *e)
   return NNT_OK;
 }
 
-static int parse_nonneg(const char *key, const char *v, float *out, nnt_err *e) {
-  int rc = nnt_parse_float(key, v, out, e);
-  if (!rc && *out < 0)
-    return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': value '%s' must not be negative", key, v);
-  return rc;
-}
-
 int nnt_weight_props_set(nnt_weight_props *p, const char *key, const char *value,
                          nnt_err *e) {
   if (nnt_streq(key, "weight_initializer"))
@@ -126,11 +119,11 @@ int nnt_weight_props_set(nnt_weight_props *p, const char *key, const char *value
     return NNT_OK;
   }
   if (nnt_streq(key, "weight_regularizer_constant"))
-    return parse_nonneg(key, value, &p->l2_constant, e);
+    return nnt_parse_nonneg_float(key, value, &p->l2_constant, e);
   if (nnt_streq(key, "weight_decay"))
-    return parse_nonneg(key, value, &p->weight_decay, e);
+    return nnt_parse_nonneg_float(key, value, &p->weight_decay, e);
   if (nnt_streq(key, "bias_decay"))
-    return parse_nonneg(key, value, &p->bias_decay, e);
+    return nnt_parse_nonneg_float(key, value, &p->bias_decay, e);
   if (nnt_streq(key, "disable_bias"))
     return nnt_parse_bool(key, value, &p->disable_bias, e);
   return NNT_ERR_NOKEY;

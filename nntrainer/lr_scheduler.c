@@ -47,17 +47,6 @@ int nnt_lrs_create(const char *type, nnt_lr_scheduler **out, nnt_err *e) {
 /* Frees s; NULL is a no-op. */
 void nnt_lrs_destroy(nnt_lr_scheduler *s) { nnt_free(s); }
 
-static int parse_nonneg(const char *key, const char *v, float *out, nnt_err *e) {
-  float x;
-  int rc = nnt_parse_float(key, v, &x, e);
-  if (rc)
-    return rc;
-  if (x < 0)
-    return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': value '%s' must not be negative", key, v);
-  *out = x;
-  return NNT_OK;
-}
-
 static int set_step_lrs(nnt_lr_scheduler *s, const char *key, const char *v, nnt_err *e) {
   float lr[NNT_LRS_MAX_STEPS];
   unsigned n = 0;
@@ -109,7 +98,7 @@ int nnt_lrs_set_property(nnt_lr_scheduler *s, const char *key, const char *value
   if (nnt_streq(key, "learning_rate") && !uses_min_max(s->type)) {
     if (s->type == NNT_LRS_STEP)
       return set_step_lrs(s, key, value, e);
-    return parse_nonneg(key, value, &s->learning_rate, e);
+    return nnt_parse_nonneg_float(key, value, &s->learning_rate, e);
   }
   if (nnt_streq(key, "iteration") && s->type == NNT_LRS_STEP)
     return set_step_iters(s, key, value, e);
@@ -136,9 +125,9 @@ int nnt_lrs_set_property(nnt_lr_scheduler *s, const char *key, const char *value
     return NNT_OK;
   }
   if (nnt_streq(key, "max_learning_rate") && uses_min_max(s->type))
-    return parse_nonneg(key, value, &s->max_lr, e);
+    return nnt_parse_nonneg_float(key, value, &s->max_lr, e);
   if (nnt_streq(key, "min_learning_rate") && uses_min_max(s->type))
-    return parse_nonneg(key, value, &s->min_lr, e);
+    return nnt_parse_nonneg_float(key, value, &s->min_lr, e);
   return nnt_err_set(e, NNT_ERR_NOKEY, "unknown key '%s' for the %s learning-rate scheduler",
                      key, lrs_names[s->type]);
 }

@@ -52,17 +52,6 @@ void nnt_optimizer_destroy(nnt_optimizer *o) {
 /* The type's lower-case name; a static string. */
 const char *nnt_optimizer_type_name(const nnt_optimizer *o) { return opt_names[o->type]; }
 
-static int parse_nonneg(const char *key, const char *v, float *out, nnt_err *e) {
-  float x;
-  int rc = nnt_parse_float(key, v, &x, e);
-  if (rc)
-    return rc;
-  if (x < 0)
-    return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': value '%s' must not be negative", key, v);
-  *out = x;
-  return NNT_OK;
-}
-
 static int parse_beta(const char *key, const char *v, float *out, nnt_err *e) {
   float x;
   int rc = nnt_parse_float(key, v, &x, e);
@@ -99,7 +88,7 @@ int nnt_optimizer_set_property(nnt_optimizer *o, const char *key, const char *va
                        "type '%s'", value ? value : "(null)", opt_names[o->type]);
   }
   if (nnt_streq(key, "learning_rate")) {
-    int rc = parse_nonneg(key, value, &o->learning_rate, e);
+    int rc = nnt_parse_nonneg_float(key, value, &o->learning_rate, e);
     if (!rc)
       o->lr_set = 1;
     return rc;
@@ -137,9 +126,9 @@ int nnt_optimizer_set_property(nnt_optimizer *o, const char *key, const char *va
   if (adam && nnt_streq(key, "beta2"))
     return parse_beta(key, value, &o->beta2, e);
   if (adam && nnt_streq(key, "epsilon"))
-    return parse_nonneg(key, value, &o->epsilon, e);
+    return nnt_parse_nonneg_float(key, value, &o->epsilon, e);
   if (o->type == NNT_OPT_ADAMW && nnt_streq(key, "weight_decay"))
-    return parse_nonneg(key, value, &o->weight_decay, e);
+    return nnt_parse_nonneg_float(key, value, &o->weight_decay, e);
   return nnt_err_set(e, NNT_ERR_NOKEY, "unknown key '%s' for optimizer '%s'", key,
                      opt_names[o->type]);
 }
