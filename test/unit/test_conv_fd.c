@@ -2,7 +2,7 @@
  * J = sum(out * R), over window combinations test_layers_fd.c leaves out
  * (stride with dilation, asymmetric strides and padding, padded pooling),
  * plus gradient overwrite, frozen weights and finalize errors. */
-#include "test_util.h"
+#include "fd_harness.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -11,127 +11,9 @@
 
 #include "nntrainer/layer.h"
 
-typedef struct harness {
-  nnt_layer *l;
-  nnt_finalize_ctx fc;
-  nnt_run_ctx ctx;
-  nnt_tensor in, out, din, dout, w[NNT_MAX_WEIGHTS], gw[NNT_MAX_WEIGHTS],
-      scratch[NNT_MAX_SCRATCH];
-  float *r;
-} harness;
-
-static void alloc_t(nnt_tensor *t, nnt_dim d) {
-  t->dim = d;
-  t->data = calloc(nnt_dim_len(d), sizeof(float));
-  assert_non_null(t->data);
-}
-
-static void setup(harness *h, const char *type, const char *const *props, nnt_dim in) {
-  memset(h, 0, sizeof *h);
-  nnt_err e = {0};
-  assert_int_equal(nnt_layer_create(type, &h->l, &e), NNT_OK);
-  for (size_t i = 0; props && props[i]; i += 2)
-    if (nnt_layer_set_property(h->l, props[i], props[i + 1], &e))
-      fail_msg("%s", e.msg);
-  h->fc.batch = in.b;
-  h->fc.n_in = 1;
-  h->fc.in_dim[0] = in;
-  h->fc.n_out = 1;
-  h->fc.trainable = 1;
-  if (h->l->ops->finalize(h->l, &h->fc, &e))
-    fail_msg("finalize: %s", e.msg);
-  nnt_rng r;
-  nnt_rng_seed(&r, 17);
-  alloc_t(&h->in, in);
-  /* distinct values, apart by more than the step: no ties for max */
-  size_t n = nnt_dim_len(in);
-  for (size_t i = 0; i < n; i++)
-    h->in.data[i] = -1.0f + 2.0f * (float)((i * 7919) % n) / (float)n;
-  alloc_t(&h->out, h->fc.out_dim[0]);
-  alloc_t(&h->din, in);
-  alloc_t(&h->dout, h->fc.out_dim[0]);
-  h->r = calloc(nnt_dim_len(h->fc.out_dim[0]), sizeof(float));
-  tu_fill_uniform(&r, h->r, nnt_dim_len(h->fc.out_dim[0]), -1, 1);
-  for (unsigned w = 0; w < h->fc.n_w; w++) {
-    alloc_t(&h->w[w], h->fc.w[w].dim);
-    tu_fill_uniform(&r, h->w[w].data, nnt_dim_len(h->fc.w[w].dim), -0.5f, 0.5f);
-    alloc_t(&h->gw[w], h->fc.w[w].dim);
-  }
-  for (unsigned s = 0; s < h->fc.n_scratch; s++)
-    alloc_t(&h->scratch[s], h->fc.scratch_dim[s]);
-  nnt_run_ctx *c = &h->ctx;
-  c->k = nnt_kernels_cpu();
-  c->n_in = c->n_out = 1;
-  c->n_w = h->fc.n_w;
-  c->n_scratch = h->fc.n_scratch;
-  c->in = &h->in;
-  c->out = &h->out;
-  c->d_in = &h->din;
-  c->d_out = &h->dout;
-  c->w = h->w;
-  c->gw = h->gw;
-  c->scratch = h->scratch;
-  c->training = 1;
-}
-
-static void teardown(harness *h) {
-  free(h->in.data), free(h->out.data), free(h->din.data), free(h->dout.data), free(h->r);
-  for (unsigned w = 0; w < h->fc.n_w; w++)
-    free(h->w[w].data), free(h->gw[w].data);
-  for (unsigned s = 0; s < h->fc.n_scratch; s++)
-    free(h->scratch[s].data);
-  nnt_layer_destroy(h->l);
-}
-
-static double objective(harness *h) {
-  h->l->ops->forward(h->l, &h->ctx);
-  double j = 0;
-  for (size_t i = 0; i < nnt_tensor_len(&h->out); i++)
-    j += (double)h->out.data[i] * h->r[i];
-  return j;
-}
-
-static void check(const char *what, float *x, const float *analytic, size_t n, harness *h,
-                  float eps, double tol) {
-  for (size_t i = 0; i < n; i++) {
-    float keep = x[i];
-    x[i] = keep + eps;
-    double jp = objective(h);
-    x[i] = keep - eps;
-    double jm = objective(h);
-    x[i] = keep;
-    double num = (jp - jm) / (2.0 * eps);
-    if (fabs(num - analytic[i]) / fmax(1.0, fabs(num)) > tol)
-      fail_msg("%s %s[%zu]: analytic %.6f, numeric %.6f", h->l->ops->type, what, i,
-               analytic[i], num);
-  }
-}
-
-/* Runs forward and backward, then checks dX and every weight gradient.
- * Poisons dX and the gradients first: the layer must overwrite them. */
 static void fd(const char *type, const char *const *props, nnt_dim in, nnt_dim want_out,
                float eps) {
-  harness h;
-  setup(&h, type, props, in);
-  assert_true(nnt_dim_eq(h.fc.out_dim[0], want_out));
-  objective(&h);
-  memcpy(h.dout.data, h.r, nnt_tensor_len(&h.dout) * sizeof(float));
-  for (size_t i = 0; i < nnt_tensor_len(&h.din); i++)
-    h.din.data[i] = 123.0f;
-  for (unsigned w = 0; w < h.fc.n_w; w++)
-    for (size_t i = 0; i < nnt_tensor_len(&h.gw[w]); i++)
-      h.gw[w].data[i] = -77.0f;
-  if (h.l->ops->calc_gradient)
-    h.l->ops->calc_gradient(h.l, &h.ctx);
-  h.l->ops->calc_derivative(h.l, &h.ctx);
-  size_t nin = nnt_tensor_len(&h.din);
-  float *din = malloc(nin * sizeof(float));
-  memcpy(din, h.din.data, nin * sizeof(float));
-  check("dx", h.in.data, din, nin, &h, eps, 3e-3);
-  for (unsigned w = 0; w < h.fc.n_w; w++)
-    check(h.fc.w[w].name, h.w[w].data, h.gw[w].data, nnt_tensor_len(&h.w[w]), &h, eps, 3e-3);
-  free(din);
-  teardown(&h);
+  fd_layer_check(type, props, in, &want_out, eps, 3e-3, 1);
 }
 
 #define D nnt_dim_make
@@ -189,26 +71,26 @@ static void test_pooling2d(void **state) {
  * (PyTorch's count_include_pad=True). */
 static void test_average_counts_padding(void **state) {
   (void)state;
-  harness h;
+  fd_harness h;
   const char *a[] = {"pooling", "average", "pool_size", "2", "stride", "2", "padding", "1",
                      NULL};
-  setup(&h, "pooling2d", a, D(1, 1, 2, 2));
+  fd_setup(&h, "pooling2d", a, D(1, 1, 2, 2), 1);
   for (int i = 0; i < 4; i++)
     h.in.data[i] = 4.0f;
   h.l->ops->forward(h.l, &h.ctx);
   assert_int_equal(nnt_tensor_len(&h.out), 4);
   for (int i = 0; i < 4; i++)
     assert_float_equal(h.out.data[i], 1.0f, 1e-6);
-  teardown(&h);
+  fd_teardown(&h);
 }
 
 /* A frozen filter (gw data NULL) still gets its bias gradient and dX. */
 static void test_conv_frozen_weight(void **state) {
   (void)state;
-  harness h;
+  fd_harness h;
   const char *a[] = {"filters", "2", "kernel_size", "3", "padding", "same", NULL};
-  setup(&h, "conv2d", a, D(2, 1, 4, 4));
-  objective(&h);
+  fd_setup(&h, "conv2d", a, D(2, 1, 4, 4), 1);
+  fd_objective(&h);
   memcpy(h.dout.data, h.r, nnt_tensor_len(&h.dout) * sizeof(float));
   float *keep = h.gw[0].data;
   h.gw[0].data = NULL;
@@ -222,7 +104,7 @@ static void test_conv_frozen_weight(void **state) {
         s += h.dout.data[(b * 2 + f) * 16 + i];
     assert_float_equal(h.gw[1].data[f], s, 1e-4);
   }
-  teardown(&h);
+  fd_teardown(&h);
 }
 
 static int finalize_err(const char *type, const char *const *props, nnt_dim in, nnt_err *e) {

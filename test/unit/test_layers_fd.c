@@ -1,7 +1,7 @@
 /* Every layer's calc_derivative and calc_gradient against central finite
  * differences of a scalar objective: J = sum(out * R) for a fixed random R,
  * or the loss itself for loss layers. */
-#include "test_util.h"
+#include "fd_harness.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -10,149 +10,14 @@
 
 #include "nntrainer/layer.h"
 
-typedef struct harness {
-  nnt_layer *l;
-  nnt_finalize_ctx fc;
-  nnt_run_ctx ctx;
-  nnt_tensor in, out, din, dout, label, w[NNT_MAX_WEIGHTS], gw[NNT_MAX_WEIGHTS],
-      scratch[NNT_MAX_SCRATCH];
-  float *r; /* the objective's weights */
-  nnt_rng rng;
-  int loss;
-} harness;
-
-static float *alloc_t(nnt_tensor *t, nnt_dim d) {
-  t->dim = d;
-  t->data = calloc(nnt_dim_len(d), sizeof(float));
-  return t->data;
-}
-
-static void setup_layer(harness *h, const char *type, const char *const *props, nnt_dim in) {
-  memset(h, 0, sizeof *h);
-  nnt_err e = {0};
-  assert_int_equal(nnt_layer_create(type, &h->l, &e), NNT_OK);
-  snprintf(h->l->name, sizeof h->l->name, "%s", type);
-  for (size_t i = 0; props && props[i]; i += 2)
-    if (nnt_layer_set_property(h->l, props[i], props[i + 1], &e))
-      fail_msg("%s", e.msg);
-  h->fc.batch = in.b;
-  h->fc.n_in = 1;
-  h->fc.in_dim[0] = in;
-  h->fc.n_out = 1;
-  h->fc.trainable = 1;
-  if (h->l->ops->finalize(h->l, &h->fc, &e))
-    fail_msg("finalize: %s", e.msg);
-  nnt_rng r;
-  nnt_rng_seed(&r, 99);
-  alloc_t(&h->in, in);
-  /* inputs away from 0 so kinks (relu) are not straddled */
-  for (size_t i = 0; i < nnt_dim_len(in); i++) {
-    float v = 0.1f + 0.9f * nnt_rng_uniform(&r);
-    h->in.data[i] = nnt_rng_uniform(&r) < 0.5f ? -v : v;
-  }
-  alloc_t(&h->out, h->fc.out_dim[0]);
-  alloc_t(&h->din, in);
-  alloc_t(&h->dout, h->fc.out_dim[0]);
-  h->r = calloc(nnt_dim_len(h->fc.out_dim[0]), sizeof(float));
-  tu_fill_uniform(&r, h->r, nnt_dim_len(h->fc.out_dim[0]), -1, 1);
-  for (unsigned w = 0; w < h->fc.n_w; w++) {
-    alloc_t(&h->w[w], h->fc.w[w].dim);
-    tu_fill_uniform(&r, h->w[w].data, nnt_dim_len(h->fc.w[w].dim), -0.5f, 0.5f);
-    alloc_t(&h->gw[w], h->fc.w[w].dim);
-  }
-  for (unsigned s = 0; s < h->fc.n_scratch; s++)
-    alloc_t(&h->scratch[s], h->fc.scratch_dim[s]);
-  h->loss = (h->fc.flags & NNT_LF_LOSS) != 0;
-  if (h->loss) {
-    /* a one-hot label per row for cross entropies, values in (0,1) else */
-    alloc_t(&h->label, h->fc.out_dim[0]);
-    size_t cols = h->fc.out_dim[0].w, rows = nnt_dim_len(h->fc.out_dim[0]) / cols;
-    for (size_t i = 0; i < rows; i++)
-      h->label.data[i * cols + nnt_rng_below(&r, (uint32_t)cols)] = 1;
-  }
-  nnt_run_ctx *c = &h->ctx;
-  c->k = nnt_kernels_cpu();
-  c->n_in = c->n_out = 1;
-  c->n_w = h->fc.n_w;
-  c->n_scratch = h->fc.n_scratch;
-  c->in = &h->in;
-  c->out = &h->out;
-  c->d_in = &h->din;
-  c->d_out = &h->dout;
-  c->w = h->w;
-  c->gw = h->gw;
-  c->scratch = h->scratch;
-  c->label = h->loss ? &h->label : NULL;
-  c->training = 1;
-  c->rng = &h->rng;
-}
-
-static void teardown_layer(harness *h) {
-  free(h->in.data), free(h->out.data), free(h->din.data), free(h->dout.data);
-  free(h->label.data), free(h->r);
-  for (unsigned w = 0; w < h->fc.n_w; w++)
-    free(h->w[w].data), free(h->gw[w].data);
-  for (unsigned s = 0; s < h->fc.n_scratch; s++)
-    free(h->scratch[s].data);
-  nnt_layer_destroy(h->l);
-}
-
-static double objective(harness *h) {
-  nnt_rng_seed(&h->rng, 5); /* the same dropout mask every time */
-  h->ctx.loss = 0;
-  h->l->ops->forward(h->l, &h->ctx);
-  if (h->loss)
-    return h->ctx.loss;
-  double j = 0;
-  for (size_t i = 0; i < nnt_tensor_len(&h->out); i++)
-    j += (double)h->out.data[i] * h->r[i];
-  return j;
-}
-
-/* Compare analytic and numeric derivatives of J wrt every value of x. */
-static void check(const char *what, float *x, const float *analytic, size_t n, harness *h,
-                  float eps, double tol) {
-  double worst = 0;
-  for (size_t i = 0; i < n; i++) {
-    float keep = x[i];
-    x[i] = keep + eps;
-    double jp = objective(h);
-    x[i] = keep - eps;
-    double jm = objective(h);
-    x[i] = keep;
-    double num = (jp - jm) / (2.0 * eps);
-    double err = fabs(num - analytic[i]) / fmax(1.0, fabs(num));
-    if (err > worst)
-      worst = err;
-    if (err > tol)
-      fail_msg("%s %s[%zu]: analytic %.6f, numeric %.6f", h->l->ops->type, what, i,
-               analytic[i], num);
-  }
-  (void)worst;
-}
-
-/* tol: float32 central differences with eps 1e-2 leave O(eps^2) truncation
- * plus O(1e-7 / eps) rounding; 2e-3 relative covers both for these sizes. */
 /* Max-like layers are piecewise linear: a smaller step keeps perturbations
- * from swapping which input is largest. */
+ * from swapping which input is largest.
+ * tol: float32 central differences with eps 1e-2 leave O(eps^2) truncation
+ * plus O(1e-7 / eps) rounding; 2e-3 relative covers both for these sizes. */
 static float fd_eps = 1e-2f;
 
 static void fd_layer(const char *type, const char *const *props, nnt_dim in, double tol) {
-  harness h;
-  setup_layer(&h, type, props, in);
-  objective(&h);
-  if (!h.loss)
-    memcpy(h.dout.data, h.r, nnt_tensor_len(&h.dout) * sizeof(float));
-  if (h.l->ops->calc_gradient)
-    h.l->ops->calc_gradient(h.l, &h.ctx);
-  h.l->ops->calc_derivative(h.l, &h.ctx);
-  float *din = malloc(nnt_tensor_len(&h.din) * sizeof(float));
-  memcpy(din, h.din.data, nnt_tensor_len(&h.din) * sizeof(float));
-  check("dx", h.in.data, din, nnt_tensor_len(&h.in), &h, fd_eps, tol);
-  for (unsigned w = 0; w < h.fc.n_w; w++)
-    check(h.fc.w[w].name, h.w[w].data, h.gw[w].data, nnt_tensor_len(&h.w[w]), &h, fd_eps, tol);
-  free(din);
-  teardown_layer(&h);
+  fd_layer_check(type, props, in, NULL, fd_eps, tol, 0);
 }
 
 static void test_fully_connected(void **state) {
@@ -202,9 +67,9 @@ static void test_batch_normalization(void **state) {
 
 static void test_batch_normalization_statistics(void **state) {
   (void)state;
-  harness h;
+  fd_harness h;
   const char *p[] = {"momentum", "0.9", NULL};
-  setup_layer(&h, "batch_normalization", p, nnt_dim_make(4, 2, 1, 3));
+  fd_setup(&h, "batch_normalization", p, nnt_dim_make(4, 2, 1, 3), 0);
   /* moving_mean 0, moving_variance 1, gamma 1, beta 0 as initialized */
   for (int c = 0; c < 2; c++)
     h.w[0].data[c] = 0, h.w[1].data[c] = 1, h.w[2].data[c] = 1, h.w[3].data[c] = 0;
@@ -227,7 +92,7 @@ static void test_batch_normalization_statistics(void **state) {
   h.l->ops->forward(h.l, &h.ctx);
   float want = (float)((h.in.data[0] - h.w[0].data[0]) / sqrt(h.w[1].data[0] + 1e-3));
   assert_float_equal(h.out.data[0], want, 1e-5);
-  teardown_layer(&h);
+  fd_teardown(&h);
 }
 
 static void test_convolution(void **state) {
@@ -294,9 +159,9 @@ static void test_losses(void **state) {
 
 static void test_dropout_inference_is_identity(void **state) {
   (void)state;
-  harness h;
+  fd_harness h;
   const char *d[] = {"dropout_rate", "0.5", NULL};
-  setup_layer(&h, "dropout", d, nnt_dim_make(2, 1, 1, 50));
+  fd_setup(&h, "dropout", d, nnt_dim_make(2, 1, 1, 50), 0);
   h.ctx.training = 0;
   h.l->ops->forward(h.l, &h.ctx);
   assert_memory_equal(h.in.data, h.out.data, nnt_tensor_len(&h.in) * sizeof(float));
@@ -310,7 +175,7 @@ static void test_dropout_inference_is_identity(void **state) {
       assert_float_equal(h.out.data[i], 2 * h.in.data[i], 1e-6);
   }
   assert_in_range(zeros, 25, 75);
-  teardown_layer(&h);
+  fd_teardown(&h);
 }
 
 static void test_property_errors(void **state) {

@@ -1,0 +1,36 @@
+/* The finite-difference harness shared by the layer tests: run one layer
+ * from its descriptor on malloc'd tensors, and compare calc_derivative and
+ * calc_gradient with central differences of J = sum(out * R), or of the loss
+ * for loss layers. */
+#ifndef NNT_FD_HARNESS_H
+#define NNT_FD_HARNESS_H
+
+#include "test_util.h"
+#include "nntrainer/layer.h"
+
+typedef struct fd_harness {
+  nnt_layer *l;
+  nnt_finalize_ctx fc;
+  nnt_run_ctx ctx;
+  nnt_tensor in, out, din, dout, label, w[NNT_MAX_WEIGHTS], gw[NNT_MAX_WEIGHTS],
+      scratch[NNT_MAX_SCRATCH];
+  float *r; /* the objective's weights */
+  nnt_rng rng;
+  int loss;
+} fd_harness;
+
+/* distinct: inputs all different and apart by more than the step (for max);
+ * otherwise random, away from 0 so relu's kink is not straddled. */
+void fd_setup(fd_harness *h, const char *type, const char *const *props, nnt_dim in,
+              int distinct);
+void fd_teardown(fd_harness *h);
+double fd_objective(fd_harness *h);
+void fd_check(const char *what, float *x, const float *analytic, size_t n, fd_harness *h,
+              float eps, double tol);
+/* Forward; dX and the gradients filled with junk (the layer must overwrite
+ * them); backward; then dX and every weight gradient against differences.
+ * want_out, when given, must equal the output shape. */
+void fd_layer_check(const char *type, const char *const *props, nnt_dim in,
+                    const nnt_dim *want_out, float eps, double tol, int distinct);
+
+#endif
