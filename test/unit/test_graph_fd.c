@@ -108,7 +108,7 @@ static void test_split_and_multiout(void **state) {
       {"addition", "add", {"input_layers", "p,q", NULL}},
       {"multiout", "mo", {NULL}},
       {"fully_connected", "r", {"unit", "2", "input_layers", "mo(0)", NULL}},
-      {"fully_connected", "s", {"unit", "2", "activation", "relu", "input_layers", "mo(1)", NULL}},
+      {"fully_connected", "s", {"unit", "2", "activation", "tanh", "input_layers", "mo(1)", NULL}},
       {"concat", "cat", {"input_layers", "r,s", NULL}},
       {"fully_connected", "out", {"unit", "2", "activation", "sigmoid", NULL}},
   };
