@@ -1,455 +1,312 @@
-/* Datasets: four sources behind one producer thread and a bounded queue of
- * batches. The producer fills whole batches into free slots; the consumer
- * copies the oldest full slot into the model's input and label tensors. */
-#include "nntrainer/dataset.h"
+/* Datasets: one producer thread per epoch fills a bounded ring of
+ * `buffer_size` whole batches from a source (dataset_sources.c) while the
+ * training loop, the one consumer, copies batches out of it.
+ *
+ * The ring: slots [head, head + count) are full and belong to the consumer;
+ * the producer writes the slot at head + count, which is never among them
+ * while count < cap, so both copy outside the lock and only the counters
+ * are shared. The producer checks `stop` between samples and while it
+ * waits for a free slot, so nnt_dataset_epoch_end returns promptly unless
+ * a generator callback itself blocks. When the producer ends (end of data,
+ * error, stop, or even pthread_exit inside a callback) it sets `done` and
+ * wakes the consumer, so next_batch never waits on a producer that is gone.
+ */
+#include "nntrainer/dataset_impl.h"
 
-#include <errno.h>
 #include <pthread.h>
-#include <stdio.h>
+#include <stdatomic.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <zlib.h>
-
-typedef enum ds_kind { DS_GENERATOR, DS_FILE, DS_IDX, DS_SYNTHETIC } ds_kind;
 
 struct nnt_dataset {
-  ds_kind kind;
-  /* source */
-  nnt_datagen_cb cb;
-  void *ud;
-  char *path, *images, *labels;
-  unsigned syn_samples;
-  uint64_t syn_seed;
+  nnt_ds_src *src;
   /* properties */
   unsigned buffer_size;
   int shuffle;
   /* prepared */
   int prepared;
   nnt_ds_shape shape;
-  size_t in_total, label_total; /* floats per sample */
   unsigned batch;
   uint64_t seed;
-  size_t samples;
-  unsigned epoch;
-  uint32_t *perm;
-  uint8_t *img;   /* IDX images (ubyte) */
-  float *imgf;    /* IDX images (float) */
-  uint8_t *lab;   /* IDX labels */
-  size_t img_len; /* values per image */
-  float *rec;     /* one raw-file record */
-  /* queue */
+  size_t samples;     /* per epoch; 0 for the generator */
+  unsigned epoch;     /* epochs begun since prepare */
+  uint32_t *perm;     /* sample order of the epoch */
+  size_t off[2 * NNT_DS_MAX_STREAMS]; /* stream offsets in a slot (floats) */
+  size_t slot_floats;
+  /* the ring, sized at epoch_begin */
+  float *slots;
+  unsigned cap;
+  /* the running epoch; counters and flags under mu */
+  int running; /* a producer thread exists (consumer's view) */
+  pthread_t th;
   pthread_mutex_t mu;
   pthread_cond_t not_full, not_empty;
-  pthread_t th;
-  int running, stop, done, err;
+  unsigned head, count;
+  int done, err;
   nnt_err perr;
-  float *slots;
-  size_t slot_floats;
-  unsigned cap, head, count;
+  atomic_int stop;
 };
 
-static int new_ds(ds_kind kind, nnt_dataset **out, nnt_err *e) {
+static int wrap(nnt_ds_src *src, int rc, nnt_dataset **out, nnt_err *e) {
+  if (rc)
+    return rc;
   nnt_dataset *d = nnt_calloc(1, sizeof *d);
-  if (!d)
-    return nnt_err_set(e, NNT_ERR_NOMEM, "out of memory creating a dataset");
-  d->kind = kind;
+  if (!d) {
+    src->ops->destroy(src);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "dataset: out of memory creating a dataset");
+  }
+  d->src = src;
   d->buffer_size = 4;
-  d->shuffle = kind != DS_GENERATOR;
-  pthread_mutex_init(&d->mu, NULL);
-  pthread_cond_init(&d->not_full, NULL);
-  pthread_cond_init(&d->not_empty, NULL);
+  d->shuffle = src->ops->sized;
+  atomic_init(&d->stop, 0);
+  if (pthread_mutex_init(&d->mu, NULL)) {
+    nnt_free(d);
+    src->ops->destroy(src);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "dataset: cannot create a mutex");
+  }
+  if (pthread_cond_init(&d->not_full, NULL)) {
+    pthread_mutex_destroy(&d->mu);
+    nnt_free(d);
+    src->ops->destroy(src);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "dataset: cannot create a condition variable");
+  }
+  if (pthread_cond_init(&d->not_empty, NULL)) {
+    pthread_cond_destroy(&d->not_full);
+    pthread_mutex_destroy(&d->mu);
+    nnt_free(d);
+    src->ops->destroy(src);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "dataset: cannot create a condition variable");
+  }
   *out = d;
   return NNT_OK;
 }
 
+/* Constructors: see dataset.h. The dataset owns its source. */
 int nnt_dataset_create_generator(nnt_datagen_cb cb, void *user_data, nnt_dataset **out,
                                  nnt_err *e) {
-  if (!cb)
-    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: the generator callback is NULL");
-  int rc = new_ds(DS_GENERATOR, out, e);
-  if (!rc) {
-    (*out)->cb = cb;
-    (*out)->ud = user_data;
-  }
-  return rc;
+  nnt_ds_src *s = NULL;
+  if (!out)
+    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: no place for the result");
+  int rc = nnt_ds_src_generator(cb, user_data, &s, e);
+  return wrap(s, rc, out, e);
 }
 
 int nnt_dataset_create_file(const char *path, nnt_dataset **out, nnt_err *e) {
-  if (!path || !path[0])
-    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: no file path given");
-  int rc = new_ds(DS_FILE, out, e);
-  if (!rc && !((*out)->path = nnt_strdup(path))) {
-    nnt_dataset_destroy(*out);
-    return nnt_err_set(e, NNT_ERR_NOMEM, "out of memory");
-  }
-  return rc;
+  nnt_ds_src *s = NULL;
+  if (!out)
+    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: no place for the result");
+  int rc = nnt_ds_src_file(path, &s, e);
+  return wrap(s, rc, out, e);
 }
 
 int nnt_dataset_create_idx(const char *images, const char *labels, nnt_dataset **out,
                            nnt_err *e) {
-  if (!images || !labels)
-    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: IDX needs both an images and a labels file");
-  int rc = new_ds(DS_IDX, out, e);
-  if (rc)
-    return rc;
-  (*out)->images = nnt_strdup(images);
-  (*out)->labels = nnt_strdup(labels);
-  if (!(*out)->images || !(*out)->labels) {
-    nnt_dataset_destroy(*out);
-    return nnt_err_set(e, NNT_ERR_NOMEM, "out of memory");
-  }
-  return NNT_OK;
+  nnt_ds_src *s = NULL;
+  if (!out)
+    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: no place for the result");
+  int rc = nnt_ds_src_idx(images, labels, &s, e);
+  return wrap(s, rc, out, e);
 }
 
 int nnt_dataset_create_synthetic(unsigned samples, uint64_t seed, nnt_dataset **out,
                                  nnt_err *e) {
-  if (!samples)
-    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: synthetic samples must be positive");
-  int rc = new_ds(DS_SYNTHETIC, out, e);
-  if (!rc) {
-    (*out)->syn_samples = samples;
-    (*out)->syn_seed = seed;
-  }
-  return rc;
+  nnt_ds_src *s = NULL;
+  if (!out)
+    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: no place for the result");
+  int rc = nnt_ds_src_synthetic(samples, seed, &s, e);
+  return wrap(s, rc, out, e);
 }
 
-static void free_prepared(nnt_dataset *d) {
-  nnt_free(d->perm), nnt_free(d->img), nnt_free(d->imgf), nnt_free(d->lab),
-      nnt_free(d->rec), nnt_free(d->slots);
-  d->perm = NULL, d->img = NULL, d->imgf = NULL, d->lab = NULL, d->rec = NULL,
-  d->slots = NULL;
-  d->prepared = 0;
-}
-
+/* Stops the producer, frees the source, the ring and the dataset. NULL is
+ * a no-op. */
 void nnt_dataset_destroy(nnt_dataset *d) {
   if (!d)
     return;
   nnt_dataset_epoch_end(d);
-  free_prepared(d);
-  nnt_free(d->path), nnt_free(d->images), nnt_free(d->labels);
-  pthread_mutex_destroy(&d->mu);
-  pthread_cond_destroy(&d->not_full);
+  d->src->ops->destroy(d->src);
+  nnt_free(d->perm);
+  nnt_free(d->slots);
   pthread_cond_destroy(&d->not_empty);
+  pthread_cond_destroy(&d->not_full);
+  pthread_mutex_destroy(&d->mu);
   nnt_free(d);
 }
 
+/* buffer_size and shuffle take effect at the next epoch_begin; a source
+ * key (a file's path) stops the epoch and needs a new prepare. */
 int nnt_dataset_set_property(nnt_dataset *d, const char *key, const char *value, nnt_err *e) {
+  if (!d || !key)
+    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: set_property needs a dataset and a key");
+  int rc;
   if (nnt_streq(key, "buffer_size")) {
     unsigned u;
-    int rc = nnt_parse_uint(key, value, &u, e);
-    if (!rc && !u)
-      return nnt_err_set(e, NNT_ERR_INVAL, "key 'buffer_size': must be positive");
-    if (!rc)
-      d->buffer_size = u;
-    return rc;
+    if ((rc = nnt_parse_uint(key, value, &u, e)))
+      return rc;
+    if (!u)
+      return nnt_err_set(e, NNT_ERR_INVAL,
+                         "key 'buffer_size': value '%s' must be a positive number of batches",
+                         value);
+    d->buffer_size = u;
+    return NNT_OK;
   }
   if (nnt_streq(key, "shuffle")) {
-    int rc = nnt_parse_bool(key, value, &d->shuffle, e);
-    if (!rc && d->kind == DS_GENERATOR)
-      d->shuffle = 0; /* a generator gives samples in its own order */
-    return rc;
+    int b;
+    if ((rc = nnt_parse_bool(key, value, &b, e)))
+      return rc;
+    d->shuffle = b && d->src->ops->sized; /* a generator keeps its own order */
+    return NNT_OK;
   }
-  return nnt_err_set(e, NNT_ERR_NOKEY, "unknown key '%s' for a dataset", key);
+  for (const char *const *k = d->src->ops->keys; k && *k; k++)
+    if (nnt_streq(key, *k)) {
+      nnt_dataset_epoch_end(d);
+      if ((rc = d->src->ops->set_property(d->src, *k, value, e)))
+        return rc;
+      d->prepared = 0;
+      return NNT_OK;
+    }
+  return nnt_err_set(e, NNT_ERR_NOKEY, "dataset: unknown key '%s' for a %s dataset", key,
+                     d->src->ops->type);
 }
 
-/* Read a whole (gzip or plain) file. */
-static int read_all(const char *path, uint8_t **out, size_t *len, nnt_err *e) {
-  gzFile g = gzopen(path, "rb");
-  if (!g)
-    return nnt_err_set(e, NNT_ERR_IO, "dataset: cannot open '%s': %s", path, strerror(errno));
-  size_t cap = 1 << 20, n = 0;
-  uint8_t *buf = nnt_malloc(cap);
-  int rc = NNT_OK;
-  for (;;) {
-    if (!buf) {
-      rc = nnt_err_set(e, NNT_ERR_NOMEM, "dataset: out of memory reading '%s'", path);
-      break;
-    }
-    if (n == cap) {
-      uint8_t *nb = nnt_realloc(buf, cap * 2);
-      if (!nb) {
-        nnt_free(buf);
-        buf = NULL;
-        continue;
-      }
-      buf = nb;
-      cap *= 2;
-    }
-    int got = gzread(g, buf + n, (unsigned)(cap - n));
-    if (got < 0) {
-      rc = nnt_err_set(e, NNT_ERR_IO, "dataset: cannot read '%s' (corrupt gzip?)", path);
-      break;
-    }
-    if (!got)
-      break;
-    n += (size_t)got;
-  }
-  gzclose(g);
-  if (rc) {
-    nnt_free(buf);
-    return rc;
-  }
-  *out = buf;
-  *len = n;
-  return NNT_OK;
-}
-
-static uint32_t be32(const uint8_t *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-/* Parse an IDX header: type byte and dims; returns data offset. */
-static int idx_header(const char *path, const uint8_t *b, size_t len, uint8_t *type,
-                      size_t *count, size_t *per, size_t *off, nnt_err *e) {
-  if (len < 8 || b[0] || b[1])
-    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: '%s' is not an IDX file (bad magic)", path);
-  unsigned nd = b[3];
-  *type = b[2];
-  if (!nd || len < 4 + 4 * (size_t)nd)
-    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: '%s' has a truncated IDX header", path);
-  *count = be32(b + 4);
-  *per = 1;
-  for (unsigned i = 1; i < nd; i++)
-    *per *= be32(b + 4 + 4 * i);
-  *off = 4 + 4 * (size_t)nd;
-  size_t esize = *type == 0x08 ? 1 : *type == 0x0D ? 4 : 0;
-  if (!esize)
+static int check_shape(const nnt_ds_shape *s, nnt_err *e) {
+  if (!s->n_in || s->n_in > NNT_DS_MAX_STREAMS || s->n_label > NNT_DS_MAX_STREAMS)
     return nnt_err_set(e, NNT_ERR_INVAL,
-                       "dataset: '%s': IDX type 0x%02x is not supported (ubyte or float)",
-                       path, *type);
-  if (len - *off < *count * *per * esize)
-    return nnt_err_set(e, NNT_ERR_IO, "dataset: '%s' is truncated: %zu records of %zu values "
-                                      "announced", path, *count, *per);
+                       "dataset: %u inputs and %u labels: between 1 and %d inputs and at most "
+                       "%d labels",
+                       s->n_in, s->n_label, NNT_DS_MAX_STREAMS, NNT_DS_MAX_STREAMS);
+  for (unsigned i = 0; i < s->n_in; i++)
+    if (!s->in_len[i])
+      return nnt_err_set(e, NNT_ERR_INVAL, "dataset: input %u has no values", i);
+  for (unsigned i = 0; i < s->n_label; i++)
+    if (!s->label_len[i])
+      return nnt_err_set(e, NNT_ERR_INVAL, "dataset: label %u has no values", i);
   return NNT_OK;
 }
 
-static int prepare_idx(nnt_dataset *d, nnt_err *e) {
-  uint8_t *ib = NULL, *lb = NULL;
-  size_t il, ll, icount, iper, ioff, lcount, lper, loff;
-  uint8_t it, lt;
-  int rc = read_all(d->images, &ib, &il, e);
-  if (!rc)
-    rc = read_all(d->labels, &lb, &ll, e);
-  if (!rc)
-    rc = idx_header(d->images, ib, il, &it, &icount, &iper, &ioff, e);
-  if (!rc)
-    rc = idx_header(d->labels, lb, ll, &lt, &lcount, &lper, &loff, e);
-  if (!rc && (lt != 0x08 || lper != 1))
-    rc = nnt_err_set(e, NNT_ERR_INVAL, "dataset: '%s' is not an IDX label file (ubyte, 1-D)",
-                     d->labels);
-  if (!rc && icount != lcount)
-    rc = nnt_err_set(e, NNT_ERR_INVAL, "dataset: '%s' has %zu images but '%s' %zu labels",
-                     d->images, icount, d->labels, lcount);
-  if (!rc && (d->shape.n_in != 1 || d->shape.n_label != 1))
-    rc = nnt_err_set(e, NNT_ERR_INVAL, "dataset: IDX files give one input and one label");
-  if (!rc && iper != d->shape.in_len[0])
-    rc = nnt_err_set(e, NNT_ERR_INVAL,
-                     "dataset: '%s' has %zu values per image but the model input takes %zu",
-                     d->images, iper, d->shape.in_len[0]);
-  for (size_t i = 0; !rc && i < lcount; i++)
-    if (lb[loff + i] >= d->shape.label_len[0])
-      rc = nnt_err_set(e, NNT_ERR_INVAL,
-                       "dataset: '%s': label %u of sample %zu is out of range for %zu classes",
-                       d->labels, lb[loff + i], i, d->shape.label_len[0]);
-  if (!rc) {
-    size_t esize = it == 0x08 ? 1 : 4;
-    uint8_t *img = nnt_malloc(icount * iper * esize + 1);
-    uint8_t *lab = nnt_malloc(lcount + 1);
-    if (!img || !lab) {
-      nnt_free(img), nnt_free(lab);
-      rc = nnt_err_set(e, NNT_ERR_NOMEM, "dataset: out of memory for '%s'", d->images);
-    } else {
-      memcpy(img, ib + ioff, icount * iper * esize);
-      memcpy(lab, lb + loff, lcount);
-      if (it == 0x08) {
-        d->img = img;
-      } else {
-        /* IDX floats are big-endian */
-        float *f = (float *)img;
-        for (size_t i = 0; i < icount * iper; i++) {
-          uint32_t u = be32(img + 4 * i);
-          memcpy(&f[i], &u, 4);
-        }
-        d->imgf = f;
-      }
-      d->lab = lab;
-      d->img_len = iper;
-      d->samples = icount;
-    }
-  }
-  nnt_free(ib);
-  nnt_free(lb);
-  return rc;
-}
-
+/* Checks the source against the shape (opening or loading files), sizes
+ * the permutation and lays out a slot. Stops a running epoch. */
 int nnt_dataset_prepare(nnt_dataset *d, const nnt_ds_shape *shape, unsigned batch,
                         uint64_t seed, nnt_err *e) {
+  if (!d || !shape)
+    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: prepare needs a dataset and a shape");
   if (!batch)
     return nnt_err_set(e, NNT_ERR_INVAL, "dataset: batch size must be positive");
+  int rc = check_shape(shape, e);
+  if (rc)
+    return rc;
   nnt_dataset_epoch_end(d);
-  int same = d->prepared && !memcmp(&d->shape, shape, sizeof *shape) && d->batch == batch;
-  d->seed = seed;
-  d->epoch = 0;
-  if (same)
-    return NNT_OK;
-  free_prepared(d);
+  d->prepared = 0;
+  d->src->shape = *shape;
+  size_t samples = 0;
+  if ((rc = d->src->ops->prepare(d->src, seed, &samples, e)))
+    return rc;
+  if (d->src->ops->sized) {
+    if (samples < batch)
+      return nnt_err_set(e, NNT_ERR_INVAL,
+                         "dataset: '%s' has %zu samples, fewer than one batch of %u",
+                         d->src->name, samples, batch);
+    if (samples > UINT32_MAX)
+      return nnt_err_set(e, NNT_ERR_INVAL, "dataset: '%s' has %zu samples, more than %u",
+                         d->src->name, samples, UINT32_MAX);
+    if (samples != d->samples || !d->perm) {
+      uint32_t *p = nnt_realloc(d->perm, samples * sizeof *p);
+      if (!p)
+        return nnt_err_set(e, NNT_ERR_NOMEM, "dataset: out of memory for %zu samples", samples);
+      d->perm = p;
+    }
+  }
+  size_t off = 0, n = 0;
+  for (unsigned i = 0; i < shape->n_in; i++, n++) {
+    d->off[n] = off;
+    if (__builtin_mul_overflow((size_t)batch, shape->in_len[i], &off) ||
+        __builtin_add_overflow(off, d->off[n], &off))
+      return nnt_err_set(e, NNT_ERR_INVAL, "dataset: a batch is too large");
+  }
+  for (unsigned i = 0; i < shape->n_label; i++, n++) {
+    d->off[n] = off;
+    if (__builtin_mul_overflow((size_t)batch, shape->label_len[i], &off) ||
+        __builtin_add_overflow(off, d->off[n], &off))
+      return nnt_err_set(e, NNT_ERR_INVAL, "dataset: a batch is too large");
+  }
+  d->slot_floats = off;
   d->shape = *shape;
   d->batch = batch;
-  d->in_total = d->label_total = 0;
-  for (unsigned i = 0; i < shape->n_in; i++)
-    d->in_total += shape->in_len[i];
-  for (unsigned i = 0; i < shape->n_label; i++)
-    d->label_total += shape->label_len[i];
-  int rc = NNT_OK;
-  if (d->kind == DS_FILE) {
-    struct stat st;
-    size_t rec = (d->in_total + d->label_total) * sizeof(float);
-    if (stat(d->path, &st))
-      return nnt_err_set(e, NNT_ERR_IO, "dataset: cannot open '%s': %s", d->path,
-                         strerror(errno));
-    if ((size_t)st.st_size % rec)
-      return nnt_err_set(e, NNT_ERR_INVAL,
-                         "dataset: '%s' has %lld bytes, not a whole number of %zu-byte records "
-                         "(%zu input and %zu label floats)",
-                         d->path, (long long)st.st_size, rec, d->in_total, d->label_total);
-    d->samples = (size_t)st.st_size / rec;
-    if (!(d->rec = nnt_malloc(rec)))
-      return nnt_err_set(e, NNT_ERR_NOMEM, "dataset: out of memory");
-  } else if (d->kind == DS_IDX) {
-    rc = prepare_idx(d, e);
-  } else if (d->kind == DS_SYNTHETIC) {
-    d->samples = d->syn_samples;
-  }
-  if (rc) {
-    free_prepared(d);
-    return rc;
-  }
-  if (d->kind != DS_GENERATOR && d->samples < batch) {
-    free_prepared(d);
-    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: %zu samples make no full batch of %u",
-                       d->samples, batch);
-  }
-  d->cap = d->buffer_size;
-  d->slot_floats = batch * (d->in_total + d->label_total);
-  d->slots = nnt_malloc(d->cap * d->slot_floats * sizeof(float) + 1);
-  d->perm = d->samples ? nnt_malloc(d->samples * sizeof *d->perm) : NULL;
-  if (!d->slots || (d->samples && !d->perm)) {
-    free_prepared(d);
-    return nnt_err_set(e, NNT_ERR_NOMEM, "dataset: out of memory for the queue");
-  }
+  d->seed = seed;
+  d->samples = samples;
+  d->epoch = 0;
   d->prepared = 1;
   return NNT_OK;
 }
 
+/* Samples per epoch of a prepared sized source; 0 for a generator or
+ * before prepare. */
 size_t nnt_dataset_samples(const nnt_dataset *d) {
-  return d->kind == DS_GENERATOR ? 0 : d->samples;
+  return d && d->prepared ? d->samples : 0;
 }
 
-/* Pointers to sample s of a slot, stream by stream. */
-static void slot_ptrs(const nnt_dataset *d, float *slot, unsigned s, float **in, float **lab) {
-  float *p = slot;
-  for (unsigned i = 0; i < d->shape.n_in; i++) {
-    in[i] = p + s * d->shape.in_len[i];
-    p += d->batch * d->shape.in_len[i];
+/* Runs if the producer leaves through pthread_exit inside a callback: the
+ * consumer must still learn that no more batches come. */
+static void producer_gone(void *arg) {
+  nnt_dataset *d = arg;
+  pthread_mutex_lock(&d->mu);
+  if (!d->done) {
+    d->done = 1;
+    d->err = nnt_err_set(&d->perr, NNT_ERR_UNKNOWN,
+                         "dataset: the producer thread of '%s' exited inside the source",
+                         d->src->name);
+    pthread_cond_broadcast(&d->not_empty);
   }
-  for (unsigned i = 0; i < d->shape.n_label; i++) {
-    lab[i] = p + s * d->shape.label_len[i];
-    p += d->batch * d->shape.label_len[i];
-  }
+  pthread_mutex_unlock(&d->mu);
 }
 
-/* Fill one sample. @return NNT_OK, NNT_ERR_EOD (generator said last), or an error. */
-static int fetch(nnt_dataset *d, size_t k, float **in, float **lab, nnt_err *e) {
-  switch (d->kind) {
-  case DS_GENERATOR: {
-    bool last = false;
-    int rc = d->cb(in, lab, &last, d->ud);
+/* Fill the batch in slot `slot`, samples k .. k + batch - 1 of the epoch. */
+static int fill_batch(nnt_dataset *d, unsigned slot, size_t k, nnt_err *e) {
+  float *base = d->slots + (size_t)slot * d->slot_floats;
+  const nnt_ds_shape *sh = &d->shape;
+  float *in[NNT_DS_MAX_STREAMS], *lab[NNT_DS_MAX_STREAMS];
+  int sized = d->src->ops->sized;
+  for (unsigned s = 0; s < d->batch; s++, k++) {
+    if (atomic_load_explicit(&d->stop, memory_order_relaxed))
+      return NNT_ERR_CANCELED;
+    for (unsigned i = 0; i < sh->n_in; i++)
+      in[i] = base + d->off[i] + s * sh->in_len[i];
+    for (unsigned i = 0; i < sh->n_label; i++)
+      lab[i] = base + d->off[sh->n_in + i] + s * sh->label_len[i];
+    int rc = d->src->ops->fetch(d->src, sized ? d->perm[k] : k, in, lab, e);
     if (rc)
-      return nnt_err_set(e, rc < 0 ? rc : NNT_ERR_INVAL,
-                         "data generator callback returned %d at sample %zu", rc, k);
-    return last ? NNT_ERR_EOD : NNT_OK;
+      return rc;
   }
-  case DS_FILE: {
-    size_t idx = d->perm[k], rec = d->in_total + d->label_total;
-    FILE *f = fopen(d->path, "rb");
-    int ok = f && fseeko(f, (off_t)(idx * rec * sizeof(float)), SEEK_SET) == 0 &&
-             fread(d->rec, sizeof(float), rec, f) == rec;
-    if (f)
-      fclose(f);
-    if (!ok)
-      return nnt_err_set(e, NNT_ERR_IO, "dataset: cannot read record %zu of '%s'", idx, d->path);
-    const float *p = d->rec;
-    for (unsigned i = 0; i < d->shape.n_in; i++, p += d->shape.in_len[i - 1])
-      memcpy(in[i], p, d->shape.in_len[i] * sizeof(float));
-    for (unsigned i = 0; i < d->shape.n_label; i++, p += d->shape.label_len[i - 1])
-      memcpy(lab[i], p, d->shape.label_len[i] * sizeof(float));
-    return NNT_OK;
-  }
-  case DS_IDX: {
-    size_t idx = d->perm[k], n = d->img_len;
-    if (d->img)
-      for (size_t i = 0; i < n; i++)
-        in[0][i] = d->img[idx * n + i] * (1.0f / 255.0f);
-    else
-      memcpy(in[0], d->imgf + idx * n, n * sizeof(float));
-    memset(lab[0], 0, d->shape.label_len[0] * sizeof(float));
-    lab[0][d->lab[idx]] = 1.0f;
-    return NNT_OK;
-  }
-  case DS_SYNTHETIC: {
-    size_t idx = d->perm[k];
-    nnt_rng r;
-    nnt_rng_seed(&r, d->syn_seed + 0x9e3779b97f4a7c15ULL * (idx + 1));
-    for (unsigned i = 0; i < d->shape.n_in; i++)
-      for (size_t j = 0; j < d->shape.in_len[i]; j++)
-        in[i][j] = nnt_rng_normal(&r);
-    for (unsigned i = 0; i < d->shape.n_label; i++) {
-      memset(lab[i], 0, d->shape.label_len[i] * sizeof(float));
-      lab[i][nnt_rng_below(&r, (uint32_t)d->shape.label_len[i])] = 1.0f;
-    }
-    return NNT_OK;
-  }
-  }
-  return NNT_ERR_UNKNOWN;
+  return NNT_OK;
 }
 
 static void *producer(void *arg) {
   nnt_dataset *d = arg;
-  float *in[NNT_DS_MAX_STREAMS], *lab[NNT_DS_MAX_STREAMS];
-  size_t k = 0;
-  nnt_err e = {0};
+  nnt_err e;
+  nnt_err_clear(&e);
   int rc = NNT_OK;
-  for (;;) {
+  size_t batches = d->src->ops->sized ? d->samples / d->batch : SIZE_MAX;
+  pthread_cleanup_push(producer_gone, d);
+  /* the last partial batch of a sized source is never read */
+  for (size_t b = 0; b < batches && !rc; b++) {
     pthread_mutex_lock(&d->mu);
-    while (d->count == d->cap && !d->stop)
+    while (d->count == d->cap && !atomic_load(&d->stop))
       pthread_cond_wait(&d->not_full, &d->mu);
-    int stop = d->stop;
     unsigned slot = (d->head + d->count) % d->cap;
     pthread_mutex_unlock(&d->mu);
-    if (stop)
+    if (atomic_load(&d->stop))
       break;
-    float *base = d->slots + slot * d->slot_floats;
-    unsigned s = 0;
-    for (; s < d->batch; s++, k++) {
-      if (d->kind != DS_GENERATOR && k >= d->samples) {
-        rc = NNT_ERR_EOD; /* the last partial batch is dropped */
-        break;
-      }
-      slot_ptrs(d, base, s, in, lab);
-      if ((rc = fetch(d, k, in, lab, &e)))
-        break;
-    }
-    pthread_mutex_lock(&d->mu);
-    if (s == d->batch && !rc)
+    /* a generator's partial batch before its `last` is dropped too */
+    rc = fill_batch(d, slot, b * d->batch, &e);
+    if (!rc) {
+      pthread_mutex_lock(&d->mu);
       d->count++;
-    pthread_cond_broadcast(&d->not_empty);
-    pthread_mutex_unlock(&d->mu);
-    if (rc)
-      break;
+      pthread_cond_signal(&d->not_empty);
+      pthread_mutex_unlock(&d->mu);
+    }
   }
+  pthread_cleanup_pop(0);
   pthread_mutex_lock(&d->mu);
   d->done = 1;
-  d->err = rc == NNT_ERR_EOD ? NNT_OK : rc;
+  d->err = rc == NNT_ERR_EOD || rc == NNT_ERR_CANCELED ? NNT_OK : rc;
   if (d->err)
     d->perr = e;
   pthread_cond_broadcast(&d->not_empty);
@@ -457,15 +314,33 @@ static void *producer(void *arg) {
   return NULL;
 }
 
+/* Draws the epoch's order, sizes the ring and starts the producer; an
+ * epoch still running is stopped first. */
 int nnt_dataset_epoch_begin(nnt_dataset *d, nnt_err *e) {
+  if (!d)
+    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: epoch_begin needs a dataset");
   if (!d->prepared)
-    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: prepare it before an epoch");
+    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: '%s' must be prepared before an epoch",
+                       d->src->name);
   nnt_dataset_epoch_end(d);
+  if (d->cap != d->buffer_size || !d->slots) {
+    size_t bytes;
+    if (__builtin_mul_overflow(d->slot_floats * sizeof(float), (size_t)d->buffer_size, &bytes))
+      return nnt_err_set(e, NNT_ERR_NOMEM, "dataset: buffer_size %u batches is too large",
+                         d->buffer_size);
+    nnt_free(d->slots);
+    d->cap = 0;
+    if (!(d->slots = nnt_malloc(bytes)))
+      return nnt_err_set(e, NNT_ERR_NOMEM,
+                         "dataset: out of memory for %u batches of %zu floats (buffer_size)",
+                         d->buffer_size, d->slot_floats);
+    d->cap = d->buffer_size;
+  }
   for (size_t i = 0; i < d->samples; i++)
     d->perm[i] = (uint32_t)i;
   if (d->shuffle && d->samples > 1) {
     nnt_rng r;
-    nnt_rng_seed(&r, d->seed * 1000003ULL + d->epoch);
+    nnt_rng_seed(&r, nnt_ds_mix64(d->seed) ^ nnt_ds_mix64(0x5eed0000ULL + d->epoch));
     for (size_t i = d->samples - 1; i > 0; i--) {
       size_t j = nnt_rng_below(&r, (uint32_t)(i + 1));
       uint32_t t = d->perm[i];
@@ -475,17 +350,27 @@ int nnt_dataset_epoch_begin(nnt_dataset *d, nnt_err *e) {
   }
   d->epoch++;
   d->head = d->count = 0;
-  d->stop = d->done = 0;
+  d->done = 0;
   d->err = NNT_OK;
-  if (pthread_create(&d->th, NULL, producer, d))
-    return nnt_err_set(e, NNT_ERR_UNKNOWN, "dataset: cannot start the producer thread");
+  nnt_err_clear(&d->perr);
+  atomic_store(&d->stop, 0);
+  int rc = pthread_create(&d->th, NULL, producer, d);
+  if (rc)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "dataset: cannot start the producer thread: %s",
+                       strerror(rc));
   d->running = 1;
   return NNT_OK;
 }
 
+/* Copies the oldest full batch into in[i] (batch * in_len[i] floats) and
+ * label[j] (skipped when label or label[j] is NULL). */
 int nnt_dataset_next_batch(nnt_dataset *d, float **in, float **label, nnt_err *e) {
+  if (!d || !in)
+    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: next_batch needs a dataset and inputs");
   if (!d->running)
-    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: no epoch is running");
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "dataset: '%s': no epoch is running (call nnt_dataset_epoch_begin)",
+                       d->src->name);
   pthread_mutex_lock(&d->mu);
   while (!d->count && !d->done)
     pthread_cond_wait(&d->not_empty, &d->mu);
@@ -496,21 +381,14 @@ int nnt_dataset_next_batch(nnt_dataset *d, float **in, float **label, nnt_err *e
     pthread_mutex_unlock(&d->mu);
     return rc ? rc : NNT_ERR_EOD;
   }
-  float *slot = d->slots + d->head * d->slot_floats;
+  const float *slot = d->slots + (size_t)d->head * d->slot_floats;
   pthread_mutex_unlock(&d->mu);
-  /* the slot is the consumer's until count drops */
-  const float *p = slot;
-  for (unsigned i = 0; i < d->shape.n_in; i++) {
-    size_t n = d->batch * d->shape.in_len[i];
-    memcpy(in[i], p, n * sizeof(float));
-    p += n;
-  }
-  for (unsigned i = 0; i < d->shape.n_label; i++) {
-    size_t n = d->batch * d->shape.label_len[i];
-    if (label && label[i])
-      memcpy(label[i], p, n * sizeof(float));
-    p += n;
-  }
+  const nnt_ds_shape *sh = &d->shape;
+  for (unsigned i = 0; i < sh->n_in; i++)
+    memcpy(in[i], slot + d->off[i], d->batch * sh->in_len[i] * sizeof(float));
+  for (unsigned i = 0; label && i < sh->n_label; i++)
+    if (label[i])
+      memcpy(label[i], slot + d->off[sh->n_in + i], d->batch * sh->label_len[i] * sizeof(float));
   pthread_mutex_lock(&d->mu);
   d->head = (d->head + 1) % d->cap;
   d->count--;
@@ -519,11 +397,12 @@ int nnt_dataset_next_batch(nnt_dataset *d, float **in, float **label, nnt_err *e
   return NNT_OK;
 }
 
+/* Stops and joins the producer. Safe at any time, idempotent, NULL ok. */
 void nnt_dataset_epoch_end(nnt_dataset *d) {
   if (!d || !d->running)
     return;
+  atomic_store(&d->stop, 1);
   pthread_mutex_lock(&d->mu);
-  d->stop = 1;
   pthread_cond_broadcast(&d->not_full);
   pthread_mutex_unlock(&d->mu);
   pthread_join(d->th, NULL);

@@ -1,14 +1,22 @@
-/* Data sources, the producer thread and the batch queue. */
+/* Datasets: the four sources, batch packing, shuffling, dropping the last
+ * partial batch, errors from the producer thread, and stopping it at any
+ * time without hangs. */
 #include "test_util.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "nntrainer/dataset.h"
 
-static nnt_ds_shape shape(size_t in, size_t lab) {
+#define FMNIST "/usr/share/datasets/fashion-mnist/"
+
+static nnt_ds_shape shape1(size_t in, size_t lab) {
   nnt_ds_shape s = {0};
   s.n_in = s.n_label = 1;
   s.in_len[0] = in;
@@ -16,294 +24,773 @@ static nnt_ds_shape shape(size_t in, size_t lab) {
   return s;
 }
 
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+/* ---- generator ---------------------------------------------------- */
+
+/* Two inputs of 3 and 2 floats and a label of 2: sample k is
+ * in0 {k, k+.25, k+.5}, in1 {-k, 100+k}, label {k, 1}. The call after n
+ * samples writes junk, sets last and rewinds for the next epoch (as
+ * NNTrainer's documentation tells callbacks to do). n < 0: never last. */
 typedef struct gen {
-  int n, fail_at, calls;
+  int n, fail_at, fail_rc, exit_at, sleep_us;
+  int k;
+  atomic_int calls;
 } gen;
 
-/* sample k: input {k, k+0.5}, label {k} */
+static gen gen_make(int n) {
+  gen g = {.n = n, .fail_at = -1, .exit_at = -1};
+  atomic_init(&g.calls, 0);
+  return g;
+}
+
 static int gen_cb(float **in, float **label, bool *last, void *ud) {
   gen *g = ud;
-  int k = g->calls++;
-  if (g->fail_at >= 0 && k == g->fail_at)
-    return -5;
-  if (k >= g->n) {
+  atomic_fetch_add(&g->calls, 1);
+  if (g->sleep_us)
+    usleep((useconds_t)g->sleep_us);
+  int k = g->k;
+  if (k == g->fail_at)
+    return g->fail_rc;
+  if (k == g->exit_at)
+    pthread_exit(NULL);
+  if (k == g->n) {
+    for (int i = 0; i < 3; i++)
+      in[0][i] = 999;
+    in[1][0] = in[1][1] = label[0][0] = label[0][1] = 999;
     *last = true;
+    g->k = 0;
     return 0;
   }
-  in[0][0] = (float)k;
-  in[0][1] = k + 0.5f;
-  label[0][0] = (float)k;
+  in[0][0] = (float)k, in[0][1] = k + 0.25f, in[0][2] = k + 0.5f;
+  in[1][0] = (float)-k, in[1][1] = 100.0f + k;
+  label[0][0] = (float)k, label[0][1] = 1;
+  g->k++;
   return 0;
 }
 
-static void test_generator_batches(void **state) {
+static nnt_ds_shape gen_shape(void) {
+  nnt_ds_shape s = {0};
+  s.n_in = 2, s.n_label = 1;
+  s.in_len[0] = 3, s.in_len[1] = 2, s.label_len[0] = 2;
+  return s;
+}
+
+typedef struct gbatch {
+  float a[3 * 8], b[2 * 8], l[2 * 8];
+} gbatch;
+
+static int gen_next(nnt_dataset *d, gbatch *x, nnt_err *e) {
+  float *in[] = {x->a, x->b}, *lab[] = {x->l};
+  return nnt_dataset_next_batch(d, in, lab, e);
+}
+
+/* batch holds samples first .. first + batch - 1, packed sample-major */
+static void check_gen_batch(const gbatch *x, int first, int batch) {
+  for (int s = 0; s < batch; s++) {
+    float k = (float)(first + s);
+    assert_float_equal(x->a[3 * s], k, 0);
+    assert_float_equal(x->a[3 * s + 1], k + 0.25f, 0);
+    assert_float_equal(x->a[3 * s + 2], k + 0.5f, 0);
+    assert_float_equal(x->b[2 * s], -k, 0);
+    assert_float_equal(x->b[2 * s + 1], 100 + k, 0);
+    assert_float_equal(x->l[2 * s], k, 0);
+    assert_float_equal(x->l[2 * s + 1], 1, 0);
+  }
+}
+
+static void test_generator_order_and_packing(void **state) {
   (void)state;
-  gen g = {7, -1, 0};
+  gen g = gen_make(7);
   nnt_dataset *d;
   nnt_err e = {0};
+  nnt_ds_shape s = gen_shape();
   assert_int_equal(nnt_dataset_create_generator(gen_cb, &g, &d, &e), NNT_OK);
-  nnt_ds_shape s = shape(2, 1);
+  /* shuffling cannot apply to a generator: its order is kept */
+  assert_int_equal(nnt_dataset_set_property(d, "shuffle", "true", &e), NNT_OK);
   assert_int_equal(nnt_dataset_prepare(d, &s, 3, 1, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
-  float in[6], lab[3], *pi[] = {in}, *pl[] = {lab};
-  for (int b = 0; b < 2; b++) {
-    assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
-    for (int s2 = 0; s2 < 3; s2++) {
-      assert_float_equal(in[2 * s2], 3 * b + s2, 0);
-      assert_float_equal(in[2 * s2 + 1], 3 * b + s2 + 0.5f, 0);
-      assert_float_equal(lab[s2], 3 * b + s2, 0);
+  assert_int_equal(nnt_dataset_samples(d), 0);
+  gbatch x;
+  for (int epoch = 0; epoch < 2; epoch++) {
+    atomic_store(&g.calls, 0);
+    assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+    for (int b = 0; b < 2; b++) {
+      assert_int_equal(gen_next(d, &x, &e), NNT_OK);
+      check_gen_batch(&x, 3 * b, 3);
     }
+    /* sample 6 would start a third batch: dropped with the epoch's end */
+    assert_int_equal(gen_next(d, &x, &e), NNT_ERR_EOD);
+    assert_int_equal(gen_next(d, &x, &e), NNT_ERR_EOD);
+    nnt_dataset_epoch_end(d);
+    assert_int_equal(atomic_load(&g.calls), 8); /* 7 samples and the `last` call */
   }
-  /* the 7th sample is a partial batch: dropped */
-  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_ERR_EOD);
   nnt_dataset_destroy(d);
 }
 
-static void test_generator_error_no_hang(void **state) {
+/* Full batches until the end of the epoch (-1 on error); *first_bad: the
+ * first batch holding the `last` call's junk. */
+static int count_batches(nnt_dataset *d, gbatch *x, int batch, int *first_bad, nnt_err *e) {
+  int n = 0, rc;
+  while ((rc = gen_next(d, x, e)) == NNT_OK) {
+    for (int i = 0; i < 3 * batch; i++)
+      if (x->a[i] == 999 && *first_bad < 0)
+        *first_bad = n;
+    n++;
+  }
+  return rc == NNT_ERR_EOD ? n : -1;
+}
+
+static void test_generator_last_semantics(void **state) {
   (void)state;
-  for (int fail_at = 0; fail_at < 40; fail_at += 13) {
-    gen g = {1000, fail_at, 0};
+  /* samples per epoch -> full batches of 3; the `last` call's junk never shows */
+  const int n[] = {6, 0, 2, 3, 5};
+  const int want[] = {2, 0, 0, 1, 1};
+  for (size_t c = 0; c < NNT_ARRAY_LEN(n); c++) {
+    gen g = gen_make(n[c]);
     nnt_dataset *d;
     nnt_err e = {0};
+    nnt_ds_shape s = gen_shape();
     assert_int_equal(nnt_dataset_create_generator(gen_cb, &g, &d, &e), NNT_OK);
-    assert_int_equal(nnt_dataset_set_property(d, "buffer_size", "2", &e), NNT_OK);
-    nnt_ds_shape s = shape(2, 1);
-    assert_int_equal(nnt_dataset_prepare(d, &s, 2, 1, &e), NNT_OK);
+    assert_int_equal(nnt_dataset_prepare(d, &s, 3, 1, &e), NNT_OK);
     assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
-    float in[4], lab[2], *pi[] = {in}, *pl[] = {lab};
-    int rc, batches = 0;
-    while ((rc = nnt_dataset_next_batch(d, pi, pl, &e)) == NNT_OK)
-      batches++;
-    assert_int_equal(rc, -5);
-    assert_int_equal(batches, fail_at / 2);
-    tu_assert_contains(e.msg, "callback returned -5");
+    gbatch x;
+    int bad = -1;
+    assert_int_equal(count_batches(d, &x, 3, &bad, &e), want[c]);
+    assert_int_equal(bad, -1);
     nnt_dataset_destroy(d);
+    assert_int_equal(atomic_load(&g.calls), n[c] + 1);
   }
 }
 
-static char *write_raw(const char *dir, size_t records, size_t in, size_t lab, size_t extra) {
+static void test_generator_error_propagates(void **state) {
+  (void)state;
+  gen g = gen_make(1000);
+  g.fail_at = 11, g.fail_rc = -5;
+  nnt_dataset *d;
+  nnt_err e = {0};
+  nnt_ds_shape s = gen_shape();
+  assert_int_equal(nnt_dataset_create_generator(gen_cb, &g, &d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_set_property(d, "buffer_size", "2", &e), NNT_OK);
+  assert_int_equal(nnt_dataset_prepare(d, &s, 2, 1, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+  /* let the producer fill the queue and block on it */
+  for (int i = 0; i < 2000 && atomic_load(&g.calls) < 4; i++)
+    usleep(1000);
+  usleep(20000);
+  assert_int_equal(atomic_load(&g.calls), 4);
+  gbatch x;
+  for (int b = 0; b < 5; b++) { /* samples 0..9 arrive before the error */
+    assert_int_equal(gen_next(d, &x, &e), NNT_OK);
+    check_gen_batch(&x, 2 * b, 2);
+  }
+  assert_int_equal(gen_next(d, &x, &e), -5);
+  assert_string_equal(e.msg, "data generator callback returned -5 at sample 11");
+  nnt_err_clear(&e);
+  assert_int_equal(gen_next(d, &x, &e), -5); /* the epoch stays failed */
+  tu_assert_contains(e.msg, "returned -5");
+  /* a positive code becomes NNT_ERR_INVAL, the message keeps it */
+  g.k = 0, g.fail_at = 0, g.fail_rc = 7;
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+  assert_int_equal(gen_next(d, &x, &e), NNT_ERR_INVAL);
+  assert_string_equal(e.msg, "data generator callback returned 7 at sample 0");
+  /* a clean epoch afterwards */
+  g.k = 0, g.fail_at = -1, g.n = 8;
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+  int bad = -1;
+  assert_int_equal(count_batches(d, &x, 2, &bad, &e), 4);
+  nnt_dataset_destroy(d);
+}
+
+static void test_generator_thread_exit(void **state) {
+  (void)state;
+  /* a callback that ends the producer thread: the consumer is told, no hang */
+  gen g = gen_make(100);
+  g.exit_at = 3;
+  nnt_dataset *d;
+  nnt_err e = {0};
+  nnt_ds_shape s = gen_shape();
+  assert_int_equal(nnt_dataset_create_generator(gen_cb, &g, &d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_prepare(d, &s, 2, 1, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+  gbatch x;
+  assert_int_equal(gen_next(d, &x, &e), NNT_OK);
+  check_gen_batch(&x, 0, 2);
+  assert_int_equal(gen_next(d, &x, &e), NNT_ERR_UNKNOWN);
+  tu_assert_contains(e.msg, "producer thread of 'data generator' exited");
+  nnt_dataset_destroy(d);
+}
+
+/* ---- raw file ----------------------------------------------------- */
+
+/* record r: inputs {100r, 100r+1, 100r+2}, label one-hot of r % 2 */
+static char *write_raw(const char *dir, const char *name, size_t records, size_t extra) {
   char *p = malloc(512);
-  snprintf(p, 512, "%s/data.dat", dir);
+  snprintf(p, 512, "%s/%s", dir, name);
   FILE *f = fopen(p, "wb");
+  assert_non_null(f);
   for (size_t r = 0; r < records; r++) {
-    for (size_t i = 0; i < in; i++) {
-      float v = (float)(r * 100 + i);
-      fwrite(&v, 4, 1, f);
-    }
-    for (size_t i = 0; i < lab; i++) {
-      float v = (float)(i == r % lab);
-      fwrite(&v, 4, 1, f);
-    }
+    float v[5] = {100.0f * r, 100.0f * r + 1, 100.0f * r + 2, (float)(r % 2 == 0),
+                  (float)(r % 2 == 1)};
+    assert_int_equal(fwrite(v, sizeof v, 1, f), 1);
   }
   fwrite("xyz", 1, extra, f);
   fclose(f);
   return p;
 }
 
-static void read_epoch(nnt_dataset *d, size_t batches, size_t batch, float *first_vals) {
-  nnt_err e = {0};
-  float in[64], lab[64], *pi[] = {in}, *pl[] = {lab};
-  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
-  for (size_t b = 0; b < batches; b++) {
-    assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
-    for (size_t s = 0; s < batch; s++)
-      first_vals[b * batch + s] = in[s * 3];
-  }
-  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_ERR_EOD);
+/* Read one epoch of batch-4 batches of (2 + 1 inputs, 2 labels); record the
+ * record numbers in order and check each sample is intact. */
+static size_t raw_epoch(nnt_dataset *d, int *recs, nnt_err *e) {
+  float a[8], b[4], l[8], *in[] = {a, b}, *lab[] = {l};
+  size_t n = 0;
+  int rc;
+  assert_int_equal(nnt_dataset_epoch_begin(d, e), NNT_OK);
+  while ((rc = nnt_dataset_next_batch(d, in, lab, e)) == NNT_OK)
+    for (int s = 0; s < 4; s++, n++) {
+      int r = (int)(a[2 * s] / 100);
+      assert_float_equal(a[2 * s], 100.0f * r, 0);
+      assert_float_equal(a[2 * s + 1], 100.0f * r + 1, 0);
+      assert_float_equal(b[s], 100.0f * r + 2, 0);
+      assert_float_equal(l[2 * s], (float)(r % 2 == 0), 0);
+      assert_float_equal(l[2 * s + 1], (float)(r % 2 == 1), 0);
+      recs[n] = r;
+    }
+  assert_int_equal(rc, NNT_ERR_EOD);
+  return n;
 }
 
-static void test_raw_file(void **state) {
+static nnt_ds_shape raw_shape(void) {
+  nnt_ds_shape s = {0};
+  s.n_in = 2, s.n_label = 1;
+  s.in_len[0] = 2, s.in_len[1] = 1, s.label_len[0] = 2;
+  return s;
+}
+
+static void test_raw_file_order(void **state) {
   (void)state;
-  char *dir = tu_mkdtemp();
-  char *path = write_raw(dir, 10, 3, 2, 0);
+  char *dir = tu_mkdtemp(), *path = write_raw(dir, "a.dat", 10, 0);
   nnt_dataset *d;
   nnt_err e = {0};
+  nnt_ds_shape s = raw_shape();
   assert_int_equal(nnt_dataset_create_file(path, &d, &e), NNT_OK);
   assert_int_equal(nnt_dataset_set_property(d, "shuffle", "false", &e), NNT_OK);
-  nnt_ds_shape s = shape(3, 2);
   assert_int_equal(nnt_dataset_prepare(d, &s, 4, 1, &e), NNT_OK);
   assert_int_equal(nnt_dataset_samples(d), 10);
-  float v[8];
-  read_epoch(d, 2, 4, v);
-  for (int i = 0; i < 8; i++)
-    assert_float_equal(v[i], 100 * i, 0);
-  /* shuffled: a permutation, the same for the same seed, another for another */
-  assert_int_equal(nnt_dataset_set_property(d, "shuffle", "true", &e), NNT_OK);
-  float a[8], b[8], c[8];
-  nnt_dataset *d2;
-  assert_int_equal(nnt_dataset_create_file(path, &d2, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_prepare(d, &s, 4, 7, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_prepare(d2, &s, 4, 7, &e), NNT_OK);
-  read_epoch(d, 2, 4, a);
-  read_epoch(d2, 2, 4, b);
-  assert_memory_equal(a, b, sizeof a);
-  read_epoch(d, 2, 4, c); /* the next epoch reshuffles */
-  assert_memory_not_equal(a, c, sizeof a);
-  int seen[10] = {0};
-  for (int i = 0; i < 8; i++)
-    seen[(int)a[i] / 100]++;
-  for (int i = 0; i < 10; i++)
-    assert_true(seen[i] <= 1);
-  nnt_dataset_destroy(d);
-  nnt_dataset_destroy(d2);
-  /* a file that is not whole records */
-  free(path);
-  path = write_raw(dir, 10, 3, 2, 3);
-  assert_int_equal(nnt_dataset_create_file(path, &d, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_prepare(d, &s, 4, 1, &e), NNT_ERR_INVAL);
-  tu_assert_contains(e.msg, path);
-  tu_assert_contains(e.msg, "whole number");
-  nnt_dataset_destroy(d);
-  assert_int_equal(nnt_dataset_create_file("/nonexistent/x.dat", &d, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_prepare(d, &s, 4, 1, &e), NNT_ERR_IO);
-  tu_assert_contains(e.msg, "/nonexistent/x.dat");
+  int recs[12];
+  for (int epoch = 0; epoch < 2; epoch++) {
+    assert_int_equal(raw_epoch(d, recs, &e), 8); /* records 8 and 9: partial, dropped */
+    for (int i = 0; i < 8; i++)
+      assert_int_equal(recs[i], i);
+  }
   nnt_dataset_destroy(d);
   free(path);
   tu_rmdir(dir);
   free(dir);
 }
 
+static void check_perm(const int *recs, int n) {
+  int seen[64] = {0};
+  for (int i = 0; i < n; i++)
+    seen[recs[i]]++;
+  for (int i = 0; i < n; i++)
+    assert_int_equal(seen[i], 1);
+}
+
+static void test_raw_file_shuffle(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp(), *path = write_raw(dir, "a.dat", 24, 0);
+  nnt_dataset *a, *b, *c;
+  nnt_err e = {0};
+  nnt_ds_shape s = raw_shape();
+  assert_int_equal(nnt_dataset_create_file(path, &a, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_create_file(path, &b, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_create_file(path, &c, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_set_property(b, "buffer_size", "1", &e), NNT_OK);
+  assert_int_equal(nnt_dataset_prepare(a, &s, 4, 7, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_prepare(b, &s, 4, 7, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_prepare(c, &s, 4, 8, &e), NNT_OK);
+  int a1[24], a2[24], b1[24], b2[24], c1[24], id[24];
+  for (int i = 0; i < 24; i++)
+    id[i] = i;
+  assert_int_equal(raw_epoch(a, a1, &e), 24);
+  assert_int_equal(raw_epoch(b, b1, &e), 24);
+  assert_int_equal(raw_epoch(c, c1, &e), 24);
+  check_perm(a1, 24);
+  check_perm(c1, 24);
+  assert_memory_equal(a1, b1, sizeof a1);     /* same seed, same order */
+  assert_memory_not_equal(a1, id, sizeof a1); /* shuffled */
+  assert_memory_not_equal(a1, c1, sizeof a1); /* another seed, another order */
+  assert_int_equal(raw_epoch(a, a2, &e), 24);
+  assert_int_equal(raw_epoch(b, b2, &e), 24);
+  check_perm(a2, 24);
+  assert_memory_equal(a2, b2, sizeof a2);
+  assert_memory_not_equal(a1, a2, sizeof a1); /* each epoch reshuffles */
+  /* prepare again with the seed: the sequence starts over */
+  assert_int_equal(nnt_dataset_prepare(a, &s, 4, 7, &e), NNT_OK);
+  assert_int_equal(raw_epoch(a, a2, &e), 24);
+  assert_memory_equal(a1, a2, sizeof a1);
+  nnt_dataset_destroy(a);
+  nnt_dataset_destroy(b);
+  nnt_dataset_destroy(c);
+  free(path);
+  tu_rmdir(dir);
+  free(dir);
+}
+
+static void test_raw_file_errors(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp(), *path = write_raw(dir, "odd.dat", 10, 3);
+  nnt_dataset *d;
+  nnt_err e = {0};
+  nnt_ds_shape s = raw_shape();
+  /* not a whole number of records */
+  assert_int_equal(nnt_dataset_create_file(path, &d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_prepare(d, &s, 4, 1, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, path);
+  tu_assert_contains(e.msg, "has 203 bytes, not a whole number of 20-byte records");
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_ERR_INVAL); /* not prepared */
+  nnt_dataset_destroy(d);
+  free(path);
+  /* fewer records than a batch */
+  path = write_raw(dir, "short.dat", 3, 0);
+  assert_int_equal(nnt_dataset_create_file(path, &d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_prepare(d, &s, 4, 1, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, path);
+  tu_assert_contains(e.msg, "3 samples, fewer than one batch of 4");
+  nnt_dataset_destroy(d);
+  free(path);
+  /* missing */
+  assert_int_equal(nnt_dataset_create_file("/nonexistent/x.dat", &d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_prepare(d, &s, 4, 1, &e), NNT_ERR_IO);
+  tu_assert_contains(e.msg, "/nonexistent/x.dat");
+  nnt_dataset_destroy(d);
+  /* a file that shrinks after prepare: an error naming it, not a hang */
+  path = write_raw(dir, "shrinks.dat", 100, 0);
+  assert_int_equal(nnt_dataset_create_file(path, &d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_set_property(d, "shuffle", "false", &e), NNT_OK);
+  assert_int_equal(nnt_dataset_set_property(d, "buffer_size", "1", &e), NNT_OK);
+  assert_int_equal(nnt_dataset_prepare(d, &s, 4, 1, &e), NNT_OK);
+  assert_int_equal(truncate(path, 10 * 20 + 7), 0);
+  float a[8], b[4], l[8], *in[] = {a, b}, *lab[] = {l};
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_next_batch(d, in, lab, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_next_batch(d, in, lab, &e), NNT_OK);
+  assert_float_equal(a[6], 700, 0);
+  assert_int_equal(nnt_dataset_next_batch(d, in, lab, &e), NNT_ERR_IO);
+  tu_assert_contains(e.msg, path);
+  tu_assert_contains(e.msg, "record 10");
+  nnt_dataset_destroy(d);
+  free(path);
+  tu_rmdir(dir);
+  free(dir);
+}
+
+/* ---- IDX ---------------------------------------------------------- */
+
 static void write_idx(const char *path, int gz, uint8_t type, const uint32_t *dims, int nd,
-                      const uint8_t *data, size_t n) {
+                      const void *data, size_t n) {
   uint8_t hdr[4 + 16] = {0, 0, type, (uint8_t)nd};
   for (int i = 0; i < nd; i++) {
-    hdr[4 + 4 * i] = dims[i] >> 24, hdr[5 + 4 * i] = dims[i] >> 16;
-    hdr[6 + 4 * i] = dims[i] >> 8, hdr[7 + 4 * i] = dims[i];
+    hdr[4 + 4 * i] = (uint8_t)(dims[i] >> 24), hdr[5 + 4 * i] = (uint8_t)(dims[i] >> 16);
+    hdr[6 + 4 * i] = (uint8_t)(dims[i] >> 8), hdr[7 + 4 * i] = (uint8_t)dims[i];
   }
   gzFile f = gzopen(path, gz ? "wb" : "wbT");
-  gzwrite(f, hdr, 4 + 4 * nd);
-  gzwrite(f, data, (unsigned)n);
+  assert_non_null(f);
+  assert_int_equal(gzwrite(f, hdr, 4 + 4 * (unsigned)nd), 4 + 4 * nd);
+  if (n)
+    assert_int_equal(gzwrite(f, data, (unsigned)n), (int)n);
   gzclose(f);
 }
 
-static void test_idx(void **state) {
+static int is_gzip(const char *path) {
+  FILE *f = fopen(path, "rb");
+  int a = fgetc(f), b = fgetc(f);
+  fclose(f);
+  return a == 0x1f && b == 0x8b;
+}
+
+static const uint8_t idx_labels[6] = {0, 1, 2, 0, 2, 1};
+
+/* Read all 6 samples (batch 2, in order) and check them against want(i, j). */
+static void check_idx(const char *img, const char *lab, float (*want)(int, int)) {
+  nnt_dataset *d;
+  nnt_err e = {0};
+  nnt_ds_shape s = shape1(4, 3);
+  assert_int_equal(nnt_dataset_create_idx(img, lab, &d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_set_property(d, "shuffle", "false", &e), NNT_OK);
+  if (nnt_dataset_prepare(d, &s, 2, 1, &e))
+    fail_msg("%s", e.msg);
+  assert_int_equal(nnt_dataset_samples(d), 6);
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+  float in[8], l[6], *pi[] = {in}, *pl[] = {l};
+  for (int b = 0; b < 3; b++) {
+    assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
+    for (int r = 0; r < 2; r++) {
+      int i = 2 * b + r;
+      for (int j = 0; j < 4; j++)
+        assert_float_equal(in[4 * r + j], want(i, j), 0);
+      for (int c = 0; c < 3; c++)
+        assert_float_equal(l[3 * r + c], (float)(c == idx_labels[i]), 0);
+    }
+  }
+  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_ERR_EOD);
+  nnt_dataset_destroy(d);
+}
+
+static float want_u8(int i, int j) { return (float)((4 * i + j) * 10) / 255.0f; }
+static float want_f32(int i, int j) { return 0.5f * (4 * i + j) - 3.25f; }
+
+static void test_idx_plain_and_gzip(void **state) {
   (void)state;
   char *dir = tu_mkdtemp(), img[512], lab[512];
-  uint8_t pix[6 * 4], labels[6] = {0, 1, 2, 0, 1, 2};
-  for (int i = 0; i < 24; i++)
+  uint8_t pix[24], fbe[24 * 4];
+  for (int i = 0; i < 24; i++) {
     pix[i] = (uint8_t)(i * 10);
+    float v = 0.5f * i - 3.25f;
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    fbe[4 * i] = (uint8_t)(u >> 24), fbe[4 * i + 1] = (uint8_t)(u >> 16);
+    fbe[4 * i + 2] = (uint8_t)(u >> 8), fbe[4 * i + 3] = (uint8_t)u;
+  }
   uint32_t idims[] = {6, 2, 2}, ldims[] = {6};
   for (int gz = 0; gz < 2; gz++) {
     snprintf(img, sizeof img, "%s/img%d", dir, gz);
     snprintf(lab, sizeof lab, "%s/lab%d", dir, gz);
     write_idx(img, gz, 0x08, idims, 3, pix, sizeof pix);
-    write_idx(lab, gz, 0x08, ldims, 1, labels, sizeof labels);
-    nnt_dataset *d;
-    nnt_err e = {0};
-    assert_int_equal(nnt_dataset_create_idx(img, lab, &d, &e), NNT_OK);
-    assert_int_equal(nnt_dataset_set_property(d, "shuffle", "false", &e), NNT_OK);
-    nnt_ds_shape s = shape(4, 3);
-    if (nnt_dataset_prepare(d, &s, 2, 1, &e))
-      fail_msg("%s", e.msg);
-    assert_int_equal(nnt_dataset_samples(d), 6);
-    assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
-    float in[8], l[6], *pi[] = {in}, *pl[] = {l};
-    assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
-    assert_float_equal(in[5], 50 / 255.0f, 1e-7);
-    assert_float_equal(l[0], 1, 0);
-    assert_float_equal(l[4], 1, 0); /* sample 1 is class 1 */
-    nnt_dataset_destroy(d);
+    write_idx(lab, gz, 0x08, ldims, 1, idx_labels, sizeof idx_labels);
+    assert_int_equal(is_gzip(img), gz);
+    check_idx(img, lab, want_u8);
+    write_idx(img, gz, 0x0D, idims, 3, fbe, sizeof fbe); /* float images */
+    check_idx(img, lab, want_f32);
   }
-  /* the model's input size must match the images */
-  nnt_dataset *d;
-  nnt_err e = {0};
-  nnt_ds_shape bad = shape(5, 3);
-  assert_int_equal(nnt_dataset_create_idx(img, lab, &d, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_prepare(d, &bad, 2, 1, &e), NNT_ERR_INVAL);
-  tu_assert_contains(e.msg, img);
-  nnt_dataset_destroy(d);
-  /* labels past the classes, counts that differ, bad magic */
-  nnt_ds_shape two = shape(4, 2);
-  assert_int_equal(nnt_dataset_create_idx(img, lab, &d, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_prepare(d, &two, 2, 1, &e), NNT_ERR_INVAL);
-  tu_assert_contains(e.msg, "out of range");
-  nnt_dataset_destroy(d);
-  uint32_t five[] = {5};
-  write_idx(lab, 1, 0x08, five, 1, labels, 5);
-  nnt_ds_shape s = shape(4, 3);
-  assert_int_equal(nnt_dataset_create_idx(img, lab, &d, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_prepare(d, &s, 2, 1, &e), NNT_ERR_INVAL);
-  tu_assert_contains(e.msg, "6 images");
-  nnt_dataset_destroy(d);
-  FILE *f = fopen(lab, "wb");
-  fputs("not an idx file", f);
-  fclose(f);
-  assert_int_equal(nnt_dataset_create_idx(img, lab, &d, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_prepare(d, &s, 2, 1, &e), NNT_ERR_INVAL);
-  tu_assert_contains(e.msg, "magic");
-  nnt_dataset_destroy(d);
   tu_rmdir(dir);
   free(dir);
 }
 
-static void test_fashion_mnist(void **state) {
-  (void)state;
+/* prepare(images, labels, shape 4:3 or the one given) must fail with code
+ * and a message holding both needles */
+static void idx_fails(const char *img, const char *lab, const nnt_ds_shape *sh, int code,
+                      const char *n1, const char *n2) {
   nnt_dataset *d;
   nnt_err e = {0};
-  assert_int_equal(
-      nnt_dataset_create_idx("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz",
-                             "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz", &d,
-                             &e),
-      NNT_OK);
-  nnt_ds_shape s = shape(784, 10);
-  if (nnt_dataset_prepare(d, &s, 100, 1, &e))
-    fail_msg("%s", e.msg);
-  assert_int_equal(nnt_dataset_samples(d), 10000);
-  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
-  float *in = malloc(100 * 784 * 4), lab[1000], *pi[] = {in}, *pl[] = {lab};
-  size_t batches = 0;
-  while (nnt_dataset_next_batch(d, pi, pl, &e) == NNT_OK) {
-    for (size_t i = 0; i < 100 * 784; i++)
-      assert_true(in[i] >= 0 && in[i] <= 1);
-    for (size_t r = 0; r < 100; r++) {
-      float sum = 0;
-      for (int c = 0; c < 10; c++)
-        sum += lab[r * 10 + c];
-      assert_float_equal(sum, 1, 0);
-    }
-    batches++;
-  }
-  assert_int_equal(batches, 100);
-  free(in);
+  nnt_ds_shape s = sh ? *sh : shape1(4, 3);
+  assert_int_equal(nnt_dataset_create_idx(img, lab, &d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_prepare(d, &s, 2, 1, &e), code);
+  tu_assert_contains(e.msg, n1);
+  tu_assert_contains(e.msg, n2);
   nnt_dataset_destroy(d);
 }
 
-static void test_synthetic_and_early_stop(void **state) {
+static void test_idx_errors(void **state) {
   (void)state;
-  nnt_dataset *a, *b;
-  nnt_err e = {0};
-  assert_int_equal(nnt_dataset_create_synthetic(40, 3, &a, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_create_synthetic(40, 3, &b, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_set_property(a, "buffer_size", "1", &e), NNT_OK);
-  nnt_ds_shape s = shape(3, 4);
-  assert_int_equal(nnt_dataset_prepare(a, &s, 4, 9, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_prepare(b, &s, 4, 9, &e), NNT_OK);
-  float x[12], y[12], lx[16], ly[16], *pa[] = {x}, *pb[] = {y}, *la[] = {lx}, *lb[] = {ly};
-  assert_int_equal(nnt_dataset_epoch_begin(a, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_epoch_begin(b, &e), NNT_OK);
-  for (int i = 0; i < 3; i++) {
-    assert_int_equal(nnt_dataset_next_batch(a, pa, la, &e), NNT_OK);
-    assert_int_equal(nnt_dataset_next_batch(b, pb, lb, &e), NNT_OK);
-    assert_memory_equal(x, y, sizeof x);
-    assert_memory_equal(lx, ly, sizeof lx);
-  }
-  /* stop mid-epoch while the producer waits on a full queue, start again */
-  nnt_dataset_epoch_end(a);
-  assert_int_equal(nnt_dataset_next_batch(a, pa, la, &e), NNT_ERR_INVAL);
-  assert_int_equal(nnt_dataset_epoch_begin(a, &e), NNT_OK);
-  size_t n = 0;
-  while (nnt_dataset_next_batch(a, pa, la, &e) == NNT_OK)
-    n++;
-  assert_int_equal(n, 10);
-  nnt_dataset_destroy(a); /* b's producer is still blocked: destroy stops it */
-  nnt_dataset_destroy(b);
+  char *dir = tu_mkdtemp(), img[512], lab[512], bad[512];
+  uint8_t pix[24] = {0}, five[5] = {0};
+  uint32_t idims[] = {6, 2, 2}, ldims[] = {6}, ldims5[] = {5}, l2d[] = {6, 1};
+  snprintf(img, sizeof img, "%s/img.gz", dir);
+  snprintf(lab, sizeof lab, "%s/lab.gz", dir);
+  snprintf(bad, sizeof bad, "%s/bad", dir);
+  write_idx(img, 1, 0x08, idims, 3, pix, sizeof pix);
+  write_idx(lab, 1, 0x08, ldims, 1, idx_labels, sizeof idx_labels);
+  FILE *f = fopen(bad, "wb");
+  fputs("not an idx file", f);
+  fclose(f);
+  idx_fails(img, bad, NULL, NNT_ERR_INVAL, bad, "bad magic 0x6e6f7420");
+  idx_fails(bad, lab, NULL, NNT_ERR_INVAL, bad, "magic");
+  idx_fails("/nonexistent/img", lab, NULL, NNT_ERR_IO, "/nonexistent/img", "cannot open");
+  /* the model's sizes */
+  nnt_ds_shape s5 = shape1(5, 3), s2 = shape1(4, 2), two = shape1(4, 3);
+  idx_fails(img, lab, &s5, NNT_ERR_INVAL, img, "4 values per image but the model input takes 5");
+  idx_fails(img, lab, &s2, NNT_ERR_INVAL, lab, "label 2 of sample 2 is out of range");
+  two.n_in = 2, two.in_len[1] = 1;
+  idx_fails(img, lab, &two, NNT_ERR_INVAL, img, "one input and one label");
+  /* counts that differ */
+  write_idx(bad, 0, 0x08, ldims5, 1, five, sizeof five);
+  idx_fails(img, bad, NULL, NNT_ERR_INVAL, "has 6 images but", bad);
+  /* labels with two dimensions, images of ints */
+  write_idx(bad, 0, 0x08, l2d, 2, idx_labels, sizeof idx_labels);
+  idx_fails(img, bad, NULL, NNT_ERR_INVAL, bad, "not an IDX label file");
+  write_idx(bad, 1, 0x0C, idims, 3, pix, sizeof pix);
+  idx_fails(bad, lab, NULL, NNT_ERR_INVAL, bad, "bad magic 0x00000c03");
+  /* data shorter than the header says */
+  write_idx(bad, 1, 0x08, idims, 3, pix, 20);
+  idx_fails(bad, lab, NULL, NNT_ERR_INVAL, bad, "truncated");
+  write_idx(bad, 0, 0x08, idims, 0, NULL, 0); /* a header of 0 dimensions */
+  idx_fails(bad, lab, NULL, NNT_ERR_INVAL, bad, "magic");
+  tu_rmdir(dir);
+  free(dir);
+}
 
+static uint8_t *gz_slurp(const char *path, size_t n) {
+  uint8_t *b = malloc(n);
+  gzFile g = gzopen(path, "rb");
+  assert_non_null(g);
+  assert_int_equal(gzread(g, b, (unsigned)n), (int)n);
+  gzclose(g);
+  return b;
+}
+
+static void test_fashion_mnist_train(void **state) {
+  (void)state;
+  const char *img = FMNIST "train-images-idx3-ubyte.gz", *lab = FMNIST "train-labels-idx1-ubyte.gz";
+  nnt_dataset *d;
+  nnt_err e = {0};
+  assert_int_equal(nnt_dataset_create_idx(img, lab, &d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_set_property(d, "shuffle", "false", &e), NNT_OK);
+  nnt_ds_shape s = shape1(784, 10);
+  if (nnt_dataset_prepare(d, &s, 100, 1, &e))
+    fail_msg("%s", e.msg);
+  assert_int_equal(nnt_dataset_samples(d), 60000);
+  /* an independent read of the same files to compare with */
+  uint8_t *raw = gz_slurp(img, 16 + 60000 * 784), *rl = gz_slurp(lab, 8 + 60000);
+  assert_int_equal(raw[3], 3);
+  assert_int_equal(rl[3], 1);
+  float *in = malloc(100 * 784 * sizeof(float)), l[1000], *pi[] = {in}, *pl[] = {l};
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+  size_t batches = 0, bad = 0, ones = 0;
+  while (nnt_dataset_next_batch(d, pi, pl, &e) == NNT_OK) {
+    for (size_t r = 0; r < 100; r++) {
+      size_t i = batches * 100 + r;
+      const uint8_t *px = raw + 16 + i * 784;
+      for (size_t j = 0; j < 784; j++) {
+        float v = in[r * 784 + j];
+        bad += !(v >= 0 && v <= 1) || v != px[j] / 255.0f;
+        ones += v == 1.0f;
+      }
+      for (int c = 0; c < 10; c++)
+        bad += l[r * 10 + c] != (c == rl[8 + i] ? 1.0f : 0.0f);
+    }
+    batches++;
+  }
+  assert_int_equal(e.code, NNT_OK);
+  assert_int_equal(batches, 600);
+  assert_int_equal(bad, 0);
+  assert_true(ones > 0); /* 255 maps to exactly 1 */
+  free(in);
+  free(raw);
+  free(rl);
+  nnt_dataset_destroy(d);
+}
+
+/* ---- synthetic ---------------------------------------------------- */
+
+#define SYN_N 64
+#define SYN_ROW 9 /* 5 inputs, 4 label values */
+
+/* All samples of one epoch (batch 4) as rows of inputs then label. */
+static void syn_epoch(unsigned cseed, uint64_t pseed, int shuffle, float rows[SYN_N][SYN_ROW]) {
+  nnt_dataset *d;
+  nnt_err e = {0};
+  nnt_ds_shape s = shape1(5, 4);
+  assert_int_equal(nnt_dataset_create_synthetic(SYN_N, cseed, &d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_set_property(d, "shuffle", shuffle ? "true" : "false", &e),
+                   NNT_OK);
+  assert_int_equal(nnt_dataset_prepare(d, &s, 4, pseed, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_samples(d), SYN_N);
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+  float in[20], l[16], *pi[] = {in}, *pl[] = {l};
+  for (int b = 0; b < SYN_N / 4; b++) {
+    assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
+    for (int r = 0; r < 4; r++) {
+      memcpy(rows[4 * b + r], in + 5 * r, 5 * sizeof(float));
+      memcpy(rows[4 * b + r] + 5, l + 4 * r, 4 * sizeof(float));
+    }
+  }
+  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_ERR_EOD);
+  nnt_dataset_destroy(d);
+}
+
+static void test_synthetic_determinism(void **state) {
+  (void)state;
+  static float ref[SYN_N][SYN_ROW], again[SYN_N][SYN_ROW], shuf[SYN_N][SYN_ROW],
+      other[SYN_N][SYN_ROW], same[SYN_N][SYN_ROW];
+  syn_epoch(3, 9, 0, ref);
+  syn_epoch(3, 9, 0, again);
+  assert_memory_equal(ref, again, sizeof ref);
+  /* the prepare seed only orders samples: unshuffled, they are the same
+   * (a model evaluating its training set sees what it trained on) */
+  syn_epoch(3, 10, 0, same);
+  assert_memory_equal(ref, same, sizeof ref);
+  syn_epoch(4, 9, 0, other); /* another create seed, other samples */
+  for (int i = 0; i < SYN_N; i++)
+    assert_memory_not_equal(ref[i], other[i], sizeof ref[i]);
+  /* shuffled: the same samples, each once, in another order */
+  syn_epoch(3, 9, 1, shuf);
+  assert_memory_not_equal(ref, shuf, sizeof ref);
+  int seen[SYN_N] = {0};
+  for (int i = 0; i < SYN_N; i++)
+    for (int j = 0; j < SYN_N; j++)
+      if (!memcmp(shuf[i], ref[j], sizeof ref[j]))
+        seen[j]++;
+  for (int j = 0; j < SYN_N; j++)
+    assert_int_equal(seen[j], 1);
+  /* one-hot labels; inputs look like N(0, 1) */
+  double sum = 0, sq = 0;
+  int classes[4] = {0};
+  for (int i = 0; i < SYN_N; i++) {
+    float lsum = 0;
+    for (int c = 0; c < 4; c++) {
+      assert_true(ref[i][5 + c] == 0 || ref[i][5 + c] == 1);
+      lsum += ref[i][5 + c];
+      classes[c] += ref[i][5 + c] == 1;
+    }
+    assert_float_equal(lsum, 1, 0);
+    for (int j = 0; j < 5; j++)
+      sum += ref[i][j], sq += ref[i][j] * ref[i][j];
+  }
+  double n = SYN_N * 5, mean = sum / n, var = sq / n - mean * mean;
+  assert_true(mean > -0.2 && mean < 0.2);
+  assert_true(var > 0.7 && var < 1.3);
+  for (int c = 0; c < 4; c++)
+    assert_true(classes[c] > 4); /* 16 expected per class */
+}
+
+/* ---- epochs, stopping, properties --------------------------------- */
+
+static void test_epoch_end_midway(void **state) {
+  (void)state;
+  nnt_dataset *d;
+  nnt_err e = {0};
+  nnt_ds_shape s = shape1(3, 2);
+  assert_int_equal(nnt_dataset_create_synthetic(40, 5, &d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_set_property(d, "buffer_size", "1", &e), NNT_OK);
+  assert_int_equal(nnt_dataset_set_property(d, "shuffle", "false", &e), NNT_OK);
+  float in[12], l[8], first[12], *pi[] = {in}, *pl[] = {l};
+  /* no epoch yet */
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "prepared");
+  assert_int_equal(nnt_dataset_prepare(d, &s, 4, 1, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "no epoch is running");
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
+  memcpy(first, in, sizeof in);
+  /* an unknown key is refused without disturbing the epoch */
+  assert_int_equal(nnt_dataset_set_property(d, "nope", "1", &e), NNT_ERR_NOKEY);
+  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
+  assert_memory_not_equal(first, in, sizeof in);
+  /* stop while the producer waits on the full queue, twice (idempotent) */
+  nnt_dataset_epoch_end(d);
+  nnt_dataset_epoch_end(d);
+  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_ERR_INVAL);
+  /* a new epoch starts from the beginning and runs to its end */
+  for (int round = 0; round < 3; round++) {
+    if (round == 2) /* a bigger queue from the next epoch on */
+      assert_int_equal(nnt_dataset_set_property(d, "buffer_size", "16", &e), NNT_OK);
+    assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+    size_t n = 0;
+    while (nnt_dataset_next_batch(d, pi, pl, &e) == NNT_OK)
+      if (!n++)
+        assert_memory_equal(first, in, sizeof in);
+    assert_int_equal(n, 10);
+    if (round == 0) { /* abandon a finished epoch without epoch_end */
+      assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+      assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
+      /* prepare during an epoch stops it */
+      assert_int_equal(nnt_dataset_prepare(d, &s, 4, 1, &e), NNT_OK);
+      assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_ERR_INVAL);
+    }
+  }
+  nnt_dataset_destroy(d);
+}
+
+static void test_destroy_while_blocked(void **state) {
+  (void)state;
+  /* an endless generator: the producer fills the queue and blocks */
+  gen g = gen_make(-1);
+  nnt_dataset *d;
+  nnt_err e = {0};
+  nnt_ds_shape s = gen_shape();
+  assert_int_equal(nnt_dataset_create_generator(gen_cb, &g, &d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_set_property(d, "buffer_size", "2", &e), NNT_OK);
+  assert_int_equal(nnt_dataset_prepare(d, &s, 3, 1, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+  for (int i = 0; i < 2000 && atomic_load(&g.calls) < 6; i++)
+    usleep(1000);
+  usleep(20000);
+  assert_int_equal(atomic_load(&g.calls), 6);
+  double t0 = now_s();
+  nnt_dataset_destroy(d);
+  assert_true(now_s() - t0 < 0.5);
+  /* a slow source in the middle of a big batch stops between samples */
+  g = gen_make(-1);
+  g.sleep_us = 1000;
+  assert_int_equal(nnt_dataset_create_generator(gen_cb, &g, &d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_prepare(d, &s, 5000, 1, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+  usleep(20000);
+  t0 = now_s();
+  nnt_dataset_destroy(d);
+  assert_true(now_s() - t0 < 0.5);
+  assert_true(atomic_load(&g.calls) < 1000);
+}
+
+static void test_properties(void **state) {
+  (void)state;
+  nnt_dataset *d;
+  nnt_err e = {0};
+  assert_int_equal(nnt_dataset_create_synthetic(8, 1, &d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_set_property(d, "Buffer_Size", " 3 ", &e), NNT_OK);
+  assert_int_equal(nnt_dataset_set_property(d, "SHUFFLE", "False", &e), NNT_OK);
+  assert_int_equal(nnt_dataset_set_property(d, "buffer_size", "0", &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "buffer_size");
+  assert_int_equal(nnt_dataset_set_property(d, "buffer_size", "-2", &e), NNT_ERR_INVAL);
+  assert_int_equal(nnt_dataset_set_property(d, "shuffle", "maybe", &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "maybe");
+  assert_int_equal(nnt_dataset_set_property(d, "bogus_key", "1", &e), NNT_ERR_NOKEY);
+  tu_assert_contains(e.msg, "bogus_key");
+  assert_int_equal(nnt_dataset_set_property(d, "path", "/x", &e), NNT_ERR_NOKEY);
+  /* bad shapes and batches */
+  nnt_ds_shape s = shape1(3, 2), none = {0}, zero = shape1(0, 2);
+  assert_int_equal(nnt_dataset_prepare(d, &s, 0, 1, &e), NNT_ERR_INVAL);
+  assert_int_equal(nnt_dataset_prepare(d, &none, 2, 1, &e), NNT_ERR_INVAL);
+  assert_int_equal(nnt_dataset_prepare(d, &zero, 2, 1, &e), NNT_ERR_INVAL);
+  assert_int_equal(nnt_dataset_samples(d), 0);
+  nnt_dataset_destroy(d);
+  nnt_dataset_destroy(NULL);
+  nnt_dataset_epoch_end(NULL);
+  /* constructors check their arguments */
+  d = NULL;
+  assert_int_equal(nnt_dataset_create_generator(NULL, NULL, &d, &e), NNT_ERR_INVAL);
+  assert_int_equal(nnt_dataset_create_file("", &d, &e), NNT_ERR_INVAL);
+  assert_int_equal(nnt_dataset_create_idx("a", NULL, &d, &e), NNT_ERR_INVAL);
+  assert_int_equal(nnt_dataset_create_synthetic(0, 1, &d, &e), NNT_ERR_INVAL);
+  assert_null(d);
+  /* a file source can be pointed at another file */
+  char *dir = tu_mkdtemp(), *path = write_raw(dir, "p.dat", 8, 0);
+  nnt_ds_shape rs = raw_shape();
+  assert_int_equal(nnt_dataset_create_file("/nonexistent/y.dat", &d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_prepare(d, &rs, 4, 1, &e), NNT_ERR_IO);
+  assert_int_equal(nnt_dataset_set_property(d, "PATH", path, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_prepare(d, &rs, 4, 1, &e), NNT_OK);
+  int recs[8];
+  assert_int_equal(raw_epoch(d, recs, &e), 8);
+  check_perm(recs, 8);
+  nnt_dataset_destroy(d);
+  free(path);
+  tu_rmdir(dir);
+  free(dir);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_generator_batches), cmocka_unit_test(test_generator_error_no_hang),
-      cmocka_unit_test(test_raw_file),          cmocka_unit_test(test_idx),
-      cmocka_unit_test(test_fashion_mnist),     cmocka_unit_test(test_synthetic_and_early_stop)};
+      cmocka_unit_test(test_generator_order_and_packing),
+      cmocka_unit_test(test_generator_last_semantics),
+      cmocka_unit_test(test_generator_error_propagates),
+      cmocka_unit_test(test_generator_thread_exit),
+      cmocka_unit_test(test_raw_file_order),
+      cmocka_unit_test(test_raw_file_shuffle),
+      cmocka_unit_test(test_raw_file_errors),
+      cmocka_unit_test(test_idx_plain_and_gzip),
+      cmocka_unit_test(test_idx_errors),
+      cmocka_unit_test(test_fashion_mnist_train),
+      cmocka_unit_test(test_synthetic_determinism),
+      cmocka_unit_test(test_epoch_end_midway),
+      cmocka_unit_test(test_destroy_while_blocked),
+      cmocka_unit_test(test_properties),
+  };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
