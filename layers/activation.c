@@ -1,4 +1,7 @@
-/* activation: element-wise functions and softmax over the last axis. */
+/* activation: element-wise functions and softmax over the last axis (width).
+ * Runs in place when the backward needs only the output (relu, leaky_relu,
+ * sigmoid, tanh, softmax, none); the others keep their input for the
+ * backward. leaky_relu's slope is NNTrainer's fixed 0.01, elu's alpha 1.0. */
 #include "nntrainer/layer.h"
 
 #define LEAKY_SLOPE 0.01f
@@ -58,7 +61,7 @@ static void act_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
 
 const nnt_layer_ops nnt_layer_activation = {
     .type = "activation",
-    .ml_type = 6,
+    .ml_type = 6, /* ML_TRAIN_LAYER_TYPE_ACTIVATION */
     .priv_size = sizeof(act_priv),
     .set_property = act_set,
     .finalize = act_finalize,

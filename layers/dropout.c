@@ -1,5 +1,8 @@
 /* dropout: in training, zero each value with probability dropout_rate and
- * scale the rest by 1/(1-rate); in inference, the identity. */
+ * scale the rest by 1/(1-rate) (NNTrainer's inverted dropout); in inference,
+ * the identity. The mask is a scratch tensor kept from forward to backward:
+ * dX = dY * mask. Not in place: the kernel table's mul does not promise
+ * aliasing, and the backward needs only the mask anyway. */
 #include "nntrainer/layer.h"
 
 typedef struct dropout_priv {
@@ -49,7 +52,7 @@ static void dropout_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
 
 const nnt_layer_ops nnt_layer_dropout = {
     .type = "dropout",
-    .ml_type = 16,
+    .ml_type = 16, /* ML_TRAIN_LAYER_TYPE_DROPOUT */
     .priv_size = sizeof(dropout_priv),
     .set_property = dropout_set,
     .finalize = dropout_finalize,

@@ -21,7 +21,7 @@ static void flatten_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
 
 const nnt_layer_ops nnt_layer_flatten = {
     .type = "flatten",
-    .ml_type = 5,
+    .ml_type = 5, /* ML_TRAIN_LAYER_TYPE_FLATTEN */
     .finalize = flatten_finalize,
     .forward = flatten_forward,
     .calc_derivative = flatten_derivative,

@@ -1,4 +1,7 @@
-/* fully_connected: Y = X W + b on the last axis; W is [in, unit]. */
+/* fully_connected: Y = X W + b on the last axis (width) of a b:c:h:w input,
+ * giving b:c:h:unit; W is [in, unit] row-major ("weight"), b is [unit]
+ * ("bias", absent with disable_bias). Every (b, c, h) row is one row of the
+ * product. The backward reads X (for dW). */
 #include "nntrainer/layer.h"
 
 typedef struct fc_priv {
@@ -19,7 +22,7 @@ static int fc_set(nnt_layer *l, const char *key, const char *value, nnt_err *e) 
     if (rc)
       return rc;
     if (!u)
-      return nnt_err_set(e, NNT_ERR_INVAL, "key 'unit': must be positive");
+      return nnt_err_set(e, NNT_ERR_INVAL, "key 'unit': value '%s' must be positive", value);
     p->unit = u;
     return NNT_OK;
   }
@@ -35,11 +38,15 @@ static int fc_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   nnt_dim in = ctx->in_dim[0], out = in;
   out.w = p->unit;
   ctx->out_dim[0] = out;
+  /* Fans as NNTrainer derives them from the tensor shape: [in, unit] gives
+   * (in, unit) unless in == 1, where the shape reads as a vector of unit
+   * values and both fans are unit, as they are for the bias. */
+  unsigned fan_in = in.w == 1 ? p->unit : in.w;
   nnt_fctx_add_weight(ctx, "weight", nnt_dim_make(1, 1, in.w, p->unit), p->wp.weight_init,
-                      in.w, p->unit, p->wp.l2norm ? p->wp.l2_constant : 0, p->wp.weight_decay,
-                      1);
+                      fan_in, p->unit, p->wp.l2norm ? p->wp.l2_constant : 0,
+                      p->wp.weight_decay, 1);
   if (!p->wp.disable_bias)
-    nnt_fctx_add_weight(ctx, "bias", nnt_dim_make(1, 1, 1, p->unit), p->wp.bias_init, in.w,
+    nnt_fctx_add_weight(ctx, "bias", nnt_dim_make(1, 1, 1, p->unit), p->wp.bias_init, p->unit,
                         p->unit, 0, p->wp.bias_decay, 1);
   ctx->flags = NNT_LF_BWD_READS_INPUT;
   return NNT_OK;
@@ -72,7 +79,7 @@ static void fc_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
 
 const nnt_layer_ops nnt_layer_fully_connected = {
     .type = "fully_connected",
-    .ml_type = 1,
+    .ml_type = 1, /* ML_TRAIN_LAYER_TYPE_FC */
     .priv_size = sizeof(fc_priv),
     .init = fc_init,
     .set_property = fc_set,

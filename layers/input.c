@@ -1,4 +1,11 @@
-/* input: the model's input, optionally normalized or standardized per sample. */
+/* input: the model's input, optionally normalized or standardized per sample
+ * (normalization: scaled to [0, 1] by the sample's min and max;
+ * standardization: zero mean and unit population standard deviation). A
+ * constant sample becomes zeros. NNTrainer differs: its normalization takes
+ * the min and max over the whole batch, and its standardization divides by
+ * l2norm / feature_len rather than the standard deviation; per sample and by
+ * the standard deviation is what the names promise and does not depend on
+ * which samples share a batch. Runs in place; no backward work. */
 #include <math.h>
 #include "nntrainer/layer.h"
 
@@ -58,7 +65,7 @@ static void input_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
 
 const nnt_layer_ops nnt_layer_input = {
     .type = "input",
-    .ml_type = 0,
+    .ml_type = 0, /* ML_TRAIN_LAYER_TYPE_INPUT */
     .priv_size = sizeof(input_priv),
     .set_property = input_set,
     .finalize = input_finalize,

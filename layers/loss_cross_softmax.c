@@ -1,5 +1,8 @@
 /* cross_softmax: output = softmax(input) over the last axis; loss = batch
- * mean of -sum(label * log(prob + 1e-20)); dX = (prob - label) / batch. */
+ * mean of -sum(label * log(prob + 1e-20)); dX = (prob - label) / batch
+ * (NNTrainer's CrossEntropySoftmaxLossLayer). The derivative reads only the
+ * output, so the layer may run in place. Without a label (inference) only
+ * the probabilities are computed. */
 #include "nntrainer/layer.h"
 
 static int xs_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
@@ -27,7 +30,7 @@ static void xs_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
 
 const nnt_layer_ops nnt_layer_cross_softmax = {
     .type = "cross_softmax",
-    .ml_type = 502,
+    .ml_type = 502, /* ML_TRAIN_LAYER_TYPE_LOSS_CROSS_ENTROPY_SOFTMAX */
     .finalize = xs_finalize,
     .forward = xs_forward,
     .calc_derivative = xs_derivative,

@@ -23,7 +23,7 @@ static void mse_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
 
 const nnt_layer_ops nnt_layer_mse = {
     .type = "mse",
-    .ml_type = 500,
+    .ml_type = 500, /* ML_TRAIN_LAYER_TYPE_LOSS_MSE */
     .finalize = mse_finalize,
     .forward = mse_forward,
     .calc_derivative = mse_derivative,

@@ -45,7 +45,7 @@ static void reshape_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
 
 const nnt_layer_ops nnt_layer_reshape = {
     .type = "reshape",
-    .ml_type = -1,
+    .ml_type = -1, /* NNTrainer's C API has no reshape value */
     .priv_size = sizeof(reshape_priv),
     .set_property = reshape_set,
     .finalize = reshape_finalize,

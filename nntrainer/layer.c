@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Adding a layer type is one row here and one file in layers/. */
 static const nnt_layer_ops *const registry[] = {
     &nnt_layer_input,   &nnt_layer_fully_connected, &nnt_layer_activation,
     &nnt_layer_flatten, &nnt_layer_reshape,         &nnt_layer_dropout,
@@ -16,8 +17,10 @@ static const nnt_layer_ops *const registry[] = {
     &nnt_layer_conv1d,  &nnt_layer_pooling2d,
     NULL};
 
+/* The registered types, NULL-terminated; a static table. */
 const nnt_layer_ops *const *nnt_layer_ops_all(void) { return registry; }
 
+/* The type named type (case-insensitive), or NULL. */
 const nnt_layer_ops *nnt_layer_ops_find(const char *type) {
   for (size_t i = 0; registry[i]; i++)
     if (nnt_streq(registry[i]->type, type))
@@ -25,6 +28,7 @@ const nnt_layer_ops *nnt_layer_ops_find(const char *type) {
   return NULL;
 }
 
+/* The type answering to an ml_train_layer_type_e value, or NULL. */
 const nnt_layer_ops *nnt_layer_ops_find_ml(int ml_type) {
   for (size_t i = 0; registry[i]; i++)
     if (registry[i]->ml_type >= 0 && registry[i]->ml_type == ml_type)
@@ -36,6 +40,7 @@ static const char *const init_names[] = {
     "zeros", "ones", "lecun_normal", "lecun_uniform",
     "xavier_normal", "xavier_uniform", "he_normal", "he_uniform"};
 
+/* Initializer by NNTrainer's name, case-insensitive. */
 int nnt_init_from_name(const char *name, nnt_init *out) {
   for (size_t i = 0; i < NNT_ARRAY_LEN(init_names); i++)
     if (nnt_streq(name, init_names[i])) {
@@ -45,12 +50,17 @@ int nnt_init_from_name(const char *name, nnt_init *out) {
   return NNT_ERR_INVAL;
 }
 
+/* The name of an initializer; a static string. */
 const char *nnt_init_name(nnt_init i) {
   return (size_t)i < NNT_ARRAY_LEN(init_names) ? init_names[i] : "?";
 }
 
-/* Normal initializers draw from a plain normal with the given std;
- * uniform ones from [-limit, limit]. */
+/* Fill w by an initializer, with NNTrainer's formulas (Tensor::initialize):
+ * normal ones draw from a plain (not truncated) normal with std
+ * sqrt(1/fan_in) (lecun), sqrt(2/(fan_in+fan_out)) (xavier), sqrt(2/fan_in)
+ * (he); uniform ones from [-limit, limit] with limit sqrt(6/(fan_in+fan_out))
+ * (xavier), sqrt(6/fan_in) (he) and sqrt(1/fan_in) (lecun: NNTrainer's
+ * value; Keras' lecun_uniform uses sqrt(3/fan_in)). A zero fan counts as 1. */
 void nnt_init_fill(nnt_init init, unsigned fan_in, unsigned fan_out, nnt_rng *rng,
                    float *w, size_t n) {
   double fi = fan_in ? fan_in : 1, fo = fan_out ? fan_out : 1;
@@ -66,7 +76,7 @@ void nnt_init_fill(nnt_init init, unsigned fan_in, unsigned fan_out, nnt_rng *rn
     normal = 1, std = sqrt(1.0 / fi);
     break;
   case NNT_INIT_LECUN_UNIFORM:
-    limit = sqrt(3.0 / fi);
+    limit = sqrt(1.0 / fi);
     break;
   case NNT_INIT_XAVIER_NORMAL:
     normal = 1, std = sqrt(2.0 / (fi + fo));
@@ -86,6 +96,8 @@ void nnt_init_fill(nnt_init init, unsigned fan_in, unsigned fan_out, nnt_rng *rn
                   : (float)((2.0 * nnt_rng_uniform(rng) - 1.0) * limit);
 }
 
+/* NNTrainer's defaults: xavier_uniform weights, zero biases, no
+ * regularizer (constant 1.0 when l2norm is chosen), no decay, with bias. */
 void nnt_weight_props_init(nnt_weight_props *p) {
   memset(p, 0, sizeof *p);
   p->weight_init = NNT_INIT_XAVIER_UNIFORM;
@@ -102,6 +114,7 @@ static int parse_init(const char *key, const char *v, nnt_init *out, nnt_err *e)
   return NNT_OK;
 }
 
+/* Set one of the shared weight keys; NNT_ERR_NOKEY for any other key. */
 int nnt_weight_props_set(nnt_weight_props *p, const char *key, const char *value,
                          nnt_err *e) {
   if (nnt_streq(key, "weight_initializer"))
@@ -129,6 +142,8 @@ int nnt_weight_props_set(nnt_weight_props *p, const char *key, const char *value
   return NNT_ERR_NOKEY;
 }
 
+/* Append a weight request to ctx. Returns its index, or NNT_MAX_WEIGHTS (and
+ * records nothing) when the table is full. */
 unsigned nnt_fctx_add_weight(nnt_finalize_ctx *ctx, const char *name, nnt_dim dim,
                              nnt_init init, unsigned fan_in, unsigned fan_out, float l2,
                              float decay, int trainable) {
@@ -147,6 +162,7 @@ unsigned nnt_fctx_add_weight(nnt_finalize_ctx *ctx, const char *name, nnt_dim di
   return ctx->n_w++;
 }
 
+/* Append a scratch request; NNT_MAX_SCRATCH when the table is full. */
 unsigned nnt_fctx_add_scratch(nnt_finalize_ctx *ctx, nnt_dim dim, nnt_scratch_life life) {
   if (ctx->n_scratch >= NNT_MAX_SCRATCH)
     return NNT_MAX_SCRATCH;
@@ -155,6 +171,8 @@ unsigned nnt_fctx_add_scratch(nnt_finalize_ctx *ctx, nnt_dim dim, nnt_scratch_li
   return ctx->n_scratch++;
 }
 
+/* A new layer of a registered type with zeroed private state, trainable, and
+ * its type's defaults. The caller owns *out (nnt_layer_destroy). */
 int nnt_layer_create(const char *type, nnt_layer **out, nnt_err *e) {
   const nnt_layer_ops *ops = type ? nnt_layer_ops_find(type) : NULL;
   if (!ops)
@@ -175,6 +193,7 @@ int nnt_layer_create(const char *type, nnt_layer **out, nnt_err *e) {
   return NNT_OK;
 }
 
+/* Free a layer and what its type holds; NULL is a no-op. */
 void nnt_layer_destroy(nnt_layer *l) {
   if (!l)
     return;
@@ -207,6 +226,9 @@ static int set_input_layers(nnt_layer *l, const char *v, nnt_err *e) {
   unsigned n = 0;
   char *save = NULL;
   for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    size_t len = strlen(tok);
+    while (len && isspace((unsigned char)tok[len - 1]))
+      tok[--len] = '\0';
     if (n == NNT_MAX_IO)
       return nnt_err_set(e, NNT_ERR_INVAL, "key 'input_layers': more than %d inputs",
                          NNT_MAX_IO);
@@ -234,6 +256,8 @@ static int set_input_layers(nnt_layer *l, const char *v, nnt_err *e) {
   return NNT_OK;
 }
 
+/* The type's own keys first, then the keys every layer has; values are kept
+ * (names lowercased), never the strings themselves. */
 int nnt_layer_set_property(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
   if (!l || !key || !value)
     return nnt_err_set(e, NNT_ERR_INVAL, "layer property: NULL argument");

@@ -1,4 +1,20 @@
-/* The CPU backend: OpenBLAS for gemm, plain loops (vectorizable) elsewhere. */
+/* The CPU backend: OpenBLAS for gemm, plain loops elsewhere (simple
+ * unit-stride loops without calls, so gcc vectorizes them when its cost model
+ * allows; GCC 12 at plain -O2 uses the "very-cheap" model, which needs
+ * -fvect-cost-model=cheap or -O3 to vectorize loops of unknown length).
+ *
+ * Activations follow NNTrainer (nntrainer/layers/acti_func.h), which agrees
+ * with PyTorch: leaky_relu slope 0.01 (passed in as alpha by the activation
+ * layer), elu alpha 1.0, selu alpha 1.6732632 and scale 1.0507010, gelu the
+ * exact form 0.5 x (1 + erf(x / sqrt 2)) (not the tanh approximation),
+ * softplus log(1 + e^x) with beta 1, mish x tanh(softplus(x)), swish
+ * x sigmoid(x). Where NNTrainer evaluates a formula that overflows (softplus
+ * as log(1 + exp(x)), sigmoid as 1 / (1 + exp(-x))) we use the stable
+ * equivalent. The derivatives are the true ones: NNTrainer's in-place path
+ * evaluates the elu, selu, softplus and mish "primes" at the output instead
+ * of the input, which is not the derivative; PyTorch's autograd is the
+ * reference here. Elementwise entries tolerate exact aliasing of the output
+ * with an input (other layers rely on y == a for add). */
 #include "nntrainer/compute/kernels.h"
 #include "nntrainer/compute/cpu_impl.h"
 
@@ -11,6 +27,7 @@ static const char *const act_names[NNT_ACT__COUNT] = {
     "none", "relu", "leaky_relu", "sigmoid", "tanh", "softmax",
     "swish", "gelu", "elu", "selu", "softplus", "mish"};
 
+/* Look an activation up by name, case-insensitively. */
 int nnt_act_from_name(const char *name, nnt_act *out) {
   for (int i = 0; i < NNT_ACT__COUNT; i++)
     if (nnt_streq(name, act_names[i])) {
@@ -20,10 +37,12 @@ int nnt_act_from_name(const char *name, nnt_act *out) {
   return NNT_ERR_INVAL;
 }
 
+/* The lowercase name of a; a static string. */
 const char *nnt_act_name(nnt_act a) {
   return (unsigned)a < NNT_ACT__COUNT ? act_names[a] : "?";
 }
 
+/* Whether dx can be computed from y alone (the activation may run in place). */
 int nnt_act_bwd_needs_output_only(nnt_act a) {
   switch (a) {
   case NNT_ACT_NONE:
@@ -38,6 +57,7 @@ int nnt_act_bwd_needs_output_only(nnt_act a) {
   }
 }
 
+/* OpenBLAS's thread count is process-wide state owned by OpenBLAS. */
 void nnt_cpu_set_threads(unsigned n) {
   if (!n) {
     long c = sysconf(_SC_NPROCESSORS_ONLN);
@@ -46,9 +66,26 @@ void nnt_cpu_set_threads(unsigned n) {
   openblas_set_num_threads((int)n);
 }
 
+static void k_scale(size_t n, float a, float *y);
+
+/* beta == 0 overwrites C without reading it (OpenBLAS does the same, so a
+ * NaN left in a reused buffer does not leak through). Empty products are
+ * handled here so OpenBLAS never sees a zero leading dimension. */
 static void k_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha,
                    const float *a, size_t lda, const float *b, size_t ldb, float beta,
                    float *c, size_t ldc) {
+  if (!m || !n)
+    return;
+  if (!k) {
+    for (size_t i = 0; i < m; i++) {
+      if (beta == 0)
+        for (size_t j = 0; j < n; j++)
+          c[i * ldc + j] = 0;
+      else
+        k_scale(n, beta, c + i * ldc);
+    }
+    return;
+  }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
 }
@@ -293,8 +330,10 @@ static void k_xent_softmax_bwd(size_t rows, size_t cols, const float *prob,
     dx[i] = (prob[i] - label[i]) * inv;
 }
 
-/* Sigmoid cross entropy on logits, mean over all elements:
- * max(x,0) - x*t + log(1 + e^-|x|); derivative (sigmoid(x) - t) / N. */
+/* Sigmoid cross entropy on logits, as NNTrainer's CrossEntropySigmoidLossLayer
+ * computes it: the mean over all N = rows * cols elements of
+ * max(x,0) - x*t + log(1 + e^-|x|) (PyTorch's binary_cross_entropy_with_logits
+ * with reduction 'mean'); its derivative is (sigmoid(x) - t) / N. */
 static float k_xent_sigmoid_fwd(size_t rows, size_t cols, const float *x,
                                 const float *label) {
   double s = 0;
@@ -388,4 +427,5 @@ static const nnt_kernels cpu_kernels = {
     .adam_step = k_adam_step,
 };
 
+/* The CPU kernel table: static, never freed. */
 const nnt_kernels *nnt_kernels_cpu(void) { return &cpu_kernels; }

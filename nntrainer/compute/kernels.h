@@ -55,6 +55,7 @@ typedef struct nnt_kernels {
   void (*copy)(size_t n, const float *x, float *y); /* may alias exactly */
   void (*scale)(size_t n, float a, float *y);       /* y *= a */
   void (*axpy)(size_t n, float a, const float *x, float *y); /* y += a*x */
+  /* y = a op b; y may alias a or b exactly */
   void (*add)(size_t n, const float *a, const float *b, float *y); /* y = a+b */
   void (*sub)(size_t n, const float *a, const float *b, float *y); /* y = a-b */
   void (*mul)(size_t n, const float *a, const float *b, float *y); /* y = a*b */

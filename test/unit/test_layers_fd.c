@@ -1,6 +1,10 @@
 /* Every layer's calc_derivative and calc_gradient against central finite
  * differences of a scalar objective: J = sum(out * R) for a fixed random R,
- * or the loss itself for loss layers. */
+ * or the loss itself for loss layers (fd_harness.c runs the descriptors on
+ * malloc'd tensors). Layers that declare NNT_LF_INPLACE or NNT_LF_VIEW are
+ * also run on aliased buffers and must agree with separate ones. Also here:
+ * inference of the losses, input normalization, property errors, the
+ * registry, weight requests and the initializers. */
 #include "fd_harness.h"
 
 #include <math.h>
@@ -157,6 +161,161 @@ static void test_losses(void **state) {
   fd_layer("cross_sigmoid", NULL, nnt_dim_make(3, 1, 1, 4), 2e-3);
 }
 
+static float *dupf(const float *x, size_t n) {
+  float *y = malloc(n * sizeof *y);
+  memcpy(y, x, n * sizeof *y);
+  return y;
+}
+
+/* A layer that may run in place (or as a view) must give the same output,
+ * loss, dW and dX when out[0] == in[0] and d_in[0] == d_out[0]. Loss layers
+ * get NaN in d_out, which they must ignore. Returns the layer's flags. */
+static unsigned alias_check(const char *type, const char *const *props, nnt_dim in) {
+  fd_harness h;
+  fd_setup(&h, type, props, in, 0);
+  unsigned flags = h.fc.flags;
+  if (!(flags & (NNT_LF_INPLACE | NNT_LF_VIEW))) {
+    fd_teardown(&h);
+    return flags;
+  }
+  const nnt_layer_ops *ops = h.l->ops;
+  size_t ni = nnt_tensor_len(&h.in), no = nnt_tensor_len(&h.out);
+  assert_int_equal(ni, no);
+  /* separate buffers */
+  fd_objective(&h);
+  float loss = h.ctx.loss, *out = dupf(h.out.data, no), *gw[NNT_MAX_WEIGHTS];
+  memcpy(h.dout.data, h.r, no * sizeof(float));
+  if (ops->calc_gradient)
+    ops->calc_gradient(h.l, &h.ctx);
+  ops->calc_derivative(h.l, &h.ctx);
+  float *din = dupf(h.din.data, ni);
+  for (unsigned w = 0; w < h.fc.n_w; w++)
+    gw[w] = dupf(h.gw[w].data, nnt_tensor_len(&h.gw[w]));
+  /* one buffer for in and out, one for d_in and d_out */
+  float *keep[4] = {h.in.data, h.out.data, h.din.data, h.dout.data};
+  float *buf = dupf(h.in.data, ni), *dbuf = malloc(ni * sizeof(float));
+  h.in.data = h.out.data = buf;
+  fd_objective(&h);
+  if (tu_max_rel_err(buf, out, no) > 1e-6)
+    fail_msg("%s in place: the output differs", type);
+  if (h.loss && !(fabsf(h.ctx.loss - loss) <= 1e-6f * fmaxf(1, fabsf(loss))))
+    fail_msg("%s in place: loss %g, not %g", type, h.ctx.loss, loss);
+  for (size_t i = 0; i < no; i++)
+    dbuf[i] = h.loss ? NAN : h.r[i];
+  h.din.data = h.dout.data = dbuf;
+  for (unsigned w = 0; w < h.fc.n_w; w++)
+    memset(h.gw[w].data, 0, nnt_tensor_len(&h.gw[w]) * sizeof(float));
+  if (ops->calc_gradient)
+    ops->calc_gradient(h.l, &h.ctx);
+  for (unsigned w = 0; w < h.fc.n_w; w++)
+    if (h.fc.w[w].trainable &&
+        tu_max_rel_err(h.gw[w].data, gw[w], nnt_tensor_len(&h.gw[w])) > 1e-6)
+      fail_msg("%s in place: %s differs", type, h.fc.w[w].name);
+  ops->calc_derivative(h.l, &h.ctx);
+  if (tu_max_rel_err(dbuf, din, ni) > 1e-6)
+    fail_msg("%s in place: dx differs", type);
+  h.in.data = keep[0], h.out.data = keep[1], h.din.data = keep[2], h.dout.data = keep[3];
+  for (unsigned w = 0; w < h.fc.n_w; w++)
+    free(gw[w]);
+  free(out), free(din), free(buf), free(dbuf);
+  fd_teardown(&h);
+  return flags;
+}
+
+static void test_in_place(void **state) {
+  (void)state;
+  const char *acts[] = {"relu", "leaky_relu", "sigmoid", "tanh", "softmax", "swish",
+                        "gelu", "elu", "selu", "softplus", "mish", "none"};
+  nnt_dim d = nnt_dim_make(3, 2, 1, 5);
+  for (size_t i = 0; i < NNT_ARRAY_LEN(acts); i++) {
+    const char *p[] = {"activation", acts[i], NULL};
+    nnt_act a;
+    assert_int_equal(nnt_act_from_name(acts[i], &a), NNT_OK);
+    unsigned f = alias_check("activation", p, d);
+    /* in place exactly when the backward needs only the output */
+    assert_int_equal(!!(f & NNT_LF_INPLACE), nnt_act_bwd_needs_output_only(a));
+    assert_int_equal(!!(f & NNT_LF_BWD_READS_INPUT), !nnt_act_bwd_needs_output_only(a));
+  }
+  assert_true(alias_check("flatten", NULL, d) & NNT_LF_VIEW);
+  const char *rs[] = {"target_shape", "5:1:2", NULL};
+  assert_true(alias_check("reshape", rs, d) & NNT_LF_VIEW);
+  const char *ns[] = {"normalization", "true", "standardization", "true", NULL};
+  assert_true(alias_check("input", ns, d) & NNT_LF_INPLACE);
+  assert_true(alias_check("mse", NULL, d) & NNT_LF_INPLACE);
+  assert_true(alias_check("cross_softmax", NULL, d) & NNT_LF_INPLACE);
+  assert_true(alias_check("cross_sigmoid", NULL, d) & NNT_LF_INPLACE);
+  const char *dr[] = {"dropout_rate", "0.4", NULL};
+  assert_int_equal(alias_check("dropout", dr, d) & (NNT_LF_INPLACE | NNT_LF_VIEW), 0);
+  const char *fc[] = {"unit", "3", NULL};
+  assert_int_equal(alias_check("fully_connected", fc, d), NNT_LF_BWD_READS_INPUT);
+  /* other types that declare it */
+  alias_check("identity", NULL, d);
+  alias_check("batch_normalization", NULL, nnt_dim_make(4, 2, 1, 3));
+}
+
+/* Without a label (inference) a loss layer computes its output only. */
+static void test_losses_without_label(void **state) {
+  (void)state;
+  const char *types[] = {"mse", "cross_softmax", "cross_sigmoid"};
+  for (size_t t = 0; t < NNT_ARRAY_LEN(types); t++) {
+    fd_harness h;
+    fd_setup(&h, types[t], NULL, nnt_dim_make(2, 1, 1, 4), 0);
+    for (int pass = 0; pass < 2; pass++) {
+      nnt_tensor empty = {h.label.dim, NULL};
+      h.ctx.label = pass ? &empty : NULL;
+      h.ctx.loss = 0;
+      h.l->ops->forward(h.l, &h.ctx);
+      assert_true(h.ctx.loss == 0.0f);
+      for (size_t r = 0; r < 2; r++) {
+        const float *x = h.in.data + r * 4, *y = h.out.data + r * 4;
+        double s = 0, m = x[0];
+        for (int c = 1; c < 4; c++)
+          m = fmax(m, x[c]);
+        for (int c = 0; c < 4; c++)
+          s += exp(x[c] - m);
+        for (int c = 0; c < 4; c++) {
+          double want = t == 0 ? x[c] : t == 1 ? exp(x[c] - m) / s : 1 / (1 + exp(-x[c]));
+          assert_true(fabs(y[c] - want) < 1e-6);
+        }
+      }
+    }
+    fd_teardown(&h);
+  }
+}
+
+static void test_input_normalization(void **state) {
+  (void)state;
+  const char *p[] = {"normalization", "true", NULL};
+  fd_harness h;
+  fd_setup(&h, "input", p, nnt_dim_make(3, 1, 2, 4), 0);
+  for (int i = 0; i < 8; i++)
+    h.in.data[16 + i] = 2.5f; /* a constant sample becomes zeros */
+  h.l->ops->forward(h.l, &h.ctx);
+  for (int s = 0; s < 2; s++) {
+    const float *x = h.in.data + s * 8, *y = h.out.data + s * 8;
+    float lo = x[0], hi = x[0];
+    for (int i = 1; i < 8; i++)
+      lo = fminf(lo, x[i]), hi = fmaxf(hi, x[i]);
+    for (int i = 0; i < 8; i++)
+      assert_true(fabsf(y[i] - (x[i] - lo) / (hi - lo)) < 1e-6f);
+  }
+  for (int i = 0; i < 8; i++)
+    assert_true(h.out.data[16 + i] == 0.0f);
+  fd_teardown(&h);
+  const char *q[] = {"standardization", "true", NULL};
+  fd_setup(&h, "input", q, nnt_dim_make(2, 3, 1, 5), 0);
+  h.l->ops->forward(h.l, &h.ctx);
+  for (int s = 0; s < 2; s++) {
+    double m = 0, v = 0;
+    for (int i = 0; i < 15; i++)
+      m += h.out.data[s * 15 + i];
+    for (int i = 0; i < 15; i++)
+      v += (h.out.data[s * 15 + i] - m / 15) * (h.out.data[s * 15 + i] - m / 15);
+    assert_true(fabs(m / 15) < 1e-6 && fabs(v / 15 - 1) < 1e-5);
+  }
+  fd_teardown(&h);
+}
+
 static void test_dropout_inference_is_identity(void **state) {
   (void)state;
   fd_harness h;
@@ -178,35 +337,85 @@ static void test_dropout_inference_is_identity(void **state) {
   fd_teardown(&h);
 }
 
+/* Set a property expecting failure; the message must name every needle. */
+static void bad_prop(nnt_layer *l, const char *key, const char *value, const char *n1,
+                     const char *n2) {
+  nnt_err e = {0};
+  if (nnt_layer_set_property(l, key, value, &e) != NNT_ERR_INVAL)
+    fail_msg("%s = %s was accepted by %s", key, value, l->ops->type);
+  tu_assert_contains(e.msg, n1);
+  if (n2)
+    tu_assert_contains(e.msg, n2);
+}
+
 static void test_property_errors(void **state) {
   (void)state;
   nnt_layer *l;
   nnt_err e = {0};
   assert_int_equal(nnt_layer_create("fully_connected", &l, &e), NNT_OK);
-  assert_int_equal(nnt_layer_set_property(l, "units", "3", &e), NNT_ERR_INVAL);
-  tu_assert_contains(e.msg, "unknown key 'units'");
-  assert_int_equal(nnt_layer_set_property(l, "unit", "abc", &e), NNT_ERR_INVAL);
-  tu_assert_contains(e.msg, "'unit'");
-  tu_assert_contains(e.msg, "abc");
-  assert_int_equal(nnt_layer_set_property(l, "unit", "-3", &e), NNT_ERR_INVAL);
-  assert_int_equal(nnt_layer_set_property(l, "input_shape", "3:x:4", &e), NNT_ERR_INVAL);
-  tu_assert_contains(e.msg, "input_shape");
-  assert_int_equal(nnt_layer_set_property(l, "weight_initializer", "magic", &e), NNT_ERR_INVAL);
+  bad_prop(l, "units", "3", "unknown key 'units' for layer type 'fully_connected'", NULL);
+  bad_prop(l, "unit", "abc", "'unit'", "abc");
+  bad_prop(l, "unit", "-3", "'unit'", "-3");
+  bad_prop(l, "unit", "0", "'unit'", "positive");
+  bad_prop(l, "input_shape", "3:x:4", "input_shape", "3:x:4");
+  bad_prop(l, "weight_initializer", "magic", "weight_initializer", "magic");
+  bad_prop(l, "weight_regularizer", "l1", "weight_regularizer", "l1");
+  bad_prop(l, "weight_decay", "-1", "weight_decay", "-1");
+  bad_prop(l, "disable_bias", "perhaps", "disable_bias", "perhaps");
+  bad_prop(l, "trainable", "maybe", "trainable", "maybe");
+  bad_prop(l, "flatten", "2", "flatten", NULL);
+  bad_prop(l, "activation", "sparkle", "activation", "sparkle");
+  bad_prop(l, "type", "conv2d", "type", "conv2d");
+  bad_prop(l, "input_layers", "a(x)", "input_layers", "a(x");
+  bad_prop(l, "input_layers", "a(1", "input_layers", "a(1");
+  bad_prop(l, "input_layers", " , ", "input_layers", NULL);
+  bad_prop(l, "name", "  ", "name", NULL);
   assert_int_equal(nnt_layer_set_property(l, "UNIT", "4", &e), NNT_OK); /* case-insensitive */
+  assert_int_equal(nnt_layer_set_property(l, "Type", "Fully_Connected", &e), NNT_OK);
   assert_int_equal(nnt_layer_set_property(l, "Activation", "ReLU", &e), NNT_OK);
-  assert_int_equal(l->activation, NNT_ACT_RELU);
-  assert_int_equal(nnt_layer_set_property(l, "input_layers", "a, B(1)", &e), NNT_OK);
-  assert_int_equal(l->n_inputs, 2);
+  assert_true(l->has_activation && l->activation == NNT_ACT_RELU);
+  assert_int_equal(nnt_layer_set_property(l, "name", "  FC_One ", &e), NNT_OK);
+  assert_string_equal(l->name, "fc_one");
+  assert_int_equal(nnt_layer_set_property(l, "input_layers", " a , B(1) ,c ( 2 ) ", &e), NNT_OK);
+  assert_int_equal(l->n_inputs, 3);
+  assert_string_equal(l->input_names[0], "a");
   assert_string_equal(l->input_names[1], "b");
+  assert_string_equal(l->input_names[2], "c");
+  assert_int_equal(l->input_idx[0], 0);
   assert_int_equal(l->input_idx[1], 1);
+  assert_int_equal(l->input_idx[2], 2);
+  assert_int_equal(nnt_layer_set_property(l, "input_shape", "7:2:3:4", &e), NNT_OK);
+  assert_true(l->has_input_shape && nnt_dim_eq(l->input_shape, nnt_dim_make(1, 2, 3, 4)));
+  assert_int_equal(nnt_layer_set_property(l, "flatten", "true", &e), NNT_OK);
+  assert_int_equal(nnt_layer_set_property(l, "trainable", "false", &e), NNT_OK);
+  assert_true(l->flatten && !l->trainable);
+  assert_int_equal(nnt_layer_set_property(l, NULL, "1", &e), NNT_ERR_INVAL);
   nnt_layer_destroy(l);
-  /* finalize errors name the key and both shapes */
-  assert_int_equal(nnt_layer_create("reshape", &l, &e), NNT_OK);
-  assert_int_equal(nnt_layer_set_property(l, "target_shape", "2:2:2", &e), NNT_OK);
+  /* each type's own keys */
+  assert_int_equal(nnt_layer_create("dropout", &l, &e), NNT_OK);
+  bad_prop(l, "dropout_rate", "1", "dropout_rate", "1");
+  bad_prop(l, "dropout_rate", "-0.1", "dropout_rate", "-0.1");
+  bad_prop(l, "unit", "3", "unknown key 'unit' for layer type 'dropout'", NULL);
+  nnt_layer_destroy(l);
+  assert_int_equal(nnt_layer_create("input", &l, &e), NNT_OK);
+  bad_prop(l, "normalization", "yes please", "normalization", "yes please");
+  nnt_layer_destroy(l);
+  assert_int_equal(nnt_layer_create("activation", &l, &e), NNT_OK);
+  bad_prop(l, "activation", "sparkle", "activation", "sparkle");
   nnt_finalize_ctx fc = {0};
   fc.n_in = 1;
   fc.in_dim[0] = nnt_dim_make(1, 1, 1, 7);
   assert_int_equal(l->ops->finalize(l, &fc, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "activation");
+  nnt_layer_destroy(l);
+  /* finalize errors name the key and both shapes */
+  assert_int_equal(nnt_layer_create("reshape", &l, &e), NNT_OK);
+  assert_int_equal(l->ops->finalize(l, &fc, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "target_shape");
+  bad_prop(l, "target_shape", "2:0:2", "target_shape", NULL);
+  assert_int_equal(nnt_layer_set_property(l, "target_shape", "2:2:2", &e), NNT_OK);
+  assert_int_equal(l->ops->finalize(l, &fc, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "target_shape");
   tu_assert_contains(e.msg, "1:2:2:2");
   tu_assert_contains(e.msg, "1:1:1:7");
   nnt_layer_destroy(l);
@@ -216,40 +425,187 @@ static void test_property_errors(void **state) {
   nnt_layer_destroy(l);
   assert_int_equal(nnt_layer_create("convolution9d", &l, &e), NNT_ERR_INVAL);
   tu_assert_contains(e.msg, "convolution9d");
+  nnt_layer_destroy(NULL); /* a no-op */
 }
 
 static void test_registry(void **state) {
   (void)state;
-  assert_ptr_equal(nnt_layer_ops_find("FULLY_CONNECTED"), &nnt_layer_fully_connected);
-  assert_ptr_equal(nnt_layer_ops_find_ml(1), &nnt_layer_fully_connected);
+  const struct {
+    const nnt_layer_ops *ops;
+    const char *name;
+    int ml; /* ml_train_layer_type_e in NNTrainer's api/nntrainer-api-common.h */
+  } want[] = {
+      {&nnt_layer_input, "input", 0},           {&nnt_layer_fully_connected, "fully_connected", 1},
+      {&nnt_layer_flatten, "flatten", 5},       {&nnt_layer_activation, "activation", 6},
+      {&nnt_layer_dropout, "dropout", 16},      {&nnt_layer_mse, "mse", 500},
+      {&nnt_layer_cross_sigmoid, "cross_sigmoid", 501},
+      {&nnt_layer_cross_softmax, "cross_softmax", 502},
+      {&nnt_layer_reshape, "reshape", -1},
+  };
+  for (size_t i = 0; i < NNT_ARRAY_LEN(want); i++) {
+    char upper[64];
+    size_t k = 0;
+    for (; want[i].name[k]; k++)
+      upper[k] = (char)(want[i].name[k] ^ 0x20 * (want[i].name[k] >= 'a'));
+    upper[k] = '\0';
+    assert_ptr_equal(nnt_layer_ops_find(want[i].name), want[i].ops);
+    assert_ptr_equal(nnt_layer_ops_find(upper), want[i].ops);
+    assert_string_equal(want[i].ops->type, want[i].name);
+    assert_int_equal(want[i].ops->ml_type, want[i].ml);
+    if (want[i].ml >= 0)
+      assert_ptr_equal(nnt_layer_ops_find_ml(want[i].ml), want[i].ops);
+    int seen = 0;
+    for (const nnt_layer_ops *const *p = nnt_layer_ops_all(); *p; p++)
+      seen += *p == want[i].ops;
+    assert_int_equal(seen, 1);
+  }
   assert_null(nnt_layer_ops_find("nope"));
-  size_t n = 0;
-  for (const nnt_layer_ops *const *p = nnt_layer_ops_all(); *p; p++)
-    n++;
-  assert_true(n >= 9);
+  assert_null(nnt_layer_ops_find(""));
+  assert_null(nnt_layer_ops_find_ml(-1));
+  assert_null(nnt_layer_ops_find_ml(999));
+  /* every registered type: unique name, creatable with its defaults */
+  for (const nnt_layer_ops *const *p = nnt_layer_ops_all(); *p; p++) {
+    for (const nnt_layer_ops *const *q = p + 1; *q; q++)
+      assert_false(nnt_streq((*p)->type, (*q)->type));
+    nnt_layer *l;
+    nnt_err e = {0};
+    assert_int_equal(nnt_layer_create((*p)->type, &l, &e), NNT_OK);
+    assert_ptr_equal(l->ops, *p);
+    assert_true(l->trainable);
+    nnt_layer_destroy(l);
+  }
+}
+
+static void test_weight_requests(void **state) {
+  (void)state;
+  nnt_layer *l;
+  nnt_err e = {0};
+  assert_int_equal(nnt_layer_create("fully_connected", &l, &e), NNT_OK);
+  const char *p[] = {"unit", "5", "weight_regularizer", "l2norm",
+                     "weight_regularizer_constant", "0.5", "weight_decay", "0.1",
+                     "bias_decay", "0.2", "bias_initializer", "ones",
+                     "weight_initializer", "he_normal", NULL};
+  for (size_t i = 0; p[i]; i += 2)
+    assert_int_equal(nnt_layer_set_property(l, p[i], p[i + 1], &e), NNT_OK);
+  nnt_finalize_ctx fc = {0};
+  fc.n_in = 1, fc.n_out = 1;
+  fc.in_dim[0] = nnt_dim_make(2, 3, 4, 7);
+  assert_int_equal(l->ops->finalize(l, &fc, &e), NNT_OK);
+  assert_true(nnt_dim_eq(fc.out_dim[0], nnt_dim_make(2, 3, 4, 5)));
+  assert_int_equal(fc.n_w, 2);
+  assert_string_equal(fc.w[0].name, "weight");
+  assert_true(nnt_dim_eq(fc.w[0].dim, nnt_dim_make(1, 1, 7, 5)));
+  assert_int_equal(fc.w[0].init, NNT_INIT_HE_NORMAL);
+  assert_int_equal(fc.w[0].fan_in, 7);
+  assert_int_equal(fc.w[0].fan_out, 5);
+  assert_float_equal(fc.w[0].l2, 0.5f, 0);
+  assert_float_equal(fc.w[0].decay, 0.1f, 0);
+  assert_true(fc.w[0].trainable);
+  assert_string_equal(fc.w[1].name, "bias");
+  assert_true(nnt_dim_eq(fc.w[1].dim, nnt_dim_make(1, 1, 1, 5)));
+  assert_int_equal(fc.w[1].init, NNT_INIT_ONES);
+  assert_float_equal(fc.w[1].l2, 0, 0); /* the regularizer is the weight's */
+  assert_float_equal(fc.w[1].decay, 0.2f, 0);
+  assert_int_equal(fc.w[1].fan_in, 5); /* a [unit] vector: both fans are unit */
+  assert_int_equal(fc.w[1].fan_out, 5);
+  assert_int_equal(fc.flags, NNT_LF_BWD_READS_INPUT);
+  /* defaults: xavier_uniform, no regularizer; disable_bias drops the bias */
+  nnt_layer_destroy(l);
+  assert_int_equal(nnt_layer_create("fully_connected", &l, &e), NNT_OK);
+  assert_int_equal(nnt_layer_set_property(l, "unit", "2", &e), NNT_OK);
+  assert_int_equal(nnt_layer_set_property(l, "disable_bias", "true", &e), NNT_OK);
+  memset(&fc, 0, sizeof fc);
+  fc.n_in = 1, fc.n_out = 1;
+  fc.in_dim[0] = nnt_dim_make(4, 1, 1, 3);
+  assert_int_equal(l->ops->finalize(l, &fc, &e), NNT_OK);
+  assert_int_equal(fc.n_w, 1);
+  assert_int_equal(fc.w[0].init, NNT_INIT_XAVIER_UNIFORM);
+  assert_float_equal(fc.w[0].l2, 0, 0);
+  /* NNTrainer reads fans from the shape: [1, unit] is a vector of unit */
+  fc.n_w = 0;
+  fc.in_dim[0] = nnt_dim_make(4, 1, 1, 1);
+  assert_int_equal(l->ops->finalize(l, &fc, &e), NNT_OK);
+  assert_int_equal(fc.w[0].fan_in, 2);
+  assert_int_equal(fc.w[0].fan_out, 2);
+  nnt_layer_destroy(l);
+  nnt_weight_props wp;
+  nnt_weight_props_init(&wp);
+  assert_int_equal(wp.bias_init, NNT_INIT_ZEROS);
+  assert_float_equal(wp.l2_constant, 1.0f, 0);
+  assert_false(wp.l2norm || wp.disable_bias);
+  assert_int_equal(nnt_weight_props_set(&wp, "unit", "3", &e), NNT_ERR_NOKEY);
+  /* dropout asks for a mask kept from forward to backward */
+  assert_int_equal(nnt_layer_create("dropout", &l, &e), NNT_OK);
+  memset(&fc, 0, sizeof fc);
+  fc.n_in = 1, fc.n_out = 1;
+  fc.in_dim[0] = nnt_dim_make(4, 1, 2, 3);
+  assert_int_equal(l->ops->finalize(l, &fc, &e), NNT_OK);
+  assert_int_equal(fc.n_scratch, 1);
+  assert_int_equal(fc.scratch_life[0], NNT_SCRATCH_ITER);
+  assert_true(nnt_dim_eq(fc.scratch_dim[0], fc.in_dim[0]));
+  nnt_layer_destroy(l);
+  /* the request tables stop at their limits */
+  memset(&fc, 0, sizeof fc);
+  for (unsigned i = 0; i < NNT_MAX_WEIGHTS; i++)
+    assert_int_equal(nnt_fctx_add_weight(&fc, "w", nnt_dim_make(1, 1, 1, 1), NNT_INIT_ZEROS, 1,
+                                         1, 0, 0, 1), i);
+  assert_int_equal(nnt_fctx_add_weight(&fc, "w", nnt_dim_make(1, 1, 1, 1), NNT_INIT_ZEROS, 1, 1,
+                                       0, 0, 1), NNT_MAX_WEIGHTS);
+  assert_int_equal(fc.n_w, NNT_MAX_WEIGHTS);
+  for (unsigned i = 0; i < NNT_MAX_SCRATCH; i++)
+    assert_int_equal(nnt_fctx_add_scratch(&fc, nnt_dim_make(1, 1, 1, 1), NNT_SCRATCH_FWD), i);
+  assert_int_equal(nnt_fctx_add_scratch(&fc, nnt_dim_make(1, 1, 1, 1), NNT_SCRATCH_FWD),
+                   NNT_MAX_SCRATCH);
+  assert_int_equal(fc.n_scratch, NNT_MAX_SCRATCH);
 }
 
 static void test_initializers(void **state) {
   (void)state;
-  enum { N = 20000 };
+  enum { N = 40000 };
+  const unsigned fi = 50, fo = 10;
+  /* NNTrainer's formulas (Tensor::initialize): std for the normal ones,
+   * the bound for the uniform ones (lecun_uniform: sqrt(1 / fan_in)) */
+  const struct {
+    nnt_init init;
+    int normal;
+    double scale;
+  } cases[] = {
+      {NNT_INIT_LECUN_NORMAL, 1, sqrt(1.0 / fi)},
+      {NNT_INIT_XAVIER_NORMAL, 1, sqrt(2.0 / (fi + fo))},
+      {NNT_INIT_HE_NORMAL, 1, sqrt(2.0 / fi)},
+      {NNT_INIT_LECUN_UNIFORM, 0, sqrt(1.0 / fi)},
+      {NNT_INIT_XAVIER_UNIFORM, 0, sqrt(6.0 / (fi + fo))},
+      {NNT_INIT_HE_UNIFORM, 0, sqrt(6.0 / fi)},
+  };
   float *w = malloc(N * sizeof *w);
   nnt_rng r;
   nnt_rng_seed(&r, 3);
-  /* he_normal: std sqrt(2 / fan_in) */
-  nnt_init_fill(NNT_INIT_HE_NORMAL, 50, 10, &r, w, N);
-  double s = 0, s2 = 0;
-  for (size_t i = 0; i < N; i++)
-    s += w[i], s2 += (double)w[i] * w[i];
-  assert_true(fabs(s / N) < 0.01);
-  assert_true(fabs(sqrt(s2 / N) - sqrt(2.0 / 50)) < 0.01);
-  /* xavier_uniform: within sqrt(6 / (in + out)) */
-  nnt_init_fill(NNT_INIT_XAVIER_UNIFORM, 30, 20, &r, w, N);
-  float lim = sqrtf(6.0f / 50), mx = 0;
-  for (size_t i = 0; i < N; i++)
-    mx = fabsf(w[i]) > mx ? fabsf(w[i]) : mx;
-  assert_true(mx <= lim && mx > 0.95f * lim);
+  for (size_t c = 0; c < NNT_ARRAY_LEN(cases); c++) {
+    nnt_init_fill(cases[c].init, fi, fo, &r, w, N);
+    double s = 0, s2 = 0, mx = 0;
+    for (size_t i = 0; i < N; i++)
+      s += w[i], s2 += (double)w[i] * w[i], mx = fmax(mx, fabs(w[i]));
+    double sd = sqrt(s2 / N), want_sd = cases[c].normal ? cases[c].scale
+                                                         : cases[c].scale / sqrt(3.0);
+    if (fabs(s / N) > 0.02 * want_sd || fabs(sd - want_sd) > 0.02 * want_sd)
+      fail_msg("%s: mean %g, std %g, expected std %g", nnt_init_name(cases[c].init), s / N, sd,
+               want_sd);
+    if (!cases[c].normal)
+      assert_true(mx <= cases[c].scale && mx > 0.99 * cases[c].scale);
+    else
+      assert_true(mx > 3 * want_sd); /* not truncated */
+  }
   nnt_init_fill(NNT_INIT_ONES, 1, 1, &r, w, 4);
-  assert_float_equal(w[3], 1.0f, 0);
+  assert_true(w[0] == 1.0f && w[3] == 1.0f);
+  nnt_init_fill(NNT_INIT_ZEROS, 1, 1, &r, w, 4);
+  assert_true(w[0] == 0.0f && w[3] == 0.0f);
+  nnt_init i;
+  for (int k = NNT_INIT_ZEROS; k <= NNT_INIT_HE_UNIFORM; k++) {
+    assert_int_equal(nnt_init_from_name(nnt_init_name((nnt_init)k), &i), NNT_OK);
+    assert_int_equal(i, k);
+  }
+  assert_int_equal(nnt_init_from_name("He_Normal", &i), NNT_OK);
+  assert_int_equal(nnt_init_from_name("glorot", &i), NNT_ERR_INVAL);
   free(w);
 }
 
@@ -265,8 +621,12 @@ int main(void) {
       cmocka_unit_test(test_window_errors),
       cmocka_unit_test(test_batch_normalization_statistics),
       cmocka_unit_test(test_dropout_inference_is_identity),
+      cmocka_unit_test(test_in_place),
+      cmocka_unit_test(test_losses_without_label),
+      cmocka_unit_test(test_input_normalization),
       cmocka_unit_test(test_property_errors),
       cmocka_unit_test(test_registry),
+      cmocka_unit_test(test_weight_requests),
       cmocka_unit_test(test_initializers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
