@@ -5,12 +5,33 @@
 #include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/compute/kernels.h"
 
+/* The output columns [lo, hi) whose input column ox*sw - pl + off lies
+ * inside [0, w). */
+static void valid_cols(const nnt_conv_geom *g, long off, unsigned *lo, unsigned *hi) {
+  long a = 0, b = g->ow;
+  /* ox * sw + off >= 0 */
+  if (off < 0)
+    a = (-off + g->sw - 1) / g->sw;
+  /* ox * sw + off <= w - 1 */
+  long last = (long)g->w - 1 - off;
+  b = last < 0 ? 0 : last / g->sw + 1;
+  if (b > (long)g->ow)
+    b = g->ow;
+  if (a > b)
+    a = b;
+  *lo = (unsigned)a;
+  *hi = (unsigned)b;
+}
+
 void nnt_cpu_im2col(const nnt_conv_geom *g, const float *x, float *col) {
   size_t plane = (size_t)g->oh * g->ow;
   for (unsigned c = 0; c < g->c; c++)
     for (unsigned a = 0; a < g->kh; a++)
       for (unsigned b = 0; b < g->kw; b++) {
         float *row = col + (((size_t)c * g->kh + a) * g->kw + b) * plane;
+        long off = (long)b * g->dw - g->pl;
+        unsigned lo, hi;
+        valid_cols(g, off, &lo, &hi);
         for (unsigned oy = 0; oy < g->oh; oy++) {
           long iy = (long)oy * g->sh - g->pt + (long)a * g->dh;
           float *r = row + (size_t)oy * g->ow;
@@ -18,11 +39,16 @@ void nnt_cpu_im2col(const nnt_conv_geom *g, const float *x, float *col) {
             memset(r, 0, g->ow * sizeof(float));
             continue;
           }
-          const float *xr = x + ((size_t)c * g->h + (size_t)iy) * g->w;
-          for (unsigned ox = 0; ox < g->ow; ox++) {
-            long ix = (long)ox * g->sw - g->pl + (long)b * g->dw;
-            r[ox] = ix < 0 || ix >= (long)g->w ? 0.0f : xr[ix];
-          }
+          const float *xr = x + ((size_t)c * g->h + (size_t)iy) * g->w + off;
+          for (unsigned ox = 0; ox < lo; ox++)
+            r[ox] = 0.0f;
+          if (g->sw == 1)
+            memcpy(r + lo, xr + lo, (hi - lo) * sizeof(float));
+          else
+            for (unsigned ox = lo; ox < hi; ox++)
+              r[ox] = xr[(size_t)ox * g->sw];
+          for (unsigned ox = hi; ox < g->ow; ox++)
+            r[ox] = 0.0f;
         }
       }
 }
@@ -33,17 +59,21 @@ void nnt_cpu_col2im(const nnt_conv_geom *g, const float *col, float *dx) {
     for (unsigned a = 0; a < g->kh; a++)
       for (unsigned b = 0; b < g->kw; b++) {
         const float *row = col + (((size_t)c * g->kh + a) * g->kw + b) * plane;
+        long off = (long)b * g->dw - g->pl;
+        unsigned lo, hi;
+        valid_cols(g, off, &lo, &hi);
         for (unsigned oy = 0; oy < g->oh; oy++) {
           long iy = (long)oy * g->sh - g->pt + (long)a * g->dh;
           if (iy < 0 || iy >= (long)g->h)
             continue;
-          float *xr = dx + ((size_t)c * g->h + (size_t)iy) * g->w;
+          float *xr = dx + ((size_t)c * g->h + (size_t)iy) * g->w + off;
           const float *r = row + (size_t)oy * g->ow;
-          for (unsigned ox = 0; ox < g->ow; ox++) {
-            long ix = (long)ox * g->sw - g->pl + (long)b * g->dw;
-            if (ix >= 0 && ix < (long)g->w)
-              xr[ix] += r[ox];
-          }
+          if (g->sw == 1)
+            for (unsigned ox = lo; ox < hi; ox++)
+              xr[ox] += r[ox];
+          else
+            for (unsigned ox = lo; ox < hi; ox++)
+              xr[(size_t)ox * g->sw] += r[ox];
         }
       }
 }
