@@ -18,6 +18,8 @@ Training cases (MLP 8 -> 16 relu -> 12 sigmoid -> 4, batch 4, 5 steps):
   train_<opt>_<loss>.bin: initial weights (NNTrainer order: per layer W [in,
   out] then b), then 5 batches of (x [4, 8], label [4, 4]), then per step:
   loss (1 value) and all weights after the step.
+  move_<name>.bin: inputs, R per output, outputs, dX per input (addition,
+  concat, split, multiout, identity, permute, upsample2d)
 Residual case (resnet_<opt>.bin and resnet.ini): conv-BN-relu-conv-BN, added
 to the first block's output, relu, global average pooling, fully connected,
 softmax cross-entropy; input 2:6:6, batch 4, 4 steps; same layout as the
@@ -294,6 +296,17 @@ def resnet_case(opt, lr):
     save("resnet_%s" % opt, *flat)
 
 
+def move_case(name, shapes, fn):
+    xs = [torch.randn(*sh, requires_grad=True) for sh in shapes]
+    ys = fn(*xs)
+    if not isinstance(ys, (list, tuple)):
+        ys = [ys]
+    rs = [torch.rand_like(y) * 2 - 1 for y in ys]
+    sum((y * r).sum() for y, r in zip(ys, rs)).backward()
+    save("move_" + name, *[x.detach() for x in xs], *rs, *[y.detach() for y in ys],
+         *[x.grad for x in xs])
+
+
 fc_case("2d", (3, 7), 5)
 fc_case("4d", (2, 2, 3, 4), 5)
 for a in ACTS:
@@ -316,3 +329,12 @@ bn_case("conv", (4, 3, 2, 3))
 resnet_case("sgd", 0.1)
 resnet_case("adam", 0.01)
 print("golden data written to", OUT)
+move_case("addition", [(2, 3, 2, 2), (2, 3, 2, 2)], lambda a, b: a + b)
+move_case("concat_c", [(2, 2, 2, 3), (2, 1, 2, 3)], lambda a, b: torch.cat([a, b], 1))
+move_case("concat_w", [(2, 1, 2, 3), (2, 1, 2, 2)], lambda a, b: torch.cat([a, b], 3))
+move_case("split_w", [(2, 1, 2, 6)], lambda a: list(torch.split(a, 3, dim=3)))
+move_case("multiout", [(2, 1, 2, 3)], lambda a: [a * 1, a * 1])
+move_case("identity", [(2, 2, 2, 2)], lambda a: a * 1)
+move_case("permute", [(2, 2, 3, 4)], lambda a: a.permute(0, 3, 1, 2))
+move_case("upsample2d", [(2, 2, 2, 3)],
+          lambda a: torch.nn.functional.interpolate(a, scale_factor=(2, 3), mode="nearest"))
