@@ -1,86 +1,219 @@
-/* INI loader. Sections are read in file order: [Model], [Optimizer],
+/* INI loader: reads NNTrainer's format with iniparser 4.1 and builds the
+ * model through the builder calls of model.h, layer.h, optimizer.h and
+ * dataset.h, the same calls the C API makes. Order: [Model] (with the older
+ * optimizer keys), then [Optimizer], then every other section in file order:
  * [LearningRateScheduler], [train_set]/[valid_set]/[test_set], the older
- * [Dataset], and every other section is a layer named after it. */
+ * [Dataset], and any other section as a layer named after it. docs/ini.md
+ * lists every key and where nntrainer differs from NNTrainer. */
 #include "nntrainer/ini.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <iniparser/iniparser.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#define INI_BUF 1024  /* iniparser 4.1's line buffer (ASCIILINESZ) */
+#define INI_NAME 256  /* longest section or key name an override may give */
+#define SYNTHETIC_SAMPLES 1024u
 
 typedef struct ini_ctx {
   dictionary *d;
-  const char *file;
+  const char *file;        /* the path as the caller gave it */
   nnt_model *m;
   nnt_err *e;
+  const char *const *ov;   /* the overrides, to name them in errors */
+  size_t n_ov;
+  nnt_optimizer *opt;      /* the model's optimizer once set (borrowed) */
+  const char *ds_from[3];  /* the section that gave each dataset mode */
 } ini_ctx;
 
-/* iniparser reports syntax errors through a callback without user data,
- * so the first message of a load is kept here (loads are not reentrant). */
-static char parse_error[512];
+/* ---- iniparser's error printing ---------------------------------------- */
+
 static int silent_error(const char *fmt, ...) {
-  if (!parse_error[0]) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(parse_error, sizeof parse_error, fmt, ap);
-    va_end(ap);
-    size_t n = strlen(parse_error);
-    while (n && (parse_error[n - 1] == '\n' || parse_error[n - 1] == ' '))
-      parse_error[--n] = '\0';
-  }
+  (void)fmt;
   return 0;
 }
 
-/* "section:key" -> "key" */
-static const char *bare_key(const char *full) {
-  const char *c = strchr(full, ':');
-  return c ? c + 1 : full;
+static void install_silent_callback(void) { iniparser_set_error_callback(silent_error); }
+
+/* ---- overrides and messages -------------------------------------------- */
+
+static void copy_lower(char *dst, const char *src, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    dst[i] = (char)tolower((unsigned char)src[i]);
+  dst[n] = '\0';
 }
 
-static int fail_key(ini_ctx *c, const char *sec, const char *key, int rc) {
-  if (rc == NNT_ERR_NOKEY) {
-    c->e->code = NNT_ERR_INVAL;
-    return nnt_err_set(c->e, NNT_ERR_INVAL, "%s: [%s] unknown key '%s'", c->file, sec, key);
+/* Split "section.key=value" (or "key=value": [Model]) into a lowercase
+ * section and key (each under INI_NAME) and the value after '='.
+ * @return 0, or -1 when the override is malformed. */
+static int split_override(const char *ov, char *sec, char *key, const char **value) {
+  const char *eq = strchr(ov, '=');
+  if (!eq)
+    return -1;
+  const char *b = ov, *end = eq, *dot = NULL;
+  while (b < end && isspace((unsigned char)*b))
+    b++;
+  while (end > b && isspace((unsigned char)end[-1]))
+    end--;
+  for (const char *p = b; p < end; p++)
+    if (*p == '.')
+      dot = p;
+  const char *kb = dot ? dot + 1 : b;
+  size_t sl = dot ? (size_t)(dot - b) : 0, kl = (size_t)(end - kb);
+  if (!kl || kl >= INI_NAME || (dot && (!sl || sl >= INI_NAME)))
+    return -1;
+  if (dot)
+    copy_lower(sec, b, sl);
+  else
+    strcpy(sec, "model");
+  copy_lower(key, kb, kl);
+  *value = eq + 1;
+  return 0;
+}
+
+/* The last override that set [sec] key, or NULL. */
+static const char *override_of(const ini_ctx *c, const char *sec, const char *key) {
+  char s[INI_NAME], k[INI_NAME];
+  const char *v;
+  for (size_t i = c->n_ov; sec && key && i-- > 0;)
+    if (c->ov[i] && !split_override(c->ov[i], s, k, &v) && nnt_streq(s, sec) &&
+        nnt_streq(k, key))
+      return c->ov[i];
+  return NULL;
+}
+
+/* Record "<file>: [sec] key: what" (sec and key left out when NULL; key not
+ * shown unless show_key), naming the override that set [sec] key, if any. */
+static int vfail(ini_ctx *c, int code, const char *sec, const char *key, int show_key,
+                 const char *fmt, va_list ap) {
+  char what[NNT_ERR_MSG_MAX], from[INI_BUF + 32] = "";
+  vsnprintf(what, sizeof what, fmt, ap);
+  const char *ov = override_of(c, sec, key);
+  if (ov)
+    snprintf(from, sizeof from, " (from override '%s')", ov);
+  return nnt_err_set(c->e, code, "%s: %s%s%s%s%s%s%s", c->file, sec ? "[" : "", sec ? sec : "",
+                     sec ? "] " : "", show_key && key ? key : "", show_key && key ? ": " : "",
+                     what, from);
+}
+
+/* "<file>: [sec] key: what" */
+static int fail_key(ini_ctx *c, int code, const char *sec, const char *key, const char *fmt,
+                    ...) __attribute__((format(printf, 5, 6)));
+static int fail_key(ini_ctx *c, int code, const char *sec, const char *key, const char *fmt,
+                    ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = vfail(c, code, sec, key, 1, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+/* "<file>: [sec] what", where what is about key (for the override note). */
+static int fail_sec(ini_ctx *c, int code, const char *sec, const char *key, const char *fmt,
+                    ...) __attribute__((format(printf, 5, 6)));
+static int fail_sec(ini_ctx *c, int code, const char *sec, const char *key, const char *fmt,
+                    ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = vfail(c, code, sec, key, 0, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+/* Rewrite the message a builder left in c->e for [sec] key (key NULL: the
+ * section as a whole) into the loader's form. Builders write "key 'k': what"
+ * or "k: what"; unknown keys (NNT_ERR_NOKEY) become NNT_ERR_INVAL. */
+static int fail_builder(ini_ctx *c, int rc, const char *sec, const char *key) {
+  char msg[NNT_ERR_MSG_MAX], named[INI_NAME] = "";
+  const char *m = c->e->msg;
+  if (!strncmp(m, "dataset: ", 9))
+    m += 9;
+  snprintf(msg, sizeof msg, "%s", m);
+  if (key && (rc == NNT_ERR_NOKEY || !strncmp(msg, "unknown key", 11))) {
+    if (strncmp(msg, "unknown key", 11))
+      snprintf(msg, sizeof msg, "unknown key '%s'", key);
+    return fail_sec(c, NNT_ERR_INVAL, sec, key, "%s", msg);
   }
-  /* messages from setters start with "key 'k': ..." or name the key */
-  if (!strstr(c->e->msg, key))
-    nnt_err_prefix(c->e, "%s: ", key);
-  return nnt_err_prefix(c->e, "%s: [%s] ", c->file, sec);
+  if (rc == NNT_ERR_NOKEY)
+    rc = NNT_ERR_INVAL;
+  const char *rest = msg;
+  if (!strncmp(msg, "key '", 5)) {
+    const char *q = strchr(msg + 5, '\'');
+    size_t n = q ? (size_t)(q - msg - 5) : 0;
+    if (q && q[1] == ':' && q[2] == ' ' && n && n < sizeof named) {
+      memcpy(named, msg + 5, n);
+      named[n] = '\0';
+      rest = q + 3;
+    }
+  }
+  /* the INI's key name wins: [Dataset] BufferSize sets buffer_size */
+  const char *k = key ? key : named[0] ? named : NULL;
+  if (!k)
+    return fail_sec(c, rc, sec, NULL, "%s", rest);
+  size_t kl = strlen(k);
+  if (!named[0] && !strncasecmp(rest, k, kl) && rest[kl] == ':' && rest[kl + 1] == ' ')
+    rest += kl + 2;
+  return fail_key(c, rc, sec, k, "%s", rest);
 }
 
-typedef int (*setter)(void *obj, const char *key, const char *value, nnt_err *e);
+/* ---- reading sections -------------------------------------------------- */
 
-/* Apply every key of a section but those in skip (NULL-terminated). */
-static int apply_keys(ini_ctx *c, const char *sec, void *obj, setter set,
+static const char *get(const ini_ctx *c, const char *sec, const char *key) {
+  char full[2 * INI_BUF + 2];
+  snprintf(full, sizeof full, "%s:%s", sec, key);
+  return iniparser_getstring(c->d, full, NULL);
+}
+
+static int has_section(const ini_ctx *c, const char *sec) {
+  return iniparser_find_entry(c->d, sec);
+}
+
+/* A key that must be present and not empty. */
+static int need(ini_ctx *c, const char *sec, const char *key, const char **out) {
+  *out = get(c, sec, key);
+  if (!*out || !(*out)[0])
+    return fail_key(c, NNT_ERR_INVAL, sec, key, "required key is missing");
+  return NNT_OK;
+}
+
+static int in_list(const char *key, const char *const *list) {
+  for (size_t i = 0; list && list[i]; i++)
+    if (nnt_streq(key, list[i]))
+      return 1;
+  return 0;
+}
+
+typedef int (*setter_fn)(void *obj, const char *key, const char *value, nnt_err *e);
+
+/* Give every key of [sec] but those in skip to set(obj, ...). */
+static int apply_keys(ini_ctx *c, const char *sec, void *obj, setter_fn set,
                       const char *const *skip) {
   int nk = iniparser_getsecnkeys(c->d, sec);
   if (nk <= 0)
     return NNT_OK;
   const char **keys = nnt_calloc((size_t)nk, sizeof *keys);
   if (!keys)
-    return nnt_err_set(c->e, NNT_ERR_NOMEM, "%s: out of memory", c->file);
+    return fail_sec(c, NNT_ERR_NOMEM, sec, NULL, "out of memory");
   iniparser_getseckeys(c->d, sec, keys);
   int rc = NNT_OK;
   for (int i = 0; i < nk && !rc; i++) {
-    const char *key = bare_key(keys[i]);
-    int skipped = 0;
-    for (size_t s = 0; skip && skip[s]; s++)
-      skipped |= nnt_streq(key, skip[s]);
-    if (skipped)
+    const char *colon = strchr(keys[i], ':');
+    const char *key = colon ? colon + 1 : keys[i];
+    if (in_list(key, skip))
       continue;
-    const char *v = iniparser_getstring(c->d, keys[i], "");
-    rc = set(obj, key, v, c->e);
-    if (rc)
-      rc = fail_key(c, sec, key, rc);
+    if ((rc = set(obj, key, iniparser_getstring(c->d, keys[i], ""), c->e)))
+      rc = fail_builder(c, rc, sec, key);
   }
   nnt_free(keys);
   return rc;
 }
 
-static int set_model(void *o, const char *k, const char *v, nnt_err *e) {
-  return nnt_model_set_property(o, k, v, e);
-}
 static int set_layer(void *o, const char *k, const char *v, nnt_err *e) {
   return nnt_layer_set_property(o, k, v, e);
 }
@@ -94,254 +227,465 @@ static int set_ds(void *o, const char *k, const char *v, nnt_err *e) {
   return nnt_dataset_set_property(o, k, v, e);
 }
 
-static const char *get(ini_ctx *c, const char *sec, const char *key) {
-  char full[512];
-  snprintf(full, sizeof full, "%s:%s", sec, key);
-  return iniparser_getstring(c->d, full, NULL);
+/* A relative path joined onto the model's base dir; the caller frees it. */
+static char *resolve(ini_ctx *c, const char *sec, const char *key, const char *v) {
+  const char *base = nnt_model_base_dir(c->m);
+  size_t n = strlen(base) + strlen(v) + 2;
+  char *p = nnt_malloc(n);
+  if (!p)
+    fail_key(c, NNT_ERR_NOMEM, sec, key, "out of memory");
+  else if (v[0] == '/')
+    snprintf(p, n, "%s", v);
+  else
+    snprintf(p, n, "%s/%s", base, v);
+  return p;
 }
 
-static int need(ini_ctx *c, const char *sec, const char *key, const char **out) {
-  *out = get(c, sec, key);
-  if (!*out || !(*out)[0])
-    return nnt_err_set(c->e, NNT_ERR_INVAL, "%s: [%s] %s: required key is missing", c->file,
-                       sec, key);
+/* ---- [Model] and [Optimizer] ------------------------------------------- */
+
+/* Older INIs give the optimizer in [Model]; NNTrainer forwards these keys to
+ * it when [Model] sets `optimizer`. */
+static const char *const legacy_opt_keys[] = {"learning_rate", "decay_rate", "decay_steps",
+                                              "beta1", "beta2", "epsilon", NULL};
+
+/* NNTrainer's [Model] keys nntrainer does not implement, and the one value of
+ * each that means what nntrainer does anyway (NULL: none). */
+static const struct {
+  const char *key, *accepted;
+} unsupported_model_keys[] = {
+    {"memory_swap", "false"},
+    {"memory_swap_path", NULL},
+    {"memory_swap_lookahead", NULL},
+    {"save_best_path", NULL},
+    {"tensor_format", "NCHW"},
+    {"tensor_type", "FP32-FP32"},
+    {"model_tensor_type", "FP32-FP32"},
+    {"loss_scale", "1"},
+    {"input_layers", NULL},
+    {"label_layers", NULL},
+};
+
+static int check_unsupported(ini_ctx *c, const char *key, const char *v, int *handled) {
+  for (size_t i = 0; i < NNT_ARRAY_LEN(unsupported_model_keys); i++) {
+    if (!nnt_streq(key, unsupported_model_keys[i].key))
+      continue;
+    *handled = 1;
+    const char *acc = unsupported_model_keys[i].accepted;
+    int b;
+    float f;
+    int ok = acc && (nnt_streq(v, acc) ||
+                     (!strcmp(key, "memory_swap") && !nnt_parse_bool(key, v, &b, NULL) && !b) ||
+                     (!strcmp(key, "loss_scale") && !nnt_parse_float(key, v, &f, NULL) &&
+                      f == 1.0f) ||
+                     (strstr(key, "tensor_type") && nnt_streq(v, "FP32")));
+    if (ok)
+      return NNT_OK;
+    if (acc)
+      return fail_key(c, NNT_ERR_NOT_SUPPORTED, "model", key,
+                      "NNTrainer's key is supported only with the value '%s', not '%s'", acc, v);
+    return fail_key(c, NNT_ERR_NOT_SUPPORTED, "model", key,
+                    "NNTrainer's key is not supported by nntrainer");
+  }
   return NNT_OK;
 }
 
-/* Join a relative path onto the model's base dir. */
-static void resolve(ini_ctx *c, const char *v, char *out, size_t n) {
-  if (v[0] == '/')
-    snprintf(out, n, "%s", v);
+static int load_model_section(ini_ctx *c) {
+  int nk = iniparser_getsecnkeys(c->d, "model");
+  const char **keys = nnt_calloc(nk > 0 ? (size_t)nk : 1, sizeof *keys);
+  if (!keys)
+    return fail_sec(c, NNT_ERR_NOMEM, "model", NULL, "out of memory");
+  if (nk > 0)
+    iniparser_getseckeys(c->d, "model", keys);
+  const char *opt_type = get(c, "model", "optimizer");
+  int rc = NNT_OK;
+  for (int i = 0; i < nk && !rc; i++) {
+    const char *key = strchr(keys[i], ':') + 1, *v = iniparser_getstring(c->d, keys[i], "");
+    int handled = 0;
+    if (nnt_streq(key, "optimizer"))
+      continue;
+    if (in_list(key, legacy_opt_keys)) {
+      if (!opt_type)
+        rc = fail_key(c, NNT_ERR_INVAL, "model", key,
+                      "an optimizer key, read here only together with [Model] optimizer "
+                      "(NNTrainer ignores it otherwise); put it in [Optimizer]");
+      continue;
+    }
+    if ((rc = check_unsupported(c, key, v, &handled)) || handled)
+      continue;
+    if ((rc = nnt_model_set_property(c->m, key, v, c->e)))
+      rc = fail_builder(c, rc, "model", key);
+  }
+  nnt_free(keys);
+  if (rc || !opt_type)
+    return rc;
+  /* the older form: [Model] optimizer = adam, learning_rate = ... */
+  if (has_section(c, "optimizer"))
+    return fail_key(c, NNT_ERR_INVAL, "model", "optimizer",
+                    "the optimizer is given twice, here and in [Optimizer]");
+  nnt_optimizer *o;
+  if ((rc = nnt_optimizer_create(opt_type, &o, c->e)))
+    return fail_builder(c, rc, "model", "optimizer");
+  for (size_t i = 0; legacy_opt_keys[i] && !rc; i++) {
+    const char *v = get(c, "model", legacy_opt_keys[i]);
+    if (v && (rc = nnt_optimizer_set_property(o, legacy_opt_keys[i], v, c->e)))
+      rc = fail_builder(c, rc, "model", legacy_opt_keys[i]);
+  }
+  if (!rc && (rc = nnt_optimizer_validate(o, c->e)))
+    rc = fail_builder(c, rc, "model", NULL);
+  if (!rc && (rc = nnt_model_set_optimizer(c->m, o, c->e)))
+    rc = fail_builder(c, rc, "model", "optimizer");
+  if (rc)
+    nnt_optimizer_destroy(o);
   else
-    snprintf(out, n, "%s/%s", nnt_model_base_dir(c->m), v);
+    c->opt = o;
+  return rc;
 }
 
-static int load_optimizer(ini_ctx *c, const char *sec, nnt_optimizer **out) {
-  const char *type;
-  int rc = need(c, sec, "type", &type);
-  if (rc)
-    return rc;
+static int load_optimizer(ini_ctx *c, const char *sec) {
+  /* NNTrainer defaults a missing type to adam */
+  const char *type = get(c, sec, "type");
+  if (!type || !type[0])
+    type = "adam";
   nnt_optimizer *o;
-  if ((rc = nnt_optimizer_create(type, &o, c->e)))
-    return nnt_err_prefix(c->e, "%s: [%s] type: ", c->file, sec);
-  const char *skip[] = {"type", NULL};
-  if ((rc = apply_keys(c, sec, o, set_opt, skip)) ||
-      (rc = nnt_optimizer_validate(o, c->e) ? nnt_err_prefix(c->e, "%s: [%s] ", c->file, sec)
-                                            : NNT_OK) ||
-      (rc = nnt_model_set_optimizer(c->m, o, c->e))) {
+  int rc = nnt_optimizer_create(type, &o, c->e);
+  if (rc)
+    return fail_builder(c, rc, sec, "type");
+  static const char *const skip[] = {"type", NULL};
+  if (!(rc = apply_keys(c, sec, o, set_opt, skip)) && (rc = nnt_optimizer_validate(o, c->e)))
+    rc = fail_builder(c, rc, sec, NULL);
+  if (!rc && (rc = nnt_model_set_optimizer(c->m, o, c->e)))
+    rc = fail_builder(c, rc, sec, NULL);
+  if (rc) {
     nnt_optimizer_destroy(o);
     return rc;
   }
-  *out = o;
+  c->opt = o;
   return NNT_OK;
 }
 
-static int load_scheduler(ini_ctx *c, const char *sec, nnt_optimizer *opt) {
-  if (!opt)
-    return nnt_err_set(c->e, NNT_ERR_INVAL,
-                       "%s: [%s] needs an [Optimizer] section before it", c->file, sec);
+static int load_scheduler(ini_ctx *c, const char *sec) {
+  if (!c->opt)
+    return fail_sec(c, NNT_ERR_INVAL, sec, NULL,
+                    "needs an optimizer: add an [Optimizer] section");
   const char *type;
   int rc = need(c, sec, "type", &type);
   if (rc)
     return rc;
+  if (!isnan(c->opt->decay_rate) || c->opt->decay_steps)
+    return fail_sec(c, NNT_ERR_INVAL, sec, NULL,
+                    "cannot be combined with the optimizer's decay_rate/decay_steps: use one");
   nnt_lr_scheduler *s;
   if ((rc = nnt_lrs_create(type, &s, c->e)))
-    return nnt_err_prefix(c->e, "%s: [%s] type: ", c->file, sec);
-  const char *skip[] = {"type", NULL};
-  if ((rc = apply_keys(c, sec, s, set_lrs, skip)) ||
-      (rc = nnt_optimizer_set_lr_scheduler(opt, s, c->e))) {
+    return fail_builder(c, rc, sec, "type");
+  static const char *const skip[] = {"type", NULL};
+  if (!(rc = apply_keys(c, sec, s, set_lrs, skip)) && (rc = nnt_lrs_validate(s, c->e)))
+    rc = fail_builder(c, rc, sec, NULL);
+  if (!rc && (rc = nnt_optimizer_set_lr_scheduler(c->opt, s, c->e)))
+    rc = fail_builder(c, rc, sec, NULL);
+  if (rc)
     nnt_lrs_destroy(s);
-    if (rc && !strstr(c->e->msg, c->file))
-      nnt_err_prefix(c->e, "%s: [%s] ", c->file, sec);
+  return rc;
+}
+
+/* ---- datasets ---------------------------------------------------------- */
+
+static const char *const mode_sec[3] = {"train_set", "valid_set", "test_set"};
+
+/* Give ds to the model for mode; frees it on failure. */
+static int put_dataset(ini_ctx *c, const char *sec, const char *key, nnt_ds_mode mode,
+                       nnt_dataset *ds) {
+  int rc;
+  if (c->ds_from[mode])
+    rc = fail_key(c, NNT_ERR_INVAL, sec, key, "the %s is given twice, here and in [%s]",
+                  mode_sec[mode], c->ds_from[mode]);
+  else if ((rc = nnt_model_set_dataset(c->m, mode, ds, c->e)))
+    rc = fail_builder(c, rc, sec, NULL);
+  if (rc) {
+    nnt_dataset_destroy(ds);
     return rc;
   }
+  c->ds_from[mode] = sec;
   return NNT_OK;
 }
 
 static int load_dataset(ini_ctx *c, const char *sec, nnt_ds_mode mode) {
-  const char *type = get(c, sec, "type");
-  char p1[4096], p2[4096];
-  nnt_dataset *ds = NULL;
-  int rc;
-  const char *skip_file[] = {"type", "path", NULL};
-  const char *skip_idx[] = {"type", "images", "labels", NULL};
-  const char *skip_syn[] = {"type", "samples", NULL};
+  static const char *const skip_file[] = {"type", "path", NULL};
+  static const char *const skip_idx[] = {"type", "images", "labels", NULL};
+  static const char *const skip_syn[] = {"type", "samples", "seed", NULL};
+  const char *type, *a, *b;
   const char *const *skip;
-  if (!type || nnt_streq(type, "file")) {
-    const char *path;
-    if ((rc = need(c, sec, "path", &path)))
-      return rc;
-    resolve(c, path, p1, sizeof p1);
-    if ((rc = nnt_dataset_create_file(p1, &ds, c->e)))
-      return nnt_err_prefix(c->e, "%s: [%s] path: ", c->file, sec);
+  nnt_dataset *ds = NULL;
+  char *p1 = NULL, *p2 = NULL;
+  int rc = need(c, sec, "type", &type);
+  if (rc)
+    return rc;
+  if (nnt_streq(type, "file")) {
     skip = skip_file;
+    if (!(rc = need(c, sec, "path", &a)) && !(p1 = resolve(c, sec, "path", a)))
+      rc = c->e->code;
+    if (!rc && (rc = nnt_dataset_create_file(p1, &ds, c->e)))
+      rc = fail_builder(c, rc, sec, "path");
   } else if (nnt_streq(type, "idx")) {
-    const char *img, *lab;
-    if ((rc = need(c, sec, "images", &img)) || (rc = need(c, sec, "labels", &lab)))
-      return rc;
-    resolve(c, img, p1, sizeof p1);
-    resolve(c, lab, p2, sizeof p2);
-    if ((rc = nnt_dataset_create_idx(p1, p2, &ds, c->e)))
-      return nnt_err_prefix(c->e, "%s: [%s] ", c->file, sec);
     skip = skip_idx;
+    if (!(rc = need(c, sec, "images", &a)) && !(rc = need(c, sec, "labels", &b)) &&
+        (!(p1 = resolve(c, sec, "images", a)) || !(p2 = resolve(c, sec, "labels", b))))
+      rc = c->e->code;
+    if (!rc && (rc = nnt_dataset_create_idx(p1, p2, &ds, c->e)))
+      rc = fail_builder(c, rc, sec, NULL);
   } else if (nnt_streq(type, "synthetic")) {
-    unsigned samples = 1024;
-    const char *s = get(c, sec, "samples");
-    if (s && (rc = nnt_parse_uint("samples", s, &samples, c->e)))
-      return nnt_err_prefix(c->e, "%s: [%s] ", c->file, sec);
-    if ((rc = nnt_dataset_create_synthetic(samples, 0x5157ULL + mode, &ds, c->e)))
-      return nnt_err_prefix(c->e, "%s: [%s] samples: ", c->file, sec);
     skip = skip_syn;
+    unsigned samples = SYNTHETIC_SAMPLES, seed = 0x5157u + (unsigned)mode;
+    if ((a = get(c, sec, "samples")) && (rc = nnt_parse_uint("samples", a, &samples, c->e)))
+      rc = fail_builder(c, rc, sec, "samples");
+    if (!rc && (a = get(c, sec, "seed")) && (rc = nnt_parse_uint("seed", a, &seed, c->e)))
+      rc = fail_builder(c, rc, sec, "seed");
+    if (!rc && (rc = nnt_dataset_create_synthetic(samples, seed, &ds, c->e)))
+      rc = fail_builder(c, rc, sec, "samples");
   } else {
-    return nnt_err_set(c->e, NNT_ERR_INVAL,
-                       "%s: [%s] type: unknown dataset type '%s' (file, idx, synthetic)",
-                       c->file, sec, type);
+    return fail_key(c, NNT_ERR_INVAL, sec, "type",
+                    "unknown dataset type '%s' (file, idx, synthetic)", type);
   }
-  if ((rc = apply_keys(c, sec, ds, set_ds, skip)) ||
-      (rc = nnt_model_set_dataset(c->m, mode, ds, c->e))) {
+  nnt_free(p1);
+  nnt_free(p2);
+  if (!rc)
+    rc = apply_keys(c, sec, ds, set_ds, skip);
+  if (rc) {
     nnt_dataset_destroy(ds);
     return rc;
   }
-  return NNT_OK;
+  return put_dataset(c, sec, NULL, mode, ds);
 }
 
-/* The older [Dataset] section: TrainData, ValidData, TestData, BufferSize. */
+/* The older [Dataset]: TrainData (required, as in NNTrainer), ValidData,
+ * TestData (raw files), BufferSize (or buffer_size); LabelData is ignored,
+ * as NNTrainer does. */
 static int load_legacy_dataset(ini_ctx *c, const char *sec) {
-  static const char *const keys[3] = {"traindata", "validdata", "testdata"};
-  const char *buf = get(c, sec, "buffersize");
-  int nk = iniparser_getsecnkeys(c->d, sec);
-  const char **all = nnt_calloc(nk > 0 ? (size_t)nk : 1, sizeof *all);
-  if (!all)
-    return nnt_err_set(c->e, NNT_ERR_NOMEM, "%s: out of memory", c->file);
-  iniparser_getseckeys(c->d, sec, all);
-  int rc = NNT_OK;
+  static const char *const data_keys[3] = {"traindata", "validdata", "testdata"};
+  static const char *const known[] = {"traindata", "validdata", "testdata", "labeldata",
+                                      "buffersize", "buffer_size", NULL};
+  int nk = iniparser_getsecnkeys(c->d, sec), rc = NNT_OK;
+  const char **keys = nnt_calloc(nk > 0 ? (size_t)nk : 1, sizeof *keys);
+  if (!keys)
+    return fail_sec(c, NNT_ERR_NOMEM, sec, NULL, "out of memory");
+  if (nk > 0)
+    iniparser_getseckeys(c->d, sec, keys);
   for (int i = 0; i < nk && !rc; i++) {
-    const char *k = bare_key(all[i]);
-    if (!nnt_streq(k, "traindata") && !nnt_streq(k, "validdata") && !nnt_streq(k, "testdata") &&
-        !nnt_streq(k, "buffersize") && !nnt_streq(k, "labeldata"))
-      rc = nnt_err_set(c->e, NNT_ERR_INVAL, "%s: [%s] unknown key '%s'", c->file, sec, k);
+    const char *k = strchr(keys[i], ':') + 1;
+    if (!in_list(k, known))
+      rc = fail_sec(c, NNT_ERR_INVAL, sec, k, "unknown key '%s'", k);
   }
-  nnt_free(all);
+  nnt_free(keys);
+  const char *buf = get(c, sec, "buffersize"), *train;
+  const char *buf_key = buf ? "buffersize" : "buffer_size";
+  if (!buf)
+    buf = get(c, sec, "buffer_size");
+  if (rc || (rc = need(c, sec, "traindata", &train)))
+    return rc;
   for (int mode = 0; mode < 3 && !rc; mode++) {
-    const char *path = get(c, sec, keys[mode]);
+    const char *path = get(c, sec, data_keys[mode]);
     if (!path || !path[0])
       continue;
-    char p[4096];
-    resolve(c, path, p, sizeof p);
-    nnt_dataset *ds;
+    nnt_dataset *ds = NULL;
+    char *p = resolve(c, sec, data_keys[mode], path);
+    if (!p)
+      return c->e->code;
     if ((rc = nnt_dataset_create_file(p, &ds, c->e)))
-      return nnt_err_prefix(c->e, "%s: [%s] %s: ", c->file, sec, keys[mode]);
-    if (buf && (rc = nnt_dataset_set_property(ds, "buffer_size", buf, c->e))) {
+      rc = fail_builder(c, rc, sec, data_keys[mode]);
+    else if (buf && (rc = nnt_dataset_set_property(ds, "buffer_size", buf, c->e)))
+      rc = fail_builder(c, rc, sec, buf_key);
+    nnt_free(p);
+    if (rc)
       nnt_dataset_destroy(ds);
-      return nnt_err_prefix(c->e, "%s: [%s] buffersize: ", c->file, sec);
-    }
-    if ((rc = nnt_model_set_dataset(c->m, (nnt_ds_mode)mode, ds, c->e)))
-      nnt_dataset_destroy(ds);
+    else
+      rc = put_dataset(c, sec, data_keys[mode], (nnt_ds_mode)mode, ds);
   }
   return rc;
 }
 
+/* ---- layers ------------------------------------------------------------ */
+
 static int load_layer(ini_ctx *c, const char *sec) {
-  const char *type;
+  const char *type, *name = get(c, sec, "name");
+  if (get(c, sec, "backbone"))
+    return fail_key(c, NNT_ERR_NOT_SUPPORTED, sec, "backbone",
+                    "backbone sections are not supported");
   int rc = need(c, sec, "type", &type);
   if (rc)
     return rc;
-  if (nnt_streq(type, "backbone"))
-    return nnt_err_set(c->e, NNT_ERR_NOT_SUPPORTED, "%s: [%s] type: backbone sections are not "
-                       "supported", c->file, sec);
+  /* NNTrainer names the layer after its section whatever `name` says */
+  if (name && !nnt_streq(name, sec))
+    return fail_key(c, NNT_ERR_INVAL, sec, "name",
+                    "'%s' differs from the section name, which is the layer's name", name);
   nnt_layer *l;
   if ((rc = nnt_layer_create(type, &l, c->e)))
-    return nnt_err_prefix(c->e, "%s: [%s] type: ", c->file, sec);
+    return fail_builder(c, rc, sec, "type");
+  static const char *const skip[] = {"type", "name", NULL};
   if ((rc = nnt_layer_set_property(l, "name", sec, c->e)))
-    rc = nnt_err_prefix(c->e, "%s: [%s] ", c->file, sec);
-  const char *skip[] = {"type", NULL};
+    rc = fail_builder(c, rc, sec, "name");
   if (!rc)
     rc = apply_keys(c, sec, l, set_layer, skip);
   if (!rc && (rc = nnt_model_add_layer(c->m, l, c->e)))
-    nnt_err_prefix(c->e, "%s: [%s] ", c->file, sec);
+    rc = fail_builder(c, rc, sec, NULL);
   if (rc)
     nnt_layer_destroy(l);
   return rc;
 }
 
-/* Apply overrides to the dictionary. */
-static int apply_overrides(ini_ctx *c, const char *const *ov, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    const char *eq = strchr(ov[i], '=');
-    if (!eq || eq == ov[i])
-      return nnt_err_set(c->e, NNT_ERR_INVAL, "override '%s': expected Section.key=value", ov[i]);
-    char lhs[512];
-    size_t len = (size_t)(eq - ov[i]);
-    if (len >= sizeof lhs)
-      return nnt_err_set(c->e, NNT_ERR_INVAL, "override '%s': too long", ov[i]);
-    memcpy(lhs, ov[i], len);
-    lhs[len] = '\0';
-    char sec[512], key[512], full[1100];
-    const char *dot = strrchr(lhs, '.');
-    if (dot) {
-      snprintf(sec, sizeof sec, "%.*s", (int)(dot - lhs), lhs);
-      snprintf(key, sizeof key, "%s", dot + 1);
-    } else {
-      snprintf(sec, sizeof sec, "model");
-      snprintf(key, sizeof key, "%s", lhs);
+/* ---- the file ---------------------------------------------------------- */
+
+/* A line iniparser 4.1 accepts: blank, a comment (# or ;), a [section], or
+ * "key = value" with a key before the '='. */
+static int line_ok(const char *s, char *sec, size_t n) {
+  while (isspace((unsigned char)*s))
+    s++;
+  size_t len = strlen(s);
+  while (len && isspace((unsigned char)s[len - 1]))
+    len--;
+  if (!len || s[0] == '#' || s[0] == ';')
+    return 1;
+  if (s[0] == '[' && s[len - 1] == ']') {
+    const char *b = s + 1, *e = memchr(b, ']', len - 1);
+    while (b < e && isspace((unsigned char)*b))
+      b++;
+    while (e > b && isspace((unsigned char)e[-1]))
+      e--;
+    if ((size_t)(e - b) < n)
+      copy_lower(sec, b, (size_t)(e - b));
+    return 1;
+  }
+  const char *eq = memchr(s, '=', len);
+  return eq && eq != s;
+}
+
+/* iniparser 4.1 rejects a file without saying where: find the first line it
+ * rejects, reading the file the way it does (its buffer, lines continued
+ * by a trailing backslash), and report it. */
+static int report_parse_error(ini_ctx *c) {
+  FILE *f = fopen(c->file, "r");
+  if (!f)
+    return fail_sec(c, NNT_ERR_IO, NULL, NULL, "cannot read: %s", strerror(errno));
+  char line[INI_BUF + 1] = "", sec[INI_NAME] = "";
+  int last = 0, rc = NNT_OK;
+  unsigned lineno = 0;
+  while (!rc && fgets(line + last, INI_BUF - last, f)) {
+    lineno++;
+    int len = (int)strlen(line) - 1;
+    if (len <= 0)
+      continue;
+    if (line[len] != '\n' && !feof(f)) {
+      rc = fail_sec(c, NNT_ERR_INVAL, sec[0] ? sec : NULL, NULL,
+                    "line %u: longer than iniparser's %d characters", lineno, INI_BUF - 2);
+      break;
     }
-    for (char *p = sec; *p; p++)
-      *p = (char)(*p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
-    for (char *p = key; *p; p++)
-      *p = (char)(*p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
-    if (!iniparser_find_entry(c->d, sec))
-      return nnt_err_set(c->e, NNT_ERR_INVAL, "override '%s': %s has no section [%s]", ov[i],
+    while (len >= 0 && isspace((unsigned char)line[len]))
+      line[len--] = '\0';
+    if (len >= 0 && line[len] == '\\') {
+      last = len;
+      continue;
+    }
+    last = 0;
+    if (!line_ok(line, sec, sizeof sec))
+      rc = fail_sec(c, NNT_ERR_INVAL, sec[0] ? sec : NULL, NULL,
+                    "line %u: '%.80s' is not a [section], a key = value or a comment", lineno,
+                    line);
+    memset(line, 0, sizeof line);
+  }
+  fclose(f);
+  if (!rc)
+    rc = fail_sec(c, NNT_ERR_INVAL, NULL, NULL, "iniparser cannot parse the file");
+  return rc;
+}
+
+/* Keys before the first section land in iniparser's dictionary as ":key". */
+static int check_keys_outside_sections(ini_ctx *c) {
+  for (ssize_t i = 0; i < c->d->size; i++)
+    if (c->d->key[i] && c->d->key[i][0] == ':')
+      return fail_sec(c, NNT_ERR_INVAL, NULL, NULL, "key '%s' comes before any [section]",
+                      c->d->key[i] + 1);
+  return NNT_OK;
+}
+
+static int apply_overrides(ini_ctx *c) {
+  for (size_t i = 0; i < c->n_ov; i++) {
+    char sec[INI_NAME], key[INI_NAME], full[2 * INI_NAME + 2], val[INI_BUF];
+    const char *v;
+    if (!c->ov[i] || split_override(c->ov[i], sec, key, &v))
+      return nnt_err_set(c->e, NNT_ERR_INVAL, "override '%s': expected section.key=value or "
+                         "key=value", c->ov[i] ? c->ov[i] : "(null)");
+    if (!has_section(c, sec))
+      return nnt_err_set(c->e, NNT_ERR_INVAL, "override '%s': %s has no section [%s]", c->ov[i],
                          c->file, sec);
+    while (isspace((unsigned char)*v))
+      v++;
+    size_t n = strlen(v);
+    while (n && isspace((unsigned char)v[n - 1]))
+      n--;
+    if (n >= sizeof val)
+      return nnt_err_set(c->e, NNT_ERR_INVAL, "override '%.64s...': value too long", c->ov[i]);
+    memcpy(val, v, n);
+    val[n] = '\0';
     snprintf(full, sizeof full, "%s:%s", sec, key);
-    if (iniparser_set(c->d, full, eq + 1))
-      return nnt_err_set(c->e, NNT_ERR_NOMEM, "override '%s': out of memory", ov[i]);
+    if (iniparser_set(c->d, full, val))
+      return nnt_err_set(c->e, NNT_ERR_NOMEM, "override '%s': out of memory", c->ov[i]);
   }
   return NNT_OK;
 }
 
-int nnt_ini_load(nnt_model *m, const char *path, const char *const *overrides,
-                 size_t n_overrides, nnt_err *e) {
-  if (!m || !path)
-    return nnt_err_set(e, NNT_ERR_INVAL, "ini: NULL model or path");
-  if (access(path, R_OK))
-    return nnt_err_set(e, NNT_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-  parse_error[0] = '\0';
-  iniparser_set_error_callback(silent_error);
-  dictionary *d = iniparser_load(path);
-  iniparser_set_error_callback(NULL);
-  if (!d || parse_error[0]) {
-    if (d)
-      iniparser_freedict(d);
-    return nnt_err_set(e, NNT_ERR_INVAL, "%s: malformed INI: %s", path,
-                       parse_error[0] ? parse_error : "cannot parse");
-  }
-  nnt_err local;
-  ini_ctx c = {d, path, m, e ? e : &local};
-  int rc = apply_overrides(&c, overrides, n_overrides);
-  nnt_optimizer *opt = NULL;
-  int nsec = iniparser_getnsec(d);
-  /* [Model] first, so batch and loss are known; then the rest in file order */
-  if (!rc && iniparser_find_entry(d, "model"))
-    rc = apply_keys(&c, "model", m, set_model, NULL);
-  if (!rc && iniparser_find_entry(d, "optimizer"))
-    rc = load_optimizer(&c, "optimizer", &opt);
+static int load_sections(ini_ctx *c) {
+  int rc;
+  if ((rc = check_keys_outside_sections(c)) || (rc = apply_overrides(c)))
+    return rc;
+  if (!has_section(c, "model"))
+    return fail_sec(c, NNT_ERR_INVAL, NULL, NULL, "no [Model] section (NNTrainer requires one)");
+  if ((rc = load_model_section(c)))
+    return rc;
+  if (has_section(c, "optimizer") && (rc = load_optimizer(c, "optimizer")))
+    return rc;
+  int nsec = iniparser_getnsec(c->d), layers = 0;
   for (int i = 0; i < nsec && !rc; i++) {
-    const char *sec = iniparser_getsecname(d, i);
+    const char *sec = iniparser_getsecname(c->d, i);
     if (nnt_streq(sec, "model") || nnt_streq(sec, "optimizer"))
       continue;
     if (nnt_streq(sec, "learningratescheduler"))
-      rc = load_scheduler(&c, sec, opt);
+      rc = load_scheduler(c, sec);
     else if (nnt_streq(sec, "train_set"))
-      rc = load_dataset(&c, sec, NNT_DS_TRAIN);
+      rc = load_dataset(c, sec, NNT_DS_TRAIN);
     else if (nnt_streq(sec, "valid_set"))
-      rc = load_dataset(&c, sec, NNT_DS_VALID);
+      rc = load_dataset(c, sec, NNT_DS_VALID);
     else if (nnt_streq(sec, "test_set"))
-      rc = load_dataset(&c, sec, NNT_DS_TEST);
+      rc = load_dataset(c, sec, NNT_DS_TEST);
     else if (nnt_streq(sec, "dataset"))
-      rc = load_legacy_dataset(&c, sec);
-    else
-      rc = load_layer(&c, sec);
+      rc = load_legacy_dataset(c, sec);
+    else if (!(rc = load_layer(c, sec)))
+      layers++;
   }
-  iniparser_freedict(d);
+  if (!rc && !layers)
+    rc = fail_sec(c, NNT_ERR_INVAL, NULL, NULL, "no layer sections");
+  return rc;
+}
+
+/* See ini.h. */
+int nnt_ini_load(nnt_model *m, const char *path, const char *const *overrides,
+                 size_t n_overrides, nnt_err *e) {
+  static pthread_once_t silence_once = PTHREAD_ONCE_INIT;
+  nnt_err local;
+  if (!e)
+    e = &local;
+  if (!m || !path)
+    return nnt_err_set(e, NNT_ERR_INVAL, "ini: NULL model or path");
+  if (n_overrides && !overrides)
+    return nnt_err_set(e, NNT_ERR_INVAL, "ini: %zu overrides but no array", n_overrides);
+  ini_ctx c = {.file = path, .m = m, .e = e, .ov = overrides, .n_ov = n_overrides};
+  struct stat st;
+  if (stat(path, &st))
+    return fail_sec(&c, NNT_ERR_IO, NULL, NULL, "cannot read: %s", strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return fail_sec(&c, NNT_ERR_IO, NULL, NULL, "not a regular file");
+  pthread_once(&silence_once, install_silent_callback);
+  c.d = iniparser_load(path);
+  if (!c.d)
+    return report_parse_error(&c);
+  int rc = load_sections(&c);
+  iniparser_freedict(c.d);
   return rc;
 }

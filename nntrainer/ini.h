@@ -1,16 +1,32 @@
-/* The INI loader: NNTrainer's format, turned into model builder calls. */
+/* The INI loader: NNTrainer's model description format, turned into the same
+ * model builder calls the C API makes. The format and every key are in
+ * docs/ini.md. */
 #ifndef NNT_INI_H
 #define NNT_INI_H
 
 #include <stddef.h>
 #include "nntrainer/model.h"
 
-/* Load the INI at path into m (fresh from nnt_model_create). overrides are
- * n strings "section.key=value" or "key=value" (meaning [Model]), applied
- * over the file's values before they are read; an override naming a section
- * the file lacks is an error. Relative paths resolve against the base dir
- * set with nnt_model_set_base_dir (the CLI sets the INI's folder). Errors
- * read "<file>: [<section>] <key>: <what>". */
+/* Load the INI at path into m (fresh from nnt_model_create; call
+ * nnt_model_set_base_dir(m, <the INI's folder>) first, since relative paths
+ * in the file resolve against it).
+ *
+ * overrides are n strings "section.key=value", or "key=value" meaning
+ * [Model], applied over the file's values before anything is read; an
+ * override naming a section the file lacks is an error naming it. An empty
+ * value is passed on as such ("save_path=" clears the save path).
+ *
+ * Errors read "<path>: [<section>] <key>: <what is wrong>", with path as
+ * given; an error in an overridden value ends with "(from override '...')".
+ * A missing or unreadable file is NNT_ERR_IO; a malformed line, an unknown
+ * key, section type or value is NNT_ERR_INVAL; a backbone section or an
+ * NNTrainer key nntrainer does not implement is NNT_ERR_NOT_SUPPORTED.
+ *
+ * Ownership: everything the loader creates is handed to m (which frees it
+ * in nnt_model_destroy) or freed before returning; on error m keeps what was
+ * added before the failing section and must still be destroyed by the
+ * caller. Never prints: iniparser's own error printing is silenced once for
+ * the process on the first call. */
 int nnt_ini_load(nnt_model *m, const char *path, const char *const *overrides,
                  size_t n_overrides, nnt_err *e);
 

@@ -25,7 +25,7 @@ static void usage(FILE *out) {
           "        weight, output, derivative and gradient of the last step to DIR.\n"
           "  summary CONFIG [Section.key=value ...]\n"
           "        print the compiled layer table and parameter counts\n"
-          "  plan CONFIG [--mode train|infer] [--planner basic|best_fit] [--json]\n"
+          "  plan CONFIG [--mode train|infer] [--planner basic|pool|best_fit] [--json]\n"
           "       [--svg FILE] [--verbose] [Section.key=value ...]\n"
           "        print the memory plan: bytes per kind, the arena, its lower\n"
           "        bound, the saving against memory_optimization=false\n"
@@ -276,7 +276,7 @@ static int cmd_summary(int argc, char **argv) {
 /* Plan one mode of a built model; fills the arena size. */
 static int plan_mode(nnt_model *m, nnt_mode mode, const char *planner, nnt_err *e) {
   if (planner && nnt_planner_from_name(planner, &m->planner))
-    return nnt_err_set(e, NNT_ERR_INVAL, "--planner: unknown planner '%s' (basic, best_fit)",
+    return nnt_err_set(e, NNT_ERR_INVAL, "--planner: unknown planner '%s' (basic, pool, best_fit)",
                        planner);
   return nnt_model_plan(m, mode, e);
 }
