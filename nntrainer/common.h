@@ -22,7 +22,8 @@
   X(RANGE, -34, "result out of range")                                    \
   X(NOT_SUPPORTED, -1073741822, "not supported")                          \
   X(UNKNOWN, -1073741824, "unknown error")                                \
-  X(CANCELED, -1073741823, "canceled")                                    \
+  X(TIMED_OUT, -1073741823, "timed out")                                  \
+  X(CANCELED, -125, "canceled")                                           \
   X(NOKEY, -1000, "unknown property key")                                 \
   X(EOD, -1001, "end of data")
 

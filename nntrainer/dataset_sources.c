@@ -20,6 +20,7 @@ typedef struct gen_src {
   nnt_ds_src base;
   nnt_datagen_cb cb;
   void *ud;
+  size_t known; /* samples of an epoch that ended (0: none ended yet) */
 } gen_src;
 
 static int gen_prepare(nnt_ds_src *s, uint64_t seed, size_t *samples, nnt_err *e) {
@@ -37,7 +38,18 @@ static int gen_fetch(nnt_ds_src *s, size_t idx, float **in, float **label, nnt_e
   if (rc)
     return nnt_err_set(e, rc < 0 ? rc : NNT_ERR_INVAL,
                        "data generator callback returned %d at sample %zu", rc, idx);
-  return last ? NNT_ERR_EOD : NNT_OK;
+  if (last) {
+    if (idx > g->known)
+      g->known = idx;
+    return NNT_ERR_EOD;
+  }
+  /* an epoch that runs past the longest earlier one never sets *last */
+  if (g->known && idx >= 2 * g->known + 1024)
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "data generator callback gave %zu samples without setting *last "
+                       "(an earlier epoch ended after %zu)",
+                       idx + 1, g->known);
+  return NNT_OK;
 }
 
 static void gen_destroy(nnt_ds_src *s) { nnt_free(s); }

@@ -197,6 +197,12 @@ int nnt_layer_create(const char *type, nnt_layer **out, nnt_err *e) {
 void nnt_layer_destroy(nnt_layer *l) {
   if (!l)
     return;
+  for (size_t i = 0; i < l->n_props; i++) {
+    nnt_free(l->prop_key[i]);
+    nnt_free(l->prop_val[i]);
+  }
+  nnt_free(l->prop_key);
+  nnt_free(l->prop_val);
   if (l->ops->destroy)
     l->ops->destroy(l);
   nnt_free(l->priv);
@@ -256,11 +262,51 @@ static int set_input_layers(nnt_layer *l, const char *v, nnt_err *e) {
   return NNT_OK;
 }
 
-/* The type's own keys first, then the keys every layer has; values are kept
- * (names lowercased), never the strings themselves. */
+/* Remember key = value (replacing an earlier value of the key). */
+static int record_prop(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
+  if (nnt_streq(key, "name") || nnt_streq(key, "type"))
+    return NNT_OK;
+  size_t i = 0;
+  while (i < l->n_props && !nnt_streq(l->prop_key[i], key))
+    i++;
+  char *v = nnt_strdup(value);
+  if (!v)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "out of memory keeping key '%s'", key);
+  if (i < l->n_props) {
+    nnt_free(l->prop_val[i]);
+    l->prop_val[i] = v;
+    return NNT_OK;
+  }
+  char *k = nnt_strdup(key);
+  char **nk = k ? nnt_realloc(l->prop_key, (l->n_props + 1) * sizeof *nk) : NULL;
+  if (nk)
+    l->prop_key = nk;
+  char **nv = nk ? nnt_realloc(l->prop_val, (l->n_props + 1) * sizeof *nv) : NULL;
+  if (!nv) {
+    nnt_free(k);
+    nnt_free(v);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "out of memory keeping key '%s'", key);
+  }
+  l->prop_val = nv;
+  for (char *c = k; *c; c++)
+    *c = (char)tolower((unsigned char)*c);
+  l->prop_key[l->n_props] = k;
+  l->prop_val[l->n_props++] = v;
+  return NNT_OK;
+}
+
+static int set_property(nnt_layer *l, const char *key, const char *value, nnt_err *e);
+
+/* The type's own keys first, then the keys every layer has; the parsed
+ * values drive the layer, the strings are kept for writing an INI. */
 int nnt_layer_set_property(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
   if (!l || !key || !value)
     return nnt_err_set(e, NNT_ERR_INVAL, "layer property: NULL argument");
+  int rc = set_property(l, key, value, e);
+  return rc ? rc : record_prop(l, key, value, e);
+}
+
+static int set_property(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
   int rc = NNT_ERR_NOKEY;
   if (l->ops->set_property)
     rc = l->ops->set_property(l, key, value, e);

@@ -179,6 +179,10 @@ struct nnt_layer {
   int flatten;                        /* flatten = true, realized as a node */
   int trainable;                      /* default 1 */
   int owned;                          /* added to a model */
+  /* the properties as given (lowercase key, value), for writing the model
+   * back as an INI; name and type are not among them */
+  size_t n_props;
+  char **prop_key, **prop_val;
 };
 
 /* Registry. */

@@ -79,10 +79,16 @@ int nnt_model_set_property(nnt_model *m, const char *key, const char *value,
                            nnt_err *e) {
   if (!key || !value)
     return nnt_err_set(e, NNT_ERR_INVAL, "property key and value must not be NULL");
-  int rc = refuse_after_compile(m, key, e);
-  if (rc)
-    return rc;
+  int rc;
   unsigned u;
+  /* after compile only what does not change the graph or the plan */
+  if (m->compiled) {
+    if (nnt_streq(key, "batch_size") && !nnt_parse_uint(key, value, &u, NULL) && u == m->batch)
+      return NNT_OK;
+    if (!nnt_streq(key, "epochs") && !nnt_streq(key, "save_path") &&
+        !nnt_streq(key, "continue_train") && (rc = refuse_after_compile(m, key, e)))
+      return rc;
+  }
   if (nnt_streq(key, "type")) {
     if (!nnt_streq(value, "neuralnetwork"))
       return nnt_err_set(e, NNT_ERR_INVAL,
@@ -133,6 +139,8 @@ int nnt_model_set_property(nnt_model *m, const char *key, const char *value,
   }
   if (nnt_streq(key, "continue_train"))
     return nnt_parse_bool(key, value, &m->continue_train, e);
+  if (nnt_streq(key, "load_weights"))
+    return nnt_parse_bool(key, value, &m->load_on_init, e);
   if (nnt_streq(key, "memory_optimization"))
     return nnt_parse_bool(key, value, &m->memory_optimization, e);
   if (nnt_streq(key, "clip_grad_by_norm")) {
@@ -286,6 +294,34 @@ nnt_layer *nnt_model_find_layer(nnt_model *m, const char *name) {
   return NULL;
 }
 nnt_optimizer *nnt_model_optimizer(nnt_model *m) { return m->opt; }
+
+nnt_optimizer *nnt_model_detach_optimizer(nnt_model *m) {
+  nnt_optimizer *o = m->opt;
+  if (o)
+    o->owned = 0;
+  m->opt = NULL;
+  return o;
+}
+
+nnt_dataset *nnt_model_detach_dataset(nnt_model *m, nnt_ds_mode mode) {
+  if ((unsigned)mode > NNT_DS_TEST)
+    return NULL;
+  nnt_dataset *ds = m->ds[mode];
+  m->ds[mode] = NULL;
+  return ds;
+}
+
+int nnt_model_is_compiled(const nnt_model *m) { return m->compiled; }
+int nnt_model_is_initialized(const nnt_model *m) { return m->initialized; }
+
+unsigned nnt_model_input_dims(const nnt_model *m, nnt_dim *dims, unsigned max) {
+  unsigned n = 0;
+  for (; m->compiled && n < m->n_inputs && n < max; n++) {
+    dims[n] = m->input_dim[n];
+    dims[n].b = m->batch;
+  }
+  return n;
+}
 nnt_dataset *nnt_model_dataset(nnt_model *m, nnt_ds_mode mode) {
   return (unsigned)mode <= NNT_DS_TEST ? m->ds[mode] : NULL;
 }

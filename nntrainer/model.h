@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "nntrainer/common.h"
 #include "nntrainer/layer.h"
 #include "nntrainer/dataset.h"
@@ -84,6 +85,31 @@ size_t nnt_model_layer_count(const nnt_model *m);       /* as added */
 nnt_layer *nnt_model_layer_at(nnt_model *m, size_t i);
 nnt_layer *nnt_model_find_layer(nnt_model *m, const char *name);
 nnt_optimizer *nnt_model_optimizer(nnt_model *m);
+/* Give back the optimizer (or a mode's dataset) without destroying it: the
+ * caller owns what is returned (NULL when none). */
+nnt_optimizer *nnt_model_detach_optimizer(nnt_model *m);
+nnt_dataset *nnt_model_detach_dataset(nnt_model *m, nnt_ds_mode mode);
+int nnt_model_is_compiled(const nnt_model *m);
+int nnt_model_is_initialized(const nnt_model *m);
+/* Shapes (with the batch) of the model's inputs and outputs after compile;
+ * at most max; @return how many there are. The outputs are what the last
+ * layers give before any loss: for a softmax cross-entropy loss, the
+ * probabilities. */
+unsigned nnt_model_input_dims(const nnt_model *m, nnt_dim *dims, unsigned max);
+unsigned nnt_model_output_dims(const nnt_model *m, nnt_dim *dims, unsigned max);
+/* Forward on given inputs (one array of batch samples per model input) in
+ * inference mode; copy the outputs (as nnt_model_output_dims) to out[]. */
+int nnt_model_infer(nnt_model *m, const float *const *in, float *const *out, nnt_err *e);
+/* The layer table: the layers as added before compile; after it the
+ * compiled nodes with shapes and parameter counts. verbosity 1 adds each
+ * layer's properties, 2 its weights. */
+void nnt_model_print_summary(FILE *out, nnt_model *m, int verbosity);
+/* "12.3 KiB" style. */
+const char *nnt_bytes_str(size_t b, char *buf, size_t n);
+/* Write the model's configuration as an INI file (through a temporary file
+ * and a rename). bin_path, when not NULL, becomes [Model] save_path. Layers
+ * carry the properties they were given; datasets are not written. */
+int nnt_model_save_ini(nnt_model *m, const char *path, const char *bin_path, nnt_err *e);
 nnt_dataset *nnt_model_dataset(nnt_model *m, nnt_ds_mode mode);
 
 #endif

@@ -70,7 +70,7 @@ struct nnt_model {
   uint64_t seed;
   int seed_set;
   nnt_planner_kind planner;
-  int load_on_init;         /* load save_path at initialize (INI with bin) */
+  int load_on_init;         /* load_weights: load save_path at initialize */
   char *base_dir;
   /* compiled */
   int compiled, initialized;

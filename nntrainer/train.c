@@ -238,7 +238,7 @@ int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
   nnt_dataset *ds = m->ds[NNT_DS_TRAIN];
   if (!ds)
     return nnt_err_set(e, NNT_ERR_INVAL, "train: no training dataset");
-  if (!m->continue_train && !m->load_on_init) {
+  if (!m->continue_train) {
     m->epoch_idx = 0;
     m->iter = 0;
   }
@@ -314,5 +314,66 @@ int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
    * reading tensors after a step); inference plans its own, smaller one */
   if (!m->keep_train_arena)
     nnt_model_release_plan(m, NNT_MODE_TRAIN);
+  return NNT_OK;
+}
+
+/* The model's outputs: every output of a node that no other node reads
+ * (for a model with a loss, the loss layers' outputs). */
+static unsigned each_output(const nnt_model *m, unsigned max, const nnt_node **nodes,
+                            unsigned *idx) {
+  unsigned n = 0;
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    const nnt_node *nd = &m->nodes[i];
+    for (unsigned o = 0; o < nd->fc.n_out; o++) {
+      if (nd->n_consumers[o])
+        continue;
+      if (n < max) {
+        nodes[n] = nd;
+        idx[n] = o;
+      }
+      n++;
+    }
+  }
+  return n;
+}
+
+unsigned nnt_model_output_dims(const nnt_model *m, nnt_dim *dims, unsigned max) {
+  if (!m->compiled)
+    return 0;
+  const nnt_node *nodes[NNT_DS_MAX_STREAMS];
+  unsigned idx[NNT_DS_MAX_STREAMS];
+  unsigned n = each_output(m, NNT_DS_MAX_STREAMS, nodes, idx);
+  for (unsigned i = 0; i < n && i < max && i < NNT_DS_MAX_STREAMS; i++) {
+    dims[i] = nodes[i]->fc.out_dim[idx[i]];
+    dims[i].b = m->batch;
+  }
+  return n;
+}
+
+int nnt_model_infer(nnt_model *m, const float *const *in, float *const *out, nnt_err *e) {
+  if (!m->initialized)
+    return nnt_err_set(e, NNT_ERR_INVAL, "infer: compile the model first");
+  const nnt_node *nodes[NNT_DS_MAX_STREAMS];
+  unsigned idx[NNT_DS_MAX_STREAMS];
+  unsigned n_out = each_output(m, NNT_DS_MAX_STREAMS, nodes, idx);
+  if (n_out > NNT_DS_MAX_STREAMS)
+    return nnt_err_set(e, NNT_ERR_NOT_SUPPORTED, "infer: more than %d outputs",
+                       NNT_DS_MAX_STREAMS);
+  nnt_mode pm = m->mgr[NNT_MODE_TRAIN].planned ? NNT_MODE_TRAIN : NNT_MODE_INFER;
+  int rc = nnt_model_plan(m, pm, e);
+  if (rc)
+    return rc;
+  float *bin[NNT_DS_MAX_STREAMS], *blabel[NNT_DS_MAX_STREAMS];
+  batch_ptrs(m, bin, blabel);
+  for (unsigned i = 0; i < m->n_inputs; i++)
+    memcpy(bin[i], in[i], (size_t)m->batch * nnt_dim_feature_len(m->input_dim[i]) * sizeof(float));
+  for (unsigned i = 0; i < m->n_labels; i++)
+    memset(blabel[i], 0, (size_t)m->batch * nnt_dim_feature_len(m->label_dim[i]) * sizeof(float));
+  float loss;
+  nnt_model_forward(m, 0, &loss);
+  for (unsigned i = 0; i < n_out; i++) {
+    const nnt_tensor *t = &nodes[i]->out[idx[i]];
+    memcpy(out[i], t->data, nnt_tensor_len(t) * sizeof(float));
+  }
   return NNT_OK;
 }

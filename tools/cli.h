@@ -5,10 +5,6 @@
 #include <stdio.h>
 #include "nntrainer/model_impl.h"
 
-/* Print the layer table and totals of a compiled model. */
-void cli_print_summary(FILE *out, nnt_model *m);
-/* "12.3 KiB" style. */
-const char *cli_bytes(size_t b, char *buf, size_t n);
 
 
 

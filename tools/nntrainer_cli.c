@@ -228,10 +228,10 @@ static int cmd_train(int argc, char **argv) {
   size_t obytes = (size_t)nnt_optimizer_state_count(m->opt) * wbytes;
   fprintf(stderr, "model: %zu layers, %zu parameters; planned memory %s (weights %s, "
                   "training arena %s",
-          m->n_nodes, m->wpool_floats, cli_bytes(wbytes + obytes + g->arena_bytes, a, sizeof a),
-          cli_bytes(wbytes, b, sizeof b), cli_bytes(g->arena_bytes, c, sizeof c));
+          m->n_nodes, m->wpool_floats, nnt_bytes_str(wbytes + obytes + g->arena_bytes, a, sizeof a),
+          nnt_bytes_str(wbytes, b, sizeof b), nnt_bytes_str(g->arena_bytes, c, sizeof c));
   if (obytes)
-    fprintf(stderr, ", optimizer %s", cli_bytes(obytes, a, sizeof a));
+    fprintf(stderr, ", optimizer %s", nnt_bytes_str(obytes, a, sizeof a));
   fprintf(stderr, ")\n");
   m->keep_train_arena = o.dump != NULL;
   progress_state ps = {isatty(STDERR_FILENO), -1};
@@ -268,7 +268,7 @@ static int cmd_summary(int argc, char **argv) {
   nnt_model *m;
   if (build_model(&o, &m, &e))
     return fail(&e);
-  cli_print_summary(stdout, m);
+  nnt_model_print_summary(stdout, m, 0);
   nnt_model_destroy(m);
   return 0;
 }
