@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * nntrainer-ext.h: what nntrainer offers beyond the Tizen ML Training API.
+ * These functions are nntrainer's own (the ml_train_ext_ prefix says so);
+ * an application that must also build against Tizen's library keeps them
+ * behind its own #ifdef.
+ */
+#ifndef NNTRAINER_EXT_H
+#define NNTRAINER_EXT_H
+
+#include <nntrainer.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Which plan a memory report describes. */
+typedef enum {
+  ML_TRAIN_EXT_MODE_TRAIN = 0, /* forward and backward */
+  ML_TRAIN_EXT_MODE_INFER = 1, /* forward only */
+} ml_train_ext_mode_e;
+
+/* The planned memory of a compiled model, in bytes. */
+typedef struct {
+  size_t weight_bytes;       /* weights, allocated at compile */
+  size_t optimizer_bytes;    /* optimizer state (train mode; 0 in infer) */
+  size_t gradient_bytes;     /* the arena's tensors by kind, summed before */
+  size_t activation_bytes;   /*   sharing: what sharing saves is the gap */
+  size_t derivative_bytes;   /*   between their sum and arena_bytes */
+  size_t scratch_bytes;
+  size_t input_bytes;        /* inputs and labels */
+  size_t arena_bytes;        /* the planned arena */
+  size_t lower_bound_bytes;  /* the most bytes live at one execution order */
+  size_t total_bytes;        /* weights + optimizer + arena */
+  double planning_ms;
+} ml_train_ext_memory_report_s;
+
+/* Report the plan of a mode after compile. A mode not planned yet is
+ * planned for the report and its arena released again. */
+int ml_train_ext_model_get_memory_report(ml_train_model_h model,
+                                         ml_train_ext_mode_e mode,
+                                         ml_train_ext_memory_report_s *report);
+
+/* Choose the planner before compile: "best_fit" (default), "pool" or
+ * "basic" (the same as the memory_planner model property). */
+int ml_train_ext_model_set_planner(ml_train_model_h model, const char *planner);
+
+/* The names of the model's layers in the order they were added, as one
+ * allocation: a NULL-ended array of strings; release it with one free(). */
+int ml_train_ext_model_get_layer_names(ml_train_model_h model, char ***names);
+
+/* Progress of ml_train_ext_model_run_with_progress(), after every batch
+ * and at the end of every epoch. */
+typedef struct {
+  unsigned int epoch, epochs;    /* 1-based */
+  size_t batch, batches;         /* 1-based; batches 0 when unknown */
+  float loss;                    /* mean training loss of the epoch so far */
+  float batch_loss;              /* the loss of the batch just trained */
+  int epoch_done;                /* 1 at the end of an epoch: then */
+  float valid_loss, valid_accuracy; /* set when has_valid */
+  int has_valid;
+  double step_ms;                /* mean step time of the epoch */
+} ml_train_ext_progress_s;
+
+typedef void (*ml_train_ext_progress_cb)(const ml_train_ext_progress_s *progress,
+                                         void *user_data);
+
+/* ml_train_model_run() with a progress callback, called in the thread that
+ * runs (it may not call into this model). Properties NULL-ended. */
+int ml_train_ext_model_run_with_progress(ml_train_model_h model,
+                                         ml_train_ext_progress_cb cb,
+                                         void *user_data, ...);
+
+/* Inference on given inputs, after compile: input holds one tensor per
+ * model input of batch_size samples each (float32, as
+ * ml_train_model_get_input_tensors_info() describes); *output gets new data
+ * with one tensor per model output (destroy it after use). */
+int ml_train_ext_model_infer(ml_train_model_h model, const ml_tensors_data_h input,
+                             ml_tensors_data_h *output);
+
+/* Which tensor of a layer to read. */
+typedef enum {
+  ML_TRAIN_EXT_TENSOR_OUTPUT = 0,     /* the layer's output index */
+  ML_TRAIN_EXT_TENSOR_DERIVATIVE = 1, /* d loss / d output index */
+  ML_TRAIN_EXT_TENSOR_GRADIENT = 2,   /* d loss / d weight index */
+} ml_train_ext_tensor_e;
+
+/* A copy of a layer's tensor from the last training step; the model must
+ * have been compiled with memory_optimization=false (otherwise tensors share
+ * memory and their values are gone): ML_ERROR_NOT_SUPPORTED. */
+int ml_train_ext_model_get_layer_tensor(ml_train_model_h model,
+                                        const char *layer_name,
+                                        ml_train_ext_tensor_e what,
+                                        unsigned int index,
+                                        ml_tensors_data_h *data,
+                                        ml_tensors_info_h *info);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NNTRAINER_EXT_H */

@@ -1,0 +1,331 @@
+/* nntrainer-ext.h: what nntrainer offers beyond the Tizen API. */
+#include "api/src/capi.h"
+
+#include <string.h>
+
+#include "nntrainer-ext.h"
+#include "nntrainer/model_impl.h"
+
+int capi_run(ml_train_model_h model, const char *what, const char *const *props, size_t n,
+             nnt_progress_cb cb, void *ud);
+
+static int enter_compiled(ml_train_model_h model, const char *what, capi_model **cm) {
+  int rc = capi_enter(model, NNT_H_MODEL, what, cm);
+  if (rc)
+    return rc;
+  if (!nnt_model_is_initialized((*cm)->m)) {
+    capi_leave(*cm);
+    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: compile the model first", what);
+  }
+  return ML_ERROR_NONE;
+}
+
+int ml_train_ext_model_get_memory_report(ml_train_model_h model, ml_train_ext_mode_e mode,
+                                         ml_train_ext_memory_report_s *report) {
+  const char *what = "ml_train_ext_model_get_memory_report";
+  if (!report)
+    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: report is NULL", what);
+  if ((unsigned)mode > ML_TRAIN_EXT_MODE_INFER)
+    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: mode %d is not a mode", what,
+                        (int)mode);
+  capi_model *cm;
+  int rc = enter_compiled(model, what, &cm);
+  if (rc)
+    return rc;
+  nnt_model *m = cm->m;
+  nnt_mode pm = mode == ML_TRAIN_EXT_MODE_TRAIN ? NNT_MODE_TRAIN : NNT_MODE_INFER;
+  nnt_mgr *g = &m->mgr[pm];
+  int was_planned = g->planned;
+  nnt_err e;
+  nnt_err_clear(&e);
+  if (nnt_model_plan(m, pm, &e)) {
+    capi_leave(cm);
+    nnt_err_prefix(&e, "%s: ", what);
+    return nnt_api_fail_err(&e);
+  }
+  ml_train_ext_memory_report_s r;
+  memset(&r, 0, sizeof r);
+  r.weight_bytes = m->wpool_floats * sizeof(float);
+  if (pm == NNT_MODE_TRAIN && m->opt)
+    r.optimizer_bytes = nnt_optimizer_state_count(m->opt) * r.weight_bytes;
+  for (size_t i = 0; i < g->n; i++) {
+    if (g->t[i].parent >= 0)
+      continue; /* a view: its source is counted */
+    size_t b = g->t[i].bytes;
+    switch (g->t[i].kind) {
+    case NNT_TK_GRADIENT:
+      r.gradient_bytes += b;
+      break;
+    case NNT_TK_ACTIVATION:
+      r.activation_bytes += b;
+      break;
+    case NNT_TK_DERIVATIVE:
+      r.derivative_bytes += b;
+      break;
+    case NNT_TK_SCRATCH:
+      r.scratch_bytes += b;
+      break;
+    case NNT_TK_INPUT:
+    case NNT_TK_LABEL:
+      r.input_bytes += b;
+      break;
+    default:
+      break;
+    }
+  }
+  r.arena_bytes = g->arena_bytes;
+  r.lower_bound_bytes = g->lower_bound;
+  r.total_bytes = r.weight_bytes + r.optimizer_bytes + r.arena_bytes;
+  r.planning_ms = g->planning_ms;
+  if (!was_planned)
+    nnt_model_release_plan(m, pm);
+  capi_leave(cm);
+  *report = r;
+  return ML_ERROR_NONE;
+}
+
+int ml_train_ext_model_set_planner(ml_train_model_h model, const char *planner) {
+  const char *what = "ml_train_ext_model_set_planner";
+  if (!planner)
+    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: planner is NULL", what);
+  capi_model *cm;
+  int rc = capi_enter(model, NNT_H_MODEL, what, &cm);
+  if (rc)
+    return rc;
+  nnt_err e;
+  nnt_err_clear(&e);
+  if (nnt_model_set_property(cm->m, "memory_planner", planner, &e)) {
+    nnt_err_prefix(&e, "%s: ", what);
+    rc = nnt_api_fail_err(&e);
+  }
+  capi_leave(cm);
+  return rc;
+}
+
+int ml_train_ext_model_get_layer_names(ml_train_model_h model, char ***names) {
+  const char *what = "ml_train_ext_model_get_layer_names";
+  if (!names)
+    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: names is NULL", what);
+  capi_model *cm;
+  int rc = capi_enter(model, NNT_H_MODEL, what, &cm);
+  if (rc)
+    return rc;
+  size_t n = nnt_model_layer_count(cm->m), chars = 0;
+  for (size_t i = 0; i < n; i++)
+    chars += strlen(nnt_model_layer_at(cm->m, i)->name) + 1;
+  /* one block: n + 1 pointers, then the strings */
+  char **out = malloc((n + 1) * sizeof *out + chars);
+  if (out) {
+    char *p = (char *)(out + n + 1);
+    for (size_t i = 0; i < n; i++) {
+      size_t len = strlen(nnt_model_layer_at(cm->m, i)->name) + 1;
+      memcpy(p, nnt_model_layer_at(cm->m, i)->name, len);
+      out[i] = p;
+      p += len;
+    }
+    out[n] = NULL;
+  }
+  capi_leave(cm);
+  if (!out)
+    return nnt_api_fail(ML_ERROR_OUT_OF_MEMORY, "%s: out of memory", what);
+  *names = out;
+  return ML_ERROR_NONE;
+}
+
+typedef struct progress_bridge {
+  ml_train_ext_progress_cb cb;
+  void *ud;
+} progress_bridge;
+
+static void bridge(const nnt_progress *p, void *ud) {
+  const progress_bridge *b = ud;
+  ml_train_ext_progress_s q;
+  memset(&q, 0, sizeof q);
+  q.epoch = p->epoch;
+  q.epochs = p->epochs;
+  q.batch = p->batch;
+  q.batches = p->batches;
+  q.loss = p->loss;
+  q.batch_loss = p->batch_loss;
+  q.epoch_done = p->epoch_done;
+  q.has_valid = p->has_valid;
+  q.valid_loss = p->valid_loss;
+  q.valid_accuracy = p->valid_accuracy;
+  q.step_ms = p->step_ms;
+  b->cb(&q, b->ud);
+}
+
+int ml_train_ext_model_run_with_progress(ml_train_model_h model, ml_train_ext_progress_cb cb,
+                                         void *user_data, ...) {
+  const char *what = "ml_train_ext_model_run_with_progress";
+  const char *props[CAPI_MAX_PROPS];
+  size_t n;
+  va_list ap;
+  va_start(ap, user_data);
+  int rc = capi_collect(what, ap, props, CAPI_MAX_PROPS, &n);
+  va_end(ap);
+  if (rc)
+    return rc;
+  progress_bridge b = {cb, user_data};
+  return capi_run(model, what, props, n, cb ? bridge : NULL, &b);
+}
+
+/* Check that data holds n float32 tensors of the given shapes. */
+static int check_data(const nnt_tdata *td, const nnt_dim *d, unsigned n, const char *what) {
+  if (td->info.count != n)
+    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER,
+                        "%s: input has %u tensors; the model has %u inputs", what,
+                        td->info.count, n);
+  for (unsigned i = 0; i < n; i++) {
+    size_t want = nnt_dim_len(d[i]) * sizeof(float);
+    if (td->info.t[i].type != ML_TENSOR_TYPE_FLOAT32 || td->size[i] != want)
+      return nnt_api_fail(ML_ERROR_INVALID_PARAMETER,
+                          "%s: input tensor %u must be float32 of %zu bytes (batch_size "
+                          "samples), not %zu bytes",
+                          what, i, want, td->size[i]);
+  }
+  return ML_ERROR_NONE;
+}
+
+int ml_train_ext_model_infer(ml_train_model_h model, const ml_tensors_data_h input,
+                             ml_tensors_data_h *output) {
+  const char *what = "ml_train_ext_model_infer";
+  if (!output)
+    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: output is NULL", what);
+  capi_model *cm;
+  int rc = enter_compiled(model, what, &cm);
+  if (rc)
+    return rc;
+  nnt_dim din[ML_TENSOR_SIZE_LIMIT], dout[ML_TENSOR_SIZE_LIMIT];
+  unsigned n_in = nnt_model_input_dims(cm->m, din, ML_TENSOR_SIZE_LIMIT);
+  unsigned n_out = nnt_model_output_dims(cm->m, dout, ML_TENSOR_SIZE_LIMIT);
+  nnt_tdata *in = input, *out = NULL;
+  nnt_tinfo *oi = NULL;
+  nnt_api_lock();
+  rc = nnt_h_check(input, NNT_H_TENSORS_DATA, what);
+  if (!rc)
+    rc = check_data(in, din, n_in, what);
+  if (!rc && n_out > ML_TENSOR_SIZE_LIMIT)
+    rc = nnt_api_fail(ML_ERROR_NOT_SUPPORTED, "%s: the model has %u outputs", what, n_out);
+  if (!rc) {
+    unsigned bchw[ML_TENSOR_SIZE_LIMIT][4];
+    for (unsigned i = 0; i < n_out; i++) {
+      bchw[i][0] = dout[i].b;
+      bchw[i][1] = dout[i].c;
+      bchw[i][2] = dout[i].h;
+      bchw[i][3] = dout[i].w;
+    }
+    if (nnt_tinfo_new_locked(n_out, (const unsigned(*)[4])bchw, &oi) ||
+        nnt_tdata_new_locked(oi, &out))
+      rc = nnt_api_fail(ML_ERROR_OUT_OF_MEMORY, "%s: out of memory", what);
+    if (oi)
+      nnt_tinfo_free_locked(oi);
+  }
+  /* copy the input while the lock keeps its handle alive, then compute
+   * without holding the lock every other handle needs */
+  float *stage[ML_TENSOR_SIZE_LIMIT] = {0};
+  for (unsigned i = 0; !rc && i < n_in; i++) {
+    stage[i] = nnt_malloc(in->size[i]);
+    if (!stage[i])
+      rc = nnt_api_fail(ML_ERROR_OUT_OF_MEMORY, "%s: out of memory", what);
+    else
+      memcpy(stage[i], in->buf[i], in->size[i]);
+  }
+  float *result[ML_TENSOR_SIZE_LIMIT] = {0};
+  for (unsigned i = 0; !rc && i < n_out; i++)
+    result[i] = out->buf[i]; /* out is not yet known to the caller */
+  nnt_api_unlock();
+  if (!rc) {
+    nnt_err e;
+    nnt_err_clear(&e);
+    if (nnt_model_infer(cm->m, (const float *const *)stage, result, &e)) {
+      nnt_err_prefix(&e, "%s: ", what);
+      rc = nnt_api_fail_err(&e);
+    }
+  }
+  for (unsigned i = 0; i < n_in; i++)
+    nnt_free(stage[i]);
+  if (rc && out) {
+    nnt_api_lock();
+    nnt_tdata_free_locked(out);
+    nnt_api_unlock();
+    out = NULL;
+  }
+  capi_leave(cm);
+  if (!rc)
+    *output = out;
+  return rc;
+}
+
+int ml_train_ext_model_get_layer_tensor(ml_train_model_h model, const char *layer_name,
+                                        ml_train_ext_tensor_e what_t, unsigned int index,
+                                        ml_tensors_data_h *data, ml_tensors_info_h *info) {
+  const char *what = "ml_train_ext_model_get_layer_tensor";
+  if (!layer_name || !data || !info)
+    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: %s is NULL", what,
+                        !layer_name ? "layer_name" : !data ? "data" : "info");
+  if ((unsigned)what_t > ML_TRAIN_EXT_TENSOR_GRADIENT)
+    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: %d is not a tensor kind", what,
+                        (int)what_t);
+  capi_model *cm;
+  int rc = enter_compiled(model, what, &cm);
+  if (rc)
+    return rc;
+  nnt_model *m = cm->m;
+  nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
+  const nnt_node *nd = NULL;
+  for (size_t i = 0; i < m->n_nodes && !nd; i++)
+    if (nnt_streq(m->nodes[i].layer->name, layer_name))
+      nd = &m->nodes[i];
+  int id = -1;
+  if (m->memory_optimization)
+    rc = nnt_api_fail(ML_ERROR_NOT_SUPPORTED,
+                      "%s: tensors are kept only with memory_optimization=false", what);
+  else if (!g->planned || m->bound_mode != NNT_MODE_TRAIN)
+    rc = nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: the model has not trained yet", what);
+  else if (!nd)
+    rc = nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: the model has no layer '%s'", what,
+                      layer_name);
+  else if (what_t == ML_TRAIN_EXT_TENSOR_GRADIENT)
+    id = index < nd->fc.n_w ? nd->t_gw[index] : -1;
+  else if (index < nd->fc.n_out)
+    id = what_t == ML_TRAIN_EXT_TENSOR_OUTPUT ? nd->t_out[index]
+         : nd->t_dsum[index] >= 0           ? nd->t_dsum[index]
+                                            : nd->t_dout[index];
+  if (!rc && id < 0)
+    rc = nnt_api_fail(ML_ERROR_INVALID_PARAMETER,
+                      "%s: layer '%s' has no such tensor (index %u)", what, layer_name, index);
+  nnt_tinfo *ti = NULL;
+  nnt_tdata *td = NULL;
+  if (!rc) {
+    /* a gradient has its weight's shape; outputs and derivatives the
+     * output's, with the batch */
+    nnt_dim d;
+    if (what_t == ML_TRAIN_EXT_TENSOR_GRADIENT) {
+      d = nd->fc.w[index].dim;
+    } else {
+      d = nd->fc.out_dim[index];
+      d.b = m->batch;
+    }
+    unsigned bchw[1][4] = {{d.b, d.c, d.h, d.w}};
+    nnt_api_lock();
+    rc = nnt_tinfo_new_locked(1, (const unsigned(*)[4])bchw, &ti);
+    if (!rc && (rc = nnt_tdata_new_locked(ti, &td))) {
+      nnt_tinfo_free_locked(ti);
+      ti = NULL;
+    }
+    nnt_api_unlock();
+    if (rc)
+      rc = nnt_api_fail(rc, "%s: out of memory", what);
+  }
+  if (!rc) {
+    size_t bytes = td->size[0] < g->t[id].bytes ? td->size[0] : g->t[id].bytes;
+    memcpy(td->buf[0], nnt_mgr_data(g, id), bytes);
+  }
+  capi_leave(cm);
+  if (!rc) {
+    *data = td;
+    *info = ti;
+  }
+  return rc;
+}
