@@ -291,6 +291,19 @@ static void test_train_and_inspect(void **state) {
   tu_assert_contains(summary, "he_uniform");
   free(summary);
   OK(ml_train_model_destroy(d));
+  /* INI alone: the configuration, weights initialized afresh */
+  snprintf(ini, sizeof ini, "%s/config.ini", dir);
+  OK(ml_train_model_save(b.model, ini, ML_TRAIN_MODEL_FORMAT_INI));
+  OK(ml_train_model_construct_with_conf(ini, &d));
+  OK(ml_train_model_compile(d, NULL));
+  OK(ml_train_model_get_weight(d, "fc1", &w3, &info));
+  OK(ml_tensors_info_get_tensor_dimension(info, 0, dim));
+  assert_int_equal(dim[3], 16);
+  OK(ml_tensors_info_destroy(info));
+  OK(ml_tensors_data_get_tensor_data(w3, 0, &p3, &s0));
+  assert_true(memcmp(p1, p3, s1) != 0);
+  OK(ml_tensors_data_destroy(w3));
+  OK(ml_train_model_destroy(d));
   OK(ml_tensors_data_destroy(w1));
 
   OK(ml_train_model_destroy(b.model));
