@@ -258,21 +258,51 @@ static int refuse_compiled(capi_model *cm, const char *what) {
   return ML_ERROR_NONE;
 }
 
-int ml_train_model_add_layer(ml_train_model_h model, ml_train_layer_h layer) {
-  const char *what = "ml_train_model_add_layer";
+/* Enter the model for adding child (a layer, optimizer or dataset handle of
+ * kind) to it: refused after compile, for a dead child, and for a child of
+ * another model. On success the model is entered and the API lock held
+ * (release both with give_back()); *same is 1 when the child is already the
+ * model's (nothing to do). */
+static int take_child(ml_train_model_h model, void *child, nnt_hkind kind, const char *what,
+                      capi_model **out, int *same) {
   capi_model *cm;
   int rc = enter_model(model, what, &cm);
   if (rc)
     return rc;
   rc = refuse_compiled(cm, what);
   nnt_api_lock();
-  capi_layer *cl = layer;
   if (!rc)
-    rc = nnt_h_check(layer, NNT_H_LAYER, what);
-  if (!rc && cl->owner)
-    rc = nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: layer '%s' already belongs to a model",
-                      what, cl->l->name);
-  if (!rc && keep_layer(cm, cl))
+    rc = nnt_h_check(child, kind, what);
+  capi_model *owner = rc ? NULL : capi_owner_of(child, kind);
+  *same = owner == cm && kind != NNT_H_LAYER;
+  if (owner && !*same)
+    rc = nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: the %s already belongs to a model", what,
+                      kind == NNT_H_LAYER     ? "layer"
+                      : kind == NNT_H_DATASET ? "dataset"
+                                              : "optimizer");
+  if (rc) {
+    nnt_api_unlock();
+    capi_leave(cm);
+    return rc;
+  }
+  *out = cm;
+  return ML_ERROR_NONE;
+}
+
+static void give_back(capi_model *cm) {
+  nnt_api_unlock();
+  capi_leave(cm);
+}
+
+int ml_train_model_add_layer(ml_train_model_h model, ml_train_layer_h layer) {
+  const char *what = "ml_train_model_add_layer";
+  capi_model *cm;
+  int same;
+  int rc = take_child(model, layer, NNT_H_LAYER, what, &cm, &same);
+  if (rc)
+    return rc;
+  capi_layer *cl = layer;
+  if (keep_layer(cm, cl))
     rc = nnt_api_fail(ML_ERROR_OUT_OF_MEMORY, "%s: out of memory", what);
   if (!rc) {
     nnt_err e;
@@ -285,90 +315,67 @@ int ml_train_model_add_layer(ml_train_model_h model, ml_train_layer_h layer) {
       cl->owner = cm;
     }
   }
-  nnt_api_unlock();
-  capi_leave(cm);
+  give_back(cm);
   return rc;
 }
 
 int ml_train_model_set_optimizer(ml_train_model_h model, ml_train_optimizer_h optimizer) {
   const char *what = "ml_train_model_set_optimizer";
   capi_model *cm;
-  int rc = enter_model(model, what, &cm);
-  if (rc)
+  int same;
+  int rc = take_child(model, optimizer, NNT_H_OPTIMIZER, what, &cm, &same);
+  if (rc || same) {
+    if (!rc)
+      give_back(cm);
     return rc;
-  rc = refuse_compiled(cm, what);
-  nnt_api_lock();
+  }
   capi_optimizer *co = optimizer;
-  if (!rc)
-    rc = nnt_h_check(optimizer, NNT_H_OPTIMIZER, what);
-  if (!rc && co == cm->opt) {
-    nnt_api_unlock();
-    capi_leave(cm);
-    return ML_ERROR_NONE;
+  /* the earlier optimizer goes back to its handle's owner, or (one read
+   * from an INI, which has no handle) is destroyed */
+  nnt_optimizer *old = nnt_model_detach_optimizer(cm->m);
+  nnt_err e;
+  nnt_err_clear(&e);
+  if (nnt_model_set_optimizer(cm->m, co->o, &e)) {
+    nnt_model_set_optimizer(cm->m, old, NULL);
+    nnt_err_prefix(&e, "%s: ", what);
+    rc = nnt_api_fail_err(&e);
+  } else {
+    if (cm->opt)
+      cm->opt->owner = NULL;
+    else
+      nnt_optimizer_destroy(old);
+    cm->opt = co;
+    co->owner = cm;
   }
-  if (!rc && co->owner)
-    rc = nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: the optimizer already belongs to a model",
-                      what);
-  if (!rc) {
-    /* the earlier optimizer goes back to its handle's owner, or (one read
-     * from an INI, which has no handle) is destroyed */
-    nnt_optimizer *old = nnt_model_detach_optimizer(cm->m);
-    nnt_err e;
-    nnt_err_clear(&e);
-    if (nnt_model_set_optimizer(cm->m, co->o, &e)) {
-      nnt_model_set_optimizer(cm->m, old, NULL);
-      nnt_err_prefix(&e, "%s: ", what);
-      rc = nnt_api_fail_err(&e);
-    } else {
-      if (cm->opt)
-        cm->opt->owner = NULL;
-      else
-        nnt_optimizer_destroy(old);
-      cm->opt = co;
-      co->owner = cm;
-    }
-  }
-  nnt_api_unlock();
-  capi_leave(cm);
+  give_back(cm);
   return rc;
 }
 
 int ml_train_model_set_dataset(ml_train_model_h model, ml_train_dataset_h dataset) {
   const char *what = "ml_train_model_set_dataset";
   capi_model *cm;
-  int rc = enter_model(model, what, &cm);
-  if (rc)
+  int same;
+  int rc = take_child(model, dataset, NNT_H_DATASET, what, &cm, &same);
+  if (rc || same) {
+    if (!rc)
+      give_back(cm);
     return rc;
-  rc = refuse_compiled(cm, what);
-  nnt_api_lock();
+  }
   capi_dataset *cd = dataset;
-  if (!rc)
-    rc = nnt_h_check(dataset, NNT_H_DATASET, what);
-  if (!rc && cd == cm->ds) {
-    nnt_api_unlock();
-    capi_leave(cm);
-    return ML_ERROR_NONE;
+  for (int i = 0; i < 3; i++) {
+    nnt_dataset *old = nnt_model_detach_dataset(cm->m, (nnt_ds_mode)i);
+    /* sources of the earlier handle stay with it; INI ones have none */
+    if (old && !(cm->ds && cm->ds->ds[i] == old))
+      nnt_dataset_destroy(old);
+    if (cd->ds[i])
+      nnt_model_set_dataset(cm->m, (nnt_ds_mode)i, cd->ds[i], NULL);
   }
-  if (!rc && cd->owner)
-    rc = nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: the dataset already belongs to a model",
-                      what);
-  if (!rc) {
-    for (int i = 0; i < 3; i++) {
-      nnt_dataset *old = nnt_model_detach_dataset(cm->m, (nnt_ds_mode)i);
-      /* sources of the earlier handle stay with it; INI ones have none */
-      if (old && !(cm->ds && cm->ds->ds[i] == old))
-        nnt_dataset_destroy(old);
-      if (cd->ds[i])
-        nnt_model_set_dataset(cm->m, (nnt_ds_mode)i, cd->ds[i], NULL);
-    }
-    if (cm->ds)
-      cm->ds->owner = NULL;
-    cm->ds = cd;
-    cd->owner = cm;
-  }
-  nnt_api_unlock();
-  capi_leave(cm);
-  return rc;
+  if (cm->ds)
+    cm->ds->owner = NULL;
+  cm->ds = cd;
+  cd->owner = cm;
+  give_back(cm);
+  return ML_ERROR_NONE;
 }
 
 /* Tensors info of the model's inputs (outputs when out). */
