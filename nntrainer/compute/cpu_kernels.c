@@ -231,13 +231,19 @@ static void k_act_bwd(nnt_act a, float alpha, size_t n, const float *x, const fl
   case NNT_ACT_SOFTMAX:
     k_copy(n, dy, dx);
     break;
+  /* dy is read unconditionally so that the loop becomes a vector select
+   * instead of a branch per element */
   case NNT_ACT_RELU:
-    for (i = 0; i < n; i++)
-      dx[i] = y[i] > 0 ? dy[i] : 0;
+    for (i = 0; i < n; i++) {
+      float g = dy[i];
+      dx[i] = y[i] > 0 ? g : 0.0f;
+    }
     break;
   case NNT_ACT_LEAKY_RELU:
-    for (i = 0; i < n; i++)
-      dx[i] = y[i] > 0 ? dy[i] : alpha * dy[i];
+    for (i = 0; i < n; i++) {
+      float g = dy[i];
+      dx[i] = y[i] > 0 ? g : alpha * g;
+    }
     break;
   case NNT_ACT_SIGMOID:
     for (i = 0; i < n; i++)

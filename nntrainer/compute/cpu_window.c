@@ -78,8 +78,42 @@ void nnt_cpu_col2im(const nnt_conv_geom *g, const float *col, float *dx) {
       }
 }
 
+/* Max pooling 2x2, stride 2, no padding or dilation: the same comparisons in
+ * the same order as the general loop, without its bounds checks. */
+static int is_max2x2(const nnt_conv_geom *g) {
+  return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->pt == 0 && g->pl == 0 &&
+         g->dh == 1 && g->dw == 1 && 2 * g->oh <= g->h && 2 * g->ow <= g->w;
+}
+
+static void max2x2_fwd(const nnt_conv_geom *g, size_t n, const float *x, float *y, float *idx) {
+  size_t in_plane = (size_t)g->h * g->w, out_plane = (size_t)g->oh * g->ow;
+  for (size_t p = 0; p < n * g->c; p++) {
+    const float *xp = x + p * in_plane;
+    float *yp = y + p * out_plane, *ip = idx + p * out_plane;
+    for (unsigned oy = 0; oy < g->oh; oy++) {
+      long r0 = 2L * oy * g->w, r1 = r0 + g->w;
+      for (unsigned ox = 0; ox < g->ow; ox++) {
+        long at[4] = {r0 + 2L * ox, r0 + 2L * ox + 1, r1 + 2L * ox, r1 + 2L * ox + 1};
+        float best = -FLT_MAX;
+        long pick = -1;
+        for (int k = 0; k < 4; k++)
+          if (xp[at[k]] > best) {
+            best = xp[at[k]];
+            pick = at[k];
+          }
+        yp[(size_t)oy * g->ow + ox] = pick < 0 ? 0.0f : best;
+        ip[(size_t)oy * g->ow + ox] = (float)pick;
+      }
+    }
+  }
+}
+
 void nnt_cpu_pool_fwd(const nnt_conv_geom *g, size_t n, int mode, const float *x, float *y,
                       float *idx) {
+  if (mode == 0 && is_max2x2(g)) {
+    max2x2_fwd(g, n, x, y, idx);
+    return;
+  }
   size_t in_plane = (size_t)g->h * g->w, out_plane = (size_t)g->oh * g->ow;
   float inv = 1.0f / (float)(g->kh * g->kw);
   for (size_t p = 0; p < n * g->c; p++) {
