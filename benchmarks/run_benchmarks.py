@@ -31,10 +31,10 @@ def run_json(cmd, env):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results.md"))
     args = ap.parse_args()
     t = str(args.threads)

@@ -34,7 +34,7 @@ int nnt_dataset_create_file(const char *path, nnt_dataset **out, nnt_err *e);
  * their type is unsigned byte; labels become one-hot of the label width. */
 int nnt_dataset_create_idx(const char *images, const char *labels,
                            nnt_dataset **out, nnt_err *e);
-/* `samples` random samples (inputs N(0,1), labels one-hot of a random
+/* `samples` random samples (inputs about N(0,1), labels one-hot of a random
  * class), the same for the same seed. */
 int nnt_dataset_create_synthetic(unsigned samples, uint64_t seed,
                                  nnt_dataset **out, nnt_err *e);
