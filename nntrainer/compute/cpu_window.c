@@ -96,11 +96,12 @@ static void max2x2_fwd(const nnt_conv_geom *g, size_t n, const float *x, float *
         long at[4] = {r0 + 2L * ox, r0 + 2L * ox + 1, r1 + 2L * ox, r1 + 2L * ox + 1};
         float best = -FLT_MAX;
         long pick = -1;
-        for (int k = 0; k < 4; k++)
-          if (xp[at[k]] > best) {
-            best = xp[at[k]];
-            pick = at[k];
-          }
+        for (int k = 0; k < 4; k++) { /* selects, not branches */
+          float v = xp[at[k]];
+          int take = v > best;
+          pick = take ? at[k] : pick;
+          best = take ? v : best;
+        }
         yp[(size_t)oy * g->ow + ox] = pick < 0 ? 0.0f : best;
         ip[(size_t)oy * g->ow + ox] = (float)pick;
       }
