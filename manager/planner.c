@@ -40,12 +40,13 @@ static int plan_basic(const nnt_plan_block *b, size_t n, size_t align,
   return NNT_OK;
 }
 
-/* Sort keys for best fit: larger first, then longer-lived, then index. */
+/* Blocks by index, for sorting. */
 typedef struct {
   const nnt_plan_block *b;
   size_t idx;
 } order_item;
 
+/* Larger first, then longer-lived, then by index. */
 static int cmp_size_desc(const void *pa, const void *pb) {
   const order_item *a = pa, *b = pb;
   if (a->b->bytes != b->b->bytes)
@@ -63,82 +64,456 @@ static int cmp_first(const void *pa, const void *pb) {
   return a->idx < b->idx ? -1 : (a->idx > b->idx);
 }
 
-/* Place blocks largest first; each goes to the lowest aligned address that
- * is free over its lifetime among the blocks already placed. The placed
- * blocks are kept sorted by offset (struct of arrays, insertion by memmove),
- * so finding the first gap is one linear scan with no sorting. */
-typedef struct placed_set {
-  uint64_t *life; /* first << 32 | last: one load decides most skips */
-  size_t *start, *end;
-  size_t n;
-} placed_set;
+/* Best fit places blocks largest first (ties: longer-lived, then by index),
+ * each at the lowest aligned offset where it overlaps no placed block whose
+ * lifetime meets its own. Scanning every placed block for that is quadratic,
+ * and a training graph is the bad case: activations live from forward to
+ * backward, so a block meets thousands of others stacked below its answer,
+ * and blocks of other times crowd the same addresses.
+ *
+ * So time is cut into cells (a power of two, about sqrt(n / 32), at most
+ * 256; equal widths when orders are dense, else at quantiles) and kept:
+ *  - span[c]: the union of the address ranges of placed blocks living
+ *    through all of cell c (each meets any block that touches c);
+ *  - reg[c]: a treap by address of the placed blocks that touch cell c but do
+ *    not cover it (each block is in at most two), with subtree aggregates to
+ *    skip those that end below the candidate or miss the lifetime;
+ *  - all[v], over the cells as a segment tree: the union of placed blocks
+ *    touching any cell under node v (each meets a block covering those cells).
+ * A block covering cells a..z whole and touching cells cf and cl in part
+ * meets exactly the blocks in all[] of the canonical nodes of [a, z], in
+ * span[cf] and span[cl], and those of reg[cf] and reg[cl] whose lifetime
+ * meets its own. The candidate offset starts at 0 and only grows: each union
+ * lifts it over the ranges (and gaps too small) in its way, searching forward
+ * from where it last stood, and each treap is walked once in address order;
+ * when none moves it, it is the lowest offset free of every conflicting
+ * block, the offset the scan over all placed blocks finds, so the plans are
+ * the same, only found faster. A stack of conflicting blocks is one range of
+ * a union, cleared in one step. A placed block is added to about three
+ * unions per cell it covers, so long-lived blocks cost O(cells) each: on the
+ * nested lifetimes of a training graph planning grows like n^1.5, not n^2.
+ * All offsets and range ends are multiples of the alignment. */
+typedef struct {
+  size_t lo, hi; /* [lo, hi) */
+} bf_span;
 
-static size_t first_gap(const placed_set *p, unsigned first, unsigned last,
-                        size_t bytes, size_t align) {
-  size_t at = 0;
-  const uint64_t *life = p->life;
-  for (size_t j = 0; j < p->n; j++) {
-    uint64_t l = life[j];
-    if ((unsigned)(l >> 32) > last || (unsigned)l < first)
-      continue;
-    if (p->start[j] >= at + bytes)
-      break;
-    if (p->end[j] > at)
-      at = align_up(p->end[j], align);
+typedef struct {
+  bf_span *v; /* sorted, disjoint, not touching */
+  size_t n, cap;
+} bf_spans;
+
+/* A position in a span set that only moves up: *i is at or before the first
+ * span ending above the candidate. Returns the lowest at' >= at such that
+ * [at', at' + need) misses every span. */
+static size_t spans_fit(const bf_spans *s, size_t *i, size_t at, size_t need) {
+  const bf_span *v = s->v;
+  size_t lo = *i, n = s->n;
+  if (lo < n && v[lo].hi <= at) { /* gallop, then bisect, to the first hi > at */
+    size_t step = 1, hi = lo + 1;
+    while (hi < n && v[hi].hi <= at) {
+      lo = hi;
+      step *= 2;
+      hi = lo + step;
+    }
+    if (hi > n)
+      hi = n;
+    while (lo + 1 < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (v[mid].hi <= at)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    lo = hi;
   }
+  for (; lo < n && v[lo].lo < at + need; lo++)
+    at = v[lo].hi;
+  *i = lo;
   return at;
 }
 
-static void placed_insert(placed_set *p, size_t start, size_t end, unsigned first,
-                          unsigned last) {
-  size_t lo = 0, hi = p->n;
-  while (lo < hi) {
+static int spans_add(bf_spans *s, size_t a, size_t z) {
+  bf_span *v = s->v;
+  size_t n = s->n, lo = 0, hi = n;
+  while (lo < hi) { /* first span ending at or after a */
     size_t mid = (lo + hi) / 2;
-    if (p->start[mid] <= start)
+    if (v[mid].hi < a)
       lo = mid + 1;
     else
       hi = mid;
   }
-  size_t tail = p->n - lo;
-  memmove(p->life + lo + 1, p->life + lo, tail * sizeof *p->life);
-  memmove(p->start + lo + 1, p->start + lo, tail * sizeof *p->start);
-  memmove(p->end + lo + 1, p->end + lo, tail * sizeof *p->end);
-  p->life[lo] = (uint64_t)first << 32 | last;
-  p->start[lo] = start;
-  p->end[lo] = end;
-  p->n++;
+  if (lo < n && v[lo].lo <= a && v[lo].hi >= z)
+    return 0; /* covered already */
+  size_t j = lo;
+  while (j < n && v[j].lo <= z)
+    j++;
+  if (j > lo) { /* merge with spans lo..j-1 */
+    if (v[lo].lo < a)
+      a = v[lo].lo;
+    if (v[j - 1].hi > z)
+      z = v[j - 1].hi;
+    v[lo] = (bf_span){a, z};
+    memmove(v + lo + 1, v + j, (n - j) * sizeof *v);
+    s->n -= j - lo - 1;
+    return 0;
+  }
+  if (n == s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 8;
+    bf_span *nv = nnt_realloc(v, cap * sizeof *nv);
+    if (!nv)
+      return -1;
+    s->v = v = nv;
+    s->cap = cap;
+  }
+  memmove(v + lo + 1, v + lo, (n - lo) * sizeof *v);
+  v[lo] = (bf_span){a, z};
+  s->n++;
+  return 0;
+}
+
+/* A treap node: one block in one cell's registry. Index 0 is "none". */
+typedef struct {
+  size_t lo, hi, max_hi;                     /* address, and max hi below */
+  unsigned first, last, min_first, max_last; /* lifetime, and its span below */
+  unsigned left, right, prio;
+} bf_node;
+
+static void node_pull(bf_node *t, unsigned x) {
+  bf_node *p = &t[x];
+  p->max_hi = p->hi;
+  p->min_first = p->first;
+  p->max_last = p->last;
+  for (int side = 0; side < 2; side++) {
+    unsigned c = side ? p->right : p->left;
+    if (!c)
+      continue;
+    if (t[c].max_hi > p->max_hi)
+      p->max_hi = t[c].max_hi;
+    if (t[c].min_first < p->min_first)
+      p->min_first = t[c].min_first;
+    if (t[c].max_last > p->max_last)
+      p->max_last = t[c].max_last;
+  }
+}
+
+/* Treap order: by address, then by first order (so blocks reusing one
+ * address sit in time order and prune together), then by index. */
+static int node_before(const bf_node *t, unsigned x, unsigned y) {
+  if (t[x].lo != t[y].lo)
+    return t[x].lo < t[y].lo;
+  if (t[x].first != t[y].first)
+    return t[x].first < t[y].first;
+  return x < y;
+}
+
+/* Insert node x into the treap at *root; path has room for its height. */
+static void treap_insert(bf_node *t, unsigned *root, unsigned x, unsigned *path) {
+  size_t depth = 0;
+  unsigned cur = *root;
+  while (cur) {
+    bf_node *p = &t[cur];
+    if (t[x].hi > p->max_hi) /* x goes below: widen the aggregates */
+      p->max_hi = t[x].hi;
+    if (t[x].first < p->min_first)
+      p->min_first = t[x].first;
+    if (t[x].last > p->max_last)
+      p->max_last = t[x].last;
+    path[depth++] = cur;
+    cur = node_before(t, x, cur) ? p->left : p->right;
+  }
+  if (!depth) {
+    *root = x;
+    return;
+  }
+  unsigned parent = path[depth - 1];
+  if (node_before(t, x, parent))
+    t[parent].left = x;
+  else
+    t[parent].right = x;
+  while (depth && t[x].prio > t[path[depth - 1]].prio) { /* rotate x up */
+    unsigned p = path[--depth];
+    if (t[p].left == x) {
+      t[p].left = t[x].right;
+      t[x].right = p;
+    } else {
+      t[p].right = t[x].left;
+      t[x].left = p;
+    }
+    node_pull(t, p);
+    node_pull(t, x);
+    if (!depth)
+      *root = x;
+    else if (t[path[depth - 1]].left == p)
+      t[path[depth - 1]].left = x;
+    else
+      t[path[depth - 1]].right = x;
+  }
+}
+
+/* An in-order walk over one registry, skipping subtrees that cannot block:
+ * all of it ending at or below the candidate (which only grows), or no
+ * lifetime meeting [first, last]. */
+typedef struct {
+  unsigned *stack;
+  size_t sp;
+} bf_walk;
+
+static void walk_down(const bf_node *t, bf_walk *w, unsigned x, size_t at, unsigned first,
+                      unsigned last) {
+  while (x && t[x].max_hi > at && t[x].min_first <= last && t[x].max_last >= first) {
+    w->stack[w->sp++] = x;
+    x = t[x].left;
+  }
+}
+
+/* Lift at over the registry's blocks that meet [first, last] and overlap
+ * [at, at + need); stops at the first block starting at or above at + need. */
+static size_t walk_fit(const bf_node *t, bf_walk *w, size_t at, size_t need, unsigned first,
+                       unsigned last) {
+  while (w->sp) {
+    unsigned x = w->stack[w->sp - 1];
+    if (t[x].lo >= at + need)
+      break;
+    w->sp--;
+    if (t[x].hi > at && t[x].first <= last && t[x].last >= first)
+      at = t[x].hi;
+    walk_down(t, w, t[x].right, at, first, last);
+  }
+  return at;
+}
+
+typedef struct {
+  size_t bytes;
+  unsigned len, idx;
+} bf_key;
+
+static int cmp_key(const void *pa, const void *pb) {
+  const bf_key *a = pa, *b = pb;
+  if (a->bytes != b->bytes)
+    return a->bytes > b->bytes ? -1 : 1;
+  if (a->len != b->len)
+    return a->len > b->len ? -1 : 1;
+  return a->idx < b->idx ? -1 : (a->idx > b->idx);
+}
+
+static int cmp_uint(const void *pa, const void *pb) {
+  unsigned a = *(const unsigned *)pa, b = *(const unsigned *)pb;
+  return a < b ? -1 : (a > b);
+}
+
+typedef struct {
+  size_t cells;       /* a power of two */
+  uint64_t *bound;    /* cell c holds orders [bound[c], bound[c + 1]) */
+  uint64_t t0, width; /* width > 0: cells of equal width from t0 */
+  bf_spans *all;      /* 2 * cells: segment tree, leaves at cells.. */
+  bf_spans *span;     /* per cell */
+  unsigned *reg;      /* per cell: treap root */
+  unsigned *next;     /* per cell: its next free node; a cell's nodes are adjacent */
+  bf_node *node;      /* 1 + 2 * n */
+  unsigned *path, *stack[2];
+  bf_key *key;
+} bf_state;
+
+static size_t bf_cell(const bf_state *s, unsigned t) {
+  if (s->width)
+    return (size_t)((t - s->t0) / s->width);
+  size_t lo = 0, hi = s->cells; /* last c with bound[c] <= t */
+  while (hi - lo > 1) {
+    size_t mid = (lo + hi) / 2;
+    if (s->bound[mid] <= t)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static void bf_free(bf_state *s) {
+  if (s->all)
+    for (size_t v = 0; v < 2 * s->cells; v++)
+      nnt_free(s->all[v].v);
+  if (s->span)
+    for (size_t c = 0; c < s->cells; c++)
+      nnt_free(s->span[c].v);
+  nnt_free(s->bound), nnt_free(s->all), nnt_free(s->span), nnt_free(s->reg), nnt_free(s->next);
+  nnt_free(s->node), nnt_free(s->path), nnt_free(s->stack[0]), nnt_free(s->stack[1]);
+  nnt_free(s->key);
+}
+
+/* Cells and their bounds: equal widths when orders are dense, else cut at
+ * quantiles of the lifetime ends so every cell gets its share. */
+static int bf_cells(bf_state *s, const nnt_plan_block *b, size_t n, size_t nz) {
+  unsigned tmin = UINT32_MAX, tmax = 0;
+  for (size_t i = 0; i < n; i++)
+    if (b[i].bytes) {
+      if (b[i].first < tmin)
+        tmin = b[i].first;
+      if (b[i].last > tmax)
+        tmax = b[i].last;
+    }
+  uint64_t range = (uint64_t)tmax - tmin + 1;
+  size_t cells = 1;
+  while (cells < 256 && (uint64_t)cells * 2 <= range && cells * cells * 32 < nz)
+    cells *= 2;
+  s->cells = cells;
+  s->bound = nnt_malloc((cells + 1) * sizeof *s->bound);
+  if (!s->bound)
+    return -1;
+  if (range <= 8 * (uint64_t)nz + 64) {
+    s->t0 = tmin;
+    s->width = (range + cells - 1) / cells;
+    for (size_t c = 0; c <= cells; c++) {
+      uint64_t x = tmin + c * s->width;
+      s->bound[c] = x < tmin + range ? x : tmin + range;
+    }
+    return 0;
+  }
+  unsigned *ends = nnt_malloc(2 * nz * sizeof *ends);
+  if (!ends)
+    return -1;
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (b[i].bytes) {
+      ends[m++] = b[i].first;
+      ends[m++] = b[i].last;
+    }
+  qsort(ends, m, sizeof *ends, cmp_uint);
+  s->bound[0] = tmin;
+  for (size_t c = 1; c < cells; c++) { /* strictly increasing, or empty cells */
+    uint64_t x = ends[c * m / cells];
+    s->bound[c] = x > s->bound[c - 1] ? x : s->bound[c - 1];
+  }
+  s->bound[cells] = (uint64_t)tmax + 1;
+  nnt_free(ends);
+  return 0;
 }
 
 static int plan_best_fit(const nnt_plan_block *b, size_t n, size_t align,
                          size_t *off, size_t *pool, nnt_err *e) {
-  order_item *ord = nnt_malloc((n + 1) * sizeof *ord);
-  placed_set p = {nnt_malloc((n + 1) * sizeof(uint64_t)), nnt_malloc((n + 1) * sizeof(size_t)),
-                  nnt_malloc((n + 1) * sizeof(size_t)), 0};
-  int rc = NNT_OK;
-  if (!ord || !p.life || !p.start || !p.end) {
-    rc = nnt_err_set(e, NNT_ERR_NOMEM, "planner: out of memory for %zu blocks", n);
-    goto out;
-  }
-  for (size_t i = 0; i < n; i++)
-    ord[i] = (order_item){&b[i], i};
-  qsort(ord, n, sizeof *ord, cmp_size_desc);
-  size_t top = 0;
-  for (size_t k = 0; k < n; k++) {
-    size_t i = ord[k].idx;
-    if (!b[i].bytes) {
+  bf_state s = {0};
+  size_t nz = 0, top = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (b[i].bytes)
+      nz++;
+    else
       off[i] = 0;
-      continue;
+  }
+  if (!nz || n > UINT32_MAX / 2 - 1) {
+    *pool = 0;
+    if (nz)
+      return nnt_err_set(e, NNT_ERR_INVAL, "planner: %zu blocks are too many", n);
+    return NNT_OK;
+  }
+  if (bf_cells(&s, b, n, nz))
+    goto nomem;
+  size_t cells = s.cells;
+  s.all = nnt_calloc(2 * cells, sizeof *s.all);
+  s.span = nnt_calloc(cells, sizeof *s.span);
+  s.reg = nnt_calloc(cells, sizeof *s.reg);
+  s.next = nnt_calloc(cells + 1, sizeof *s.next);
+  s.node = nnt_malloc((2 * nz + 1) * sizeof *s.node);
+  s.path = nnt_malloc((2 * nz + 1) * sizeof *s.path);
+  s.stack[0] = nnt_malloc((2 * nz + 1) * sizeof *s.stack[0]);
+  s.stack[1] = nnt_malloc((2 * nz + 1) * sizeof *s.stack[1]);
+  s.key = nnt_malloc(nz * sizeof *s.key);
+  if (!s.all || !s.span || !s.reg || !s.next || !s.node || !s.path || !s.stack[0] ||
+      !s.stack[1] || !s.key)
+    goto nomem;
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (b[i].bytes)
+      s.key[m++] = (bf_key){b[i].bytes, b[i].last - b[i].first, (unsigned)i};
+  qsort(s.key, nz, sizeof *s.key, cmp_key);
+  for (size_t i = 0; i < n; i++) /* count each cell's registry nodes */
+    if (b[i].bytes) {
+      size_t cf = bf_cell(&s, b[i].first), cl = bf_cell(&s, b[i].last);
+      s.next[cf + 1] += b[i].first > s.bound[cf] || (uint64_t)b[i].last + 1 < s.bound[cf + 1];
+      if (cl != cf)
+        s.next[cl + 1] += (uint64_t)b[i].last + 1 < s.bound[cl + 1];
     }
-    size_t at = first_gap(&p, b[i].first, b[i].last, b[i].bytes, align);
+  s.next[0] = 1;
+  for (size_t c = 1; c <= cells; c++)
+    s.next[c] += s.next[c - 1];
+  uint64_t rng = 0x9e3779b97f4a7c15ULL;
+  bf_spans *sets[32];
+  size_t finger[32];
+  for (size_t k = 0; k < nz; k++) {
+    size_t i = s.key[k].idx;
+    unsigned first = b[i].first, last = b[i].last;
+    size_t need = align_up(b[i].bytes, align);
+    size_t cf = bf_cell(&s, first), cl = bf_cell(&s, last);
+    int full_f = first <= s.bound[cf] && (uint64_t)last + 1 >= s.bound[cf + 1];
+    int full_l = first <= s.bound[cl] && (uint64_t)last + 1 >= s.bound[cl + 1];
+    /* cells covered whole: [a, z]; touched in part: part[] */
+    size_t a = full_f ? cf : cf + 1, z = full_l ? cl : cl - 1, part[2], n_part = 0;
+    if (!full_f)
+      part[n_part++] = cf;
+    if (!full_l && cl != cf)
+      part[n_part++] = cl;
+    size_t n_sets = 0;
+    if (a <= z && (cf != cl || full_f))
+      for (size_t l = a + cells, r = z + cells + 1; l < r; l >>= 1, r >>= 1) {
+        if (l & 1)
+          sets[n_sets++] = &s.all[l++];
+        if (r & 1)
+          sets[n_sets++] = &s.all[--r];
+      }
+    for (size_t q = 0; q < n_part; q++)
+      sets[n_sets++] = &s.span[part[q]];
+    for (size_t q = 0; q < n_sets; q++)
+      finger[q] = 0;
+    bf_walk walk[2];
+    size_t at = 0;
+    for (int walking = 0;;) {
+      /* lift over the unions until a whole round leaves at where it is */
+      for (size_t q = 0, still = 0; still < n_sets; q = q + 1 == n_sets ? 0 : q + 1) {
+        size_t to = spans_fit(sets[q], &finger[q], at, need);
+        still = to == at ? still + 1 : 1;
+        at = to;
+      }
+      if (!walking) {
+        walking = 1;
+        for (size_t q = 0; q < n_part; q++) {
+          walk[q] = (bf_walk){s.stack[q], 0};
+          walk_down(s.node, &walk[q], s.reg[part[q]], at, first, last);
+        }
+      }
+      size_t was = at;
+      for (size_t q = 0; q < n_part; q++)
+        at = walk_fit(s.node, &walk[q], at, need, first, last);
+      if (at == was)
+        break;
+    }
     off[i] = at;
     if (at + b[i].bytes > top)
       top = at + b[i].bytes;
-    placed_insert(&p, at, at + b[i].bytes, b[i].first, b[i].last);
+    /* record it: all[] of every node over [cf, cl], span[] or reg[] per cell */
+    for (size_t l = cf + cells, r = cl + cells;; l >>= 1, r >>= 1) {
+      for (size_t v = l; v <= r; v++)
+        if (spans_add(&s.all[v], at, at + need))
+          goto nomem;
+      if (l == 1)
+        break;
+    }
+    for (size_t c = cf; c <= cl; c++) {
+      if ((c != cf || full_f) && (c != cl || full_l)) {
+        if (spans_add(&s.span[c], at, at + need))
+          goto nomem;
+        continue;
+      }
+      unsigned x = s.next[c]++;
+      rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+      s.node[x] = (bf_node){at, at + need, at + need, first, last, first, last, 0, 0,
+                            (unsigned)(rng >> 32)};
+      treap_insert(s.node, &s.reg[c], x, s.path);
+    }
   }
   *pool = align_up(top, align);
-out:
-  nnt_free(ord), nnt_free(p.life), nnt_free(p.start), nnt_free(p.end);
-  return rc;
+  bf_free(&s);
+  return NNT_OK;
+nomem:
+  bf_free(&s);
+  return nnt_err_set(e, NNT_ERR_NOMEM, "planner: out of memory for %zu blocks", n);
 }
 
 /* The memory-pool scheme: walk the orders; blocks whose life ended return
@@ -151,23 +526,140 @@ static int cmp_start(const void *pa, const void *pb) {
   return cmp_size_desc(pa, pb);
 }
 
+/* A set of slots 0..n-1 as a bitmap with summary levels (bit j of level
+ * l + 1: word j of level l is not zero), to find the first slot at or after
+ * a position in a few word operations. */
 typedef struct {
-  size_t offset, bytes;
-  unsigned free_after; /* order after which the region is free */
-} pool_region;
+  uint64_t *w[7];
+  size_t words[7], levels;
+} slot_set;
 
+static int slots_init(slot_set *s, size_t n) {
+  size_t total = 0, words = n / 64 + 1;
+  s->levels = 0;
+  for (;;) {
+    s->words[s->levels++] = words;
+    total += words;
+    if (words == 1)
+      break;
+    words = (words + 63) / 64;
+  }
+  uint64_t *mem = nnt_calloc(total, sizeof *mem);
+  if (!mem)
+    return -1;
+  for (size_t l = 0; l < s->levels; mem += s->words[l++])
+    s->w[l] = mem;
+  return 0;
+}
+
+static void slots_put(slot_set *s, size_t i) {
+  for (size_t l = 0; l < s->levels; l++, i /= 64) {
+    uint64_t was = s->w[l][i / 64];
+    s->w[l][i / 64] = was | (uint64_t)1 << (i % 64);
+    if (was)
+      break;
+  }
+}
+
+static void slots_take(slot_set *s, size_t i) {
+  for (size_t l = 0; l < s->levels; l++, i /= 64)
+    if ((s->w[l][i / 64] &= ~((uint64_t)1 << (i % 64))))
+      break;
+}
+
+/* The first slot >= i, or SIZE_MAX. */
+static size_t slots_next(const slot_set *s, size_t i) {
+  size_t l = 0;
+  for (;; l++, i = i / 64 + 1) {
+    if (i / 64 >= s->words[l])
+      return SIZE_MAX;
+    uint64_t m = s->w[l][i / 64] & (~(uint64_t)0 << (i % 64));
+    if (m) {
+      i = i / 64 * 64 + (size_t)__builtin_ctzll(m);
+      break;
+    }
+    if (l + 1 == s->levels)
+      return SIZE_MAX;
+  }
+  while (l--)
+    i = i * 64 + (size_t)__builtin_ctzll(s->w[l][i]);
+  return i;
+}
+
+static int cmp_size(const void *pa, const void *pb) {
+  size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
+  return a < b ? -1 : (a > b);
+}
+
+/* A busy region: free after order `until`. */
+typedef struct {
+  unsigned until;
+  size_t slot;
+} pool_busy;
+
+static void busy_push(pool_busy *h, size_t *n, pool_busy x) {
+  size_t i = (*n)++;
+  for (; i && h[(i - 1) / 2].until > x.until; i = (i - 1) / 2)
+    h[i] = h[(i - 1) / 2];
+  h[i] = x;
+}
+
+static pool_busy busy_pop(pool_busy *h, size_t *n) {
+  pool_busy top = h[0], x = h[--*n];
+  size_t i = 0;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= *n)
+      break;
+    if (c + 1 < *n && h[c + 1].until < h[c].until)
+      c++;
+    if (h[c].until >= x.until)
+      break;
+    h[i] = h[c];
+    i = c;
+  }
+  if (*n)
+    h[i] = x;
+  return top;
+}
+
+/* Regions are never split or merged, so a region's size is the rounded size
+ * of the block that made it. Slots order the regions by (size, creation):
+ * the sizes in ascending order each get as many slots as blocks of that size,
+ * filled in creation order. The smallest free region that holds a block,
+ * the first made among equals, is the first free slot at or after its size's
+ * first slot; busy regions wait in a heap by the order they free at. */
 static int plan_pool(const nnt_plan_block *b, size_t n, size_t align, size_t *off,
                      size_t *pool, nnt_err *e) {
   order_item *ord = nnt_malloc((n + 1) * sizeof *ord);
-  pool_region *reg = nnt_malloc((n + 1) * sizeof *reg);
-  if (!ord || !reg) {
-    nnt_free(ord), nnt_free(reg);
-    return nnt_err_set(e, NNT_ERR_NOMEM, "planner: out of memory for %zu blocks", n);
+  size_t *size = nnt_malloc((n + 1) * sizeof *size);  /* distinct sizes, ascending */
+  size_t *first = nnt_malloc((n + 1) * sizeof *first); /* per size: its first slot */
+  size_t *fill = nnt_malloc((n + 1) * sizeof *fill);   /* per size: its next new slot */
+  size_t *where = nnt_malloc((n + 1) * sizeof *where); /* per slot: region offset */
+  pool_busy *busy = nnt_malloc((n + 1) * sizeof *busy);
+  slot_set free_slots = {0};
+  int rc = NNT_OK;
+  if (!ord || !size || !first || !fill || !where || !busy || slots_init(&free_slots, n)) {
+    rc = nnt_err_set(e, NNT_ERR_NOMEM, "planner: out of memory for %zu blocks", n);
+    goto out;
+  }
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (b[i].bytes)
+      size[m++] = align_up(b[i].bytes, align);
+  qsort(size, m, sizeof *size, cmp_size);
+  size_t n_size = 0;
+  for (size_t j = 0; j < m; j++) {
+    if (!n_size || size[n_size - 1] != size[j]) {
+      size[n_size] = size[j];
+      first[n_size] = fill[n_size] = j;
+      n_size++;
+    }
   }
   for (size_t i = 0; i < n; i++)
     ord[i] = (order_item){&b[i], i};
   qsort(ord, n, sizeof *ord, cmp_start);
-  size_t n_reg = 0, top = 0;
+  size_t n_busy = 0, top = 0;
   for (size_t k = 0; k < n; k++) {
     size_t i = ord[k].idx;
     size_t need = align_up(b[i].bytes, align);
@@ -175,33 +667,48 @@ static int plan_pool(const nnt_plan_block *b, size_t n, size_t align, size_t *of
       off[i] = 0;
       continue;
     }
-    size_t best = n_reg;
-    for (size_t r = 0; r < n_reg; r++)
-      if (reg[r].free_after < b[i].first && reg[r].bytes >= need &&
-          (best == n_reg || reg[r].bytes < reg[best].bytes))
-        best = r;
-    if (best == n_reg) {
-      reg[n_reg++] = (pool_region){top, need, b[i].last};
-      off[i] = top;
+    while (n_busy && busy[0].until < b[i].first)
+      slots_put(&free_slots, busy_pop(busy, &n_busy).slot);
+    size_t lo = 0, hi = n_size; /* the first size >= need */
+    while (lo < hi) {
+      size_t mid = (lo + hi) / 2;
+      if (size[mid] < need)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    size_t slot = slots_next(&free_slots, first[lo]);
+    if (slot == SIZE_MAX) { /* a new region; its size is exactly need */
+      slot = fill[lo]++;
+      where[slot] = top;
       top += need;
     } else {
-      off[i] = reg[best].offset;
-      reg[best].free_after = b[i].last;
+      slots_take(&free_slots, slot);
     }
+    off[i] = where[slot];
+    busy_push(busy, &n_busy, (pool_busy){b[i].last, slot});
   }
   *pool = top;
-  nnt_free(ord), nnt_free(reg);
-  return NNT_OK;
+out:
+  nnt_free(ord), nnt_free(size), nnt_free(first), nnt_free(fill), nnt_free(where);
+  nnt_free(busy), nnt_free(free_slots.w[0]);
+  return rc;
 }
 
 int nnt_plan(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t n,
              size_t align, size_t *offsets, size_t *pool_bytes, nnt_err *e) {
   if (!align || (align & (align - 1)))
     return nnt_err_set(e, NNT_ERR_INVAL, "planner: alignment %zu is not a power of two", align);
-  for (size_t i = 0; i < n; i++)
+  size_t total = 0; /* every block end fits in a size_t if their sum does */
+  for (size_t i = 0; i < n; i++) {
     if (blocks[i].first > blocks[i].last)
       return nnt_err_set(e, NNT_ERR_INVAL, "planner: block %zu ends (%u) before it starts (%u)",
                          i, blocks[i].last, blocks[i].first);
+    if (blocks[i].bytes > SIZE_MAX - total - (align - 1))
+      return nnt_err_set(e, NNT_ERR_INVAL,
+                         "planner: block sizes add up past SIZE_MAX at block %zu", i);
+    total += align_up(blocks[i].bytes, align);
+  }
   if (kind == NNT_PLANNER_BASIC)
     return plan_basic(blocks, n, align, offsets, pool_bytes);
   if (kind == NNT_PLANNER_POOL)
