@@ -63,6 +63,17 @@ int capi_apply_props(const char *what, capi_setter set, void *obj, const char *c
 int capi_collect(const char *what, va_list ap, const char **out, size_t max, size_t *n);
 #define CAPI_MAX_PROPS 256
 
+/* The body of a variadic ml_train_* function: collect the NULL-ended
+ * properties after `last` and return call(h, what, props, n). */
+#define CAPI_VARIADIC(what, last, call, h)                                  \
+  const char *props_[CAPI_MAX_PROPS];                                       \
+  size_t n_;                                                                \
+  va_list ap_;                                                              \
+  va_start(ap_, last);                                                      \
+  int rc_ = capi_collect(what, ap_, props_, CAPI_MAX_PROPS, &n_);           \
+  va_end(ap_);                                                              \
+  return rc_ ? rc_ : call(h, what, props_, n_)
+
 /* Free an optimizer handle with its scheduler handle and core objects (the
  * handles already out of the registry). */
 void capi_optimizer_free(capi_optimizer *co);

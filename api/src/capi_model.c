@@ -99,13 +99,7 @@ static int compile_props(ml_train_model_h model, const char *what, const char *c
 }
 
 int ml_train_model_compile(ml_train_model_h model, ...) {
-  const char *props[CAPI_MAX_PROPS];
-  size_t n;
-  va_list ap;
-  va_start(ap, model);
-  int rc = capi_collect("ml_train_model_compile", ap, props, CAPI_MAX_PROPS, &n);
-  va_end(ap);
-  return rc ? rc : compile_props(model, "ml_train_model_compile", props, n);
+  CAPI_VARIADIC("ml_train_model_compile", model, compile_props, model);
 }
 
 int ml_train_model_compile_with_single_param(ml_train_model_h model, const char *single_param) {
@@ -149,21 +143,20 @@ int capi_run(ml_train_model_h model, const char *what, const char *const *props,
   return rc;
 }
 
+static int run_props(ml_train_model_h model, const char *what, const char *const *props,
+                     size_t n) {
+  return capi_run(model, what, props, n, NULL, NULL);
+}
+
 int ml_train_model_run(ml_train_model_h model, ...) {
-  const char *props[CAPI_MAX_PROPS];
-  size_t n;
-  va_list ap;
-  va_start(ap, model);
-  int rc = capi_collect("ml_train_model_run", ap, props, CAPI_MAX_PROPS, &n);
-  va_end(ap);
-  return rc ? rc : capi_run(model, "ml_train_model_run", props, n, NULL, NULL);
+  CAPI_VARIADIC("ml_train_model_run", model, run_props, model);
 }
 
 int ml_train_model_run_with_single_param(ml_train_model_h model, const char *single_param) {
   const char *what = "ml_train_model_run_with_single_param";
   if (!single_param)
     return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: single_param is NULL", what);
-  return capi_run(model, what, &single_param, 1, NULL, NULL);
+  return run_props(model, what, &single_param, 1);
 }
 
 int ml_train_model_destroy(ml_train_model_h model) {

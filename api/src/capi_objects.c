@@ -105,13 +105,7 @@ static int layer_set_props(ml_train_layer_h layer, const char *what, const char 
 }
 
 int ml_train_layer_set_property(ml_train_layer_h layer, ...) {
-  const char *props[CAPI_MAX_PROPS];
-  size_t n;
-  va_list ap;
-  va_start(ap, layer);
-  int rc = capi_collect("ml_train_layer_set_property", ap, props, CAPI_MAX_PROPS, &n);
-  va_end(ap);
-  return rc ? rc : layer_set_props(layer, "ml_train_layer_set_property", props, n);
+  CAPI_VARIADIC("ml_train_layer_set_property", layer, layer_set_props, layer);
 }
 
 int ml_train_layer_set_property_with_single_param(ml_train_layer_h layer,
@@ -189,13 +183,7 @@ static int lrs_set_props(ml_train_lr_scheduler_h h, const char *what, const char
 }
 
 int ml_train_lr_scheduler_set_property(ml_train_lr_scheduler_h lr_scheduler, ...) {
-  const char *props[CAPI_MAX_PROPS];
-  size_t n;
-  va_list ap;
-  va_start(ap, lr_scheduler);
-  int rc = capi_collect("ml_train_lr_scheduler_set_property", ap, props, CAPI_MAX_PROPS, &n);
-  va_end(ap);
-  return rc ? rc : lrs_set_props(lr_scheduler, "ml_train_lr_scheduler_set_property", props, n);
+  CAPI_VARIADIC("ml_train_lr_scheduler_set_property", lr_scheduler, lrs_set_props, lr_scheduler);
 }
 
 int ml_train_lr_scheduler_set_property_with_single_param(ml_train_lr_scheduler_h lr_scheduler,
@@ -287,13 +275,7 @@ static int opt_set_props(ml_train_optimizer_h h, const char *what, const char *c
 }
 
 int ml_train_optimizer_set_property(ml_train_optimizer_h optimizer, ...) {
-  const char *props[CAPI_MAX_PROPS];
-  size_t n;
-  va_list ap;
-  va_start(ap, optimizer);
-  int rc = capi_collect("ml_train_optimizer_set_property", ap, props, CAPI_MAX_PROPS, &n);
-  va_end(ap);
-  return rc ? rc : opt_set_props(optimizer, "ml_train_optimizer_set_property", props, n);
+  CAPI_VARIADIC("ml_train_optimizer_set_property", optimizer, opt_set_props, optimizer);
 }
 
 int ml_train_optimizer_set_property_with_single_param(ml_train_optimizer_h optimizer,
@@ -490,15 +472,13 @@ int ml_train_dataset_set_property_for_mode_with_single_param(ml_train_dataset_h 
   return ds_set_props(dataset, (int)mode, 0, what, &single_param, 1);
 }
 
+static int ds_set_all(ml_train_dataset_h dataset, const char *what, const char *const *props,
+                      size_t n) {
+  return ds_set_props(dataset, 0, 1, what, props, n);
+}
+
 int ml_train_dataset_set_property(ml_train_dataset_h dataset, ...) {
-  const char *what = "ml_train_dataset_set_property";
-  const char *props[CAPI_MAX_PROPS];
-  size_t n;
-  va_list ap;
-  va_start(ap, dataset);
-  int rc = capi_collect(what, ap, props, CAPI_MAX_PROPS, &n);
-  va_end(ap);
-  return rc ? rc : ds_set_props(dataset, 0, 1, what, props, n);
+  CAPI_VARIADIC("ml_train_dataset_set_property", dataset, ds_set_all, dataset);
 }
 
 int ml_train_dataset_destroy(ml_train_dataset_h dataset) {
