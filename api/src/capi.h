@@ -74,6 +74,11 @@ int capi_collect(const char *what, va_list ap, const char **out, size_t max, siz
   va_end(ap_);                                                              \
   return rc_ ? rc_ : call(h, what, props_, n_)
 
+/* New registered tensors info (and data, when td is not NULL) for count
+ * float32 tensors of the shapes dims (b:c:h:w). Takes the API lock. */
+int capi_new_tensors(const char *what, unsigned count, const nnt_dim *dims, nnt_tinfo **ti,
+                     nnt_tdata **td);
+
 /* Free an optimizer handle with its scheduler handle and core objects (the
  * handles already out of the registry). */
 void capi_optimizer_free(capi_optimizer *co);

@@ -150,3 +150,25 @@ int capi_apply_props(const char *what, capi_setter set, void *obj, const char *c
   }
   return ML_ERROR_NONE;
 }
+
+int capi_new_tensors(const char *what, unsigned count, const nnt_dim *dims, nnt_tinfo **ti,
+                     nnt_tdata **td) {
+  unsigned bchw[ML_TENSOR_SIZE_LIMIT][4];
+  if (count > ML_TENSOR_SIZE_LIMIT)
+    return nnt_api_fail(ML_ERROR_NOT_SUPPORTED, "%s: %u tensors (at most %d)", what, count,
+                        ML_TENSOR_SIZE_LIMIT);
+  for (unsigned i = 0; i < count; i++) {
+    bchw[i][0] = dims[i].b;
+    bchw[i][1] = dims[i].c;
+    bchw[i][2] = dims[i].h;
+    bchw[i][3] = dims[i].w;
+  }
+  nnt_api_lock();
+  int rc = nnt_tinfo_new_locked(count, (const unsigned(*)[4])bchw, ti);
+  if (!rc && td && (rc = nnt_tdata_new_locked(*ti, td))) {
+    nnt_tinfo_free_locked(*ti);
+    *ti = NULL;
+  }
+  nnt_api_unlock();
+  return rc ? nnt_api_fail(rc, "%s: out of memory", what) : ML_ERROR_NONE;
+}

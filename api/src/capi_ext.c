@@ -201,26 +201,17 @@ int ml_train_ext_model_infer(ml_train_model_h model, const ml_tensors_data_h inp
   unsigned n_out = nnt_model_output_dims(cm->m, dout, ML_TENSOR_SIZE_LIMIT);
   nnt_tdata *in = input, *out = NULL;
   nnt_tinfo *oi = NULL;
+  if (n_out > ML_TENSOR_SIZE_LIMIT)
+    rc = nnt_api_fail(ML_ERROR_NOT_SUPPORTED, "%s: the model has %u outputs", what, n_out);
+  if (!rc)
+    rc = capi_new_tensors(what, n_out, dout, &oi, &out);
   nnt_api_lock();
-  rc = nnt_h_check(input, NNT_H_TENSORS_DATA, what);
+  if (oi)
+    nnt_tinfo_free_locked(oi); /* out keeps its own copy */
+  if (!rc)
+    rc = nnt_h_check(input, NNT_H_TENSORS_DATA, what);
   if (!rc)
     rc = check_data(in, din, n_in, what);
-  if (!rc && n_out > ML_TENSOR_SIZE_LIMIT)
-    rc = nnt_api_fail(ML_ERROR_NOT_SUPPORTED, "%s: the model has %u outputs", what, n_out);
-  if (!rc) {
-    unsigned bchw[ML_TENSOR_SIZE_LIMIT][4];
-    for (unsigned i = 0; i < n_out; i++) {
-      bchw[i][0] = dout[i].b;
-      bchw[i][1] = dout[i].c;
-      bchw[i][2] = dout[i].h;
-      bchw[i][3] = dout[i].w;
-    }
-    if (nnt_tinfo_new_locked(n_out, (const unsigned(*)[4])bchw, &oi) ||
-        nnt_tdata_new_locked(oi, &out))
-      rc = nnt_api_fail(ML_ERROR_OUT_OF_MEMORY, "%s: out of memory", what);
-    if (oi)
-      nnt_tinfo_free_locked(oi);
-  }
   /* copy the input while the lock keeps its handle alive, then compute
    * without holding the lock every other handle needs */
   float *stage[ML_TENSOR_SIZE_LIMIT] = {0};
@@ -307,16 +298,7 @@ int ml_train_ext_model_get_layer_tensor(ml_train_model_h model, const char *laye
       d = nd->fc.out_dim[index];
       d.b = m->batch;
     }
-    unsigned bchw[1][4] = {{d.b, d.c, d.h, d.w}};
-    nnt_api_lock();
-    rc = nnt_tinfo_new_locked(1, (const unsigned(*)[4])bchw, &ti);
-    if (!rc && (rc = nnt_tdata_new_locked(ti, &td))) {
-      nnt_tinfo_free_locked(ti);
-      ti = NULL;
-    }
-    nnt_api_unlock();
-    if (rc)
-      rc = nnt_api_fail(rc, "%s: out of memory", what);
+    rc = capi_new_tensors(what, 1, &d, &ti, &td);
   }
   if (!rc) {
     size_t bytes = td->size[0] < g->t[id].bytes ? td->size[0] : g->t[id].bytes;

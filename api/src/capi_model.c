@@ -390,19 +390,9 @@ static int io_info(ml_train_model_h model, int out, ml_tensors_info_h *info, con
   if (n > ML_TENSOR_SIZE_LIMIT)
     return nnt_api_fail(ML_ERROR_NOT_SUPPORTED, "%s: the model has %u %s (at most %d)", what,
                         n, out ? "outputs" : "inputs", ML_TENSOR_SIZE_LIMIT);
-  unsigned bchw[ML_TENSOR_SIZE_LIMIT][4];
-  for (unsigned i = 0; i < n; i++) {
-    bchw[i][0] = d[i].b;
-    bchw[i][1] = d[i].c;
-    bchw[i][2] = d[i].h;
-    bchw[i][3] = d[i].w;
-  }
   nnt_tinfo *ti;
-  nnt_api_lock();
-  rc = nnt_tinfo_new_locked(n, (const unsigned(*)[4])bchw, &ti);
-  nnt_api_unlock();
-  if (rc)
-    return nnt_api_fail(rc, "%s: out of memory", what);
+  if ((rc = capi_new_tensors(what, n, d, &ti, NULL)))
+    return rc;
   *info = ti;
   return ML_ERROR_NONE;
 }
@@ -576,23 +566,10 @@ int ml_train_model_get_weight(ml_train_model_h model, const char *layer_name,
   nnt_tinfo *ti = NULL;
   nnt_tdata *td = NULL;
   if (!rc) {
-    unsigned bchw[NNT_MAX_WEIGHTS][4];
-    for (unsigned w = 0; w < nd->fc.n_w; w++) {
-      nnt_dim d = nd->fc.w[w].dim;
-      bchw[w][0] = d.b;
-      bchw[w][1] = d.c;
-      bchw[w][2] = d.h;
-      bchw[w][3] = d.w;
-    }
-    nnt_api_lock();
-    rc = nnt_tinfo_new_locked(nd->fc.n_w, (const unsigned(*)[4])bchw, &ti);
-    if (!rc && (rc = nnt_tdata_new_locked(ti, &td))) {
-      nnt_tinfo_free_locked(ti);
-      ti = NULL;
-    }
-    nnt_api_unlock();
-    if (rc)
-      rc = nnt_api_fail(rc, "%s: out of memory", what);
+    nnt_dim d[NNT_MAX_WEIGHTS];
+    for (unsigned w = 0; w < nd->fc.n_w; w++)
+      d[w] = nd->fc.w[w].dim;
+    rc = capi_new_tensors(what, nd->fc.n_w, d, &ti, &td);
   }
   for (unsigned w = 0; !rc && w < nd->fc.n_w; w++)
     memcpy(td->buf[w], m->w[nd->w_first + w].data, td->size[w]);
