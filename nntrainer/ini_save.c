@@ -9,31 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *loss_name(nnt_loss_kind k) {
-  switch (k) {
-  case NNT_LOSS_MSE:
-    return "mse";
-  case NNT_LOSS_CROSS:
-    return "cross";
-  case NNT_LOSS_CROSS_SOFTMAX:
-    return "cross_softmax";
-  case NNT_LOSS_CROSS_SIGMOID:
-    return "cross_sigmoid";
-  default:
-    return NULL;
-  }
-}
-
-static const char *lrs_name(nnt_lrs_type t) {
-  static const char *const names[] = {"constant", "exponential", "step", "cosine", "linear"};
-  return (unsigned)t < NNT_ARRAY_LEN(names) ? names[t] : "constant";
-}
-
 static void write_model(FILE *f, const nnt_model *m, const char *bin_path) {
   fprintf(f, "[Model]\ntype = NeuralNetwork\nepochs = %u\nbatch_size = %u\n", m->epochs,
           m->batch);
-  if (loss_name(m->loss))
-    fprintf(f, "loss = %s\n", loss_name(m->loss));
+  if (m->loss != NNT_LOSS_NONE)
+    fprintf(f, "loss = %s\n", nnt_loss_name(m->loss));
   const char *save = bin_path ? bin_path : m->save_path;
   if (save)
     fprintf(f, "save_path = %s\n", save);
@@ -70,7 +50,7 @@ static void write_optimizer(FILE *f, const nnt_optimizer *o) {
   const nnt_lr_scheduler *s = o->sched;
   if (!s)
     return;
-  fprintf(f, "\n[LearningRateScheduler]\ntype = %s\n", lrs_name(s->type));
+  fprintf(f, "\n[LearningRateScheduler]\ntype = %s\n", nnt_lrs_type_name(s->type));
   if (!isnan(s->learning_rate) && s->type != NNT_LRS_STEP)
     fprintf(f, "learning_rate = %.9g\n", s->learning_rate);
   if (s->type == NNT_LRS_EXPONENTIAL)

@@ -21,6 +21,10 @@
 
 static const char *const lrs_names[] = {"constant", "exponential", "step", "cosine", "linear"};
 
+const char *nnt_lrs_type_name(nnt_lrs_type t) {
+  return (unsigned)t < NNT_ARRAY_LEN(lrs_names) ? lrs_names[t] : NULL;
+}
+
 /* Creates a scheduler of the named type (case-insensitive) with no keys set;
  * the caller owns *out until it gives it to an optimizer. */
 int nnt_lrs_create(const char *type, nnt_lr_scheduler **out, nnt_err *e) {

@@ -45,6 +45,11 @@ void nnt_model_destroy(nnt_model *m) {
   nnt_free(m);
 }
 
+const char *nnt_loss_name(nnt_loss_kind k) {
+  static const char *const names[] = {"none", "mse", "cross", "cross_softmax", "cross_sigmoid"};
+  return (unsigned)k < NNT_ARRAY_LEN(names) ? names[k] : NULL;
+}
+
 static int refuse_after_compile(const nnt_model *m, const char *what, nnt_err *e) {
   if (m->compiled)
     return nnt_err_set(e, NNT_ERR_INVAL, "%s: the model is already compiled", what);
@@ -112,17 +117,9 @@ int nnt_model_set_property(nnt_model *m, const char *key, const char *value,
     return NNT_OK;
   }
   if (nnt_streq(key, "loss")) {
-    static const struct {
-      const char *name;
-      nnt_loss_kind kind;
-    } losses[] = {{"mse", NNT_LOSS_MSE},
-                  {"cross", NNT_LOSS_CROSS},
-                  {"cross_softmax", NNT_LOSS_CROSS_SOFTMAX},
-                  {"cross_sigmoid", NNT_LOSS_CROSS_SIGMOID},
-                  {"none", NNT_LOSS_NONE}};
-    for (size_t i = 0; i < NNT_ARRAY_LEN(losses); i++)
-      if (nnt_streq(value, losses[i].name)) {
-        m->loss = losses[i].kind;
+    for (int k = NNT_LOSS_NONE; k <= NNT_LOSS_CROSS_SIGMOID; k++)
+      if (nnt_streq(value, nnt_loss_name((nnt_loss_kind)k))) {
+        m->loss = (nnt_loss_kind)k;
         return NNT_OK;
       }
     return nnt_err_set(e, NNT_ERR_INVAL,

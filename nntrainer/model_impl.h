@@ -16,6 +16,9 @@ typedef enum nnt_loss_kind {
   NNT_LOSS_CROSS_SIGMOID,
 } nnt_loss_kind;
 
+/* The [Model] loss value of a kind ("cross"); NULL for a bad value. */
+const char *nnt_loss_name(nnt_loss_kind k);
+
 /* How a consumer's derivative reaches its producer's output. */
 typedef enum nnt_dmode {
   NNT_D_DIRECT = 0, /* the consumer writes the producer's d_out itself */

@@ -32,6 +32,8 @@ typedef struct nnt_lr_scheduler {
 } nnt_lr_scheduler;
 
 int nnt_lrs_create(const char *type, nnt_lr_scheduler **out, nnt_err *e);
+/* The INI name of a type ("cosine"), or NULL for a value that is not one. */
+const char *nnt_lrs_type_name(nnt_lrs_type t);
 void nnt_lrs_destroy(nnt_lr_scheduler *s);
 int nnt_lrs_set_property(nnt_lr_scheduler *s, const char *key,
                          const char *value, nnt_err *e);

@@ -48,31 +48,11 @@ int ml_train_ext_model_get_memory_report(ml_train_model_h model, ml_train_ext_mo
   r.weight_bytes = m->wpool_floats * sizeof(float);
   if (pm == NNT_MODE_TRAIN && m->opt)
     r.optimizer_bytes = nnt_optimizer_state_count(m->opt) * r.weight_bytes;
-  for (size_t i = 0; i < g->n; i++) {
-    if (g->t[i].parent >= 0)
-      continue; /* a view: its source is counted */
-    size_t b = g->t[i].bytes;
-    switch (g->t[i].kind) {
-    case NNT_TK_GRADIENT:
-      r.gradient_bytes += b;
-      break;
-    case NNT_TK_ACTIVATION:
-      r.activation_bytes += b;
-      break;
-    case NNT_TK_DERIVATIVE:
-      r.derivative_bytes += b;
-      break;
-    case NNT_TK_SCRATCH:
-      r.scratch_bytes += b;
-      break;
-    case NNT_TK_INPUT:
-    case NNT_TK_LABEL:
-      r.input_bytes += b;
-      break;
-    default:
-      break;
-    }
-  }
+  r.gradient_bytes = nnt_mgr_kind_bytes(g, NNT_TK_GRADIENT);
+  r.activation_bytes = nnt_mgr_kind_bytes(g, NNT_TK_ACTIVATION);
+  r.derivative_bytes = nnt_mgr_kind_bytes(g, NNT_TK_DERIVATIVE);
+  r.scratch_bytes = nnt_mgr_kind_bytes(g, NNT_TK_SCRATCH);
+  r.input_bytes = nnt_mgr_kind_bytes(g, NNT_TK_INPUT) + nnt_mgr_kind_bytes(g, NNT_TK_LABEL);
   r.arena_bytes = g->arena_bytes;
   r.lower_bound_bytes = g->lower_bound;
   r.total_bytes = r.weight_bytes + r.optimizer_bytes + r.arena_bytes;

@@ -120,11 +120,11 @@ int ml_train_layer_set_property_with_single_param(ml_train_layer_h layer,
 
 int ml_train_lr_scheduler_create(ml_train_lr_scheduler_h *lr_scheduler,
                                  ml_train_lr_scheduler_type_e type) {
-  static const char *const names[] = {"constant", "exponential", "step", "cosine"};
   const char *what = "ml_train_lr_scheduler_create";
   if (!lr_scheduler)
     return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: lr_scheduler is NULL", what);
-  if ((unsigned)type >= NNT_ARRAY_LEN(names))
+  /* Tizen's values 0-3 are the first four of ours (linear has none) */
+  if ((unsigned)type > ML_TRAIN_LR_SCHEDULER_TYPE_COSINE)
     return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: type %d is not a scheduler type",
                         what, (int)type);
   capi_lrs *cs = nnt_calloc(1, sizeof *cs);
@@ -132,7 +132,7 @@ int ml_train_lr_scheduler_create(ml_train_lr_scheduler_h *lr_scheduler,
     return nnt_api_fail(ML_ERROR_OUT_OF_MEMORY, "%s: out of memory", what);
   nnt_err e;
   nnt_err_clear(&e);
-  if (nnt_lrs_create(names[type], &cs->s, &e)) {
+  if (nnt_lrs_create(nnt_lrs_type_name((nnt_lrs_type)type), &cs->s, &e)) {
     nnt_free(cs);
     nnt_err_prefix(&e, "%s: ", what);
     return nnt_api_fail_err(&e);
