@@ -26,6 +26,26 @@ static int refuse_if_compiled(capi_model *cm, const char *what) {
   return ML_ERROR_NONE;
 }
 
+/* Take h out of the registry so that its destroy function can free it;
+ * refused while a model (for a scheduler, an optimizer) owns it. */
+static int unregister(void *h, nnt_hkind kind, const char *what) {
+  nnt_api_lock();
+  int rc = nnt_h_check(h, kind, what);
+  if (!rc) {
+    int lrs = kind == NNT_H_LR_SCHEDULER;
+    if (lrs ? ((capi_lrs *)h)->owner != NULL : capi_owner_of(h, kind) != NULL)
+      rc = nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: it belongs to %s, which destroys it",
+                        what, lrs ? "an optimizer" : "a model");
+    else
+      nnt_h_remove(h);
+    /* an optimizer's scheduler handle dies with it, in the same lock */
+    if (!rc && kind == NNT_H_OPTIMIZER && ((capi_optimizer *)h)->lrs)
+      nnt_h_remove(((capi_optimizer *)h)->lrs);
+  }
+  nnt_api_unlock();
+  return rc;
+}
+
 /* ---------------------------------------------------------------- layer */
 
 static int known_layer_type(int t) {
@@ -63,18 +83,10 @@ int ml_train_layer_create(ml_train_layer_h *layer, ml_train_layer_type_e type) {
 }
 
 int ml_train_layer_destroy(ml_train_layer_h layer) {
-  nnt_api_lock();
-  int rc = nnt_h_check(layer, NNT_H_LAYER, "ml_train_layer_destroy");
-  capi_layer *cl = layer;
-  if (!rc && cl->owner)
-    rc = nnt_api_fail(ML_ERROR_INVALID_PARAMETER,
-                      "ml_train_layer_destroy: layer '%s' belongs to a model, which destroys it",
-                      cl->l->name);
-  if (!rc)
-    nnt_h_remove(cl);
-  nnt_api_unlock();
+  int rc = unregister(layer, NNT_H_LAYER, "ml_train_layer_destroy");
   if (rc)
     return rc;
+  capi_layer *cl = layer;
   nnt_layer_destroy(cl->l);
   nnt_free(cl);
   return ML_ERROR_NONE;
@@ -148,18 +160,10 @@ int ml_train_lr_scheduler_create(ml_train_lr_scheduler_h *lr_scheduler,
 }
 
 int ml_train_lr_scheduler_destroy(ml_train_lr_scheduler_h lr_scheduler) {
-  nnt_api_lock();
-  int rc = nnt_h_check(lr_scheduler, NNT_H_LR_SCHEDULER, "ml_train_lr_scheduler_destroy");
-  capi_lrs *cs = lr_scheduler;
-  if (!rc && cs->owner)
-    rc = nnt_api_fail(ML_ERROR_INVALID_PARAMETER,
-                      "ml_train_lr_scheduler_destroy: the scheduler belongs to an optimizer, "
-                      "which destroys it");
-  if (!rc)
-    nnt_h_remove(cs);
-  nnt_api_unlock();
+  int rc = unregister(lr_scheduler, NNT_H_LR_SCHEDULER, "ml_train_lr_scheduler_destroy");
   if (rc)
     return rc;
+  capi_lrs *cs = lr_scheduler;
   nnt_lrs_destroy(cs->s);
   nnt_free(cs);
   return ML_ERROR_NONE;
@@ -238,22 +242,10 @@ void capi_optimizer_free(capi_optimizer *co) {
 }
 
 int ml_train_optimizer_destroy(ml_train_optimizer_h optimizer) {
-  nnt_api_lock();
-  int rc = nnt_h_check(optimizer, NNT_H_OPTIMIZER, "ml_train_optimizer_destroy");
-  capi_optimizer *co = optimizer;
-  if (!rc && co->owner)
-    rc = nnt_api_fail(ML_ERROR_INVALID_PARAMETER,
-                      "ml_train_optimizer_destroy: the optimizer belongs to a model, which "
-                      "destroys it");
-  if (!rc) {
-    nnt_h_remove(co);
-    if (co->lrs)
-      nnt_h_remove(co->lrs);
-  }
-  nnt_api_unlock();
+  int rc = unregister(optimizer, NNT_H_OPTIMIZER, "ml_train_optimizer_destroy");
   if (rc)
     return rc;
-  capi_optimizer_free(co);
+  capi_optimizer_free(optimizer);
   return ML_ERROR_NONE;
 }
 
@@ -482,18 +474,10 @@ int ml_train_dataset_set_property(ml_train_dataset_h dataset, ...) {
 }
 
 int ml_train_dataset_destroy(ml_train_dataset_h dataset) {
-  nnt_api_lock();
-  int rc = nnt_h_check(dataset, NNT_H_DATASET, "ml_train_dataset_destroy");
-  capi_dataset *cd = dataset;
-  if (!rc && cd->owner)
-    rc = nnt_api_fail(ML_ERROR_INVALID_PARAMETER,
-                      "ml_train_dataset_destroy: the dataset belongs to a model, which "
-                      "destroys it");
-  if (!rc)
-    nnt_h_remove(cd);
-  nnt_api_unlock();
+  int rc = unregister(dataset, NNT_H_DATASET, "ml_train_dataset_destroy");
   if (rc)
     return rc;
+  capi_dataset *cd = dataset;
   for (int i = 0; i < 3; i++)
     nnt_dataset_destroy(cd->ds[i]);
   nnt_free(cd);
