@@ -179,6 +179,20 @@ int fm_shuffle(fm_set *set, unsigned long long seed) {
   return 0;
 }
 
+int fm_load_train_test(const char *dir, size_t train_limit, size_t test_limit, fm_set *train,
+                       fm_set *test) {
+  if (fm_load(dir, "train", train_limit, train))
+    return 1;
+  /* a new order every epoch: the library cannot shuffle what a generator
+   * gives, so the generator does */
+  if (fm_shuffle(train, 1) || fm_load(dir, "t10k", test_limit, test)) {
+    fm_free(train);
+    return 1;
+  }
+  printf("Fashion-MNIST: %zu training and %zu test samples\n", train->count, test->count);
+  return 0;
+}
+
 /* ---- the generator ---- */
 
 int fm_generator(float **input, float **label, bool *last, void *user_data) {

@@ -51,6 +51,13 @@ void fm_free(fm_set *set);
  * see the same orders). Returns nonzero when out of memory. */
 int fm_shuffle(fm_set *set, unsigned long long seed);
 
+/* The first train_limit training samples, reshuffled every epoch (seed 1),
+ * and the first test_limit test samples (0: all), with a line saying how
+ * many. Prints what is wrong and returns nonzero on failure (then nothing
+ * is left to free). */
+int fm_load_train_test(const char *dir, size_t train_limit, size_t test_limit, fm_set *train,
+                       fm_set *test);
+
 /* The data generator callback (ml_train_datagen_cb) for a set given as
  * user_data: one sample per call; at the end of the set it sets *last and
  * rewinds (reshuffling when fm_shuffle() was called) for the next epoch.

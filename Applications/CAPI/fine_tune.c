@@ -201,15 +201,8 @@ int main(int argc, char **argv) {
   }
 
   fm_set train, test;
-  if (fm_load(data_dir, "train", train_samples, &train))
+  if (fm_load_train_test(data_dir, train_samples, test_samples, &train, &test))
     return 1;
-  /* a new order every epoch: the library cannot shuffle what a generator
-   * gives, so the generator does */
-  if (fm_shuffle(&train, 1) || fm_load(data_dir, "t10k", test_samples, &test)) {
-    fm_free(&train);
-    return 1;
-  }
-  printf("Fashion-MNIST: %zu training and %zu test samples\n", train.count, test.count);
 
   int rc = ML_ERROR_NONE, violated = 0;
   ml_train_model_h model = NULL;
