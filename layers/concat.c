@@ -1,27 +1,43 @@
 /* concat: inputs joined along an axis (1 channel, 2 height, 3 width;
- * default 3). split: one input cut into split_number equal parts along an
- * axis. Both move blocks of contiguous values, so they share one helper. */
+ * default as NNTrainer's: width when the first input has more than one
+ * channel, else channel). split: one input cut into split_number equal
+ * parts along an axis (default 3; NNTrainer requires axis). Both move
+ * blocks of contiguous values, so they share one helper. */
 #include "nntrainer/layer.h"
 
 typedef struct cat_priv {
   unsigned axis, parts;
+  int axis_set; /* axis given; concat picks its default at finalize */
 } cat_priv;
 
 static void cat_init(nnt_layer *l) {
   cat_priv *p = l->priv;
   p->axis = 3;
   p->parts = 0;
+  p->axis_set = 0;
+}
+
+static void split_log_defaults(const nnt_layer *l) {
+  if (!nnt_layer_has_key(l, "axis"))
+    nnt_layer_notice_default(l, "axis", "3 (width)", "NNTrainer has no default: give it");
+  if (!nnt_layer_has_key(l, "split_number"))
+    nnt_layer_notice_default(l, "split_number", "the number of outputs the model reads",
+                             "NNTrainer uses the length of the axis and refuses a model that "
+                             "reads another number of outputs");
 }
 
 static int cat_set(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
   cat_priv *p = l->priv;
   int rc;
   if (nnt_streq(key, "axis")) {
-    if ((rc = nnt_parse_uint(key, value, &p->axis, e)))
+    unsigned a;
+    if ((rc = nnt_parse_uint(key, value, &a, e)))
       return rc;
-    return p->axis >= 1 && p->axis <= 3
-               ? NNT_OK
-               : nnt_err_set(e, NNT_ERR_INVAL, "key 'axis': %s is not 1, 2 or 3", value);
+    if (a < 1 || a > 3)
+      return nnt_err_set(e, NNT_ERR_INVAL, "key 'axis': %s is not 1, 2 or 3", value);
+    p->axis = a;
+    p->axis_set = 1;
+    return NNT_OK;
   }
   if (nnt_streq(key, "split_number") && l->ops == &nnt_layer_split) {
     if ((rc = nnt_parse_uint(key, value, &p->parts, e)))
@@ -61,6 +77,8 @@ static void move_part(const nnt_kernels *k, float *whole, size_t total, float *p
 
 static int cat_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   cat_priv *p = l->priv;
+  if (!p->axis_set) /* NNTrainer's default */
+    p->axis = ctx->in_dim[0].c > 1 ? 3 : 1;
   nnt_dim out = ctx->in_dim[0];
   *axis_ref(&out, p->axis) = 0;
   for (unsigned k = 0; k < ctx->n_in; k++) {
@@ -167,4 +185,5 @@ const nnt_layer_ops nnt_layer_split = {
     .finalize = split_finalize,
     .forward = split_forward,
     .calc_derivative = split_derivative,
+    .log_defaults = split_log_defaults,
 };

@@ -11,11 +11,28 @@ typedef struct pool_priv {
   nnt_conv_geom g;
 } pool_priv;
 
+/* Defaults: stride 1 and padding valid, as in NNTrainer (whose stride does
+ * not follow the pool size); pool_size 2,2, where NNTrainer has none. */
 static void pool_init(nnt_layer *l) {
   pool_priv *p = l->priv;
   p->mode = -1;
   nnt_window_props_init(&p->win);
   p->win.k[0] = p->win.k[1] = 2;
+}
+
+static void pool_log_defaults(const nnt_layer *l) {
+  const pool_priv *p = l->priv;
+  if (!p->global) {
+    if (!nnt_layer_has_key(l, "pool_size"))
+      nnt_layer_notice_default(l, "pool_size", "2,2", "NNTrainer has no default: give it");
+    return;
+  }
+  static const char *const ignored[] = {"pool_size", "stride", "padding"};
+  for (size_t i = 0; i < NNT_ARRAY_LEN(ignored); i++)
+    if (nnt_layer_has_key(l, ignored[i]))
+      nnt_log(NNT_LOG_WARNING,
+              "layer '%s' (pooling2d): key '%s' is ignored: global pooling takes the whole "
+              "input", l->name, ignored[i]);
 }
 
 static int pool_set(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
@@ -46,8 +63,6 @@ static int pool_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   if (p->global) {
     nnt_window_props_init(&w);
     w.k[0] = in.h, w.k[1] = in.w;
-  } else if (!w.s_set) {
-    w.s[0] = w.k[0], w.s[1] = w.k[1]; /* stride defaults to the pool size */
   }
   int rc = nnt_window_geom(&w, in, "pool_size", &p->g, e);
   if (rc)
@@ -80,4 +95,5 @@ const nnt_layer_ops nnt_layer_pooling2d = {
     .finalize = pool_finalize,
     .forward = pool_forward,
     .calc_derivative = pool_derivative,
+    .log_defaults = pool_log_defaults,
 };

@@ -5,9 +5,18 @@ typedef struct up_priv {
   unsigned kh, kw;
 } up_priv;
 
+/* Defaults: upsample nearest, kernel_size 2,2; NNTrainer has neither and
+ * requires both. */
 static void up_init(nnt_layer *l) {
   up_priv *p = l->priv;
   p->kh = p->kw = 2;
+}
+
+static void up_log_defaults(const nnt_layer *l) {
+  if (!nnt_layer_has_key(l, "upsample"))
+    nnt_layer_notice_default(l, "upsample", "nearest", "NNTrainer has no default: give it");
+  if (!nnt_layer_has_key(l, "kernel_size"))
+    nnt_layer_notice_default(l, "kernel_size", "2,2", "NNTrainer has no default: give it");
 }
 
 static int up_set(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
@@ -65,4 +74,5 @@ const nnt_layer_ops nnt_layer_upsample2d = {
     .finalize = up_finalize,
     .forward = up_forward,
     .calc_derivative = up_derivative,
+    .log_defaults = up_log_defaults,
 };

@@ -1,9 +1,12 @@
-/* Error records, allocation wrappers, RNG and value parsers. */
+/* Error records, allocation wrappers, the log callback, RNG and value
+ * parsers. */
 #include "nntrainer/common.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +101,64 @@ char *nnt_strdup(const char *s) {
 }
 
 void nnt_free(void *p) { free(p); }
+
+/* The log callback: process-wide by design (like ggml_log_set), so that
+ * messages from code that has no model at hand (layer and optimizer
+ * properties, the INI loader) reach the application too. The callback and
+ * its user data change and are called under one recursive mutex: calls are
+ * serialized, a callback may log or replace itself, and after nnt_log_set
+ * returns the old callback is not running in another thread. `log_on` and
+ * `log_min` let nnt_log return at once, without the lock, when no callback
+ * takes the level. */
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t log_mu;
+static nnt_log_cb log_cb;
+static void *log_ud;
+static atomic_int log_on;
+static atomic_int log_min = NNT_LOG_NOTICE;
+
+static void log_init(void) {
+  pthread_mutexattr_t a;
+  pthread_mutexattr_init(&a);
+  pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&log_mu, &a);
+  pthread_mutexattr_destroy(&a);
+}
+
+void nnt_log_set(nnt_log_cb cb, void *user_data) {
+  pthread_once(&log_once, log_init);
+  pthread_mutex_lock(&log_mu);
+  log_cb = cb;
+  log_ud = user_data;
+  atomic_store(&log_on, cb != NULL);
+  pthread_mutex_unlock(&log_mu);
+}
+
+int nnt_log_set_level(int min_level) {
+  if (min_level < NNT_LOG_DEBUG || min_level > NNT_LOG_MAX_LEVEL)
+    return NNT_ERR_INVAL;
+  atomic_store(&log_min, min_level);
+  return NNT_OK;
+}
+
+int nnt_log_enabled(nnt_log_level level) {
+  return atomic_load(&log_on) && (int)level >= atomic_load(&log_min);
+}
+
+void nnt_log(nnt_log_level level, const char *fmt, ...) {
+  if (!nnt_log_enabled(level))
+    return;
+  char msg[NNT_LOG_MSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  pthread_once(&log_once, log_init);
+  pthread_mutex_lock(&log_mu);
+  if (log_cb)
+    log_cb((int)level, msg, log_ud);
+  pthread_mutex_unlock(&log_mu);
+}
 
 /* splitmix64 to expand the seed, xoroshiro128+ to generate. */
 static uint64_t splitmix64(uint64_t *x) {

@@ -1,4 +1,5 @@
-/* Common definitions: error codes, the error record, allocation, RNG.
+/* Common definitions: error codes, the error record, allocation, logging,
+ * RNG.
  *
  * Every function that can fail returns an int error code (NNT_OK or a negative
  * NNT_ERR_*) and, when given a non-NULL nnt_err, records a readable message in
@@ -64,6 +65,38 @@ void nnt_free(void *p);
 /* Test hook: make the allocation after the next `n` ones fail (n < 0: never).
  * Only for tests; it is the one process-wide setting. */
 void nnt_alloc_fail_after(long n);
+
+/* Log messages. The library never prints: it hands messages to one
+ * process-wide callback (with the allocation-failure hook, the only global
+ * state). Without a callback nothing is formatted or printed. Levels equal
+ * nntrainer-ext.h's ML_TRAIN_EXT_LOG_*. */
+typedef enum nnt_log_level {
+  NNT_LOG_DEBUG = 0,   /* for developers */
+  NNT_LOG_INFO = 1,    /* what the library did, nothing to act on */
+  NNT_LOG_NOTICE = 2,  /* a documented choice of ours, e.g. a default that
+                          differs from NNTrainer's, taken because a key was
+                          absent */
+  NNT_LOG_WARNING = 3, /* something given is ignored or looks wrong */
+} nnt_log_level;
+#define NNT_LOG_MAX_LEVEL NNT_LOG_WARNING
+#define NNT_LOG_MSG_MAX 1024
+
+/* The callback: level, the message (one line, no newline) and user_data.
+ * Called one at a time, in the thread that logs. */
+typedef void (*nnt_log_cb)(int level, const char *msg, void *user_data);
+
+/* Install cb with user_data (cb NULL: none). Thread-safe; when it returns,
+ * the previous callback is not running and will not be called again unless
+ * the caller is that callback itself. */
+void nnt_log_set(nnt_log_cb cb, void *user_data);
+/* Only messages at min_level and above reach the callback (default
+ * NNT_LOG_NOTICE). @return NNT_ERR_INVAL for a level out of range. */
+int nnt_log_set_level(int min_level);
+/* Whether a message at level would reach a callback. */
+int nnt_log_enabled(nnt_log_level level);
+/* Format a message and hand it to the callback, if any takes this level. */
+void nnt_log(nnt_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Deterministic RNG (xoshiro128+ style); state lives with its owner. */
 typedef struct nnt_rng {

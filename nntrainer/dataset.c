@@ -22,6 +22,7 @@ struct nnt_dataset {
   /* properties */
   unsigned buffer_size;
   int shuffle;
+  int shuffle_set; /* shuffle given: the model's default by mode keeps off */
   /* prepared */
   int prepared;
   nnt_ds_shape shape;
@@ -55,7 +56,7 @@ static int wrap(nnt_ds_src *src, int rc, nnt_dataset **out, nnt_err *e) {
     return nnt_err_set(e, NNT_ERR_NOMEM, "dataset: out of memory creating a dataset");
   }
   d->src = src;
-  d->buffer_size = 4;
+  d->buffer_size = 1; /* NNTrainer's: one batch prepared ahead */
   d->shuffle = src->ops->sized;
   atomic_init(&d->stop, 0);
   if (pthread_mutex_init(&d->mu, NULL)) {
@@ -153,6 +154,7 @@ int nnt_dataset_set_property(nnt_dataset *d, const char *key, const char *value,
     if ((rc = nnt_parse_bool(key, value, &b, e)))
       return rc;
     d->shuffle = b && d->src->ops->sized; /* a generator keeps its own order */
+    d->shuffle_set = 1;
     return NNT_OK;
   }
   for (const char *const *k = d->src->ops->keys; k && *k; k++)
@@ -165,6 +167,14 @@ int nnt_dataset_set_property(nnt_dataset *d, const char *key, const char *value,
     }
   return nnt_err_set(e, NNT_ERR_NOKEY, "dataset: unknown key '%s' for a %s dataset", key,
                      d->src->ops->type);
+}
+
+/* The default of shuffle for the mode the dataset serves, unless shuffle
+ * was given: on for training (when the source has a size), off for
+ * validation and test, as NNTrainer does. */
+void nnt_dataset_default_shuffle(nnt_dataset *d, int on) {
+  if (d && !d->shuffle_set)
+    d->shuffle = on && d->src->ops->sized;
 }
 
 static int check_shape(const nnt_ds_shape *s, nnt_err *e) {

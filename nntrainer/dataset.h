@@ -4,8 +4,9 @@
  * nnt_dataset_next_batch as error codes with messages; nothing hangs.
  *
  * Policy: samples are shuffled every epoch when shuffle is on (the default
- * for file, IDX and synthetic sources, as NNTrainer does); the last partial
- * batch of an epoch is dropped, as NNTrainer does. */
+ * for file, IDX and synthetic sources of the training set, as NNTrainer
+ * does; validation and test sets are read in order); the last partial batch
+ * of an epoch is dropped, as NNTrainer does. */
 #ifndef NNT_DATASET_H
 #define NNT_DATASET_H
 
@@ -44,6 +45,11 @@ void nnt_dataset_destroy(nnt_dataset *ds);
  * and per source: for file sources, `path`. Unknown keys: NNT_ERR_NOKEY. */
 int nnt_dataset_set_property(nnt_dataset *ds, const char *key,
                              const char *value, nnt_err *e);
+
+/* Set shuffle's default for the mode the dataset serves (the model calls it
+ * when the dataset is attached): on = training. A shuffle given with
+ * nnt_dataset_set_property keeps its value. */
+void nnt_dataset_default_shuffle(nnt_dataset *ds, int on);
 
 /* Sizes of one sample's streams, given by the model before an epoch. */
 typedef struct nnt_ds_shape {

@@ -347,3 +347,23 @@ static int set_property(nnt_layer *l, const char *key, const char *value, nnt_er
   return nnt_err_set(e, NNT_ERR_INVAL, "unknown key '%s' for layer type '%s'", key,
                      l->ops->type);
 }
+
+/* Whether key was given: the record of given keys keeps every key that was
+ * set successfully (but not name and type). */
+int nnt_layer_has_key(const nnt_layer *l, const char *key) {
+  for (size_t i = 0; i < l->n_props; i++)
+    if (nnt_streq(l->prop_key[i], key))
+      return 1;
+  return 0;
+}
+
+void nnt_layer_log_defaults(const nnt_layer *l) {
+  if (l && l->ops->log_defaults && nnt_log_enabled(NNT_LOG_MAX_LEVEL))
+    l->ops->log_defaults(l);
+}
+
+void nnt_layer_notice_default(const nnt_layer *l, const char *key, const char *used,
+                              const char *why) {
+  nnt_log(NNT_LOG_NOTICE, "layer '%s' (%s): key '%s' not given: using %s (%s)", l->name,
+          l->ops->type, key, used, why);
+}

@@ -162,6 +162,11 @@ typedef struct nnt_layer_ops {
   void (*forward)(nnt_layer *l, nnt_run_ctx *ctx);
   void (*calc_gradient)(nnt_layer *l, nnt_run_ctx *ctx);   /* dW */
   void (*calc_derivative)(nnt_layer *l, nnt_run_ctx *ctx); /* dX */
+  /* At compile, before finalize: log a notice for each key that was not
+   * given and whose default here differs from NNTrainer's (or that
+   * NNTrainer requires), and a warning for given keys the layer ignores.
+   * nnt_layer_has_key says what was given. */
+  void (*log_defaults)(const nnt_layer *l);
 } nnt_layer_ops;
 
 struct nnt_layer {
@@ -198,6 +203,16 @@ void nnt_layer_destroy(nnt_layer *l);
  * The message names the key; callers add the section or layer. */
 int nnt_layer_set_property(nnt_layer *l, const char *key, const char *value,
                            nnt_err *e);
+
+/* Whether key was given (set successfully through nnt_layer_set_property). */
+int nnt_layer_has_key(const nnt_layer *l, const char *key);
+/* Log, through nnt_log, the notices and warnings of the layer's type
+ * (nnt_layer_ops.log_defaults). */
+void nnt_layer_log_defaults(const nnt_layer *l);
+/* The notice for a key that was not given: "layer 'name' (type): key 'key'
+ * not given: using <used> (<why>)". */
+void nnt_layer_notice_default(const nnt_layer *l, const char *key, const char *used,
+                              const char *why);
 
 /* Descriptors, one per file in layers/. */
 extern const nnt_layer_ops nnt_layer_input;

@@ -215,6 +215,7 @@ int nnt_model_set_dataset(nnt_model *m, nnt_ds_mode mode, nnt_dataset *ds,
     return NNT_OK;
   nnt_dataset_destroy(m->ds[mode]);
   m->ds[mode] = ds;
+  nnt_dataset_default_shuffle(ds, mode == NNT_DS_TRAIN); /* NNTrainer shuffles training only */
   return NNT_OK;
 }
 
@@ -226,6 +227,10 @@ int nnt_model_compile(nnt_model *m, nnt_err *e) {
     return nnt_err_set(e, NNT_ERR_INVAL, "compile: the model has no layers");
   if (!m->seed_set)
     m->seed = 0;
+  /* notices of defaults that differ from NNTrainer's, through nnt_log */
+  for (size_t i = 0; i < m->n_layers; i++)
+    nnt_layer_log_defaults(m->layers[i]);
+  nnt_optimizer_log_defaults(m->opt);
   nnt_rng_seed(&m->rng, m->seed ^ 0x5eedULL);
   if ((rc = nnt_graph_compile(m, e)))
     return rc;

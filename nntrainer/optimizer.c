@@ -172,6 +172,29 @@ int nnt_optimizer_validate(const nnt_optimizer *o, nnt_err *e) {
   return o->sched ? nnt_lrs_validate(o->sched, e) : NNT_OK;
 }
 
+/* Notices and warnings about the learning rate, logged at compile: a
+ * constant or exponential scheduler without learning_rate takes the
+ * optimizer's (NNTrainer requires it); an optimizer learning_rate that a
+ * scheduler overrides is ignored (NNTrainer ignores it too, with a
+ * warning). */
+void nnt_optimizer_log_defaults(const nnt_optimizer *o) {
+  const nnt_lr_scheduler *s = o ? o->sched : NULL;
+  if (!s || !nnt_log_enabled(NNT_LOG_MAX_LEVEL))
+    return;
+  int own_lr = !isnan(s->learning_rate) || s->type == NNT_LRS_STEP ||
+               s->type == NNT_LRS_COSINE || s->type == NNT_LRS_LINEAR;
+  if (!own_lr)
+    nnt_log(NNT_LOG_NOTICE,
+            "learning-rate scheduler (%s): key 'learning_rate' not given: using the "
+            "optimizer's learning_rate %g (NNTrainer has no default: give it)",
+            nnt_lrs_type_name(s->type), (double)o->learning_rate);
+  else if (o->lr_set)
+    nnt_log(NNT_LOG_WARNING,
+            "optimizer (%s): key 'learning_rate' (%g) is ignored: the %s learning-rate "
+            "scheduler sets the rate",
+            nnt_optimizer_type_name(o), (double)o->learning_rate, nnt_lrs_type_name(s->type));
+}
+
 /* Number of state arrays per weight: 0 for sgd, 2 (m, v) for adam and adamw. */
 unsigned nnt_optimizer_state_count(const nnt_optimizer *o) {
   return o && o->type != NNT_OPT_SGD ? 2 : 0;

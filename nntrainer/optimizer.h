@@ -69,6 +69,9 @@ const char *nnt_optimizer_type_name(const nnt_optimizer *o);
  * decay_steps must be set together (NNTrainer fails at finalize otherwise).
  * @return NNT_OK or NNT_ERR_INVAL naming the missing key. */
 int nnt_optimizer_validate(const nnt_optimizer *o, nnt_err *e);
+/* Log (nnt_log) what a missing scheduler learning_rate falls back to and
+ * an optimizer learning_rate that the scheduler overrides. */
+void nnt_optimizer_log_defaults(const nnt_optimizer *o);
 /* State tensors per weight, each as large as the weight: 0 sgd, 2 adam(w). */
 unsigned nnt_optimizer_state_count(const nnt_optimizer *o);
 /* Learning rate at iteration iter (0-based across epochs). */

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nntrainer-ext.h"
 #include "nntrainer/ini.h"
 #include "tools/cli.h"
 
@@ -331,7 +332,19 @@ static int cmd_plan(int argc, char **argv) {
   return rc;
 }
 
+/* The library's notices and warnings (the default log level), one line
+ * each on stderr. */
+static void log_to_stderr(int level, const char *msg, void *ud) {
+  static const char *const names[] = {"debug", "info", "notice", "warning"};
+  (void)ud;
+  fprintf(stderr, "nntrainer: %s: %s\n",
+          level >= 0 && level <= ML_TRAIN_EXT_LOG_WARNING ? names[level] : "log", msg);
+}
+
+static void install_log(void) { ml_train_ext_set_log_callback(log_to_stderr, NULL); }
+
 int main(int argc, char **argv) {
+  install_log();
   if (argc < 2) {
     usage(stderr);
     return 2;

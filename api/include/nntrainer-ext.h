@@ -95,6 +95,36 @@ int ml_train_ext_model_get_layer_tensor(ml_train_model_h model,
                                         ml_tensors_data_h *data,
                                         ml_tensors_info_h *info);
 
+/* Levels of the library's log messages, least important first. */
+typedef enum {
+  ML_TRAIN_EXT_LOG_DEBUG = 0,   /* for developers */
+  ML_TRAIN_EXT_LOG_INFO = 1,    /* what the library did; nothing to act on */
+  ML_TRAIN_EXT_LOG_NOTICE = 2,  /* a documented choice of nntrainer's, such as
+                                   a default that differs from NNTrainer's,
+                                   taken because a key was not given */
+  ML_TRAIN_EXT_LOG_WARNING = 3, /* something given is ignored or looks wrong */
+} ml_train_ext_log_level_e;
+
+/* Receives one message: its level (an ml_train_ext_log_level_e value), the
+ * text (one line without a newline, valid only during the call) and the
+ * user_data given with the callback. */
+typedef void (*ml_train_ext_log_cb)(int level, const char *message, void *user_data);
+
+/* The library never prints; it hands its messages to this callback, one
+ * for the whole process. cb NULL removes it (the default: nothing is
+ * printed). Calls are serialized: the callback runs in the thread that
+ * logs, one call at a time, and may itself log or call this function.
+ * When this returns, the previous callback is not running in any other
+ * thread and will not be called again, so its user_data may be freed.
+ * @return ML_ERROR_NONE. */
+int ml_train_ext_set_log_callback(ml_train_ext_log_cb cb, void *user_data);
+
+/* Only messages at min_level and above reach the callback; the default is
+ * ML_TRAIN_EXT_LOG_NOTICE (notices and warnings). Process-wide.
+ * @return ML_ERROR_NONE, or ML_ERROR_INVALID_PARAMETER for a level that is
+ * not an ml_train_ext_log_level_e value. */
+int ml_train_ext_set_log_level(ml_train_ext_log_level_e min_level);
+
 #ifdef __cplusplus
 }
 #endif

@@ -214,11 +214,11 @@ static void pool_case(const char *name, nnt_dim in, const char *const *props) {
 
 static void test_pooling2d(void **state) {
   (void)state;
-  const char *max[] = {"pooling", "max", NULL};
+  const char *max[] = {"pooling", "max", "pool_size", "2", "stride", "2", NULL};
   pool_case("pool_max", nnt_dim_make(2, 2, 4, 6), max);
   const char *maxp[] = {"pooling", "max", "pool_size", "3", "stride", "2", "padding", "1", NULL};
   pool_case("pool_max_pad", nnt_dim_make(1, 2, 5, 5), maxp);
-  const char *avg[] = {"pooling", "average", NULL};
+  const char *avg[] = {"pooling", "average", "pool_size", "2", "stride", "2", NULL};
   pool_case("pool_average", nnt_dim_make(2, 2, 4, 6), avg);
   const char *gm[] = {"pooling", "global_max", NULL};
   pool_case("pool_global_max", nnt_dim_make(2, 3, 3, 4), gm);

@@ -109,7 +109,7 @@ static void test_split_and_multiout(void **state) {
       {"multiout", "mo", {NULL}},
       {"fully_connected", "r", {"unit", "2", "input_layers", "mo(0)", NULL}},
       {"fully_connected", "s", {"unit", "2", "activation", "tanh", "input_layers", "mo(1)", NULL}},
-      {"concat", "cat", {"input_layers", "r,s", NULL}},
+      {"concat", "cat", {"input_layers", "r,s", "axis", "3", NULL}},
       {"fully_connected", "out", {"unit", "2", "activation", "sigmoid", NULL}},
   };
   check_graph(g, NNT_ARRAY_LEN(g), "mse", 6);

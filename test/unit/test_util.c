@@ -1,3 +1,4 @@
+/* Helpers shared by the cmocka tests. */
 #include "test_util.h"
 
 #include <dirent.h>
@@ -77,4 +78,51 @@ void tu_rmdir(const char *dir) {
   }
   closedir(d);
   rmdir(dir);
+}
+
+tu_log tu_logged;
+
+static void tu_log_cb(int level, const char *msg, void *ud) {
+  tu_log *c = ud;
+  if (c->n < TU_LOG_MAX) {
+    c->level[c->n] = level;
+    snprintf(c->msg[c->n], sizeof c->msg[c->n], "%s", msg);
+  }
+  c->n++;
+}
+
+void tu_log_start(void) {
+  memset(&tu_logged, 0, sizeof tu_logged);
+  nnt_log_set(tu_log_cb, &tu_logged);
+}
+
+void tu_log_stop(void) {
+  nnt_log_set(NULL, NULL);
+  nnt_log_set_level(NNT_LOG_NOTICE);
+}
+
+void tu_log_print(void) {
+  for (int i = 0; i < tu_logged.n && i < TU_LOG_MAX; i++)
+    print_message("  [%d] %s\n", tu_logged.level[i], tu_logged.msg[i]);
+}
+
+const char *tu_log_expect(int level, const char *a, const char *b, const char *c) {
+  int found = -1, count = 0;
+  for (int i = 0; i < tu_logged.n && i < TU_LOG_MAX; i++)
+    if (tu_logged.level[i] == level && strstr(tu_logged.msg[i], a) &&
+        strstr(tu_logged.msg[i], b) && (!c || strstr(tu_logged.msg[i], c)))
+      found = i, count++;
+  if (count != 1) {
+    tu_log_print();
+    fail_msg("want one level-%d message with '%s', '%s', '%s'; got %d", level, a, b,
+             c ? c : "", count);
+  }
+  return tu_logged.msg[found];
+}
+
+int tu_log_count(int level) {
+  int k = 0;
+  for (int i = 0; i < tu_logged.n && i < TU_LOG_MAX; i++)
+    k += tu_logged.level[i] == level;
+  return k;
 }

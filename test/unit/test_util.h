@@ -22,6 +22,27 @@ const char *tu_data_path(const char *fmt, ...);
 /* A fresh temporary directory (removed by tu_rmdir). */
 char *tu_mkdtemp(void);
 void tu_rmdir(const char *dir);
+/* Log messages captured through nnt_log_set: tu_log_start clears the
+ * record and installs the capture, tu_log_stop removes it and sets the
+ * level back to notice. All messages are counted, the first TU_LOG_MAX
+ * kept. */
+#define TU_LOG_MAX 32
+typedef struct tu_log {
+  int n;
+  int level[TU_LOG_MAX];
+  char msg[TU_LOG_MAX][NNT_LOG_MSG_MAX];
+} tu_log;
+extern tu_log tu_logged;
+void tu_log_start(void);
+void tu_log_stop(void);
+/* Print the kept messages (to explain a failure). */
+void tu_log_print(void);
+/* The one kept message at level containing a, b and c (c may be NULL);
+ * fails the test when there is none or more than one. */
+const char *tu_log_expect(int level, const char *a, const char *b, const char *c);
+/* How many kept messages have level. */
+int tu_log_count(int level);
+
 /* Assert that an error message contains a substring, printing both. */
 #define tu_assert_contains(haystack, needle)                                   \
   do {                                                                         \
