@@ -151,10 +151,47 @@ static void test_idx_lying_headers(void **state) {
   assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
   for (int k = 0; k < 3; k++) {
     assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
-    assert_true(x[0] == (float)(k * 512 * 512) && x[512 * 512 - 1] == (float)((k + 1) * 512 * 512 - 1));
+    assert_true(x[0] == (float)(k * 512 * 512));
+    assert_true(x[512 * 512 - 1] == (float)((k + 1) * 512 * 512 - 1));
   }
   nnt_dataset_destroy(d);
   free(x);
+  tu_rmdir(dir);
+  free(dir);
+}
+
+/* Every allocation of an IDX load (plain and gzip) fails in turn: prepare
+ * says NNT_ERR_NOMEM, leaks nothing (the sanitizer build), then succeeds. */
+static void test_idx_allocation_failures(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp(), img[512], lab[512];
+  snprintf(img, sizeof img, "%s/img", dir);
+  snprintf(lab, sizeof lab, "%s/lab", dir);
+  uint8_t pix[24] = {0}, labels[6] = {0, 1, 2, 0, 1, 2};
+  uint32_t idims[] = {6, 2, 2}, ldims[] = {6};
+  nnt_ds_shape s = shape1(4, 3);
+  for (int gz = 0; gz < 2; gz++) {
+    write_idx(img, gz, 0x08, idims, 3, pix, sizeof pix);
+    write_idx(lab, gz, 0x08, ldims, 1, labels, sizeof labels);
+    long n, fails = 0;
+    for (n = 0; n < 1000; n++) {
+      nnt_dataset *d;
+      nnt_err e = {0};
+      assert_int_equal(nnt_dataset_create_idx(img, lab, &d, &e), NNT_OK);
+      nnt_alloc_fail_after(n);
+      int rc = nnt_dataset_prepare(d, &s, 2, 1, &e);
+      nnt_alloc_fail_after(-1);
+      if (rc == NNT_OK)
+        assert_int_equal(nnt_dataset_samples(d), 6);
+      else if (rc != NNT_ERR_NOMEM)
+        fail_msg("allocation %ld: %s", n, e.msg);
+      nnt_dataset_destroy(d);
+      if (rc == NNT_OK)
+        break;
+      fails++;
+    }
+    assert_true(fails >= 2); /* the images and the labels at least */
+  }
   tu_rmdir(dir);
   free(dir);
 }
@@ -163,6 +200,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_paths_not_regular),
       cmocka_unit_test(test_idx_lying_headers),
+      cmocka_unit_test(test_idx_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

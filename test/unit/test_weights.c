@@ -568,6 +568,64 @@ static void test_copy_layers(void **state) {
   nnt_model_destroy(head);
 }
 
+/* Every allocation of a load, a save and a copy fails in turn: the call
+ * says NNT_ERR_NOMEM and changes nothing (the sanitizer build checks that
+ * nothing leaks), until it succeeds. */
+static void test_allocation_failures(void **state) {
+  (void)state;
+  nnt_model *src = trained(3, "adam"), *m = trained(3, "adam"), *base = trained(10, "adam");
+  char *dir = tu_mkdtemp(), path[512];
+  snprintf(path, sizeof path, "%s/w.bin", dir);
+  nnt_err e = {0};
+  assert_int_equal(nnt_model_save_weights(src, path, 1, &e), NNT_OK);
+  bytes good = read_file(path);
+  m->iter = 5;
+  snap before = snap_take(m);
+  const char *features[] = {"fc1", "bn", "fc2"};
+  long n, fails[3] = {0, 0, 0};
+  for (int what = 0; what < 3; what++) {
+    for (n = 0; n < 1000; n++) {
+      nnt_alloc_fail_after(n);
+      int rc = what == 0   ? nnt_model_load_weights(m, path, &e)
+               : what == 1 ? nnt_model_save_weights(m, path, 1, &e)
+                           : nnt_model_copy_layer_weights(m, base, features, 3, &e);
+      nnt_alloc_fail_after(-1);
+      if (rc == NNT_OK)
+        break;
+      if (rc != NNT_ERR_NOMEM)
+        fail_msg("call %d, allocation %ld: %s", what, n, e.msg);
+      tu_assert_contains(e.msg, "out of memory");
+      snap_same(m, &before);
+      bytes now = read_file(path);
+      assert_int_equal(now.n, good.n);
+      assert_memory_equal(now.p, good.p, good.n);
+      free(now.p);
+      fails[what]++;
+    }
+    /* the folder holds the file alone: no temporary file left behind */
+    struct stat st;
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s/.w.bin.nnt-tmp", dir);
+    assert_int_equal(stat(tmp, &st), -1);
+    snap_free(&before);
+    before = snap_take(m);
+    if (what == 1) {
+      free(good.p);
+      good = read_file(path);
+    }
+  }
+  print_message("failed allocations: load %ld, save %ld, copy %ld\n", fails[0], fails[1],
+                fails[2]);
+  assert_true(fails[0] > 0 && fails[1] > 0 && fails[2] > 0);
+  snap_free(&before);
+  free(good.p);
+  nnt_model_destroy(src);
+  nnt_model_destroy(m);
+  nnt_model_destroy(base);
+  tu_rmdir(dir);
+  free(dir);
+}
+
 /* in 1:1:8 → feat (f units) → out (o units, softmax), sgd, compiled */
 static ml_train_model_h api_model(unsigned f, unsigned o) {
   ml_train_model_h m;
@@ -666,6 +724,7 @@ int main(void) {
       cmocka_unit_test(test_save_refuses_non_finite),
       cmocka_unit_test(test_writers_use_the_atomic_save),
       cmocka_unit_test(test_copy_layers),
+      cmocka_unit_test(test_allocation_failures),
       cmocka_unit_test(test_capi_copy_and_load),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
