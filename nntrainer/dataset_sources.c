@@ -4,6 +4,8 @@
  * the queue and the producer thread live in dataset.c. */
 #include "nntrainer/dataset_impl.h"
 
+#include "nntrainer/file_io.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -111,22 +113,21 @@ static int file_prepare(nnt_ds_src *s, uint64_t seed, size_t *samples, nnt_err *
   for (unsigned i = 0; i < s->shape.n_label; i++)
     lab += s->shape.label_len[i];
   f->rec_bytes = (in + lab) * sizeof(float);
-  f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
-  if (f->fd < 0)
-    return nnt_err_set(e, NNT_ERR_IO, "dataset: cannot open '%s': %s", f->path, strerror(errno));
-  struct stat st;
-  if (fstat(f->fd, &st) || !S_ISREG(st.st_mode)) {
-    file_close(f);
-    return nnt_err_set(e, NNT_ERR_IO, "dataset: '%s' is not a regular file", f->path);
+  /* a FIFO, folder or device is refused, never waited on */
+  uint64_t size;
+  int rc = nnt_file_open_regular(f->path, "dataset", &f->fd, &size, e);
+  if (rc) {
+    f->fd = -1;
+    return rc;
   }
-  if ((size_t)st.st_size % f->rec_bytes) {
+  if (size % f->rec_bytes) {
     file_close(f);
     return nnt_err_set(e, NNT_ERR_INVAL,
-                       "dataset: '%s' has %lld bytes, not a whole number of %zu-byte records "
+                       "dataset: '%s' has %llu bytes, not a whole number of %zu-byte records "
                        "(%zu input and %zu label floats each)",
-                       f->path, (long long)st.st_size, f->rec_bytes, in, lab);
+                       f->path, (unsigned long long)size, f->rec_bytes, in, lab);
   }
-  *samples = (size_t)st.st_size / f->rec_bytes;
+  *samples = (size_t)(size / f->rec_bytes);
   return NNT_OK;
 }
 
@@ -236,6 +237,9 @@ int nnt_ds_src_file(const char *path, nnt_ds_src **out, nnt_err *e) {
 /* [0,1]) or 0x0D (float); labels: type 0x08, one dimension. Both files */
 /* are read whole at the first prepare; zlib reads gzip and plain files */
 /* alike. Byte images stay bytes in memory (a quarter of floats).       */
+/* Memory follows the data, not the header: a plain file must be as     */
+/* long as its header says before anything is allocated, and a gzip     */
+/* file's buffer grows as its data arrives.                             */
 
 typedef struct idx_src {
   nnt_ds_src base;
@@ -247,11 +251,24 @@ typedef struct idx_src {
   size_t count, per;
 } idx_src;
 
+/* An open IDX file and what its header says. */
+typedef struct idx_file {
+  const char *path;
+  gzFile g;
+  int gzip;           /* compressed (else plain: size is the data's) */
+  uint64_t size;      /* of the file on disk */
+  uint8_t type;
+  unsigned ndims;
+  size_t count, per;  /* the first dimension; the product of the others */
+  size_t data_bytes;  /* what the header announces after itself */
+} idx_file;
+
 static uint32_t be32(const uint8_t *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* Read exactly n bytes (n may pass INT_MAX); *got the count read. */
+/* Read up to n bytes (n may pass INT_MAX); *got the count read, less than
+ * n only at the end of the data. */
 static int gz_read_all(gzFile g, const char *path, void *buf, size_t n, size_t *got,
                        nnt_err *e) {
   *got = 0;
@@ -273,17 +290,31 @@ static int gz_read_all(gzFile g, const char *path, void *buf, size_t n, size_t *
   return NNT_OK;
 }
 
-/* Open an IDX file and read its header: type, first dimension (count) and
- * the product of the others (per). */
-static int idx_open(const char *path, gzFile *out, uint8_t *type, size_t *count, size_t *per,
-                    unsigned *ndims, nnt_err *e) {
-  gzFile g = gzopen(path, "rb");
-  if (!g)
-    return nnt_err_set(e, NNT_ERR_IO, "dataset: cannot open '%s': %s", path,
-                       errno ? strerror(errno) : "out of memory");
+static int truncated(const char *path, size_t want, size_t have, nnt_err *e) {
+  return nnt_err_set(e, NNT_ERR_INVAL,
+                     "dataset: '%s' is truncated: its header announces %zu bytes of data, it "
+                     "holds %zu",
+                     path, want, have);
+}
+
+/* Open an IDX file (a regular file, without blocking) and read its header. */
+static int idx_open(const char *path, idx_file *x, nnt_err *e) {
+  memset(x, 0, sizeof *x);
+  x->path = path;
+  int fd;
+  int rc = nnt_file_open_regular(path, "dataset", &fd, &x->size, e);
+  if (rc)
+    return rc;
+  uint8_t magic[2] = {0, 0};
+  x->gzip = pread(fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+  x->g = gzdopen(fd, "rb"); /* owns fd from here */
+  if (!x->g) {
+    close(fd);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "dataset: out of memory opening '%s'", path);
+  }
   uint8_t hdr[4 + 4 * 255];
   size_t got;
-  int rc = gz_read_all(g, path, hdr, 4, &got, e);
+  rc = gz_read_all(x->g, path, hdr, 4, &got, e);
   if (!rc && got < 4)
     rc = nnt_err_set(e, NNT_ERR_INVAL, "dataset: '%s' is not an IDX file (shorter than a header)",
                      path);
@@ -294,36 +325,69 @@ static int idx_open(const char *path, gzFile *out, uint8_t *type, size_t *count,
                      path, be32(hdr));
   unsigned nd = hdr[3];
   if (!rc)
-    rc = gz_read_all(g, path, hdr + 4, 4 * (size_t)nd, &got, e);
+    rc = gz_read_all(x->g, path, hdr + 4, 4 * (size_t)nd, &got, e);
   if (!rc && got < 4 * (size_t)nd)
     rc = nnt_err_set(e, NNT_ERR_INVAL, "dataset: '%s': the IDX header is cut short", path);
+  x->type = hdr[2];
+  x->ndims = nd;
+  x->count = be32(hdr + 4);
+  x->per = 1;
+  for (unsigned i = 1; !rc && i < nd; i++)
+    if (__builtin_mul_overflow(x->per, (size_t)be32(hdr + 4 + 4 * i), &x->per))
+      rc = nnt_err_set(e, NNT_ERR_INVAL, "dataset: '%s': IDX dimensions overflow", path);
+  size_t esize = x->type == 0x0D ? 4 : 1;
+  size_t values;
+  if (!rc && (__builtin_mul_overflow(x->count, x->per, &values) ||
+              __builtin_mul_overflow(values, esize, &x->data_bytes)))
+    rc = nnt_err_set(e, NNT_ERR_INVAL, "dataset: '%s': IDX dimensions overflow", path);
+  /* a plain file shows its length: refuse a lying header before any
+   * allocation it would ask for */
+  uint64_t hdr_bytes = 4 + 4 * (uint64_t)nd;
+  if (!rc && !x->gzip && x->size - hdr_bytes < x->data_bytes)
+    rc = truncated(path, x->data_bytes, (size_t)(x->size - hdr_bytes), e);
   if (rc) {
-    gzclose(g);
-    return rc;
+    gzclose(x->g);
+    x->g = NULL;
   }
-  *type = hdr[2];
-  *ndims = nd;
-  *count = be32(hdr + 4);
-  *per = 1;
-  for (unsigned i = 1; i < nd; i++)
-    if (__builtin_mul_overflow(*per, (size_t)be32(hdr + 4 + 4 * i), per)) {
-      gzclose(g);
-      return nnt_err_set(e, NNT_ERR_INVAL, "dataset: '%s': IDX dimensions overflow", path);
-    }
-  *out = g;
-  return NNT_OK;
+  return rc;
 }
 
-/* Read the n values announced by the header; a shorter file is an error. */
-static int idx_body(gzFile g, const char *path, void *buf, size_t n, nnt_err *e) {
-  size_t got;
-  int rc = gz_read_all(g, path, buf, n, &got, e);
-  if (!rc && got < n)
-    rc = nnt_err_set(e, NNT_ERR_INVAL,
-                     "dataset: '%s' is truncated: its header announces %zu bytes of data, "
-                     "it holds %zu",
-                     path, n, got);
-  return rc;
+/* Read the data the header announces into a new buffer (*out, n bytes)
+ * grown as the data arrives, so that a compressed file that holds less
+ * than it announces fails as truncated having allocated about what it
+ * holds, not what it claims. */
+static int idx_body(idx_file *x, void **out, nnt_err *e) {
+  size_t n = x->data_bytes, cap = n < ((size_t)1 << 20) ? n : (size_t)1 << 20, got = 0;
+  uint8_t *buf = nnt_malloc(cap + 1);
+  if (!buf)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "dataset: out of memory reading '%s'", x->path);
+  for (;;) {
+    size_t r;
+    int rc = gz_read_all(x->g, x->path, buf + got, cap - got, &r, e);
+    if (rc) {
+      nnt_free(buf);
+      return rc;
+    }
+    got += r;
+    if (got < cap || cap == n)
+      break;
+    size_t grown = cap <= n / 2 ? 2 * cap : n;
+    uint8_t *p = nnt_realloc(buf, grown + 1);
+    if (!p) {
+      nnt_free(buf);
+      return nnt_err_set(e, NNT_ERR_NOMEM,
+                         "dataset: out of memory reading '%s' (%zu of %zu bytes read)", x->path,
+                         got, n);
+    }
+    buf = p;
+    cap = grown;
+  }
+  if (got < n) {
+    nnt_free(buf);
+    return truncated(x->path, n, got, e);
+  }
+  *out = buf;
+  return NNT_OK;
 }
 
 static void idx_unload(idx_src *x) {
@@ -333,53 +397,46 @@ static void idx_unload(idx_src *x) {
 }
 
 static int idx_load(idx_src *x, nnt_err *e) {
-  gzFile gi = NULL, gl = NULL;
-  uint8_t it, lt;
-  size_t icount, iper, lcount, lper, bytes;
-  unsigned ind, lnd;
-  int rc = idx_open(x->images, &gi, &it, &icount, &iper, &ind, e);
+  idx_file fi, fl;
+  fl.g = NULL;
+  int rc = idx_open(x->images, &fi, e);
   if (!rc)
-    rc = idx_open(x->labels, &gl, &lt, &lcount, &lper, &lnd, e);
-  if (!rc && (lt != 0x08 || lnd != 1))
+    rc = idx_open(x->labels, &fl, e);
+  if (!rc && (fl.type != 0x08 || fl.ndims != 1))
     rc = nnt_err_set(e, NNT_ERR_INVAL,
                      "dataset: '%s' is not an IDX label file: expected one dimension of "
                      "unsigned bytes (magic 0x00000801), found type 0x%02x with %u dimensions",
-                     x->labels, lt, lnd);
-  if (!rc && icount != lcount)
+                     x->labels, fl.type, fl.ndims);
+  if (!rc && fi.count != fl.count)
     rc = nnt_err_set(e, NNT_ERR_INVAL, "dataset: '%s' has %zu images but '%s' has %zu labels",
-                     x->images, icount, x->labels, lcount);
-  size_t esize = it == 0x08 ? 1 : 4;
-  if (!rc && __builtin_mul_overflow(icount * esize, iper, &bytes))
-    rc = nnt_err_set(e, NNT_ERR_INVAL, "dataset: '%s': IDX dimensions overflow", x->images);
-  if (!rc) {
-    x->lab = nnt_malloc(lcount);
-    if (it == 0x08)
-      x->img8 = nnt_malloc(bytes);
-    else
-      x->imgf = nnt_malloc(bytes);
-    if (!x->lab || (!x->img8 && !x->imgf))
-      rc = nnt_err_set(e, NNT_ERR_NOMEM, "dataset: out of memory for the %zu images of '%s'",
-                       icount, x->images);
-  }
+                     x->images, fi.count, x->labels, fl.count);
+  void *img = NULL, *lab = NULL;
   if (!rc)
-    rc = idx_body(gi, x->images, it == 0x08 ? (void *)x->img8 : (void *)x->imgf, bytes, e);
+    rc = idx_body(&fi, &img, e);
   if (!rc)
-    rc = idx_body(gl, x->labels, x->lab, lcount, e);
-  if (gi)
-    gzclose(gi);
-  if (gl)
-    gzclose(gl);
+    rc = idx_body(&fl, &lab, e);
+  if (fi.g)
+    gzclose(fi.g);
+  if (fl.g)
+    gzclose(fl.g);
   if (rc) {
-    idx_unload(x);
+    nnt_free(img);
+    nnt_free(lab);
     return rc;
   }
-  if (x->imgf) /* IDX floats are big-endian */
-    for (size_t i = 0; i < icount * iper; i++) {
+  idx_unload(x);
+  x->lab = lab;
+  if (fi.type == 0x08) {
+    x->img8 = img;
+  } else { /* IDX floats are big-endian */
+    x->imgf = img;
+    for (size_t i = 0; i < fi.count * fi.per; i++) {
       uint32_t u = be32((const uint8_t *)&x->imgf[i]);
       memcpy(&x->imgf[i], &u, 4);
     }
-  x->count = icount;
-  x->per = iper;
+  }
+  x->count = fi.count;
+  x->per = fi.per;
   x->loaded = 1;
   return NNT_OK;
 }

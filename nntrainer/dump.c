@@ -1,11 +1,14 @@
 /* Writing every tensor of the training plan to a folder, for debugging with
- * memory_optimization=false (where every tensor keeps its value). */
+ * memory_optimization=false (where every tensor keeps its value). Each file
+ * is saved atomically (nnt_file_save), the index last. */
 #include "nntrainer/model_impl.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "nntrainer/file_io.h"
 
 /* Tensor names carry '/' and ':'; file names get '_' instead. */
 static void file_name(char *out, size_t n, const char *name) {
@@ -15,19 +18,50 @@ static void file_name(char *out, size_t n, const char *name) {
   out[i] = '\0';
 }
 
-static int dump_one(FILE *idx, const char *dir, const char *name, const char *kind,
-                    const float *data, size_t floats, nnt_err *e) {
-  char fname[256], path[4096];
-  file_name(fname, sizeof fname, name);
-  snprintf(path, sizeof path, "%s/%s.raw", dir, fname);
-  FILE *f = fopen(path, "wb");
-  if (!f)
-    return nnt_err_set(e, NNT_ERR_IO, "dump: cannot write '%s': %s", path, strerror(errno));
-  int ok = fwrite(data, sizeof(float), floats, f) == floats;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok)
-    return nnt_err_set(e, NNT_ERR_IO, "dump: cannot write '%s'", path);
-  fprintf(idx, "%s.raw\t%s\t%s\t%zu\n", fname, name, kind, floats);
+/* The k-th tensor of a dump: the weights, then the training plan's. */
+typedef struct dump_item {
+  char name[NNT_NAME_MAX + 40];
+  const char *kind;
+  const float *data;
+  size_t floats;
+} dump_item;
+
+static void item(nnt_model *m, size_t k, dump_item *it) {
+  if (k < m->n_w) {
+    snprintf(it->name, sizeof it->name, "%s:%s", m->nodes[m->w_node[k]].layer->name,
+             m->wspec[k].name);
+    it->kind = "weight";
+    it->data = m->w[k].data;
+    it->floats = nnt_dim_len(m->wspec[k].dim);
+    return;
+  }
+  nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
+  size_t i = k - m->n_w;
+  snprintf(it->name, sizeof it->name, "%s", g->t[i].name);
+  it->kind = nnt_tkind_name(g->t[i].kind);
+  it->data = nnt_mgr_data(g, (int)i);
+  it->floats = g->t[i].bytes / sizeof(float);
+}
+
+static int write_raw(FILE *f, void *ud, nnt_err *e) {
+  const dump_item *it = ud;
+  (void)e;
+  fwrite(it->data, sizeof(float), it->floats, f);
+  return NNT_OK;
+}
+
+static int write_index(FILE *f, void *ud, nnt_err *e) {
+  nnt_model *m = ud;
+  (void)e;
+  fprintf(f, "file\ttensor\tkind\tfloats\n");
+  size_t n = m->n_w + m->mgr[NNT_MODE_TRAIN].n;
+  for (size_t k = 0; k < n; k++) {
+    dump_item it;
+    char fname[256];
+    item(m, k, &it);
+    file_name(fname, sizeof fname, it.name);
+    fprintf(f, "%s.raw\t%s\t%s\t%zu\n", fname, it.name, it.kind, it.floats);
+  }
   return NNT_OK;
 }
 
@@ -40,22 +74,18 @@ int nnt_model_dump(nnt_model *m, const char *dir, nnt_err *e) {
   if (mkdir(dir, 0777) && errno != EEXIST)
     return nnt_err_set(e, NNT_ERR_IO, "dump: cannot create '%s': %s", dir, strerror(errno));
   char path[4096];
-  snprintf(path, sizeof path, "%s/index.tsv", dir);
-  FILE *idx = fopen(path, "w");
-  if (!idx)
-    return nnt_err_set(e, NNT_ERR_IO, "dump: cannot write '%s': %s", path, strerror(errno));
-  fprintf(idx, "file\ttensor\tkind\tfloats\n");
   int rc = NNT_OK;
-  for (size_t i = 0; !rc && i < m->n_w; i++) {
-    char name[NNT_NAME_MAX + 40];
-    snprintf(name, sizeof name, "%s:%s", m->nodes[m->w_node[i]].layer->name,
-             m->wspec[i].name);
-    rc = dump_one(idx, dir, name, "weight", m->w[i].data, nnt_dim_len(m->wspec[i].dim), e);
+  for (size_t k = 0; !rc && k < m->n_w + g->n; k++) {
+    dump_item it;
+    char fname[256];
+    item(m, k, &it);
+    file_name(fname, sizeof fname, it.name);
+    snprintf(path, sizeof path, "%s/%s.raw", dir, fname);
+    rc = nnt_file_save(path, "dump", write_raw, &it, e);
   }
-  for (size_t i = 0; !rc && i < g->n; i++)
-    rc = dump_one(idx, dir, g->t[i].name, nnt_tkind_name(g->t[i].kind),
-                  nnt_mgr_data(g, (int)i), g->t[i].bytes / sizeof(float), e);
-  if (fclose(idx) && !rc)
-    rc = nnt_err_set(e, NNT_ERR_IO, "dump: cannot write '%s'", path);
+  if (!rc) {
+    snprintf(path, sizeof path, "%s/index.tsv", dir);
+    rc = nnt_file_save(path, "dump", write_index, m, e);
+  }
   return rc;
 }

@@ -2,12 +2,10 @@
  * what ml_train_model_save() does for the INI formats. */
 #include "nntrainer/model_impl.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
+
+#include "nntrainer/file_io.h"
 
 static void write_model(FILE *f, const nnt_model *m, const char *bin_path) {
   fprintf(f, "[Model]\ntype = NeuralNetwork\nepochs = %u\nbatch_size = %u\n", m->epochs,
@@ -74,39 +72,26 @@ static void write_layer(FILE *f, const nnt_layer *l) {
     fprintf(f, "%s = %s\n", l->prop_key[i], l->prop_val[i]);
 }
 
+typedef struct ini_job {
+  const nnt_model *m;
+  const char *bin_path;
+} ini_job;
+
+static int write_ini(FILE *f, void *ud, nnt_err *e) {
+  const ini_job *j = ud;
+  (void)e; /* write errors are the stream's, seen by nnt_file_save */
+  fprintf(f, "# written by nntrainer\n");
+  write_model(f, j->m, j->bin_path);
+  if (j->m->opt)
+    write_optimizer(f, j->m->opt);
+  for (size_t i = 0; i < j->m->n_layers; i++)
+    write_layer(f, j->m->layers[i]);
+  return NNT_OK;
+}
+
 int nnt_model_save_ini(nnt_model *m, const char *path, const char *bin_path, nnt_err *e) {
   if (!path || !path[0])
     return nnt_err_set(e, NNT_ERR_INVAL, "save: empty file path");
-  size_t n = strlen(path) + 16;
-  char *tmp = nnt_malloc(n);
-  if (!tmp)
-    return nnt_err_set(e, NNT_ERR_NOMEM, "out of memory saving '%s'", path);
-  snprintf(tmp, n, "%s.tmpXXXXXX", path);
-  int fd = mkstemp(tmp);
-  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  if (!f) {
-    if (fd >= 0) {
-      close(fd);
-      unlink(tmp);
-    }
-    int rc = nnt_err_set(e, NNT_ERR_IO, "save: cannot write '%s': %s", path, strerror(errno));
-    nnt_free(tmp);
-    return rc;
-  }
-  fprintf(f, "# written by nntrainer\n");
-  write_model(f, m, bin_path);
-  if (m->opt)
-    write_optimizer(f, m->opt);
-  for (size_t i = 0; i < m->n_layers; i++)
-    write_layer(f, m->layers[i]);
-  int ok = !ferror(f);
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    int rc = nnt_err_set(e, NNT_ERR_IO, "save: cannot write '%s': %s", path, strerror(errno));
-    unlink(tmp);
-    nnt_free(tmp);
-    return rc;
-  }
-  nnt_free(tmp);
-  return NNT_OK;
+  ini_job j = {m, bin_path};
+  return nnt_file_save(path, "save", write_ini, &j, e);
 }

@@ -72,11 +72,34 @@ int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *user_data,
 int nnt_model_evaluate(nnt_model *m, nnt_ds_mode mode, float *loss,
                        float *accuracy, nnt_err *e);
 
-/* Weight file: NNTrainer's format, written through a temporary file and a
- * rename. with_state adds the optimizer state and counters after weights. */
+/* Weight file: NNTrainer's format (docs/weights.md), saved atomically
+ * (nnt_file_save). with_state adds, after the weights, Adam's tag and
+ * moments (for an adam optimizer) and the epoch and iteration counters.
+ * Weights or moments that are not finite are not written: the file on disk
+ * stays as it was. */
 int nnt_model_save_weights(nnt_model *m, const char *path, int with_state,
                            nnt_err *e);
+/* Load a weight file of exactly one of this model's layouts; anything else
+ * (another model's file, trailing bytes, values that are not finite,
+ * counters no run writes, a path that is not a regular file) is refused
+ * with the model unchanged. On success the model holds the file's weights,
+ * its Adam moments (zero when the file has none) and its counters (zero
+ * when it has none). */
 int nnt_model_load_weights(nnt_model *m, const char *path, nnt_err *e);
+
+/* Transfer learning: copy the weights of the named layers from src to dst,
+ * both initialized. Each layer must exist in both with the same weights
+ * (names and shapes); all are checked before any is copied. The copied
+ * weights' optimizer state in dst restarts from zero. A layer without
+ * weights copies nothing. The copy can be taken and put in two steps
+ * (for callers that must not hold both models at once). */
+int nnt_model_copy_layer_weights(nnt_model *dst, nnt_model *src, const char *const *layers,
+                                 size_t n, nnt_err *e);
+typedef struct nnt_wcopy nnt_wcopy;
+int nnt_model_weights_take(nnt_model *src, const char *const *layers, size_t n,
+                           nnt_wcopy **out, nnt_err *e);
+int nnt_model_weights_put(nnt_model *dst, const nnt_wcopy *c, nnt_err *e);
+void nnt_wcopy_free(nnt_wcopy *c);
 
 /* Read-only views for summary and tests. */
 unsigned nnt_model_epochs(const nnt_model *m);
@@ -106,8 +129,8 @@ int nnt_model_infer(nnt_model *m, const float *const *in, float *const *out, nnt
 void nnt_model_print_summary(FILE *out, nnt_model *m, int verbosity);
 /* "12.3 KiB" style. */
 const char *nnt_bytes_str(size_t b, char *buf, size_t n);
-/* Write the model's configuration as an INI file (through a temporary file
- * and a rename). bin_path, when not NULL, becomes [Model] save_path. Layers
+/* Write the model's configuration as an INI file, saved atomically
+ * (nnt_file_save). bin_path, when not NULL, becomes [Model] save_path. Layers
  * carry the properties they were given; datasets are not written. */
 int nnt_model_save_ini(nnt_model *m, const char *path, const char *bin_path, nnt_err *e);
 nnt_dataset *nnt_model_dataset(nnt_model *m, nnt_ds_mode mode);

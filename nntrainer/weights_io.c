@@ -1,146 +1,363 @@
-/* NNTrainer's weight file: raw little-endian float32 weights in graph order;
- * a save made for training adds a trailer: the 4-byte tag "adam" and both
- * moments of every weight when the optimizer is Adam, then the epoch and
- * iteration counters (uint32 each). Saves go through a temporary file and a
- * rename, so an interrupted save leaves the previous file intact. */
+/* NNTrainer's weight file (.bin), as NNTrainer's NeuralNetwork::save and
+ * load define it (docs/weights.md): raw little-endian float32, no header.
+ *
+ *   weights      every weight of every node, in graph order
+ *   "adam"       4 bytes, when the optimizer's type is exactly adam
+ *   moments      Adam's first then second moment of each weight that has a
+ *                gradient (a trainable weight of a layer that trains):
+ *                batch-norm's moving statistics and the weights of a layer
+ *                with trainable=false have none
+ *   counters     epoch and iteration, uint32 each, in a save made for
+ *                training
+ *
+ * A load accepts exactly the layouts this model can have (weights only;
+ * weights + counters; weights + "adam" + moments + counters; weights +
+ * "adam", what NNTrainer writes for an Adam model compiled for inference)
+ * and refuses anything else, values that are not finite and counters no run
+ * can write, before it changes anything. Saves go through nnt_file_save. */
 #include "nntrainer/model_impl.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static int is_adam(const nnt_model *m) {
-  return m->opt && m->opt->type == NNT_OPT_ADAM;
+#include "nntrainer/file_io.h"
+
+static int is_adam(const nnt_model *m) { return m->opt && m->opt->type == NNT_OPT_ADAM; }
+
+/* Whether weight i has Adam moments in the file: it has a gradient. */
+static int has_moments(const nnt_model *m, size_t i) {
+  return m->nodes[m->w_node[i]].do_grad && m->wspec[i].trainable;
 }
 
-static int write_all(FILE *f, const void *p, size_t n) {
-  return fwrite(p, 1, n, f) == n;
+static const char *layer_of(const nnt_model *m, size_t i) {
+  return m->nodes[m->w_node[i]].layer->name;
 }
 
-int nnt_model_save_weights(nnt_model *m, const char *path, int with_state,
-                           nnt_err *e) {
+static size_t wlen(const nnt_model *m, size_t i) { return nnt_dim_len(m->wspec[i].dim); }
+
+/* Where slot s of weight i's optimizer state lives, or NULL when there is
+ * no such state yet. */
+static float *moment(const nnt_model *m, size_t i, unsigned s) {
+  if (!m->opt_pool || m->opt_slots != 2)
+    return NULL;
+  return m->opt_pool + s * m->wpool_floats + (size_t)(m->w[i].data - m->wpool);
+}
+
+/* The index of the first value of p[0..n) that is not finite, or n. */
+static size_t first_bad(const float *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(p[i]))
+      return i;
+  return n;
+}
+
+static void bswap_floats(void *p, size_t n) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  uint32_t *u = p;
+  for (size_t i = 0; i < n; i++)
+    u[i] = __builtin_bswap32(u[i]);
+#else
+  (void)p, (void)n;
+#endif
+}
+
+/* ---- layouts -------------------------------------------------------- */
+
+enum { L_WEIGHTS, L_COUNTERS, L_ADAM, L_TAG, L_COUNT };
+
+typedef struct layout {
+  size_t bytes;
+  int tag, moments, counters;
+  const char *what;
+} layout;
+
+static void layouts(const nnt_model *m, layout out[L_COUNT]) {
+  size_t w = m->wpool_floats * sizeof(float), mom = 0;
+  for (size_t i = 0; i < m->n_w; i++)
+    if (has_moments(m, i))
+      mom += 2 * wlen(m, i) * sizeof(float);
+  out[L_WEIGHTS] = (layout){w, 0, 0, 0, "weights only"};
+  out[L_COUNTERS] = (layout){w + 8, 0, 0, 1, "with the epoch and iteration counters"};
+  out[L_ADAM] = (layout){w + 4 + mom + 8, 1, 1, 1, "with Adam's moments and the counters"};
+  out[L_TAG] = (layout){w + 4, 1, 0, 0, "with the 'adam' tag alone"};
+}
+
+/* ---- save ----------------------------------------------------------- */
+
+typedef struct save_job {
+  const nnt_model *m;
+  int with_state;
+} save_job;
+
+static int put_floats(FILE *f, const float *p, size_t n) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  float buf[1024];
+  while (n) {
+    size_t k = n < 1024 ? n : 1024;
+    memcpy(buf, p, k * sizeof(float));
+    bswap_floats(buf, k);
+    if (fwrite(buf, sizeof(float), k, f) != k)
+      return 0;
+    p += k, n -= k;
+  }
+  return 1;
+#else
+  return fwrite(p, sizeof(float), n, f) == n;
+#endif
+}
+
+static int put_zeros(FILE *f, size_t n) {
+  static const float zero[256];
+  for (size_t k; n; n -= k) {
+    k = n < 256 ? n : 256;
+    if (fwrite(zero, sizeof(float), k, f) != k)
+      return 0;
+  }
+  return 1;
+}
+
+static int write_bin(FILE *f, void *ud, nnt_err *e) {
+  const save_job *j = ud;
+  const nnt_model *m = j->m;
+  (void)e; /* write errors are the stream's, seen by nnt_file_save */
+  int ok = put_floats(f, m->wpool, m->wpool_floats);
+  if (!j->with_state)
+    return NNT_OK;
+  if (ok && is_adam(m)) {
+    ok = fwrite("adam", 1, 4, f) == 4;
+    for (size_t i = 0; ok && i < m->n_w; i++)
+      for (unsigned s = 0; ok && s < 2 && has_moments(m, i); s++)
+        ok = moment(m, i, s) ? put_floats(f, moment(m, i, s), wlen(m, i))
+                             : put_zeros(f, wlen(m, i));
+  }
+  uint8_t c[8];
+  uint32_t v[2] = {m->epoch_idx, m->iter};
+  for (int k = 0; k < 8; k++)
+    c[k] = (uint8_t)(v[k / 4] >> (8 * (k % 4)));
+  if (ok)
+    fwrite(c, 1, 8, f);
+  return NNT_OK;
+}
+
+/* A value that is not finite must not replace good weights on disk. */
+static int check_before_save(const nnt_model *m, const char *path, int with_state,
+                             nnt_err *e) {
+  for (size_t i = 0; i < m->n_w; i++) {
+    size_t k = first_bad(m->w[i].data, wlen(m, i));
+    if (k < wlen(m, i))
+      return nnt_err_set(e, NNT_ERR_INVAL,
+                         "save: not writing '%s': layer '%s' weight '%s' holds %g at index "
+                         "%zu (training diverged?); the file on disk is left as it was",
+                         path, layer_of(m, i), m->wspec[i].name, m->w[i].data[k], k);
+  }
+  for (size_t i = 0; with_state && is_adam(m) && i < m->n_w; i++)
+    for (unsigned s = 0; s < 2 && has_moments(m, i) && moment(m, i, s); s++) {
+      size_t k = first_bad(moment(m, i, s), wlen(m, i));
+      if (k < wlen(m, i))
+        return nnt_err_set(e, NNT_ERR_INVAL,
+                           "save: not writing '%s': Adam's %s moment of layer '%s' weight "
+                           "'%s' holds %g at index %zu; the file on disk is left as it was",
+                           path, s ? "second" : "first", layer_of(m, i), m->wspec[i].name,
+                           moment(m, i, s)[k], k);
+    }
+  return NNT_OK;
+}
+
+int nnt_model_save_weights(nnt_model *m, const char *path, int with_state, nnt_err *e) {
   if (!m->initialized)
     return nnt_err_set(e, NNT_ERR_INVAL, "save: initialize the model first");
   if (!path || !path[0])
     return nnt_err_set(e, NNT_ERR_INVAL, "save: no path given");
-  size_t n = strlen(path);
-  char *tmp = nnt_malloc(n + 16);
-  if (!tmp)
-    return nnt_err_set(e, NNT_ERR_NOMEM, "save: out of memory");
-  snprintf(tmp, n + 16, "%s.tmpXXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    int rc = nnt_err_set(e, NNT_ERR_IO, "save: cannot create a file next to '%s': %s", path,
-                         strerror(errno));
-    nnt_free(tmp);
+  int rc = check_before_save(m, path, with_state, e);
+  if (rc)
     return rc;
+  save_job j = {m, with_state};
+  return nnt_file_save(path, "save", write_bin, &j, e);
+}
+
+/* ---- load ----------------------------------------------------------- */
+
+/* Read the whole file (size bytes) into buf; a file that changed size
+ * since it was measured is an error. */
+static int read_exact(int fd, const char *path, uint8_t *buf, size_t size, nnt_err *e) {
+  size_t got = 0;
+  while (got < size) {
+    ssize_t r = read(fd, buf + got, size - got);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      return nnt_err_set(e, NNT_ERR_IO, "load: cannot read '%s': %s", path, strerror(errno));
+    if (r == 0)
+      return nnt_err_set(e, NNT_ERR_IO,
+                         "load: '%s' is truncated: it shrank to %zu bytes while being read "
+                         "(%zu expected)",
+                         path, got, size);
+    got += (size_t)r;
   }
-  FILE *f = fdopen(fd, "wb");
-  int ok = f != NULL;
-  for (size_t i = 0; ok && i < m->n_w; i++)
-    ok = write_all(f, m->w[i].data, nnt_dim_len(m->wspec[i].dim) * sizeof(float));
-  if (ok && with_state) {
-    if (is_adam(m)) {
-      ok = write_all(f, "adam", 4);
-      for (size_t i = 0; ok && i < m->n_w; i++) {
-        size_t len = nnt_dim_len(m->wspec[i].dim);
-        size_t off = (size_t)(m->w[i].data - m->wpool);
-        for (unsigned s = 0; ok && s < 2; s++) {
-          if (m->opt_pool && m->opt_slots == 2) {
-            ok = write_all(f, m->opt_pool + s * m->wpool_floats + off, len * sizeof(float));
-          } else {
-            float z = 0;
-            for (size_t j = 0; ok && j < len; j++)
-              ok = write_all(f, &z, sizeof z);
-          }
-        }
-      }
+  uint8_t extra;
+  ssize_t r;
+  while ((r = read(fd, &extra, 1)) < 0 && errno == EINTR)
+    ;
+  if (r > 0)
+    return nnt_err_set(e, NNT_ERR_IO, "load: '%s' grew while being read (%zu bytes expected)",
+                       path, size);
+  return NNT_OK;
+}
+
+static int size_mismatch(const nnt_model *m, const char *path, uint64_t size,
+                         const layout *L, nnt_err *e) {
+  const char *why = size < L[L_WEIGHTS].bytes
+                        ? "shorter than the weights: truncated, or made for a smaller model"
+                        : "made for another model, or with bytes after the data";
+  return nnt_err_set(e, NNT_ERR_IO,
+                     "load: '%s' has %llu bytes (%s); a weight file of this model (%zu "
+                     "weights in %zu tensors) has %zu bytes (%s), %zu (%s), %zu (%s) or %zu "
+                     "(%s)",
+                     path, (unsigned long long)size, why, m->wpool_floats, m->n_w,
+                     L[L_WEIGHTS].bytes, L[L_WEIGHTS].what, L[L_COUNTERS].bytes,
+                     L[L_COUNTERS].what, L[L_ADAM].bytes, L[L_ADAM].what, L[L_TAG].bytes,
+                     L[L_TAG].what);
+}
+
+/* Check the values of a file that has the sizes of layout L. */
+static int check_file(const nnt_model *m, const char *path, const uint8_t *buf,
+                      const layout *L, nnt_err *e) {
+  const float *w = (const float *)buf;
+  size_t at = 0;
+  for (size_t i = 0; i < m->n_w; i++) {
+    size_t n = wlen(m, i), k = first_bad(w + at, n);
+    if (k < n)
+      return nnt_err_set(e, NNT_ERR_INVAL,
+                         "load: '%s': layer '%s' weight '%s' holds %g at index %zu (byte %zu "
+                         "of the file)",
+                         path, layer_of(m, i), m->wspec[i].name, w[at + k], k,
+                         (at + k) * sizeof(float));
+    at += n;
+  }
+  size_t off = at * sizeof(float);
+  if (L->tag && memcmp(buf + off, "adam", 4))
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "load: '%s': expected the tag 'adam' after the weights (byte %zu), found "
+                       "bytes %02x %02x %02x %02x",
+                       path, off, buf[off], buf[off + 1], buf[off + 2], buf[off + 3]);
+  off += L->tag ? 4 : 0;
+  for (size_t i = 0; L->moments && i < m->n_w; i++) {
+    if (!has_moments(m, i))
+      continue;
+    size_t n = wlen(m, i);
+    const float *mo = (const float *)(buf + off);
+    for (unsigned s = 0; s < 2; s++, mo += n) {
+      size_t k = first_bad(mo, n);
+      if (k == n && s == 1)
+        for (k = 0; k < n && mo[k] >= 0; k++)
+          ;
+      if (k < n)
+        return nnt_err_set(e, NNT_ERR_INVAL,
+                           "load: '%s': Adam's %s moment of layer '%s' weight '%s' holds %g "
+                           "at index %zu (byte %zu of the file)%s",
+                           path, s ? "second" : "first", layer_of(m, i), m->wspec[i].name,
+                           mo[k], k, (size_t)((const uint8_t *)(mo + k) - buf),
+                           isfinite(mo[k]) ? ": a mean of squares is never negative" : "");
     }
-    uint32_t counters[2] = {m->epoch_idx, m->iter};
-    if (ok)
-      ok = write_all(f, counters, sizeof counters);
+    off += 2 * n * sizeof(float);
   }
-  if (ok)
-    ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-  int err = errno;
-  if (f)
-    ok = (fclose(f) == 0) && ok;
-  else
-    close(fd);
-  if (ok && rename(tmp, path) != 0) {
-    err = errno;
-    ok = 0;
+  if (L->counters) {
+    uint32_t c[2] = {0, 0};
+    for (int k = 0; k < 8; k++)
+      c[k / 4] |= (uint32_t)buf[off + k] << (8 * (k % 4));
+    /* every finished epoch takes an iteration at least; NNTrainer's save
+     * after training counts one epoch past the last */
+    if ((uint64_t)c[0] > (uint64_t)c[1] + 1)
+      return nnt_err_set(e, NNT_ERR_INVAL,
+                         "load: '%s': its counters say %u epochs after %u iterations (bytes "
+                         "%zu to %zu); no run writes that",
+                         path, c[0], c[1], off, off + 8);
+    if (c[0] == UINT32_MAX || c[1] == UINT32_MAX)
+      return nnt_err_set(e, NNT_ERR_INVAL,
+                         "load: '%s': its %s counter is at its largest value (%u); training "
+                         "could not continue from it",
+                         path, c[0] == UINT32_MAX ? "epoch" : "iteration", UINT32_MAX);
   }
-  int rc = NNT_OK;
-  if (!ok) {
-    unlink(tmp);
-    rc = nnt_err_set(e, NNT_ERR_IO, "save: cannot write '%s': %s", path, strerror(err));
+  return NNT_OK;
+}
+
+/* The moments of the file at buf + off in a new optimizer pool. */
+static float *moments_pool(const nnt_model *m, const uint8_t *buf, size_t off) {
+  float *pool = nnt_calloc(2 * m->wpool_floats + 1, sizeof(float));
+  if (!pool)
+    return NULL;
+  for (size_t i = 0; i < m->n_w; i++) {
+    if (!has_moments(m, i))
+      continue;
+    size_t n = wlen(m, i), at = (size_t)(m->w[i].data - m->wpool);
+    for (unsigned s = 0; s < 2; s++, off += n * sizeof(float))
+      memcpy(pool + s * m->wpool_floats + at, buf + off, n * sizeof(float));
   }
-  nnt_free(tmp);
-  return rc;
+  return pool;
 }
 
 int nnt_model_load_weights(nnt_model *m, const char *path, nnt_err *e) {
   if (!m->initialized)
     return nnt_err_set(e, NNT_ERR_INVAL, "load: initialize the model first");
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return nnt_err_set(e, NNT_ERR_IO, "load: cannot open weight file '%s': %s", path,
-                       strerror(errno));
-  /* read everything into a staging buffer first: a bad file changes nothing */
-  size_t need = m->wpool_floats * sizeof(float);
-  float *stage = nnt_malloc(need + 1);
-  if (!stage) {
-    fclose(f);
-    return nnt_err_set(e, NNT_ERR_NOMEM, "load: out of memory");
+  if (!path || !path[0])
+    return nnt_err_set(e, NNT_ERR_INVAL, "load: no path given");
+  layout L[L_COUNT];
+  layouts(m, L);
+  int fd;
+  uint64_t size;
+  int rc = nnt_file_open_regular(path, "load", &fd, &size, e);
+  if (rc)
+    return rc;
+  int which = -1;
+  for (int k = 0; k < L_COUNT && which < 0; k++)
+    if (size == L[k].bytes)
+      which = k;
+  if (which < 0) {
+    close(fd);
+    return size_mismatch(m, path, size, L, e);
   }
-  size_t got = fread(stage, 1, need, f);
-  if (got != need) {
-    fclose(f);
-    nnt_free(stage);
-    return nnt_err_set(e, NNT_ERR_IO,
-                       "load: weight file '%s' is truncated: the model has %zu bytes of "
-                       "weights, the file %zu",
-                       path, need, got);
+  const layout *l = &L[which];
+  /* the whole file is staged and checked: a bad file changes nothing */
+  uint8_t *buf = nnt_malloc(l->bytes + 1);
+  if (!buf) {
+    close(fd);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "load: out of memory reading '%s' (%zu bytes)", path,
+                       l->bytes);
   }
-  /* optional trailer */
-  float *moments = NULL;
-  uint32_t counters[2];
-  int have_counters = 0;
-  char tag[4];
-  long pos = ftell(f);
-  if (is_adam(m) && fread(tag, 1, 4, f) == 4 && !memcmp(tag, "adam", 4)) {
-    moments = nnt_calloc(2 * m->wpool_floats + 1, sizeof(float));
-    int ok = moments != NULL;
-    for (size_t i = 0; ok && i < m->n_w; i++) {
-      size_t len = nnt_dim_len(m->wspec[i].dim);
-      size_t off = (size_t)(m->w[i].data - m->wpool);
-      for (unsigned s = 0; ok && s < 2; s++)
-        ok = fread(moments + s * m->wpool_floats + off, sizeof(float), len, f) == len;
-    }
-    if (!ok) {
-      nnt_free(moments);
-      moments = NULL;
-      fseek(f, pos, SEEK_SET);
-    }
-  } else {
-    fseek(f, pos, SEEK_SET);
+  rc = read_exact(fd, path, buf, l->bytes, e);
+  close(fd);
+  size_t w_bytes = L[L_WEIGHTS].bytes, mom_off = w_bytes + 4;
+  if (!rc) {
+    bswap_floats(buf, m->wpool_floats);
+    if (l->moments)
+      bswap_floats(buf + mom_off, (l->bytes - mom_off - 8) / sizeof(float));
+    rc = check_file(m, path, buf, l, e);
   }
-  if (fread(counters, sizeof counters, 1, f) == 1)
-    have_counters = 1;
-  fclose(f);
-  memcpy(m->wpool, stage, need);
-  nnt_free(stage);
-  if (moments) {
-    nnt_free(m->opt_pool);
-    m->opt_pool = moments;
-    m->opt_slots = 2;
+  float *pool = NULL;
+  if (!rc && l->moments && is_adam(m) && nnt_optimizer_state_count(m->opt) == 2 &&
+      !(pool = moments_pool(m, buf, mom_off)))
+    rc = nnt_err_set(e, NNT_ERR_NOMEM, "load: out of memory for the optimizer state of '%s'",
+                     path);
+  if (rc) {
+    nnt_free(buf);
+    return rc;
   }
-  if (have_counters) {
-    m->epoch_idx = counters[0];
-    m->iter = counters[1];
+  /* commit: the model now holds the file's state; what the file lacks
+   * starts afresh (moments of other weights would not fit these) */
+  memcpy(m->wpool, buf, w_bytes);
+  nnt_free(m->opt_pool);
+  m->opt_pool = pool;
+  m->opt_slots = pool ? 2 : 0;
+  m->epoch_idx = m->iter = 0;
+  if (l->counters) {
+    const uint8_t *c = buf + l->bytes - 8;
+    m->epoch_idx = (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 |
+                   (uint32_t)c[3] << 24;
+    m->iter = (uint32_t)c[4] | (uint32_t)c[5] << 8 | (uint32_t)c[6] << 16 | (uint32_t)c[7] << 24;
   }
+  nnt_free(buf);
   return NNT_OK;
 }

@@ -5,38 +5,41 @@
  * frozen and reused under a new head for another task: clothing, footwear
  * or bag (3 classes).
  *
- *   phase 1 (skipped with --weights FILE): train the base model
- *           (features + a 10-class output) and save its weights;
- *   phase 2: build features (trainable=false) + a 3-class head, load the
- *           base weights, train: only the head learns. Check with
- *           ml_train_model_get_weight() that the features did not change
- *           and the head did; save the result.
+ *   phase 1: train the base model (features + a 10-class output) and save
+ *           its weights; with --weights FILE, build the base model and
+ *           load FILE into it instead;
+ *   phase 2: build features (trainable=false) + a 3-class head, copy the
+ *           features' weights from the base model with
+ *           ml_train_ext_model_copy_layer_weights(), train: only the head
+ *           learns. Check with ml_train_model_get_weight() that the features
+ *           did not change and the head did; save the result.
  *
  *   capi_fine_tune [--data DIR] [--weights FILE] [--base-out FILE] [--out FILE]
  *                  [--train-samples N] [--test-samples N]
  *                  [--base-epochs N] [--epochs N]
  *
  * --weights takes the file that `capi_mlp --save FILE` writes (the same
- * feature layers). Defaults: all samples, 2 base epochs, 2 head epochs,
+ * model as the base). Defaults: all samples, 2 base epochs, 2 head epochs,
  * base weights to fine_tune_base.bin and the result to fine_tune_head.bin
  * in the current folder.
  *
- * A weight file in NNTrainer's .bin format holds the weights in the order
- * of the graph and no names, so a load fills the model's weights from the
- * start of the file: the feature layers must come first and have the shapes
- * they had in the base model. The head, last, gets the floats that follow
- * them in the file (here the start of the old output layer); it is trained
- * anew anyway.
+ * A weight file in NNTrainer's .bin format holds the weights in graph order
+ * and no names, so ml_train_model_load() takes only a file of the model's
+ * own shape (the base model's file does not fit the 3-class model, and is
+ * refused). Layers move between models of different shapes by name, with
+ * their shapes checked: ml_train_ext_model_copy_layer_weights() (nntrainer's
+ * own; see docs/capi.md).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include <nntrainer.h>
-#include <nntrainer-ext.h> /* inference (for accuracy): nntrainer's own */
+#include <nntrainer-ext.h> /* inference (for accuracy), copying layers: nntrainer's own */
 
 #include "fashion_mnist.h"
 
-static const char *const features[] = {"fc1", "fc2", "fc3"};
+/* NULL-ended, as ml_train_ext_model_copy_layer_weights() takes them */
+static const char *const features[] = {"fc1", "fc2", "fc3", NULL};
 #define N_FEATURES 3
 
 /* The new task: T-shirt, trouser, pullover, dress, coat and shirt are
@@ -205,38 +208,47 @@ int main(int argc, char **argv) {
     return 1;
 
   int rc = ML_ERROR_NONE, violated = 0;
-  ml_train_model_h model = NULL;
+  ml_train_model_h base = NULL, model = NULL;
   weights_s before[N_FEATURES + 1] = {{0}}, after[N_FEATURES + 1] = {{0}};
   float accuracy;
 
-  /* ---- phase 1: the base model, trained on the 10 classes ---- */
-  if (!weights) {
-    printf("phase 1: base model (features + 10-class output)\n");
-    if ((rc = build(&model, false, "output", FM_CLASSES, &train)) ||
-        (rc = run_epochs(model, base_epochs)) || (rc = fm_accuracy(model, &test, &accuracy)))
+  /* ---- phase 1: the base model, 10 classes: trained, or from a file ---- */
+  printf("phase 1: base model (features + 10-class output)\n");
+  if ((rc = build(&base, false, "output", FM_CLASSES, &train)))
+    goto out;
+  if (weights) {
+    /* the file must be one of this model's: other shapes are refused */
+    if ((rc = check(ml_train_model_load(base, weights, ML_TRAIN_MODEL_FORMAT_BIN),
+                    "ml_train_model_load")))
       goto out;
-    printf("  base test accuracy (10 classes) %.4f\n", accuracy);
-    if ((rc = check(ml_train_model_save(model, base_out, ML_TRAIN_MODEL_FORMAT_BIN),
+    printf("  base weights loaded from %s\n", weights);
+  } else {
+    if ((rc = run_epochs(base, base_epochs)))
+      goto out;
+    if ((rc = check(ml_train_model_save(base, base_out, ML_TRAIN_MODEL_FORMAT_BIN),
                     "ml_train_model_save")))
       goto out;
     printf("  base weights saved to %s\n", base_out);
-    rc = check(ml_train_model_destroy(model), "ml_train_model_destroy");
-    model = NULL;
-    if (rc)
-      goto out;
-    weights = base_out;
   }
+  if ((rc = fm_accuracy(base, &test, &accuracy)))
+    goto out;
+  printf("  base test accuracy (10 classes) %.4f\n", accuracy);
 
   /* ---- phase 2: frozen features, a new head for 3 classes ---- */
-  printf("phase 2: frozen features + 3-class head, from %s\n", weights);
+  printf("phase 2: frozen features + 3-class head\n");
   train.class_map = test.class_map = coarse_class;
   train.classes = test.classes = COARSE_CLASSES;
   train.next = 0; /* the generator starts phase 2 at a set's beginning */
   if ((rc = build(&model, true, "head", COARSE_CLASSES, &train)))
     goto out;
-  /* load after compile: the weights exist from compile on */
-  if ((rc = check(ml_train_model_load(model, weights, ML_TRAIN_MODEL_FORMAT_BIN),
-                  "ml_train_model_load")))
+  /* after compile (the weights exist from compile on): the features by
+   * name, their shapes checked; the head keeps its initialization */
+  if ((rc = check(ml_train_ext_model_copy_layer_weights(model, base, features),
+                  "ml_train_ext_model_copy_layer_weights")))
+    goto out;
+  rc = check(ml_train_model_destroy(base), "ml_train_model_destroy");
+  base = NULL;
+  if (rc)
     goto out;
   for (unsigned i = 0; i < N_FEATURES; i++)
     if ((rc = get_weights(model, features[i], &before[i])))
@@ -274,6 +286,8 @@ out:
     free_weights(&after[i]);
   }
   if (model && check(ml_train_model_destroy(model), "ml_train_model_destroy") && !rc)
+    rc = 1;
+  if (base && check(ml_train_model_destroy(base), "ml_train_model_destroy") && !rc)
     rc = 1;
   fm_free(&train);
   fm_free(&test);

@@ -125,6 +125,23 @@ int ml_train_ext_set_log_callback(ml_train_ext_log_cb cb, void *user_data);
  * not an ml_train_ext_log_level_e value. */
 int ml_train_ext_set_log_level(ml_train_ext_log_level_e min_level);
 
+/* Transfer learning: copy the weights of the layers named in layer_names
+ * (a NULL-ended array) from the compiled model src into the compiled model
+ * dst. Each layer must exist in both models with the same weights, the
+ * same shapes; all are checked before any is copied, so on error dst is
+ * unchanged. The copied weights' optimizer state in dst restarts from zero;
+ * a layer without weights copies nothing. This is how a model takes the
+ * layers of another one of a different shape (a new head on the features of
+ * a base model): ml_train_model_load() accepts only a weight file of the
+ * model's own shape. The base model can come from its INI file
+ * (ml_train_model_construct_with_conf, compile, ml_train_model_load) or be
+ * built with the API. @return ML_ERROR_NONE, ML_ERROR_INVALID_PARAMETER (a
+ * NULL or empty list, a model not compiled, a layer missing in either, a
+ * shape that differs, a weight of src that is not finite),
+ * ML_ERROR_TRY_AGAIN (either model is training). */
+int ml_train_ext_model_copy_layer_weights(ml_train_model_h dst, ml_train_model_h src,
+                                          const char *const *layer_names);
+
 #ifdef __cplusplus
 }
 #endif

@@ -291,3 +291,36 @@ int ml_train_ext_model_get_layer_tensor(ml_train_model_h model, const char *laye
   }
   return rc;
 }
+
+int ml_train_ext_model_copy_layer_weights(ml_train_model_h dst, ml_train_model_h src,
+                                          const char *const *layer_names) {
+  const char *what = "ml_train_ext_model_copy_layer_weights";
+  if (!layer_names || !layer_names[0])
+    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: layer_names is NULL or empty", what);
+  size_t n = 0;
+  while (layer_names[n])
+    n++;
+  /* one model at a time: the copy is taken out of src, then put into dst,
+   * so two calls copying in opposite directions cannot deadlock */
+  capi_model *cm;
+  int rc = enter_compiled(src, what, &cm);
+  if (rc)
+    return rc;
+  nnt_err e;
+  nnt_err_clear(&e);
+  nnt_wcopy *c = NULL;
+  int r = nnt_model_weights_take(cm->m, layer_names, n, &c, &e);
+  capi_leave(cm);
+  if (!r && !(rc = enter_compiled(dst, what, &cm))) {
+    r = nnt_model_weights_put(cm->m, c, &e);
+    capi_leave(cm);
+  }
+  nnt_wcopy_free(c);
+  if (rc)
+    return rc;
+  if (r) {
+    nnt_err_prefix(&e, "%s: ", what);
+    return nnt_api_fail_err(&e);
+  }
+  return ML_ERROR_NONE;
+}
