@@ -243,9 +243,7 @@ int nnt_model_initialize(nnt_model *m, nnt_err *e) {
     return nnt_err_set(e, NNT_ERR_INVAL, "initialize: compile the model first");
   if (m->initialized)
     return nnt_err_set(e, NNT_ERR_INVAL, "initialize: the model is already initialized");
-  size_t total = 0;
-  for (size_t i = 0; i < m->n_w; i++)
-    total += nnt_dim_len(m->wspec[i].dim);
+  size_t total = m->weight_bytes / sizeof(float); /* checked at compile */
   m->wpool = nnt_malloc((total ? total : 1) * sizeof(float));
   if (!m->wpool)
     return nnt_err_set(e, NNT_ERR_NOMEM, "initialize: cannot allocate %zu bytes of weights",

@@ -89,6 +89,7 @@ struct nnt_model {
   nnt_weight_spec *wspec;
   nnt_tensor *w;
   unsigned *w_node;
+  size_t weight_bytes;      /* all weights, checked at compile */
   float *wpool;
   size_t wpool_floats;
   /* optimizer state, allocated at the first training step */
