@@ -12,9 +12,13 @@ static int req(nnt_mgr *g, const char *layer, const char *what, unsigned idx,
                nnt_err *e) {
   char name[NNT_NAME_MAX + 48];
   snprintf(name, sizeof name, "%s:%s%u", layer, what, idx);
-  int id = nnt_mgr_request(g, name, kind, dim, first, last);
+  /* compile checked every shape; this names a tensor that slipped past */
+  int id = nnt_dim_check(dim, name, NULL, NULL, e);
   if (id < 0)
-    return nnt_err_set(e, NNT_ERR_NOMEM, "manager: out of memory");
+    return id;
+  id = nnt_mgr_request(g, name, kind, dim, first, last);
+  if (id < 0)
+    return nnt_err_set(e, id, "manager: cannot request '%s': %s", name, nnt_strerror(id));
   return id;
 }
 
@@ -273,6 +277,8 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
     nnt_planner_kind k = m->memory_optimization ? m->planner : NNT_PLANNER_BASIC;
     rc = nnt_mgr_plan(g, k, 0, e);
   }
+  if (!rc)
+    rc = nnt_mgr_alloc(g, mode == NNT_MODE_TRAIN ? "training" : "inference", e);
   if (rc) {
     nnt_mgr_free(g);
     return rc;

@@ -2,7 +2,7 @@
  * overflow or wrap (a layer then wrote past its arena, or a plan came out
  * too small or empty), each now refused at compile with an error naming the
  * layer and the key; the largest sizes that still fit, and 1x1 shapes,
- * which must keep working. */
+ * which must keep working; allocations too large for the machine. */
 #include "test_util.h"
 
 #include <stdio.h>
@@ -14,6 +14,11 @@
 #include "nntrainer/model_impl.h"
 
 static char *dir;
+
+/* Under the sanitizer build an allocation too large to be possible returns
+ * NULL, as it does without it, instead of stopping the test. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
 
 static int setup(void **state) {
   (void)state;
@@ -266,12 +271,41 @@ static void test_max2x2_path_in_64_bits(void **state) {
   assert_false(nnt_cpu_pool_is_max2x2(&g));
 }
 
+/* Sizes that fit the limits but not the machine: every large allocation
+ * fails with NNT_ERR_NOMEM naming what and how many bytes. */
+static void test_allocation_failures_name_bytes(void **state) {
+  (void)state;
+  nnt_err e = {0};
+  int rc;
+  /* 2^62 - 2^31 bytes of weights */
+  nnt_model *m = load(M1 IN("1:1:2147483647") "[fc1]\ntype = fully_connected\n"
+                                            "unit = 536870912\ndisable_bias = true\n",
+                      NULL, 0, &e, &rc);
+  assert_int_equal(rc, NNT_OK);
+  assert_int_equal(nnt_model_compile(m, &e), NNT_OK);
+  assert_int_equal(nnt_model_initialize(m, &e), NNT_ERR_NOMEM);
+  tu_assert_contains(e.msg, "weights");
+  tu_assert_contains(e.msg, "4611686016279904256 bytes");
+  nnt_model_destroy(m);
+  /* an inference arena of 2^49 bytes (no weights) */
+  m = load("[Model]\nbatch_size = 65536\n" IN("1:1:2147483648"), NULL, 0, &e, &rc);
+  assert_int_equal(rc, NNT_OK);
+  assert_int_equal(nnt_model_compile(m, &e), NNT_OK);
+  assert_int_equal(nnt_model_initialize(m, &e), NNT_OK);
+  assert_int_equal(nnt_model_plan(m, NNT_MODE_INFER, &e), NNT_ERR_NOMEM);
+  tu_assert_contains(e.msg, "inference arena");
+  tu_assert_contains(e.msg, "562949953421312 bytes");
+  assert_false(m->mgr[NNT_MODE_INFER].planned);
+  nnt_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_largest_that_fit, setup, teardown),
       cmocka_unit_test_setup_teardown(test_one_by_one_trains, setup, teardown),
       cmocka_unit_test(test_max2x2_path_in_64_bits),
+      cmocka_unit_test_setup_teardown(test_allocation_failures_name_bytes, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
