@@ -2,13 +2,17 @@
  * overflow or wrap (a layer then wrote past its arena, or a plan came out
  * too small or empty), each now refused at compile with an error naming the
  * layer and the key; the largest sizes that still fit, and 1x1 shapes,
- * which must keep working; allocations too large for the machine. */
+ * which must keep working; and [Model] memory_budget from the INI, the
+ * model API, the C API and the CLI. */
 #include "test_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
+#include "nntrainer-ext.h"
+#include "nntrainer.h"
 #include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
@@ -299,6 +303,206 @@ static void test_allocation_failures_name_bytes(void **state) {
   nnt_model_destroy(m);
 }
 
+static const char *mlp_ini =
+    "[Model]\nbatch_size = 4\nepochs = 1\nloss = cross\n"
+    "[Optimizer]\ntype = adam\n"
+    "[train_set]\ntype = synthetic\nsamples = 8\n"
+    "[in]\ntype = input\ninput_shape = 1:1:16\n"
+    "[fc1]\ntype = fully_connected\nunit = 32\nactivation = relu\n"
+    "[out]\ntype = fully_connected\nunit = 4\nactivation = softmax\n";
+
+/* The training plan's total with no budget: weights + adam's 2 moments +
+ * the arena. */
+static size_t mlp_total(nnt_mode mode) {
+  nnt_err e = {0};
+  int rc;
+  nnt_model *m = load(mlp_ini, NULL, 0, &e, &rc);
+  if (rc || (rc = nnt_model_compile(m, &e)) || (rc = nnt_model_plan(m, mode, &e)))
+    fail_msg("rc %d: %s", rc, e.msg);
+  size_t w = (16 * 32 + 32 + 32 * 4 + 4) * sizeof(float);
+  assert_int_equal(m->weight_bytes, w);
+  size_t total = w + (mode == NNT_MODE_TRAIN ? 2 * w : 0) + m->mgr[mode].arena_bytes;
+  nnt_model_destroy(m);
+  return total;
+}
+
+static void test_budget_parser(void **state) {
+  (void)state;
+  static const struct {
+    const char *v;
+    uint64_t want;
+  } good[] = {{"1024", 1024},        {"4K", 4096},          {"3m", 3u << 20},
+              {"2G", 2ull << 30},    {" 7 ", 7},            {"0", 0},
+              {"16k", 16 << 10},     {"4294967296", 1ull << 32}};
+  static const char *const bad[] = {"12Q",  "-1",  "99999999999G",         "",    "K",
+                                    "1.5K", "1e6", "18446744073709551616", "5KB", "+3",
+                                    "16 k"};
+  nnt_model *m;
+  nnt_err e = {0};
+  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
+  for (size_t i = 0; i < NNT_ARRAY_LEN(good); i++) {
+    if (nnt_model_set_property(m, "memory_budget", good[i].v, &e))
+      fail_msg("'%s': %s", good[i].v, e.msg);
+    assert_int_equal(m->memory_budget, good[i].want);
+  }
+  assert_int_equal(nnt_model_set_property(m, "memory_budget", "1M", &e), NNT_OK);
+  for (size_t i = 0; i < NNT_ARRAY_LEN(bad); i++) {
+    int rc = nnt_model_set_property(m, "memory_budget", bad[i], &e);
+    if (rc != NNT_ERR_INVAL)
+      fail_msg("'%s': rc %d, budget %llu", bad[i], rc, (unsigned long long)m->memory_budget);
+    tu_assert_contains(e.msg, "memory_budget");
+    tu_assert_contains(e.msg, bad[i]);
+    /* past 64 bits says so; the others say what a byte count is */
+    tu_assert_contains(e.msg, strstr(bad[i], "99999") || strstr(bad[i], "18446")
+                                  ? "more than"
+                                  : "not a byte count");
+    assert_int_equal(m->memory_budget, 1u << 20); /* unchanged */
+  }
+  nnt_model_destroy(m);
+  /* from the INI: the file, the section and the key */
+  int rc;
+  const char *ov[] = {"memory_budget=12Q"};
+  m = load(mlp_ini, ov, 1, &e, &rc);
+  assert_int_equal(rc, NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "case.ini");
+  tu_assert_contains(e.msg, "memory_budget");
+  nnt_model_destroy(m);
+}
+
+static void test_budget_under_and_over(void **state) {
+  (void)state;
+  for (int mode = NNT_MODE_TRAIN; mode <= NNT_MODE_INFER; mode++) {
+    size_t total = mlp_total((nnt_mode)mode);
+    char under[32], over[32];
+    snprintf(under, sizeof under, "memory_budget=%zu", total);
+    snprintf(over, sizeof over, "memory_budget=%zu", total - 1);
+    nnt_err e = {0};
+    int rc;
+    /* exactly the total: plans, allocates, and (training) trains */
+    const char *ov1[] = {under};
+    nnt_model *m = load(mlp_ini, ov1, 1, &e, &rc);
+    if (rc || (rc = nnt_model_compile(m, &e)) || (rc = nnt_model_initialize(m, &e)) ||
+        (rc = nnt_model_plan(m, (nnt_mode)mode, &e)))
+      fail_msg("mode %d at budget %zu: rc %d: %s", mode, total, rc, e.msg);
+    assert_non_null(m->mgr[mode].arena);
+    if (mode == NNT_MODE_TRAIN && (rc = nnt_model_train(m, NULL, NULL, &e)))
+      fail_msg("train at budget %zu: %s", total, e.msg);
+    nnt_model_destroy(m);
+    /* one byte less: refused before the arena exists, naming the parts */
+    const char *ov2[] = {over};
+    m = load(mlp_ini, ov2, 1, &e, &rc);
+    assert_int_equal(rc, NNT_OK);
+    assert_int_equal(nnt_model_compile(m, &e), NNT_OK);
+    assert_int_equal(nnt_model_initialize(m, &e), NNT_OK);
+    rc = nnt_model_plan(m, (nnt_mode)mode, &e);
+    assert_int_equal(rc, NNT_ERR_NOMEM);
+    char num[32];
+    snprintf(num, sizeof num, "(%zu bytes)", total);
+    tu_assert_contains(e.msg, "[Model] memory_budget");
+    tu_assert_contains(e.msg, mode == NNT_MODE_TRAIN ? "training plan" : "inference plan");
+    tu_assert_contains(e.msg, num);
+    snprintf(num, sizeof num, "(%zu bytes)", total - 1);
+    tu_assert_contains(e.msg, num);
+    tu_assert_contains(e.msg, "weights 2.6 KiB");
+    tu_assert_contains(e.msg, mode == NNT_MODE_TRAIN ? "optimizer state 5.3 KiB"
+                                                     : "optimizer state 0 B");
+    tu_assert_contains(e.msg, "largest tensors: ");
+    assert_false(m->mgr[mode].planned);
+    assert_null(m->mgr[mode].arena);
+    if (mode == NNT_MODE_TRAIN) {
+      assert_int_equal(nnt_model_train(m, NULL, NULL, &e), NNT_ERR_NOMEM);
+      tu_assert_contains(e.msg, "memory_budget");
+    }
+    nnt_model_destroy(m);
+  }
+}
+
+static void test_budget_weights_and_compile(void **state) {
+  (void)state;
+  nnt_err e = {0};
+  int rc;
+  /* weights alone over the budget: initialize allocates nothing */
+  const char *ov[] = {"memory_budget=1K"};
+  nnt_model *m = load(mlp_ini, ov, 1, &e, &rc);
+  assert_int_equal(rc, NNT_OK);
+  assert_int_equal(nnt_model_compile(m, &e), NNT_OK);
+  assert_int_equal(nnt_model_initialize(m, &e), NNT_ERR_NOMEM);
+  tu_assert_contains(e.msg, "memory_budget");
+  tu_assert_contains(e.msg, "weights");
+  tu_assert_contains(e.msg, "2704 bytes");
+  tu_assert_contains(e.msg, "1024 bytes");
+  assert_null(m->wpool);
+  /* a compiled model's budget is fixed, as its other plan keys are */
+  assert_int_equal(nnt_model_set_property(m, "memory_budget", "1G", &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "memory_budget");
+  tu_assert_contains(e.msg, "compiled");
+  /* written back when the model is saved as an INI */
+  char path[1024];
+  snprintf(path, sizeof path, "%s/saved.ini", dir);
+  assert_int_equal(nnt_model_save_ini(m, path, NULL, &e), NNT_OK);
+  nnt_model_destroy(m);
+  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
+  assert_int_equal(nnt_ini_load(m, path, NULL, 0, &e), NNT_OK);
+  assert_int_equal(m->memory_budget, 1024);
+  nnt_model_destroy(m);
+}
+
+/* The C API reaches the key through the model's properties. */
+static void test_budget_capi(void **state) {
+  (void)state;
+  ml_train_model_h model;
+  assert_int_equal(ml_train_model_construct_with_conf(write_ini("capi.ini", mlp_ini), &model),
+                   ML_ERROR_NONE);
+  assert_int_equal(ml_train_model_compile(model, "memory_budget=12Q", NULL),
+                   ML_ERROR_INVALID_PARAMETER);
+  assert_int_equal(ml_train_model_compile(model, "memory_budget=1K", NULL),
+                   ML_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(ml_train_model_destroy(model), ML_ERROR_NONE);
+  char budget[64];
+  snprintf(budget, sizeof budget, "memory_budget=%zu", mlp_total(NNT_MODE_TRAIN) - 1);
+  assert_int_equal(ml_train_model_construct_with_conf(write_ini("capi.ini", mlp_ini), &model),
+                   ML_ERROR_NONE);
+  assert_int_equal(ml_train_model_compile(model, budget, NULL), ML_ERROR_NONE);
+  ml_train_ext_memory_report_s r;
+  assert_int_equal(ml_train_ext_model_get_memory_report(model, ML_TRAIN_EXT_MODE_INFER, &r),
+                   ML_ERROR_NONE);
+  assert_int_equal(ml_train_ext_model_get_memory_report(model, ML_TRAIN_EXT_MODE_TRAIN, &r),
+                   ML_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(ml_train_model_run(model, NULL), ML_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(ml_train_model_destroy(model), ML_ERROR_NONE);
+}
+
+static int run_cli(const char *args, char *out, size_t n) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "cd %s && %s %s 2>&1", dir, NNT_CLI_PATH, args);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t got = fread(out, 1, n - 1, p);
+  out[got] = '\0';
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* `nntrainer plan` shows the budget; an override sets it; over it fails. */
+static void test_budget_cli(void **state) {
+  (void)state;
+  char out[65536];
+  write_ini("mlp.ini", mlp_ini);
+  assert_int_equal(run_cli("plan mlp.ini", out, sizeof out), 0);
+  tu_assert_contains(out, "budget       none");
+  assert_int_equal(run_cli("plan mlp.ini memory_budget=1M", out, sizeof out), 0);
+  tu_assert_contains(out, "budget            1048576 bytes");
+  assert_int_equal(run_cli("plan mlp.ini --json memory_budget=1M", out, sizeof out), 0);
+  tu_assert_contains(out, "\"memory_budget_bytes\":1048576,");
+  assert_int_equal(run_cli("plan mlp.ini --json", out, sizeof out), 0);
+  tu_assert_contains(out, "\"memory_budget_bytes\":null,");
+  assert_int_equal(run_cli("plan mlp.ini memory_budget=4K", out, sizeof out), 1);
+  tu_assert_contains(out, "memory_budget");
+  tu_assert_contains(out, "(4096 bytes)");
+  assert_int_equal(run_cli("train mlp.ini memory_budget=12Q", out, sizeof out), 1);
+  tu_assert_contains(out, "memory_budget");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
@@ -306,6 +510,11 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_one_by_one_trains, setup, teardown),
       cmocka_unit_test(test_max2x2_path_in_64_bits),
       cmocka_unit_test_setup_teardown(test_allocation_failures_name_bytes, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_budget_parser, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_budget_under_and_over, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_budget_weights_and_compile, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_budget_capi, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_budget_cli, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
