@@ -33,6 +33,9 @@ typedef struct nnt_dim {
   unsigned b, c, h, w;
 } nnt_dim;
 
+/* Elements of d, unchecked: every shape of a compiled model has passed
+ * nnt_dim_check, so these products fit; a shape straight from a user value
+ * goes through nnt_dim_check first. */
 static inline size_t nnt_dim_len(nnt_dim d) {
   return (size_t)d.b * d.c * d.h * d.w;
 }
