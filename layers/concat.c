@@ -3,6 +3,7 @@
  * channel, else channel). split: one input cut into split_number equal
  * parts along an axis (default 3; NNTrainer requires axis). Both move
  * blocks of contiguous values, so they share one helper. */
+#include <stdint.h>
 #include "nntrainer/layer.h"
 
 typedef struct cat_priv {
@@ -93,7 +94,12 @@ static int cat_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
                          nnt_dim_str(ctx->in_dim[0], s2, sizeof s2), p->axis);
     }
     nnt_dim in = ctx->in_dim[k];
-    *axis_ref(&out, p->axis) += *axis_ref(&in, p->axis);
+    unsigned *sum = axis_ref(&out, p->axis), add = *axis_ref(&in, p->axis);
+    if (*sum > UINT32_MAX - add)
+      return nnt_err_set(e, NNT_ERR_INVAL,
+                         "axis: the inputs add up to more than %u along axis %u (at input %u)",
+                         UINT32_MAX, p->axis, k);
+    *sum += add;
   }
   ctx->out_dim[0] = out;
   ctx->flags = 0;

@@ -3,6 +3,7 @@
  * is conv2d over the width of a b:c:1:w input. The im2col buffers are
  * scratch tensors planned by the manager: one for forward, one recomputed
  * in the backward pass, so no column buffer lives across the step. */
+#include <stdint.h>
 #include "nntrainer/layer.h"
 
 typedef struct conv_priv {
@@ -53,14 +54,35 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
     return rc;
   nnt_conv_geom *g = &p->g;
   ctx->out_dim[0] = nnt_dim_make(in.b, p->filters, g->oh, g->ow);
-  unsigned patch = in.c * g->kh * g->kw;
+  /* the gemms: [filters x patch] by [patch x plane], one per image */
+  unsigned patch, plane, fan_out;
+  if (nnt_axis_mul((uint64_t)in.c * g->kh, g->kw, &patch) || patch > NNT_GEMM_DIM_MAX)
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "kernel_size: a patch of %u channels x %u x %u = %.0f values is more "
+                       "than the %zu a matrix product takes",
+                       in.c, g->kh, g->kw, (double)in.c * g->kh * g->kw, NNT_GEMM_DIM_MAX);
+  if (nnt_axis_mul(g->oh, g->ow, &plane) || plane > NNT_GEMM_DIM_MAX) {
+    char a[64];
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "kernel_size, stride, padding: the output plane of %u x %u = %.0f "
+                       "positions over the input %s is more than the %zu a matrix product "
+                       "takes",
+                       g->oh, g->ow, (double)g->oh * g->ow, nnt_dim_str(in, a, sizeof a),
+                       NNT_GEMM_DIM_MAX);
+  }
+  if ((rc = nnt_check_gemm_dim(p->filters, "filters", e)))
+    return rc;
+  if (nnt_axis_mul((uint64_t)p->filters * g->kh, g->kw, &fan_out))
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "filters: the fan-out %u filters x %u x %u is more than %u",
+                       p->filters, g->kh, g->kw, UINT32_MAX);
   nnt_fctx_add_weight(ctx, "filter", nnt_dim_make(p->filters, in.c, g->kh, g->kw),
-                      p->wp.weight_init, patch, p->filters * g->kh * g->kw,
+                      p->wp.weight_init, patch, fan_out,
                       p->wp.l2norm ? p->wp.l2_constant : 0, p->wp.weight_decay, 1);
   if (!p->wp.disable_bias)
     nnt_fctx_add_weight(ctx, "bias", nnt_dim_make(1, p->filters, 1, 1), p->wp.bias_init, patch,
                         p->filters, 0, p->wp.bias_decay, 1);
-  nnt_dim col = nnt_dim_make(1, 1, patch, g->oh * g->ow);
+  nnt_dim col = nnt_dim_make(1, 1, patch, plane);
   nnt_fctx_add_scratch(ctx, col, NNT_SCRATCH_FWD);
   nnt_fctx_add_scratch(ctx, col, NNT_SCRATCH_BWD);
   ctx->flags = NNT_LF_BWD_READS_INPUT;

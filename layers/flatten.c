@@ -5,7 +5,16 @@ static int flatten_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   if (ctx->n_in != 1)
     return nnt_err_set(e, NNT_ERR_INVAL, "flatten takes one input, not %u", ctx->n_in);
   nnt_dim d = ctx->in_dim[0];
-  ctx->out_dim[0] = nnt_dim_make(d.b, 1, 1, d.c * d.h * d.w);
+  unsigned w;
+  if (nnt_axis_mul((uint64_t)d.c * d.h, d.w, &w)) {
+    char a[64];
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "flatten: the output width would be %u x %u x %u = %.0f (input %s), "
+                       "more than %u",
+                       d.c, d.h, d.w, (double)d.c * d.h * d.w, nnt_dim_str(d, a, sizeof a),
+                       UINT32_MAX);
+  }
+  ctx->out_dim[0] = nnt_dim_make(d.b, 1, 1, w);
   ctx->flags = NNT_LF_VIEW;
   return NNT_OK;
 }

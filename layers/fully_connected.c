@@ -37,6 +37,19 @@ static int fc_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
     return nnt_err_set(e, NNT_ERR_INVAL, "fully_connected takes one input, not %u", ctx->n_in);
   nnt_dim in = ctx->in_dim[0], out = in;
   out.w = p->unit;
+  /* every (b, c, h) row is a row of the gemm; the input's length was
+   * checked, so this product fits */
+  size_t rows = (size_t)in.b * in.c * in.h;
+  int rc = nnt_check_gemm_dim(p->unit, "unit", e);
+  if (!rc)
+    rc = nnt_check_gemm_dim(in.w, "input width", e);
+  if (!rc && rows > NNT_GEMM_DIM_MAX)
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "the input has %zu rows (batch_size %u x %u x %u), more than the %zu "
+                       "a matrix product takes",
+                       rows, in.b, in.c, in.h, NNT_GEMM_DIM_MAX);
+  if (rc)
+    return rc;
   ctx->out_dim[0] = out;
   /* Fans as NNTrainer derives them from the tensor shape: [in, unit] gives
    * (in, unit) unless in == 1, where the shape reads as a vector of unit

@@ -2,7 +2,13 @@
  * the whole window, padding included. Max keeps each maximum's position in
  * a scratch tensor for the backward pass, so it reads neither its input nor
  * its output there. */
+#include <stdint.h>
 #include "nntrainer/layer.h"
+
+/* Max pooling's scratch holds positions within an input plane as floats,
+ * which are exact integers up to 2^24: a larger plane would route
+ * gradients to the wrong place, or past the plane's end. */
+#define POOL_IDX_MAX (1u << 24)
 
 typedef struct pool_priv {
   int mode; /* -1 unset, 0 max, 1 average */
@@ -67,6 +73,17 @@ static int pool_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   int rc = nnt_window_geom(&w, in, "pool_size", &p->g, e);
   if (rc)
     return rc;
+  unsigned area; /* average divides by it */
+  if (nnt_axis_mul(p->g.kh, p->g.kw, &area))
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "%s: a window of %u x %u has more than %u positions",
+                       p->global ? "pooling" : "pool_size", p->g.kh, p->g.kw, UINT32_MAX);
+  uint64_t plane = (uint64_t)in.h * in.w;
+  if (p->mode == 0 && plane > POOL_IDX_MAX)
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "pooling: max pooling keeps each maximum's position as a float, exact "
+                       "up to %u; the input plane %u x %u = %llu is larger",
+                       POOL_IDX_MAX, in.h, in.w, (unsigned long long)plane);
   ctx->out_dim[0] = nnt_dim_make(in.b, in.c, p->g.oh, p->g.ow);
   if (p->mode == 0)
     nnt_fctx_add_scratch(ctx, ctx->out_dim[0], NNT_SCRATCH_ITER);

@@ -23,13 +23,20 @@ static int reshape_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
     return nnt_err_set(e, NNT_ERR_INVAL, "reshape takes one input, not %u", ctx->n_in);
   nnt_dim in = ctx->in_dim[0], out = p->target;
   out.b = in.b;
-  if (nnt_dim_feature_len(out) != nnt_dim_feature_len(in)) {
-    char a[64], b[64];
+  char a[64], b[64];
+  size_t n_out;
+  /* the input's size was checked when it was made; the target's is not yet */
+  if (nnt_size_mul(out.c, out.h, &n_out) || nnt_size_mul(n_out, out.w, &n_out))
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "target_shape: %s holds %.4g values per sample, more than fit in "
+                       "memory (the input %s holds %zu)",
+                       nnt_dim_str(out, a, sizeof a), (double)out.c * out.h * (double)out.w,
+                       nnt_dim_str(in, b, sizeof b), nnt_dim_feature_len(in));
+  if (n_out != nnt_dim_feature_len(in))
     return nnt_err_set(e, NNT_ERR_INVAL,
                        "target_shape: %s holds %zu values per sample but the input %s holds %zu",
-                       nnt_dim_str(out, a, sizeof a), nnt_dim_feature_len(out),
-                       nnt_dim_str(in, b, sizeof b), nnt_dim_feature_len(in));
-  }
+                       nnt_dim_str(out, a, sizeof a), n_out, nnt_dim_str(in, b, sizeof b),
+                       nnt_dim_feature_len(in));
   ctx->out_dim[0] = out;
   ctx->flags = NNT_LF_VIEW;
   return NNT_OK;

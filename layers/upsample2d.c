@@ -46,7 +46,14 @@ static int up_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   if (ctx->n_in != 1)
     return nnt_err_set(e, NNT_ERR_INVAL, "upsample2d takes one input, not %u", ctx->n_in);
   nnt_dim d = ctx->in_dim[0];
-  ctx->out_dim[0] = nnt_dim_make(d.b, d.c, d.h * p->kh, d.w * p->kw);
+  unsigned oh, ow;
+  if (nnt_axis_mul(d.h, p->kh, &oh) || nnt_axis_mul(d.w, p->kw, &ow))
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "kernel_size: the output would be %llu x %llu (input %u x %u, "
+                       "kernel_size %u,%u), more than %u on an axis",
+                       (unsigned long long)d.h * p->kh, (unsigned long long)d.w * p->kw, d.h,
+                       d.w, p->kh, p->kw, UINT32_MAX);
+  ctx->out_dim[0] = nnt_dim_make(d.b, d.c, oh, ow);
   ctx->flags = 0;
   return NNT_OK;
 }

@@ -1,4 +1,4 @@
-/* Tensor requests, views, and planning one arena per mode. */
+/* Tensor requests, views, planning one arena per mode, and allocating it. */
 #include "manager/manager.h"
 
 #include <math.h>
@@ -25,6 +25,9 @@ void nnt_mgr_free(nnt_mgr *m) {
 
 int nnt_mgr_request(nnt_mgr *m, const char *name, nnt_tkind kind, nnt_dim dim,
                     unsigned first, unsigned last) {
+  size_t bytes;
+  if (nnt_dim_check(dim, name, NULL, &bytes, NULL))
+    return NNT_ERR_INVAL;
   if (m->n == m->cap) {
     size_t cap = m->cap ? 2 * m->cap : 64;
     nnt_mgr_tensor *t = nnt_realloc(m->t, cap * sizeof *t);
@@ -37,7 +40,7 @@ int nnt_mgr_request(nnt_mgr *m, const char *name, nnt_tkind kind, nnt_dim dim,
   memset(t, 0, sizeof *t);
   snprintf(t->name, sizeof t->name, "%s", name);
   t->kind = kind;
-  t->bytes = nnt_dim_len(dim) * sizeof(float);
+  t->bytes = bytes;
   t->first = first < last ? first : last;
   t->last = first < last ? last : first;
   t->parent = -1;
@@ -121,16 +124,18 @@ int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
     goto out;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   m->planning_ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
-  free(m->arena);
-  m->arena = NULL;
-  if (pool) {
-    m->arena = aligned_alloc(NNT_MGR_ALIGN, pool);
-    if (!m->arena) {
-      rc = nnt_err_set(e, NNT_ERR_NOMEM, "manager: cannot allocate an arena of %zu bytes", pool);
+  /* the validator's overlap check is for debug builds and tests; that
+   * every tensor lies inside the arena is checked always */
+  for (size_t k = 0; k < nr; k++)
+    if (blk[k].bytes && (off[k] > pool || blk[k].bytes > pool - off[k])) {
+      rc = nnt_err_set(e, NNT_ERR_INVAL,
+                       "manager: the plan puts '%s' (%zu bytes at %zu) outside its arena of "
+                       "%zu bytes",
+                       m->t[roots[k]].name, blk[k].bytes, off[k], pool);
       goto out;
     }
-    memset(m->arena, 0, pool);
-  }
+  free(m->arena);
+  m->arena = NULL;
   for (size_t k = 0; k < nr; k++)
     m->t[roots[k]].offset = off[k];
   for (size_t i = 0; i < n; i++) {
@@ -143,10 +148,30 @@ int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
   m->lower_bound = nnt_plan_lower_bound(blk, nr);
   m->planner = planner;
   m->planned = 1;
+  m->allocated = 0;
 out:
   nnt_free(first), nnt_free(last), nnt_free(bytes), nnt_free(blk), nnt_free(roots),
       nnt_free(off);
   return rc;
+}
+
+int nnt_mgr_alloc(nnt_mgr *m, const char *what, nnt_err *e) {
+  if (!m->planned)
+    return nnt_err_set(e, NNT_ERR_INVAL, "manager: nothing is planned");
+  if (m->allocated)
+    return NNT_OK;
+  if (m->arena_bytes > NNT_BYTES_MAX)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate the %s arena of %zu bytes", what,
+                       m->arena_bytes);
+  if (m->arena_bytes) {
+    m->arena = aligned_alloc(NNT_MGR_ALIGN, m->arena_bytes);
+    if (!m->arena)
+      return nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate the %s arena of %zu bytes", what,
+                         m->arena_bytes);
+    memset(m->arena, 0, m->arena_bytes);
+  }
+  m->allocated = 1;
+  return NNT_OK;
 }
 
 float *nnt_mgr_data(const nnt_mgr *m, int id) {

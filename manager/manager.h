@@ -44,6 +44,7 @@ typedef struct nnt_mgr {
   size_t lower_bound;
   double planning_ms;
   int planned;
+  int allocated; /* the arena of the current plan exists (nnt_mgr_alloc) */
   int poison; /* fill a tensor with NaN when its lifetime ends (debug) */
 } nnt_mgr;
 
@@ -51,7 +52,8 @@ void nnt_mgr_init(nnt_mgr *m);
 void nnt_mgr_free(nnt_mgr *m); /* frees requests and the arena */
 
 /* Request a tensor of `dim` floats alive over [first, last].
- * @return its id (>= 0) or a negative error code. */
+ * @return its id (>= 0), NNT_ERR_INVAL when dim has an axis of 0 or more
+ * than NNT_BYTES_MAX bytes (nnt_dim_check), or NNT_ERR_NOMEM. */
 int nnt_mgr_request(nnt_mgr *m, const char *name, nnt_tkind kind, nnt_dim dim,
                     unsigned first, unsigned last);
 /* Extend id's lifetime to include `order`. */
@@ -61,10 +63,15 @@ void nnt_mgr_merge(nnt_mgr *m, int view, int src);
 /* The request that owns id's memory. */
 int nnt_mgr_root(const nnt_mgr *m, int id);
 
-/* Place every root request with the planner and allocate the arena.
- * With validate set, the plan is checked (always in debug builds). */
+/* Place every root request with the planner: offsets and arena_bytes, no
+ * memory yet (any earlier arena is freed). With validate set, the plan is
+ * checked (always in debug builds); that every tensor lies inside the
+ * arena is checked always. */
 int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
                  nnt_err *e);
+/* Allocate and zero the arena of the current plan (once). what names the
+ * arena in the error ("training"): NNT_ERR_NOMEM with its bytes. */
+int nnt_mgr_alloc(nnt_mgr *m, const char *what, nnt_err *e);
 float *nnt_mgr_data(const nnt_mgr *m, int id);
 /* Check the current plan with the plan validator. */
 int nnt_mgr_validate(const nnt_mgr *m, nnt_err *e);

@@ -280,6 +280,27 @@ static int dfs(build *b, unsigned i, unsigned char *mark, unsigned *post, size_t
   return NNT_OK;
 }
 
+/* Every shape a layer gave at finalize must have a byte size that fits;
+ * each layer checks the arithmetic of its own keys, and this catches what
+ * none of them names (a wrapped or empty shape). */
+static int check_sizes(const nnt_finalize_ctx *fc, nnt_err *e) {
+  char what[64];
+  int rc = NNT_OK;
+  for (unsigned o = 0; o < fc->n_out && !rc; o++) {
+    snprintf(what, sizeof what, "output %u", o);
+    rc = nnt_dim_check(fc->out_dim[o], what, NULL, NULL, e);
+  }
+  for (unsigned w = 0; w < fc->n_w && !rc; w++) {
+    snprintf(what, sizeof what, "weight '%s'", fc->w[w].name);
+    rc = nnt_dim_check(fc->w[w].dim, what, NULL, NULL, e);
+  }
+  for (unsigned s = 0; s < fc->n_scratch && !rc; s++) {
+    snprintf(what, sizeof what, "scratch tensor %u", s);
+    rc = nnt_dim_check(fc->scratch_dim[s], what, NULL, NULL, e);
+  }
+  return rc;
+}
+
 static int sort_and_finalize(build *b, nnt_err *e) {
   nnt_model *m = b->m;
   size_t live = 0;
@@ -343,6 +364,11 @@ static int sort_and_finalize(build *b, nnt_err *e) {
       nd->in_idx[0] = m->n_inputs;
       nnt_dim d = nd->layer->input_shape;
       d.b = m->batch;
+      int rc = nnt_dim_check(d, "input_shape: batch_size x input_shape", NULL, NULL, e);
+      if (rc) {
+        nnt_err_prefix(e, "[%s] ", nd->layer->name);
+        return rc;
+      }
       m->input_dim[m->n_inputs++] = d;
     }
     fc->n_in = nd->n_in;
@@ -375,6 +401,10 @@ static int sort_and_finalize(build *b, nnt_err *e) {
       return nnt_err_prefix(e, "[%s] ", nd->layer->name);
     if (fc->n_out == 0 || fc->n_out > NNT_MAX_IO)
       return nnt_err_set(e, NNT_ERR_INVAL, "[%s] bad output count %u", nd->layer->name, fc->n_out);
+    if ((rc = check_sizes(fc, e))) {
+      nnt_err_prefix(e, "[%s] ", nd->layer->name);
+      return rc;
+    }
     if (fc->flags & NNT_LF_LOSS) {
       if (m->n_labels == NNT_DS_MAX_STREAMS)
         return nnt_err_set(e, NNT_ERR_INVAL, "[%s] too many loss layers", nd->layer->name);
@@ -389,6 +419,8 @@ static int sort_and_finalize(build *b, nnt_err *e) {
 static int assign_orders(nnt_model *m, nnt_err *e) {
   size_t n = m->n_nodes;
   m->n_w = 0;
+  if (n > UINT_MAX / 4)
+    return nnt_err_set(e, NNT_ERR_INVAL, "compile: %zu layers are too many", n);
   for (size_t i = 0; i < n; i++) {
     nnt_node *nd = &m->nodes[i];
     for (unsigned o = 0; o < nd->fc.n_out; o++)
@@ -441,6 +473,34 @@ static int assign_orders(nnt_model *m, nnt_err *e) {
   return NNT_OK;
 }
 
+/* The weight pool and the optimizer state are one allocation each: their
+ * totals must fit as well as each weight does. */
+static int weight_totals(nnt_model *m, nnt_err *e) {
+  size_t total = 0;
+  for (size_t i = 0; i < m->n_w; i++) {
+    size_t bytes;
+    int rc = nnt_dim_check(m->wspec[i].dim, "weight", NULL, &bytes, e);
+    if (!rc && (nnt_size_add(total, bytes, &total) || total > NNT_BYTES_MAX))
+      rc = nnt_err_set(e, NNT_ERR_INVAL,
+                       "weight '%s': the model's weights add up to more than %zu bytes",
+                       m->wspec[i].name, NNT_BYTES_MAX);
+    if (rc) {
+      nnt_err_prefix(e, "[%s] ", m->nodes[m->w_node[i]].layer->name);
+      return rc;
+    }
+  }
+  unsigned slots = m->opt ? nnt_optimizer_state_count(m->opt) : 0;
+  size_t state;
+  if (nnt_size_mul(total, slots, &state) || nnt_size_add(state, total, &state) ||
+      state > NNT_BYTES_MAX)
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "[Optimizer] type: %s keeps %u values per weight; with %zu bytes of "
+                       "weights that is more than %zu bytes",
+                       nnt_optimizer_type_name(m->opt), slots, total, NNT_BYTES_MAX);
+  m->weight_bytes = total;
+  return NNT_OK;
+}
+
 int nnt_graph_compile(nnt_model *m, nnt_err *e) {
   build b = {0};
   b.m = m;
@@ -453,6 +513,8 @@ int nnt_graph_compile(nnt_model *m, nnt_err *e) {
     rc = sort_and_finalize(&b, e);
   if (!rc)
     rc = assign_orders(m, e);
+  if (!rc)
+    rc = weight_totals(m, e);
   nnt_free(b.g);
   nnt_free(b.a);
   if (rc)

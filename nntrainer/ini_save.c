@@ -26,6 +26,8 @@ static void write_model(FILE *f, const nnt_model *m, const char *bin_path) {
   if (m->seed_set)
     fprintf(f, "seed = %llu\n", (unsigned long long)m->seed);
   fprintf(f, "memory_planner = %s\n", nnt_planner_name(m->planner));
+  if (m->memory_budget)
+    fprintf(f, "memory_budget = %llu\n", (unsigned long long)m->memory_budget);
 }
 
 static void write_floats(FILE *f, const char *key, const float *v, unsigned n) {

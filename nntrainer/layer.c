@@ -142,6 +142,14 @@ int nnt_weight_props_set(nnt_weight_props *p, const char *key, const char *value
   return NNT_ERR_NOKEY;
 }
 
+int nnt_check_gemm_dim(size_t v, const char *what, nnt_err *e) {
+  if (v <= NNT_GEMM_DIM_MAX)
+    return NNT_OK;
+  return nnt_err_set(e, NNT_ERR_INVAL,
+                     "%s: %zu is more than the %zu a matrix product takes", what, v,
+                     NNT_GEMM_DIM_MAX);
+}
+
 /* Append a weight request to ctx. Returns its index, or NNT_MAX_WEIGHTS (and
  * records nothing) when the table is full. */
 unsigned nnt_fctx_add_weight(nnt_finalize_ctx *ctx, const char *name, nnt_dim dim,

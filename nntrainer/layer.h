@@ -62,10 +62,16 @@ void nnt_window_props_init(nnt_window_props *p);
  * @return NNT_OK, NNT_ERR_NOKEY for other keys, or an error. */
 int nnt_window_props_set(nnt_window_props *p, const char *key, const char *kernel_key,
                          const char *value, int one_d, nnt_err *e);
-/* The geometry over an input of dim in; an error names the key and shapes
- * when the window does not fit the padded input. */
+/* The geometry over an input of dim in, computed in 64 bits; an error
+ * names the key and shapes when the window does not fit the padded input,
+ * or when the dilated window or the output does not fit a 32-bit axis. */
 int nnt_window_geom(const nnt_window_props *p, nnt_dim in, const char *kernel_key,
                     nnt_conv_geom *g, nnt_err *e);
+
+/* For finalize: NNT_OK when v, a dimension or leading dimension the layer
+ * will pass to the kernels' gemm, is at most NNT_GEMM_DIM_MAX; otherwise
+ * NNT_ERR_INVAL with "<what>: <v> is more than ...". */
+int nnt_check_gemm_dim(size_t v, const char *what, nnt_err *e);
 
 /* A weight the layer asks for at finalize. */
 typedef struct nnt_weight_spec {

@@ -80,6 +80,46 @@ static char *resolve_path(const nnt_model *m, const char *v) {
   return p;
 }
 
+/* memory_budget: a byte count with an optional K, M or G suffix (binary
+ * multiples: 1K = 1024), case-insensitive; 0 means no limit. */
+static int parse_budget(const char *key, const char *v, uint64_t *out, nnt_err *e) {
+  while (*v == ' ' || *v == '\t')
+    v++;
+  uint64_t x = 0;
+  const char *p = v;
+  for (; *p >= '0' && *p <= '9'; p++)
+    if (__builtin_mul_overflow(x, 10, &x) || __builtin_add_overflow(x, (uint64_t)(*p - '0'), &x))
+      goto range;
+  if (p == v)
+    goto bad;
+  unsigned shift = 0;
+  if (*p == 'k' || *p == 'K')
+    shift = 10, p++;
+  else if (*p == 'm' || *p == 'M')
+    shift = 20, p++;
+  else if (*p == 'g' || *p == 'G')
+    shift = 30, p++;
+  while (*p == ' ' || *p == '\t')
+    p++;
+  if (*p)
+    goto bad;
+  if (shift && x > (UINT64_MAX >> shift))
+    goto range;
+  x <<= shift;
+  if (x > SIZE_MAX)
+    goto range;
+  *out = x;
+  return NNT_OK;
+range:
+  return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': value '%s' is more than %zu bytes", key, v,
+                     (size_t)SIZE_MAX);
+bad:
+  return nnt_err_set(e, NNT_ERR_INVAL,
+                     "key '%s': value '%s' is not a byte count (digits with an optional K, M "
+                     "or G suffix, as in 512M; 0 for no limit)",
+                     key, v);
+}
+
 int nnt_model_set_property(nnt_model *m, const char *key, const char *value,
                            nnt_err *e) {
   if (!key || !value)
@@ -156,6 +196,8 @@ int nnt_model_set_property(nnt_model *m, const char *key, const char *value,
     m->seed_set = 1;
     return NNT_OK;
   }
+  if (nnt_streq(key, "memory_budget"))
+    return parse_budget(key, value, &m->memory_budget, e);
   if (nnt_streq(key, "memory_planner")) {
     if (nnt_planner_from_name(value, &m->planner))
       return nnt_err_set(e, NNT_ERR_INVAL,
@@ -248,9 +290,12 @@ int nnt_model_initialize(nnt_model *m, nnt_err *e) {
     return nnt_err_set(e, NNT_ERR_INVAL, "initialize: compile the model first");
   if (m->initialized)
     return nnt_err_set(e, NNT_ERR_INVAL, "initialize: the model is already initialized");
-  size_t total = 0;
-  for (size_t i = 0; i < m->n_w; i++)
-    total += nnt_dim_len(m->wspec[i].dim);
+  if (m->memory_budget && m->weight_bytes > m->memory_budget)
+    return nnt_err_set(e, NNT_ERR_NOMEM,
+                       "[Model] memory_budget: the weights alone need %zu bytes, more than the "
+                       "budget of %llu bytes",
+                       m->weight_bytes, (unsigned long long)m->memory_budget);
+  size_t total = m->weight_bytes / sizeof(float); /* checked at compile */
   m->wpool = nnt_malloc((total ? total : 1) * sizeof(float));
   if (!m->wpool)
     return nnt_err_set(e, NNT_ERR_NOMEM, "initialize: cannot allocate %zu bytes of weights",

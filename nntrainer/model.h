@@ -25,7 +25,8 @@ int nnt_model_create(nnt_model **out, nnt_err *e);
 void nnt_model_destroy(nnt_model *m);
 
 /* [Model] keys: type, epochs, batch_size, loss, save_path, continue_train,
- * memory_optimization, clip_grad_by_norm; ours: seed, memory_planner.
+ * memory_optimization, clip_grad_by_norm; ours: seed, memory_planner,
+ * memory_budget (bytes, K/M/G suffixes; planning a mode over it fails).
  * Relative save_path resolves against the base dir (nnt_model_set_base_dir). */
 int nnt_model_set_property(nnt_model *m, const char *key, const char *value,
                            nnt_err *e);

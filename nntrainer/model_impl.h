@@ -73,6 +73,7 @@ struct nnt_model {
   uint64_t seed;
   int seed_set;
   nnt_planner_kind planner;
+  uint64_t memory_budget;   /* bytes; 0: no limit */
   int load_on_init;         /* load_weights: load save_path at initialize */
   char *base_dir;
   /* compiled */
@@ -89,6 +90,7 @@ struct nnt_model {
   nnt_weight_spec *wspec;
   nnt_tensor *w;
   unsigned *w_node;
+  size_t weight_bytes;      /* all weights, checked at compile */
   float *wpool;
   size_t wpool_floats;
   /* optimizer state, allocated at the first training step */

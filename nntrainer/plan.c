@@ -12,9 +12,13 @@ static int req(nnt_mgr *g, const char *layer, const char *what, unsigned idx,
                nnt_err *e) {
   char name[NNT_NAME_MAX + 48];
   snprintf(name, sizeof name, "%s:%s%u", layer, what, idx);
-  int id = nnt_mgr_request(g, name, kind, dim, first, last);
+  /* compile checked every shape; this names a tensor that slipped past */
+  int id = nnt_dim_check(dim, name, NULL, NULL, e);
   if (id < 0)
-    return nnt_err_set(e, NNT_ERR_NOMEM, "manager: out of memory");
+    return id;
+  id = nnt_mgr_request(g, name, kind, dim, first, last);
+  if (id < 0)
+    return nnt_err_set(e, id, "manager: cannot request '%s': %s", name, nnt_strerror(id));
   return id;
 }
 
@@ -241,6 +245,73 @@ static void bind_contexts(nnt_model *m, nnt_mode mode) {
   m->bound_mode = mode;
 }
 
+/* The planned bytes of a mode: the weights, the optimizer state (training
+ * only) and the arena. parts[] receives the three, in that order. */
+static int mode_total(const nnt_model *m, nnt_mode mode, const nnt_mgr *g, size_t parts[3],
+                      size_t *total) {
+  unsigned slots = mode == NNT_MODE_TRAIN && m->opt ? nnt_optimizer_state_count(m->opt) : 0;
+  parts[0] = m->weight_bytes;
+  parts[1] = slots * m->weight_bytes; /* fits: compile checked it */
+  parts[2] = g->arena_bytes;
+  return nnt_size_add(parts[0], parts[1], total) || nnt_size_add(*total, parts[2], total);
+}
+
+/* "12.0 MiB (12582912 bytes)" */
+static const char *bytes_both(uint64_t b, char *buf, size_t n) {
+  char s[32];
+  snprintf(buf, n, "%s (%llu bytes)", nnt_bytes_str((size_t)b, s, sizeof s),
+           (unsigned long long)b);
+  return buf;
+}
+
+/* A mode's plan against [Model] memory_budget, before its arena exists.
+ * Over the budget is an error today, stating the planned bytes, the budget
+ * and the largest parts; a later step that recomputes activations instead
+ * of keeping them would, here, plan again with a schedule that frees them. */
+static int fit_budget(const nnt_model *m, nnt_mode mode, const nnt_mgr *g, nnt_err *e) {
+  size_t parts[3], total;
+  int wrapped = mode_total(m, mode, g, parts, &total);
+  if (!m->memory_budget || (!wrapped && total <= m->memory_budget))
+    return NNT_OK;
+  const char *mname = mode == NNT_MODE_TRAIN ? "training" : "inference";
+  char a[64], b[64], c[64];
+  char msg[NNT_ERR_MSG_MAX];
+  int n = snprintf(msg, sizeof msg, "[Model] memory_budget: the %s plan needs %s, more than "
+                   "the budget of %s: arena %s",
+                   mname, wrapped ? "more than SIZE_MAX bytes" : bytes_both(total, a, sizeof a),
+                   bytes_both(m->memory_budget, b, sizeof b), nnt_bytes_str(parts[2], c, sizeof c));
+  /* the arena by kind, then the three largest tensors in it */
+  const char *sep = " (shared by ";
+  for (int k = 0; k < NNT_TK__COUNT && n > 0 && (size_t)n < sizeof msg; k++) {
+    size_t kb = nnt_mgr_kind_bytes(g, (nnt_tkind)k);
+    if (kb) {
+      n += snprintf(msg + n, sizeof msg - n, "%s%s %s", sep, nnt_tkind_name((nnt_tkind)k),
+                    nnt_bytes_str(kb, c, sizeof c));
+      sep = ", ";
+    }
+  }
+  if (n > 0 && (size_t)n < sizeof msg)
+    n += snprintf(msg + n, sizeof msg - n, "%s, weights %s, optimizer state %s",
+                  sep[0] == ',' ? ")" : "", nnt_bytes_str(parts[0], a, sizeof a),
+                  nnt_bytes_str(parts[1], b, sizeof b));
+  int top[3] = {-1, -1, -1};
+  for (size_t i = 0; i < g->n; i++) {
+    if (g->t[i].parent >= 0)
+      continue;
+    for (int r = 0; r < 3; r++)
+      if (top[r] < 0 || g->t[i].bytes > g->t[top[r]].bytes) {
+        for (int q = 2; q > r; q--)
+          top[q] = top[q - 1];
+        top[r] = (int)i;
+        break;
+      }
+  }
+  for (int r = 0; r < 3 && top[r] >= 0 && n > 0 && (size_t)n < sizeof msg; r++)
+    n += snprintf(msg + n, sizeof msg - n, "%s%.64s %s", r ? ", " : "; largest tensors: ",
+                  g->t[top[r]].name, nnt_bytes_str(g->t[top[r]].bytes, c, sizeof c));
+  return nnt_err_set(e, NNT_ERR_NOMEM, "%s", msg);
+}
+
 /* The requests of a mode into g; they also set the nodes' tensor ids, which
  * are the same every time for the same mode. */
 static int build_requests(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
@@ -273,6 +344,10 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
     nnt_planner_kind k = m->memory_optimization ? m->planner : NNT_PLANNER_BASIC;
     rc = nnt_mgr_plan(g, k, 0, e);
   }
+  if (!rc)
+    rc = fit_budget(m, mode, g, e);
+  if (!rc)
+    rc = nnt_mgr_alloc(g, mode == NNT_MODE_TRAIN ? "training" : "inference", e);
   if (rc) {
     nnt_mgr_free(g);
     return rc;

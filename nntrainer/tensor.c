@@ -1,8 +1,29 @@
-/* Shapes: parsing and formatting NNTrainer's b:c:h:w notation. */
+/* Shapes: parsing and formatting NNTrainer's b:c:h:w notation, and the
+ * checked size of a shape. */
 #include "nntrainer/tensor.h"
 
 #include <stdio.h>
 #include <string.h>
+
+int nnt_dim_check(nnt_dim d, const char *what, size_t *len, size_t *bytes, nnt_err *e) {
+  char s[64];
+  if (!d.b || !d.c || !d.h || !d.w)
+    return nnt_err_set(e, NNT_ERR_INVAL, "%s %s has an axis of 0", what,
+                       nnt_dim_str(d, s, sizeof s));
+  size_t n, nb;
+  if (nnt_size_mul(d.b, d.c, &n) || nnt_size_mul(n, d.h, &n) || nnt_size_mul(n, d.w, &n) ||
+      nnt_size_mul(n, sizeof(float), &nb) || nb > NNT_BYTES_MAX)
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "%s %s does not fit: %.4g values of 4 bytes, more than the %zu "
+                       "bytes one tensor may take",
+                       what, nnt_dim_str(d, s, sizeof s),
+                       (double)d.b * d.c * (double)d.h * d.w, NNT_BYTES_MAX);
+  if (len)
+    *len = n;
+  if (bytes)
+    *bytes = nb;
+  return NNT_OK;
+}
 
 int nnt_dim_eq(nnt_dim a, nnt_dim b) {
   return a.b == b.b && a.c == b.c && a.h == b.h && a.w == b.w;

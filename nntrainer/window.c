@@ -1,4 +1,6 @@
 /* Window properties and geometry for convolution and pooling layers. */
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include "nntrainer/layer.h"
 
@@ -79,42 +81,69 @@ int nnt_window_props_set(nnt_window_props *p, const char *key, const char *kerne
   return NNT_ERR_NOKEY;
 }
 
-/* "same": the output is ceil(in / stride); the extra goes bottom/right. */
-static void same_pad(unsigned in, unsigned k, unsigned s, unsigned d, unsigned *lo,
-                     unsigned *hi) {
-  unsigned out = (in + s - 1) / s, span = (k - 1) * d + 1;
-  long total = (long)(out - 1) * s + span - in;
-  if (total < 0)
-    total = 0;
+/* "same": the output is ceil(in / stride); the extra goes bottom/right.
+ * With span (the dilated window) at most UINT32_MAX the total padding is
+ * below span, so both halves fit. */
+static void same_pad(uint64_t in, uint64_t s, uint64_t span, unsigned *lo, unsigned *hi) {
+  uint64_t out = (in + s - 1) / s, reach = (out - 1) * s + span;
+  uint64_t total = reach > in ? reach - in : 0;
   *lo = (unsigned)(total / 2);
   *hi = (unsigned)(total - total / 2);
 }
 
+/* One axis: the dilated window, checked. */
+static int span_of(const char *kernel_key, const char *axis, unsigned k, unsigned d,
+                   uint64_t *span, nnt_err *e) {
+  *span = (uint64_t)(k - 1) * d + 1;
+  if (*span > UINT32_MAX)
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "%s, dilation: the window %s %u dilated by %u spans %llu, more "
+                       "than %u",
+                       kernel_key, axis, k, d, (unsigned long long)*span, UINT32_MAX);
+  return NNT_OK;
+}
+
+/* Geometry in 64 bits: padding and dilation come from the user, so the
+ * padded input and the output are checked to fit the 32-bit axes. */
 int nnt_window_geom(const nnt_window_props *p, nnt_dim in, const char *kernel_key,
                     nnt_conv_geom *g, nnt_err *e) {
   g->c = in.c, g->h = in.h, g->w = in.w;
   g->kh = p->k[0], g->kw = p->k[1];
   g->sh = p->s[0], g->sw = p->s[1];
   g->dh = p->d[0], g->dw = p->d[1];
+  uint64_t span_h, span_w;
+  int rc = span_of(kernel_key, "height", g->kh, g->dh, &span_h, e);
+  if (!rc)
+    rc = span_of(kernel_key, "width", g->kw, g->dw, &span_w, e);
+  if (rc)
+    return rc;
   if (p->pad_mode == 2) {
-    same_pad(in.h, g->kh, g->sh, g->dh, &g->pt, &g->pb);
-    same_pad(in.w, g->kw, g->sw, g->dw, &g->pl, &g->pr);
+    same_pad(in.h, g->sh, span_h, &g->pt, &g->pb);
+    same_pad(in.w, g->sw, span_w, &g->pl, &g->pr);
   } else if (p->pad_mode == 1) {
     g->pt = g->pb = g->pl = g->pr = 0;
   } else {
     g->pt = p->pad[0], g->pb = p->pad[1], g->pl = p->pad[2], g->pr = p->pad[3];
   }
-  unsigned span_h = (g->kh - 1) * g->dh + 1, span_w = (g->kw - 1) * g->dw + 1;
-  unsigned ph = in.h + g->pt + g->pb, pw = in.w + g->pl + g->pr;
+  uint64_t ph = (uint64_t)in.h + g->pt + g->pb, pw = (uint64_t)in.w + g->pl + g->pr;
   if (span_h > ph || span_w > pw) {
     char a[64];
     return nnt_err_set(e, NNT_ERR_INVAL,
-                       "%s: %ux%u (dilated %ux%u) does not fit the padded input %ux%u "
-                       "(input %s)",
-                       kernel_key, g->kh, g->kw, span_h, span_w, ph, pw,
-                       nnt_dim_str(in, a, sizeof a));
+                       "%s: %ux%u (dilated %llux%llu) does not fit the padded input "
+                       "%llux%llu (input %s)",
+                       kernel_key, g->kh, g->kw, (unsigned long long)span_h,
+                       (unsigned long long)span_w, (unsigned long long)ph,
+                       (unsigned long long)pw, nnt_dim_str(in, a, sizeof a));
   }
-  g->oh = (ph - span_h) / g->sh + 1;
-  g->ow = (pw - span_w) / g->sw + 1;
+  uint64_t oh = (ph - span_h) / g->sh + 1, ow = (pw - span_w) / g->sw + 1;
+  /* the kernels index the padded input with long (32 bits on some targets) */
+  if (oh > UINT32_MAX || ow > UINT32_MAX || ph > LONG_MAX || pw > LONG_MAX)
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "padding: the output would be %llu x %llu over a padded input of "
+                       "%llu x %llu; an output axis may hold at most %u, a padded one %ld",
+                       (unsigned long long)oh, (unsigned long long)ow, (unsigned long long)ph,
+                       (unsigned long long)pw, UINT32_MAX, LONG_MAX);
+  g->oh = (unsigned)oh;
+  g->ow = (unsigned)ow;
   return NNT_OK;
 }

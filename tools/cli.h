@@ -15,6 +15,7 @@ typedef struct cli_plan_info {
   unsigned orders;
   size_t unoptimized_arena;  /* the same mode with memory_optimization=false */
   size_t weight_bytes, optimizer_bytes;
+  uint64_t memory_budget;    /* [Model] memory_budget; 0: none */
 } cli_plan_info;
 
 void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose);

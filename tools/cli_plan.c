@@ -24,10 +24,15 @@ void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose) 
     fprintf(out, "{\"mode\":\"%s\",\"planner\":\"%s\",\"arena_bytes\":%zu,"
                  "\"lower_bound_bytes\":%zu,\"unoptimized_arena_bytes\":%zu,"
                  "\"weight_bytes\":%zu,\"optimizer_bytes\":%zu,\"total_bytes\":%zu,"
-                 "\"planning_ms\":%.3f,\"kinds\":{",
+                 "\"planning_ms\":%.3f,",
             pi->mode, nnt_planner_name(g->planner), g->arena_bytes, g->lower_bound,
             pi->unoptimized_arena, pi->weight_bytes, pi->optimizer_bytes, total,
             g->planning_ms);
+    if (pi->memory_budget)
+      fprintf(out, "\"memory_budget_bytes\":%llu,", (unsigned long long)pi->memory_budget);
+    else
+      fprintf(out, "\"memory_budget_bytes\":null,");
+    fprintf(out, "\"kinds\":{");
     for (int k = 0; k < NNT_TK__COUNT; k++)
       fprintf(out, "%s\"%s\":%zu", k ? "," : "", nnt_tkind_name(k),
               nnt_mgr_kind_bytes(g, k));
@@ -60,6 +65,13 @@ void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose) 
           pi->unoptimized_arena ? 100.0 * (1.0 - (double)g->arena_bytes / pi->unoptimized_arena) : 0);
   fprintf(out, "weights      %12zu bytes   optimizer %zu bytes   total %zu bytes (%s)\n",
           pi->weight_bytes, pi->optimizer_bytes, total, nnt_bytes_str(total, a, sizeof a));
+  if (pi->memory_budget)
+    fprintf(out, "budget       %12llu bytes (%s)   total / budget = %.3f\n",
+            (unsigned long long)pi->memory_budget,
+            nnt_bytes_str((size_t)pi->memory_budget, a, sizeof a),
+            (double)total / (double)pi->memory_budget);
+  else
+    fprintf(out, "budget       none (memory_budget)\n");
   fprintf(out, "planning     %.3f ms\n", g->planning_ms);
   if (!verbose)
     return;

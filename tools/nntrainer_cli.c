@@ -303,8 +303,10 @@ static int cmd_plan(int argc, char **argv) {
   }
   /* the same model with memory_optimization=false, for the saving */
   cli_opts ob = o;
-  if (ob.n_overrides < MAX_OVERRIDES)
+  if (ob.n_overrides + 1 < MAX_OVERRIDES) {
     ob.overrides[ob.n_overrides++] = "memory_optimization=false";
+    ob.overrides[ob.n_overrides++] = "memory_budget=0"; /* only compared, never run */
+  }
   if (build_model(&ob, &base, &e) || plan_mode(base, mode, NULL, &e)) {
     nnt_model_destroy(m);
     return fail(&e);
@@ -314,6 +316,7 @@ static int cmd_plan(int argc, char **argv) {
   pi.mgr = &m->mgr[mode];
   pi.orders = mode == NNT_MODE_TRAIN ? m->n_orders : (unsigned)m->n_nodes;
   pi.unoptimized_arena = base->mgr[mode].arena_bytes;
+  pi.memory_budget = m->memory_budget;
   size_t wfloats = 0;
   for (size_t i = 0; i < m->n_w; i++)
     wfloats += nnt_dim_len(m->wspec[i].dim);

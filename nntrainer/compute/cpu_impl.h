@@ -27,6 +27,8 @@ void nnt_cpu_im2col(const struct nnt_conv_geom *g, const float *x, float *col);
 void nnt_cpu_col2im(const struct nnt_conv_geom *g, const float *col, float *dx);
 void nnt_cpu_pool_fwd(const struct nnt_conv_geom *g, size_t n, int mode, const float *x,
                       float *y, float *idx);
+/* 1 when pool_fwd may take the 2x2 stride-2 max path for g. */
+int nnt_cpu_pool_is_max2x2(const struct nnt_conv_geom *g);
 void nnt_cpu_pool_bwd(const struct nnt_conv_geom *g, size_t n, int mode, const float *dy,
                       const float *idx, float *dx);
 

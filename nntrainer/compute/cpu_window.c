@@ -1,5 +1,6 @@
 /* CPU kernels over sliding windows: im2col, col2im, pooling. */
 #include <float.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "nntrainer/compute/cpu_impl.h"
@@ -79,10 +80,13 @@ void nnt_cpu_col2im(const nnt_conv_geom *g, const float *col, float *dx) {
 }
 
 /* Max pooling 2x2, stride 2, no padding or dilation: the same comparisons in
- * the same order as the general loop, without its bounds checks. */
-static int is_max2x2(const nnt_conv_geom *g) {
+ * the same order as the general loop, without its bounds checks. Every
+ * window must lie inside the input, compared in 64 bits: a huge bottom or
+ * right padding gives an output whose doubled size wraps in 32. */
+int nnt_cpu_pool_is_max2x2(const nnt_conv_geom *g) {
   return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->pt == 0 && g->pl == 0 &&
-         g->dh == 1 && g->dw == 1 && 2 * g->oh <= g->h && 2 * g->ow <= g->w;
+         g->dh == 1 && g->dw == 1 && 2 * (uint64_t)g->oh <= g->h &&
+         2 * (uint64_t)g->ow <= g->w;
 }
 
 static void max2x2_fwd(const nnt_conv_geom *g, size_t n, const float *x, float *y, float *idx) {
@@ -111,7 +115,7 @@ static void max2x2_fwd(const nnt_conv_geom *g, size_t n, const float *x, float *
 
 void nnt_cpu_pool_fwd(const nnt_conv_geom *g, size_t n, int mode, const float *x, float *y,
                       float *idx) {
-  if (mode == 0 && is_max2x2(g)) {
+  if (mode == 0 && nnt_cpu_pool_is_max2x2(g)) {
     max2x2_fwd(g, n, x, y, idx);
     return;
   }

@@ -4,6 +4,7 @@
 #ifndef NNT_KERNELS_H
 #define NNT_KERNELS_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "nntrainer/common.h"
@@ -43,10 +44,15 @@ typedef struct nnt_conv_geom {
   unsigned oh, ow;           /* output size */
 } nnt_conv_geom;
 
+/* The largest m, n, k or leading dimension gemm takes (OpenBLAS's
+ * cblas_sgemm takes int); layers refuse larger products at finalize. */
+#define NNT_GEMM_DIM_MAX ((size_t)INT_MAX)
+
 typedef struct nnt_kernels {
   const char *name;
 
-  /* C = alpha * op(A) * op(B) + beta * C; op(A) is m x k, op(B) is k x n. */
+  /* C = alpha * op(A) * op(B) + beta * C; op(A) is m x k, op(B) is k x n.
+   * Every dimension and leading dimension is at most NNT_GEMM_DIM_MAX. */
   void (*gemm)(int trans_a, int trans_b, size_t m, size_t n, size_t k,
                float alpha, const float *a, size_t lda, const float *b,
                size_t ldb, float beta, float *c, size_t ldc);
