@@ -198,7 +198,7 @@ static const char *const fits[] = {
                    "padding = 0,4294967294,0,0\n", /* output height 4294967295 */
     M1 IN("1:4096:4096") "[pool]\ntype = pooling2d\npooling = max\npool_size = 2\n",
     M1 IN("1:1:4294967295") "[pool]\ntype = pooling2d\npooling = average\npool_size = 2\n"
-                            "padding = same\n", /* ceil(in / 2) = 2^31 */
+                            "stride = 2\npadding = same\n", /* ceil(in / 2) = 2^31 */
     M1 IN("1:1:1") "[fc]\ntype = fully_connected\nunit = 2147483647\n",
     M1 IN("1:1:2147483647") "[fc]\ntype = fully_connected\nunit = 1\n",
     "[Model]\nbatch_size = 65536\n" IN("1:32767:1") "[fc]\ntype = fully_connected\nunit = 1\n",
