@@ -1,0 +1,148 @@
+/* What NNTrainer's own C API test suite (scripts/nntrainer-capi-tests.sh)
+ * relies on beyond Tizen's header: the last run's metrics through
+ * ml_train_model_get_summary (codes 101-103), the "user_data"
+ * pseudo-property of generator datasets, and batch_size given to
+ * ml_train_model_run after compile (the graph re-finalized and the memory
+ * re-planned, the weights and the optimizer state kept). */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* the deprecated dataset functions are what NNTrainer's tests call */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+#include "capi_harness.h"
+#include "api/src/capi.h"
+#include "nntrainer/model_impl.h"
+
+#define INVAL ML_ERROR_INVALID_PARAMETER
+
+typedef struct epoch_log {
+  unsigned epochs;
+  size_t batches;
+  float first_loss, train_loss, valid_loss, valid_acc;
+} epoch_log;
+
+static void on_epoch(const ml_train_ext_progress_s *p, void *ud) {
+  epoch_log *l = ud;
+  if (!p->epoch_done)
+    return;
+  if (!l->epochs)
+    l->first_loss = p->loss;
+  l->epochs++;
+  l->batches = p->batch;
+  l->train_loss = p->loss;
+  l->valid_loss = p->has_valid ? p->valid_loss : NAN;
+  l->valid_acc = p->has_valid ? p->valid_accuracy : NAN;
+}
+
+static size_t arena_bytes(ml_train_model_h model) {
+  ml_train_ext_memory_report_s r;
+  OK(ml_train_ext_model_get_memory_report(model, ML_TRAIN_EXT_MODE_TRAIN, &r));
+  return r.arena_bytes;
+}
+
+static unsigned input_batch(ml_train_model_h model) {
+  ml_tensors_info_h info;
+  ml_tensor_dimension dim;
+  OK(ml_train_model_get_input_tensors_info(model, &info));
+  OK(ml_tensors_info_get_tensor_dimension(info, 0, dim));
+  OK(ml_tensors_info_destroy(info));
+  return dim[0];
+}
+
+/* One inference on zeros, of the model's input shape. */
+static void infer_once(ml_train_model_h model) {
+  ml_tensors_info_h info;
+  ml_tensors_data_h in, out;
+  OK(ml_train_model_get_input_tensors_info(model, &info));
+  OK(ml_tensors_data_create(info, &in));
+  OK(ml_train_ext_model_infer(model, in, &out));
+  OK(ml_tensors_data_destroy(out));
+  OK(ml_tensors_data_destroy(in));
+  OK(ml_tensors_info_destroy(info));
+}
+
+static void test_batch_size_at_run(void **state) {
+  (void)state;
+  built b;
+  build(&b, 1); /* compiled with batch_size=8 */
+  size_t arena8 = arena_bytes(b.model);
+  epoch_log first = {0};
+  OK(ml_train_ext_model_run_with_progress(b.model, on_epoch, &first, "epochs=4", NULL));
+  assert_int_equal(first.batches, 256 / 8);
+
+  /* the core keeps the weights and the optimizer state when the batch
+   * changes, and drops both plans */
+  capi_model *cm = b.model;
+  nnt_model *m = cm->m;
+  size_t wn = m->wpool_floats, on = (size_t)m->opt_slots * m->wpool_floats;
+  assert_true(on > 0);
+  float *w = malloc(wn * sizeof *w), *o = malloc(on * sizeof *o);
+  assert_non_null(w);
+  assert_non_null(o);
+  memcpy(w, m->wpool, wn * sizeof *w);
+  memcpy(o, m->opt_pool, on * sizeof *o);
+  const float *wpool = m->wpool, *opt_pool = m->opt_pool;
+  infer_once(b.model); /* an inference plan for batch 8 */
+  assert_true(m->mgr[NNT_MODE_INFER].planned);
+  nnt_err e;
+  nnt_err_clear(&e);
+  assert_int_equal(nnt_model_set_property(m, "batch_size", "4", &e), NNT_OK);
+  assert_ptr_equal(m->wpool, wpool);
+  assert_ptr_equal(m->opt_pool, opt_pool);
+  assert_memory_equal(m->wpool, w, wn * sizeof *w);
+  assert_memory_equal(m->opt_pool, o, on * sizeof *o);
+  assert_false(m->mgr[NNT_MODE_TRAIN].planned);
+  assert_false(m->mgr[NNT_MODE_INFER].planned);
+  free(w);
+  free(o);
+  assert_int_equal(input_batch(b.model), 4);
+
+  /* through run: 2 now, as NNTrainer's ml_train_model_run(.., "batch_size=2") */
+  epoch_log second = {0};
+  OK(ml_train_ext_model_run_with_progress(b.model, on_epoch, &second, "epochs=1",
+                                          "batch_size=2", NULL));
+  assert_int_equal(second.batches, 256 / 2);
+  assert_int_equal(input_batch(b.model), 2);
+  ml_tensors_info_h info;
+  ml_tensor_dimension dim;
+  OK(ml_train_model_get_output_tensors_info(b.model, &info));
+  OK(ml_tensors_info_get_tensor_dimension(info, 0, dim));
+  OK(ml_tensors_info_destroy(info));
+  assert_int_equal(dim[0], 2);
+  /* trained on from the weights it had, not from new ones */
+  assert_true(second.train_loss < (first.first_loss + first.train_loss) / 2);
+  /* planned anew for the smaller batch */
+  assert_true(arena_bytes(b.model) < arena8);
+  /* inference takes batches of 2 now, and gives 2 x 3 probabilities */
+  OK(ml_train_model_get_input_tensors_info(b.model, &info));
+  ml_tensors_data_h in, out;
+  OK(ml_tensors_data_create(info, &in));
+  OK(ml_tensors_info_destroy(info));
+  OK(ml_train_ext_model_infer(b.model, in, &out));
+  void *p;
+  size_t bytes;
+  OK(ml_tensors_data_get_tensor_data(out, 0, &p, &bytes));
+  assert_int_equal(bytes, 2 * 3 * sizeof(float));
+  OK(ml_tensors_data_destroy(out));
+  OK(ml_tensors_data_destroy(in));
+
+  /* back to the batch it was compiled with, and a bad value */
+  OK(ml_train_model_run(b.model, "batch_size=8", NULL));
+  assert_int_equal(input_batch(b.model), 8);
+  EXPECT_FAIL(ml_train_model_run(b.model, "batch_size=0", NULL), INVAL, "batch_size");
+  assert_int_equal(input_batch(b.model), 8);
+  OK(ml_train_model_destroy(b.model));
+  assert_no_handles();
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_batch_size_at_run),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
