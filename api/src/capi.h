@@ -42,6 +42,9 @@ struct capi_model {
   size_t n_layers, cap_layers;
   capi_optimizer *opt;
   capi_dataset *ds;
+  /* the last epoch's metrics of the runs so far, for get_summary's metric
+   * codes (0 until reported); accuracy in percent, as NNTrainer's */
+  float train_loss, valid_loss, valid_accuracy;
 };
 
 /* Enter the object h of kind (model, layer, optimizer, lr_scheduler,

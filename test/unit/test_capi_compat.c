@@ -39,6 +39,69 @@ static void on_epoch(const ml_train_ext_progress_s *p, void *ud) {
   l->valid_acc = p->has_valid ? p->valid_accuracy : NAN;
 }
 
+/* The summary for a metric code: one number and a newline. */
+static float metric(ml_train_model_h model, ml_train_summary_type_e code) {
+  char *s = NULL;
+  OK(ml_train_model_get_summary(model, code, &s));
+  assert_non_null(s);
+  size_t n = strlen(s);
+  assert_true(n >= 2);
+  assert_int_equal(s[n - 1], '\n');
+  char *end;
+  float v = strtof(s, &end);
+  assert_ptr_equal(end, s + n - 1);
+  free(s);
+  return v;
+}
+
+static void assert_close(float got, float want) {
+  /* printed with six significant digits */
+  if (!(fabsf(got - want) <= 1e-5f * fmaxf(1.0f, fabsf(want))))
+    fail_msg("got %.9g, want %.9g", got, want);
+}
+
+static void test_summary_metrics(void **state) {
+  (void)state;
+  /* NNTrainer's values for the codes */
+  assert_int_equal(ML_TRAIN_EXT_SUMMARY_TRAIN_LOSS, 101);
+  assert_int_equal(ML_TRAIN_EXT_SUMMARY_VALID_LOSS, 102);
+  assert_int_equal(ML_TRAIN_EXT_SUMMARY_VALID_ACCURACY, 103);
+  built b;
+  build(&b, 1);
+  /* before any run: 0, as in NNTrainer */
+  assert_true(metric(b.model, ML_TRAIN_EXT_SUMMARY_TRAIN_LOSS) == 0.0f);
+  assert_true(metric(b.model, ML_TRAIN_EXT_SUMMARY_VALID_ACCURACY) == 0.0f);
+
+  epoch_log log = {0};
+  OK(ml_train_ext_model_run_with_progress(b.model, on_epoch, &log, "epochs=3", NULL));
+  assert_int_equal(log.epochs, 3);
+  assert_true(log.train_loss > 0 && log.valid_loss > 0 && log.valid_acc > 0.3f);
+  /* the last epoch's values; accuracy in percent */
+  assert_close(metric(b.model, ML_TRAIN_EXT_SUMMARY_TRAIN_LOSS), log.train_loss);
+  assert_close(metric(b.model, ML_TRAIN_EXT_SUMMARY_VALID_LOSS), log.valid_loss);
+  assert_close(metric(b.model, ML_TRAIN_EXT_SUMMARY_VALID_ACCURACY), 100.0f * log.valid_acc);
+
+  /* a plain run records them too */
+  float before = metric(b.model, ML_TRAIN_EXT_SUMMARY_TRAIN_LOSS);
+  OK(ml_train_model_run(b.model, "epochs=1", NULL));
+  float after = metric(b.model, ML_TRAIN_EXT_SUMMARY_TRAIN_LOSS);
+  assert_true(after > 0 && after != before);
+
+  /* other codes are not summary types */
+  char *s = NULL;
+  EXPECT_FAIL(ml_train_model_get_summary(b.model, (ml_train_summary_type_e)3, &s), INVAL,
+              "verbosity 3");
+  EXPECT_FAIL(ml_train_model_get_summary(b.model, (ml_train_summary_type_e)100, &s), INVAL,
+              "verbosity 100");
+  EXPECT_FAIL(ml_train_model_get_summary(b.model, (ml_train_summary_type_e)104, &s), INVAL,
+              "verbosity 104");
+  EXPECT_FAIL(ml_train_model_get_summary(b.model, ML_TRAIN_EXT_SUMMARY_TRAIN_LOSS, NULL), INVAL,
+              "summary is NULL");
+  assert_null(s);
+  OK(ml_train_model_destroy(b.model));
+  assert_no_handles();
+}
+
 static size_t arena_bytes(ml_train_model_h model) {
   ml_train_ext_memory_report_s r;
   OK(ml_train_ext_model_get_memory_report(model, ML_TRAIN_EXT_MODE_TRAIN, &r));
@@ -142,6 +205,7 @@ static void test_batch_size_at_run(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_summary_metrics),
       cmocka_unit_test(test_batch_size_at_run),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
