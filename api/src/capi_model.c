@@ -216,8 +216,9 @@ int ml_train_model_destroy(ml_train_model_h model) {
     nnt_free(cm->opt->lrs);
     nnt_free(cm->opt);
   }
-  nnt_free(cm->ds);
+  /* the generator sources call through their dataset handle's slots */
   nnt_model_destroy(cm->m);
+  nnt_free(cm->ds);
   pthread_mutex_destroy(&cm->mu);
   nnt_free(cm);
   return ML_ERROR_NONE;

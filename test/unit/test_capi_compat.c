@@ -102,6 +102,77 @@ static void test_summary_metrics(void **state) {
   assert_no_handles();
 }
 
+/* input 1:1:8 and fc 3 softmax with sgd, the dataset ds, compiled with
+ * batch 8, trained for epochs. */
+static void train_small(ml_train_dataset_h ds, unsigned epochs) {
+  ml_train_model_h model;
+  small_model(&model);
+  OK(ml_train_model_set_dataset(model, ds));
+  OK(ml_train_model_compile(model, "loss=cross", "batch_size=8", NULL));
+  char prop[32];
+  snprintf(prop, sizeof prop, "epochs=%u", epochs);
+  OK(ml_train_model_run(model, prop, NULL));
+  OK(ml_train_model_destroy(model));
+}
+
+static void test_user_data(void **state) {
+  (void)state;
+  gen ga, gb, gc;
+  gen_init(&ga, 32, 1);
+  gen_init(&gb, 16, 2);
+  gen_init(&gc, 24, 3);
+  /* the deprecated constructor gives its generators no user data ... */
+  ml_train_dataset_h ds;
+  OK(ml_train_dataset_create_with_generator(&ds, gen_cb, gen_cb, NULL));
+  /* ... which the pseudo-property sets: the key, then the pointer */
+  OK(ml_train_dataset_set_property_for_mode(ds, ML_TRAIN_DATASET_MODE_TRAIN, "user_data", &ga,
+                                            NULL));
+  OK(ml_train_dataset_set_property_for_mode(ds, ML_TRAIN_DATASET_MODE_VALID, " User_Data ", &gb,
+                                            "buffer_size=2", NULL));
+  /* misuse: a value in the string, no pointer, a mode without a source */
+  EXPECT_FAIL(ml_train_dataset_set_property(ds, "user_data=5", NULL), INVAL, "next argument");
+  EXPECT_FAIL(ml_train_dataset_set_property(ds, "buffer_size=2", "user_data", NULL), INVAL,
+              "pointer must follow");
+  EXPECT_FAIL(ml_train_dataset_set_property_for_mode_with_single_param(
+                  ds, ML_TRAIN_DATASET_MODE_TRAIN, "user_data"),
+              INVAL, "pointer must follow");
+  EXPECT_FAIL(ml_train_dataset_set_property_for_mode(ds, ML_TRAIN_DATASET_MODE_TEST, "user_data",
+                                                     &gc, NULL),
+              INVAL, "no source for mode 2");
+  train_small(ds, 2);
+  /* each generator saw its own pointer: two epochs each */
+  assert_int_equal(ga.epochs_done, 2);
+  assert_int_equal(gb.epochs_done, 2);
+  assert_int_equal(gc.epochs_done, 0);
+
+  /* for every mode at once: train and valid share gc */
+  OK(ml_train_dataset_create(&ds));
+  OK(ml_train_dataset_add_generator(ds, ML_TRAIN_DATASET_MODE_TRAIN, gen_cb, &ga));
+  OK(ml_train_dataset_add_generator(ds, ML_TRAIN_DATASET_MODE_VALID, gen_cb, &gb));
+  OK(ml_train_dataset_set_property(ds, "user_data", &gc, NULL));
+  train_small(ds, 1);
+  assert_int_equal(ga.epochs_done, 2);
+  assert_int_equal(gb.epochs_done, 2);
+  assert_int_equal(gc.epochs_done, 2);
+
+  /* a file source has no user data */
+  char *dir = tu_mkdtemp();
+  char path[4096];
+  snprintf(path, sizeof path, "%s/train.dat", dir);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  float rec[11] = {0};
+  assert_int_equal(fwrite(rec, sizeof rec, 1, f), 1);
+  assert_int_equal(fclose(f), 0);
+  OK(ml_train_dataset_create_with_file(&ds, path, NULL, NULL));
+  EXPECT_FAIL(ml_train_dataset_set_property(ds, "user_data", &gc, NULL), INVAL,
+              "user_data is for generator sources");
+  OK(ml_train_dataset_destroy(ds));
+  tu_rmdir(dir);
+  free(dir);
+  assert_no_handles();
+}
+
 static size_t arena_bytes(ml_train_model_h model) {
   ml_train_ext_memory_report_s r;
   OK(ml_train_ext_model_get_memory_report(model, ML_TRAIN_EXT_MODE_TRAIN, &r));
@@ -206,6 +277,7 @@ static void test_batch_size_at_run(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_summary_metrics),
+      cmocka_unit_test(test_user_data),
       cmocka_unit_test(test_batch_size_at_run),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
