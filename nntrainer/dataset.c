@@ -36,6 +36,7 @@ struct nnt_dataset {
   /* the ring, sized at epoch_begin */
   float *slots;
   unsigned cap;
+  size_t cap_floats;  /* floats per slot the ring was sized for */
   /* the running epoch; counters and flags under mu */
   int running; /* a producer thread exists (consumer's view) */
   pthread_t th;
@@ -333,7 +334,8 @@ int nnt_dataset_epoch_begin(nnt_dataset *d, nnt_err *e) {
     return nnt_err_set(e, NNT_ERR_INVAL, "dataset: '%s' must be prepared before an epoch",
                        d->src->name);
   nnt_dataset_epoch_end(d);
-  if (d->cap != d->buffer_size || !d->slots) {
+  /* a new batch size or shape since the ring was made changes its slots */
+  if (d->cap != d->buffer_size || d->cap_floats != d->slot_floats || !d->slots) {
     size_t bytes;
     if (__builtin_mul_overflow(d->slot_floats * sizeof(float), (size_t)d->buffer_size, &bytes))
       return nnt_err_set(e, NNT_ERR_NOMEM, "dataset: buffer_size %u batches is too large",
@@ -345,6 +347,7 @@ int nnt_dataset_epoch_begin(nnt_dataset *d, nnt_err *e) {
                          "dataset: out of memory for %u batches of %zu floats (buffer_size)",
                          d->buffer_size, d->slot_floats);
     d->cap = d->buffer_size;
+    d->cap_floats = d->slot_floats;
   }
   for (size_t i = 0; i < d->samples; i++)
     d->perm[i] = (uint32_t)i;

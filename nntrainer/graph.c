@@ -301,6 +301,8 @@ static int check_sizes(const nnt_finalize_ctx *fc, nnt_err *e) {
   return rc;
 }
 
+static int finalize_nodes(nnt_model *m, nnt_err *e);
+
 static int sort_and_finalize(build *b, nnt_err *e) {
   nnt_model *m = b->m;
   size_t live = 0;
@@ -348,7 +350,13 @@ static int sort_and_finalize(build *b, nnt_err *e) {
   nnt_free(post);
   nnt_free(pos);
   m->n_nodes = live;
-  /* graph inputs, consumers and shapes */
+  return finalize_nodes(m, e);
+}
+
+/* Graph inputs, consumers and shapes of the sorted nodes, for m->batch:
+ * every node's finalize again. Also run when the batch size changes after
+ * compile (a model input node then already has its one input slot). */
+static int finalize_nodes(nnt_model *m, nnt_err *e) {
   m->n_inputs = m->n_labels = 0;
   for (size_t i = 0; i < m->n_nodes; i++) {
     nnt_node *nd = &m->nodes[i];
@@ -356,7 +364,7 @@ static int sort_and_finalize(build *b, nnt_err *e) {
     memset(fc, 0, sizeof *fc);
     fc->batch = m->batch;
     fc->trainable = nd->layer->trainable;
-    if (!nd->n_in) {
+    if (!nd->n_in || nd->in_node[0] == NNT_NO_NODE) {
       if (m->n_inputs == NNT_DS_MAX_STREAMS)
         return nnt_err_set(e, NNT_ERR_INVAL, "[%s] too many model inputs", nd->layer->name);
       nd->n_in = 1;
@@ -519,6 +527,33 @@ int nnt_graph_compile(nnt_model *m, nnt_err *e) {
   nnt_free(b.a);
   if (rc)
     nnt_graph_free(m);
+  return rc;
+}
+
+int nnt_graph_set_batch(nnt_model *m, unsigned batch, nnt_err *e) {
+  unsigned old = m->batch;
+  m->batch = batch;
+  int rc = finalize_nodes(m, e);
+  /* weights do not depend on the batch; a layer whose weights did would
+   * invalidate the ones already allocated */
+  for (size_t i = 0; !rc && i < m->n_nodes; i++) {
+    const nnt_node *nd = &m->nodes[i];
+    size_t n_w = (i + 1 < m->n_nodes ? m->nodes[i + 1].w_first : m->n_w) - nd->w_first;
+    int same = nd->fc.n_w == n_w;
+    for (unsigned w = 0; same && w < nd->fc.n_w; w++)
+      same = nnt_dim_eq(nd->fc.w[w].dim, m->wspec[nd->w_first + w].dim);
+    if (!same)
+      rc = nnt_err_set(e, NNT_ERR_NOT_SUPPORTED,
+                       "[%s] its weights depend on the batch size; set batch_size before "
+                       "compile", nd->layer->name);
+  }
+  if (rc) {
+    /* back to the batch it was compiled for, which finalized before */
+    nnt_err ignored;
+    nnt_err_clear(&ignored);
+    m->batch = old;
+    finalize_nodes(m, &ignored);
+  }
   return rc;
 }
 

@@ -120,20 +120,34 @@ bad:
                      key, v);
 }
 
+/* The batch size; after compile the graph is finalized again for it and
+ * both modes' memory plans are dropped, to be planned anew when next used.
+ * The weights and the optimizer state do not depend on it and stay. */
+static int set_batch(nnt_model *m, unsigned batch, nnt_err *e) {
+  if (!m->compiled || batch == m->batch) {
+    m->batch = batch;
+    return NNT_OK;
+  }
+  int rc = nnt_graph_set_batch(m, batch, e);
+  if (rc)
+    return nnt_err_prefix(e, "key 'batch_size': ");
+  nnt_model_release_plan(m, NNT_MODE_TRAIN);
+  nnt_model_release_plan(m, NNT_MODE_INFER);
+  return NNT_OK;
+}
+
 int nnt_model_set_property(nnt_model *m, const char *key, const char *value,
                            nnt_err *e) {
   if (!key || !value)
     return nnt_err_set(e, NNT_ERR_INVAL, "property key and value must not be NULL");
   int rc;
   unsigned u;
-  /* after compile only what does not change the graph or the plan */
-  if (m->compiled) {
-    if (nnt_streq(key, "batch_size") && !nnt_parse_uint(key, value, &u, NULL) && u == m->batch)
-      return NNT_OK;
-    if (!nnt_streq(key, "epochs") && !nnt_streq(key, "save_path") &&
-        !nnt_streq(key, "continue_train") && (rc = refuse_after_compile(m, key, e)))
-      return rc;
-  }
+  /* after compile only what does not change the graph (batch_size re-plans
+   * the memory; the weights and the optimizer state stay) */
+  if (m->compiled && !nnt_streq(key, "epochs") && !nnt_streq(key, "save_path") &&
+      !nnt_streq(key, "continue_train") && !nnt_streq(key, "batch_size") &&
+      (rc = refuse_after_compile(m, key, e)))
+    return rc;
   if (nnt_streq(key, "type")) {
     if (!nnt_streq(value, "neuralnetwork"))
       return nnt_err_set(e, NNT_ERR_INVAL,
@@ -153,8 +167,7 @@ int nnt_model_set_property(nnt_model *m, const char *key, const char *value,
       return rc;
     if (!u)
       return nnt_err_set(e, NNT_ERR_INVAL, "key 'batch_size': must be positive");
-    m->batch = u;
-    return NNT_OK;
+    return set_batch(m, u, e);
   }
   if (nnt_streq(key, "loss")) {
     for (int k = NNT_LOSS_NONE; k <= NNT_LOSS_CROSS_SIGMOID; k++)

@@ -112,6 +112,9 @@ struct nnt_model {
 /* graph.c */
 int nnt_graph_compile(nnt_model *m, nnt_err *e);
 void nnt_graph_free(nnt_model *m);
+/* Finalize the compiled graph again for another batch size (shapes and
+ * scratch change, weights do not). On failure the model keeps its batch. */
+int nnt_graph_set_batch(nnt_model *m, unsigned batch, nnt_err *e);
 /* plan.c: build the requests of a mode, plan them, bind node contexts. */
 int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e);
 void nnt_model_release_plan(nnt_model *m, nnt_mode mode);

@@ -20,6 +20,14 @@ typedef enum {
   ML_TRAIN_EXT_MODE_INFER = 1, /* forward only */
 } ml_train_ext_mode_e;
 
+/* Codes for ml_train_model_get_summary() beyond Tizen's verbosities, with
+ * NNTrainer's values: the last epoch trained by the runs so far, printed as
+ * a number and a newline ("0" before any): its training loss, and its
+ * validation loss and accuracy (in percent) when a valid set was given. */
+#define ML_TRAIN_EXT_SUMMARY_TRAIN_LOSS ((ml_train_summary_type_e)101)
+#define ML_TRAIN_EXT_SUMMARY_VALID_LOSS ((ml_train_summary_type_e)102)
+#define ML_TRAIN_EXT_SUMMARY_VALID_ACCURACY ((ml_train_summary_type_e)103)
+
 /* The planned memory of a compiled model, in bytes. */
 typedef struct {
   size_t weight_bytes;       /* weights, allocated at compile */

@@ -78,7 +78,9 @@ int ml_train_model_run_with_single_param(ml_train_model_h model,
  * ml_train_model_run() it is refused with ML_ERROR_TRY_AGAIN. */
 int ml_train_model_destroy(ml_train_model_h model);
 
-/* A text summary of the model; release *summary with free(). */
+/* A text summary of the model; release *summary with free(). verbosity is
+ * an ml_train_summary_type_e or one of the metric codes of nntrainer-ext.h
+ * (ML_TRAIN_EXT_SUMMARY_TRAIN_LOSS ...). */
 int ml_train_model_get_summary(ml_train_model_h model,
                                ml_train_summary_type_e verbosity,
                                char **summary);

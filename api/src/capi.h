@@ -28,8 +28,17 @@ struct capi_optimizer {
   capi_model *owner;
 };
 
+/* A generator source's callback and the user data it is called with; the
+ * source calls it through this slot, so that the "user_data" property can
+ * change the user data after the generator is added. */
+typedef struct capi_gen {
+  ml_train_datagen_cb cb; /* NULL: the mode's source is not a generator */
+  void *user_data;
+} capi_gen;
+
 typedef struct capi_dataset {
   nnt_dataset *ds[3];     /* per ml_train_dataset_mode_e; NULL when absent */
+  capi_gen gen[3];
   capi_model *owner;
 } capi_dataset;
 
@@ -42,6 +51,9 @@ struct capi_model {
   size_t n_layers, cap_layers;
   capi_optimizer *opt;
   capi_dataset *ds;
+  /* the last epoch's metrics of the runs so far, for get_summary's metric
+   * codes (0 until reported); accuracy in percent, as NNTrainer's */
+  float train_loss, valid_loss, valid_accuracy;
 };
 
 /* Enter the object h of kind (model, layer, optimizer, lr_scheduler,

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nntrainer-ext.h"
 #include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
 
@@ -109,6 +110,27 @@ int ml_train_model_compile_with_single_param(ml_train_model_h model, const char 
   return compile_props(model, what, &single_param, 1);
 }
 
+/* Between the core's progress and the caller's callback: keeps the
+ * metrics of each finished epoch in the model handle. */
+typedef struct run_tap {
+  capi_model *cm;
+  nnt_progress_cb cb;
+  void *ud;
+} run_tap;
+
+static void tap(const nnt_progress *p, void *ud) {
+  run_tap *t = ud;
+  if (p->epoch_done) {
+    t->cm->train_loss = p->train_loss;
+    if (p->has_valid) {
+      t->cm->valid_loss = p->valid_loss;
+      t->cm->valid_accuracy = 100.0f * p->valid_accuracy;
+    }
+  }
+  if (t->cb)
+    t->cb(p, t->ud);
+}
+
 /* Train with the given [Model] properties; cb may be NULL. */
 int capi_run(ml_train_model_h model, const char *what, const char *const *props, size_t n,
              nnt_progress_cb cb, void *ud) {
@@ -132,7 +154,8 @@ int capi_run(ml_train_model_h model, const char *what, const char *const *props,
   cm->m->keep_train_arena = !cm->m->memory_optimization;
   nnt_err e;
   nnt_err_clear(&e);
-  if (nnt_model_train(cm->m, cb, ud, &e)) {
+  run_tap t = {cm, cb, ud};
+  if (nnt_model_train(cm->m, tap, &t, &e)) {
     nnt_err_prefix(&e, "%s: ", what);
     rc = nnt_api_fail_err(&e);
   }
@@ -193,8 +216,9 @@ int ml_train_model_destroy(ml_train_model_h model) {
     nnt_free(cm->opt->lrs);
     nnt_free(cm->opt);
   }
-  nnt_free(cm->ds);
+  /* the generator sources call through their dataset handle's slots */
   nnt_model_destroy(cm->m);
+  nnt_free(cm->ds);
   pthread_mutex_destroy(&cm->mu);
   nnt_free(cm);
   return ML_ERROR_NONE;
@@ -205,7 +229,10 @@ int ml_train_model_get_summary(ml_train_model_h model, ml_train_summary_type_e v
   const char *what = "ml_train_model_get_summary";
   if (!summary)
     return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: summary is NULL", what);
-  if ((unsigned)verbosity > ML_TRAIN_SUMMARY_TENSOR)
+  int metric = verbosity == ML_TRAIN_EXT_SUMMARY_TRAIN_LOSS ||
+               verbosity == ML_TRAIN_EXT_SUMMARY_VALID_LOSS ||
+               verbosity == ML_TRAIN_EXT_SUMMARY_VALID_ACCURACY;
+  if ((unsigned)verbosity > ML_TRAIN_SUMMARY_TENSOR && !metric)
     return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: verbosity %d is not a summary type",
                         what, (int)verbosity);
   capi_model *cm;
@@ -216,7 +243,14 @@ int ml_train_model_get_summary(ml_train_model_h model, ml_train_summary_type_e v
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   if (f) {
-    nnt_model_print_summary(f, cm->m, (int)verbosity);
+    /* the metrics as NNTrainer prints them: six significant digits */
+    if (metric)
+      fprintf(f, "%g\n",
+              verbosity == ML_TRAIN_EXT_SUMMARY_TRAIN_LOSS   ? cm->train_loss
+              : verbosity == ML_TRAIN_EXT_SUMMARY_VALID_LOSS ? cm->valid_loss
+                                                             : cm->valid_accuracy);
+    else
+      nnt_model_print_summary(f, cm->m, (int)verbosity);
     if (fclose(f) != 0) {
       free(buf);
       buf = NULL;

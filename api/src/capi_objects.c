@@ -2,6 +2,7 @@
  * ml_train_dataset_*: handles over the core's objects. */
 #include "api/src/capi.h"
 
+#include <ctype.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -348,27 +349,42 @@ int ml_train_dataset_create(ml_train_dataset_h *dataset) {
   return ML_ERROR_NONE;
 }
 
-/* Put a new source in the dataset's mode slot (and the owning model's). */
+/* The generator callback of every generator source: the user's callback
+ * with the user data its slot holds now. */
+static int gen_call(float **input, float **label, bool *last, void *slot) {
+  const capi_gen *g = slot;
+  return g->cb(input, label, last, g->user_data);
+}
+
+/* Put a new source in the dataset's mode slot (and the owning model's): a
+ * generator when cb is set, else the raw file. */
 static int set_source(ml_train_dataset_h dataset, ml_train_dataset_mode_e mode,
-                      nnt_dataset *src, const char *what) {
+                      ml_train_datagen_cb cb, void *user_data, const char *file,
+                      const char *what) {
   capi_model *cm;
   int rc = capi_enter(dataset, NNT_H_DATASET, what, &cm);
-  if (rc) {
-    nnt_dataset_destroy(src);
+  if (rc)
     return rc;
-  }
   capi_dataset *cd = dataset;
+  nnt_dataset *src = NULL;
+  nnt_err e;
+  nnt_err_clear(&e);
   rc = refuse_if_compiled(cm, what);
-  if (rc) {
-    nnt_dataset_destroy(src);
-  } else if (cm) {
-    nnt_err e;
-    nnt_err_clear(&e);
-    nnt_model_set_dataset(cm->m, (nnt_ds_mode)mode, src, &e); /* frees the earlier one */
+  if (!rc && (cb ? nnt_dataset_create_generator(gen_call, &cd->gen[mode], &src, &e)
+                 : nnt_dataset_create_file(file, &src, &e))) {
+    nnt_err_prefix(&e, "%s: ", what);
+    rc = nnt_api_fail_err(&e);
+  }
+  if (!rc) {
+    /* the earlier source goes (it is not running: a running model's
+     * objects cannot be entered), then the slot takes the new callback */
+    if (cm)
+      nnt_model_set_dataset(cm->m, (nnt_ds_mode)mode, src, &e); /* frees the earlier one */
+    else
+      nnt_dataset_destroy(cd->ds[mode]);
     cd->ds[mode] = src;
-  } else {
-    nnt_dataset_destroy(cd->ds[mode]);
-    cd->ds[mode] = src;
+    cd->gen[mode].cb = cb;
+    cd->gen[mode].user_data = user_data;
   }
   capi_leave(cm);
   return rc;
@@ -382,14 +398,7 @@ int ml_train_dataset_add_generator(ml_train_dataset_h dataset, ml_train_dataset_
     return rc;
   if (!cb)
     return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: cb is NULL", what);
-  nnt_dataset *src;
-  nnt_err e;
-  nnt_err_clear(&e);
-  if (nnt_dataset_create_generator(cb, user_data, &src, &e)) {
-    nnt_err_prefix(&e, "%s: ", what);
-    return nnt_api_fail_err(&e);
-  }
-  return set_source(dataset, mode, src, what);
+  return set_source(dataset, mode, cb, user_data, NULL, what);
 }
 
 int ml_train_dataset_add_file(ml_train_dataset_h dataset, ml_train_dataset_mode_e mode,
@@ -402,18 +411,60 @@ int ml_train_dataset_add_file(ml_train_dataset_h dataset, ml_train_dataset_mode_
     return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: file is NULL", what);
   if (access(file, R_OK) != 0)
     return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: cannot read '%s'", what, file);
-  nnt_dataset *src;
-  nnt_err e;
-  nnt_err_clear(&e);
-  if (nnt_dataset_create_file(file, &src, &e)) {
-    nnt_err_prefix(&e, "%s: ", what);
-    return nnt_api_fail_err(&e);
-  }
-  return set_source(dataset, mode, src, what);
+  return set_source(dataset, mode, NULL, NULL, file, what);
 }
 
 static int ds_set(void *obj, const char *key, const char *value, nnt_err *e) {
   return nnt_dataset_set_property(obj, key, value, e);
+}
+
+/* Is the argument the "user_data" pseudo-property (its case and spaces
+ * aside)? 1: the bare key, whose value is the next argument, a pointer;
+ * -1: "user_data=..." (a value in the string, which NNTrainer refuses);
+ * 0: neither. */
+static int user_data_key(const char *s) {
+  static const char key[] = "user_data";
+  size_t k = 0;
+  for (; *s; s++) {
+    if (isspace((unsigned char)*s))
+      continue;
+    if (k < sizeof key - 1 && tolower((unsigned char)*s) == key[k]) {
+      k++;
+      continue;
+    }
+    return k == sizeof key - 1 && *s == '=' ? -1 : 0;
+  }
+  return k == sizeof key - 1;
+}
+
+/* Apply props to mode i's source. The argument "user_data" is followed by
+ * a pointer, the generator's new user data (as in NNTrainer). */
+static int ds_apply(capi_dataset *cd, int i, const char *what, const char *const *props,
+                    size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    int ud = props[k] ? user_data_key(props[k]) : 0;
+    if (ud < 0)
+      return nnt_api_fail(ML_ERROR_INVALID_PARAMETER,
+                          "%s: user_data takes the pointer as the next argument "
+                          "(\"user_data\", ptr), not a value in the string",
+                          what);
+    if (ud && k + 1 == n)
+      return nnt_api_fail(ML_ERROR_INVALID_PARAMETER,
+                          "%s: user_data is the last argument; the pointer must follow it",
+                          what);
+    if (ud && !cd->gen[i].cb)
+      return nnt_api_fail(ML_ERROR_INVALID_PARAMETER,
+                          "%s: user_data is for generator sources; mode %d reads a file", what,
+                          i);
+    if (ud) {
+      cd->gen[i].user_data = (void *)props[++k];
+      continue;
+    }
+    int rc = capi_apply_props(what, ds_set, cd->ds[i], &props[k], 1);
+    if (rc)
+      return rc;
+  }
+  return ML_ERROR_NONE;
 }
 
 /* Apply props to one mode's source (all modes that have one when all). */
@@ -432,7 +483,7 @@ static int ds_set_props(ml_train_dataset_h dataset, int mode, int all, const cha
                       what, mode);
   for (int i = 0; !rc && i < 3; i++)
     if ((all || i == mode) && cd->ds[i])
-      rc = capi_apply_props(what, ds_set, cd->ds[i], props, n);
+      rc = ds_apply(cd, i, what, props, n);
   capi_leave(cm);
   return rc;
 }

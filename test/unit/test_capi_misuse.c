@@ -179,8 +179,10 @@ static void test_order_and_ownership(void **state) {
   assert_int_equal(ml_train_model_set_optimizer(model, o), ML_ERROR_NOT_SUPPORTED);
   assert_int_equal(ml_train_dataset_add_generator(ds, ML_TRAIN_DATASET_MODE_VALID, gen_cb, &g),
                    ML_ERROR_NOT_SUPPORTED);
-  /* run accepts epochs and save_path, not what changes the graph */
-  assert_int_equal(ml_train_model_run(model, "batch_size=8", NULL), INVAL);
+  /* run accepts epochs, save_path and batch_size, not what changes the graph */
+  assert_int_equal(ml_train_model_run(model, "loss=mse", NULL), INVAL);
+  assert_error("loss");
+  assert_int_equal(ml_train_model_run(model, "batch_size=0", NULL), INVAL);
   assert_error("batch_size");
   OK(ml_train_model_run(model, "epochs=1", "batch_size=4", NULL));
   /* layer tensors need memory_optimization=false */

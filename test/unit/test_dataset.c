@@ -603,6 +603,36 @@ static void syn_epoch(unsigned cseed, uint64_t pseed, int shuffle, float rows[SY
   nnt_dataset_destroy(d);
 }
 
+/* Prepared again for a larger batch (a model's batch_size changed after an
+ * epoch ran), the ring holds the larger batches: the same samples come out,
+ * and nothing is written past the ring (the ASan build checks). */
+static void test_reprepare_larger_batch(void **state) {
+  (void)state;
+  static float ref[SYN_N][SYN_ROW];
+  syn_epoch(3, 9, 0, ref);
+  nnt_dataset *d;
+  nnt_err e = {0};
+  nnt_ds_shape s = shape1(5, 4);
+  assert_int_equal(nnt_dataset_create_synthetic(SYN_N, 3, &d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_set_property(d, "shuffle", "false", &e), NNT_OK);
+  assert_int_equal(nnt_dataset_prepare(d, &s, 2, 9, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+  float in[16 * 5], l[16 * 4], *pi[] = {in}, *pl[] = {l};
+  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
+  nnt_dataset_epoch_end(d);
+  assert_int_equal(nnt_dataset_prepare(d, &s, 16, 9, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+  for (int b = 0; b < SYN_N / 16; b++) {
+    assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
+    for (int r = 0; r < 16; r++) {
+      assert_memory_equal(in + 5 * r, ref[16 * b + r], 5 * sizeof(float));
+      assert_memory_equal(l + 4 * r, ref[16 * b + r] + 5, 4 * sizeof(float));
+    }
+  }
+  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_ERR_EOD);
+  nnt_dataset_destroy(d);
+}
+
 static void test_synthetic_determinism(void **state) {
   (void)state;
   static float ref[SYN_N][SYN_ROW], again[SYN_N][SYN_ROW], shuf[SYN_N][SYN_ROW],
@@ -788,6 +818,7 @@ int main(void) {
       cmocka_unit_test(test_idx_errors),
       cmocka_unit_test(test_fashion_mnist_train),
       cmocka_unit_test(test_synthetic_determinism),
+      cmocka_unit_test(test_reprepare_larger_batch),
       cmocka_unit_test(test_epoch_end_midway),
       cmocka_unit_test(test_destroy_while_blocked),
       cmocka_unit_test(test_properties),

@@ -421,8 +421,87 @@ static void test_consecutive_inplace(void **state) {
   nnt_model_destroy(m);
 }
 
+/* A batch size set after compile (what ml_train_model_run's batch_size
+ * does) gives the model that compiling with it gives: the same shapes,
+ * plans and outputs, with the weights it had. */
+static void test_batch_change_matches_compile(void **state) {
+  (void)state;
+  const lspec g[] = {
+      {"input", "in", {"input_shape", "2:6:6", NULL}},
+      {"conv2d", "c", {"filters", "3", "kernel_size", "3,3", "padding", "same", NULL}},
+      {"batch_normalization", "bn", {NULL}},
+      {"activation", "r", {"activation", "relu", NULL}},
+      {"pooling2d", "p", {"pooling", "max", "pool_size", "2,2", "stride", "2,2", NULL}},
+      {"flatten", "f", {NULL}},
+      {"fully_connected", "a", {"unit", "4", NULL}},
+      {"fully_connected", "b", {"unit", "4", "input_layers", "f", NULL}},
+      {"addition", "add", {"input_layers", "a,b", NULL}},
+      {"fully_connected", "out", {"unit", "3", "activation", "softmax", NULL}},
+  };
+  const char *p2[] = {"batch_size", "2", "loss", "cross", NULL};
+  const char *p5[] = {"batch_size", "5", "loss", "cross", NULL};
+  nnt_err e = {0};
+  int rc2, rc5;
+  nnt_model *m = build(g, NNT_ARRAY_LEN(g), p2, NULL, &e, &rc2);
+  nnt_model *ref = build(g, NNT_ARRAY_LEN(g), p5, NULL, &e, &rc5);
+  assert_int_equal(rc2, NNT_OK);
+  assert_int_equal(rc5, NNT_OK);
+  assert_int_equal(nnt_model_initialize(m, &e), NNT_OK);
+  assert_int_equal(nnt_model_initialize(ref, &e), NNT_OK);
+  train_or_fail(m); /* a plan and optimizer state for batch 2 */
+  assert_int_equal(nnt_model_plan(m, NNT_MODE_INFER, &e), NNT_OK);
+  float *w = malloc(m->wpool_floats * sizeof *w);
+  assert_non_null(w);
+  memcpy(w, m->wpool, m->wpool_floats * sizeof *w);
+  assert_int_equal(nnt_model_set_property(m, "batch_size", "5", &e), NNT_OK);
+  assert_memory_equal(m->wpool, w, m->wpool_floats * sizeof *w);
+  free(w);
+  /* the shapes of a model compiled for 5 */
+  assert_int_equal(m->n_nodes, ref->n_nodes);
+  assert_true(nnt_dim_eq(m->input_dim[0], ref->input_dim[0]));
+  assert_true(nnt_dim_eq(m->label_dim[0], ref->label_dim[0]));
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    const nnt_finalize_ctx *a = &m->nodes[i].fc, *b = &ref->nodes[i].fc;
+    assert_int_equal(a->n_in, b->n_in);
+    assert_int_equal(a->n_out, b->n_out);
+    assert_int_equal(a->n_scratch, b->n_scratch);
+    for (unsigned k = 0; k < a->n_in; k++)
+      assert_true(nnt_dim_eq(a->in_dim[k], b->in_dim[k]));
+    for (unsigned k = 0; k < a->n_out; k++)
+      assert_true(nnt_dim_eq(a->out_dim[k], b->out_dim[k]));
+    for (unsigned k = 0; k < a->n_scratch; k++)
+      assert_true(nnt_dim_eq(a->scratch_dim[k], b->scratch_dim[k]));
+  }
+  /* planned anew: the same plans */
+  for (int mode = NNT_MODE_TRAIN; mode <= NNT_MODE_INFER; mode++) {
+    assert_false(m->mgr[mode].planned);
+    assert_int_equal(nnt_model_plan(m, (nnt_mode)mode, &e), NNT_OK);
+    assert_int_equal(nnt_model_plan(ref, (nnt_mode)mode, &e), NNT_OK);
+    assert_int_equal(m->mgr[mode].arena_bytes, ref->mgr[mode].arena_bytes);
+  }
+  /* with the same weights, the same outputs */
+  memcpy(ref->wpool, m->wpool, m->wpool_floats * sizeof(float));
+  size_t n_in = 5 * 2 * 6 * 6, n_out = 5 * 3;
+  float *in = malloc(n_in * sizeof *in), *o1 = malloc(n_out * sizeof *o1),
+        *o2 = malloc(n_out * sizeof *o2);
+  assert_true(in && o1 && o2);
+  nnt_rng r;
+  nnt_rng_seed(&r, 5);
+  tu_fill_uniform(&r, in, n_in, -1, 1);
+  const float *ins[] = {in};
+  float *outs1[] = {o1}, *outs2[] = {o2};
+  assert_int_equal(nnt_model_infer(m, ins, outs1, &e), NNT_OK);
+  assert_int_equal(nnt_model_infer(ref, ins, outs2, &e), NNT_OK);
+  assert_memory_equal(o1, o2, n_out * sizeof *o1);
+  free(in), free(o1), free(o2);
+  train_or_fail(m); /* and it trains at 5 */
+  nnt_model_destroy(m);
+  nnt_model_destroy(ref);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_batch_change_matches_compile),
       cmocka_unit_test(test_compile_realizes_nodes),
       cmocka_unit_test(test_loss_falls),
       cmocka_unit_test(test_seeded_runs_identical),
