@@ -259,9 +259,14 @@ def gen(args):
         header = "# NNTrainer %s; case %s: %s\n" % (args.rev, name, what)
         with open(os.path.join(d, "manifest.txt"), "w") as f:
             f.write(header + out + extra)
-        print("%-20s %5d bytes, %d weights, %d moments, counters %s: %s" % (
-            name, man.get("file_size", -1), len(man["weights"]), len(man["moments"]),
-            extra.strip() or man.get("counters"), "; ".join(problems) or "ok"))
+        if name in AFTER_TRAIN:
+            layout = "the tag, then %s" % extra.strip().splitlines()[-1] if extra else "?"
+        else:
+            layout = "%d moments, counters (offset, epoch, iteration) %s" % (
+                len(man["moments"]), man.get("counters"))
+        print("%-20s %5d bytes, %d weights, %s: %s" % (
+            name, man.get("file_size", -1), len(man["weights"]), layout,
+            "; ".join(problems) or "ok"))
         failures += bool(problems)
     return 1 if failures else 0
 
