@@ -117,19 +117,52 @@ static unsigned char *read_bytes(const char *path, size_t *n) {
   return b;
 }
 
-/* The case's INI, compiled and initialized; overrides as on the CLI, and
- * relative paths against the INI's folder, as the CLI and the C API do. */
-static nnt_model *build(const char *c, const char *const *ovr, size_t n_ovr) {
+/* What a test holds; the teardown frees it, also after a failed assertion. */
+typedef struct fixture {
+  const char *c; /* the case */
+  manifest mf;
+  char bin[1024]; /* its model.bin */
   nnt_model *m;
+  unsigned char *ref, *got;
+  char *dir;
+} fixture;
+
+static int setup(void **state) {
+  fixture *fx = calloc(1, sizeof *fx);
+  if (!fx)
+    return -1;
+  fx->c = *state;
+  snprintf(fx->bin, sizeof fx->bin, "%s",
+           tu_data_path("golden/nntrainer/%s/model.bin", fx->c));
+  *state = fx;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *fx = *state;
+  nnt_model_destroy(fx->m);
+  free(fx->ref);
+  free(fx->got);
+  if (fx->dir) {
+    tu_rmdir(fx->dir);
+    free(fx->dir);
+  }
+  free(fx);
+  return 0;
+}
+
+/* The case's INI, compiled and initialized into fx->m; overrides as on the
+ * CLI, and relative paths against the INI's folder, as the CLI and the C API
+ * do. */
+static void build(fixture *fx, const char *const *ovr, size_t n_ovr) {
   nnt_err e = {0};
-  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
+  assert_int_equal(nnt_model_create(&fx->m, &e), NNT_OK);
   char ini[1024];
-  snprintf(ini, sizeof ini, "%s", tu_data_path("golden/nntrainer/%s/model.ini", c));
-  if (nnt_model_set_base_dir(m, tu_data_path("golden/nntrainer/%s", c), &e) ||
-      nnt_ini_load(m, ini, ovr, n_ovr, &e) ||
-      nnt_model_compile(m, &e) || nnt_model_initialize(m, &e))
-    fail_msg("%s: %s", c, e.msg);
-  return m;
+  snprintf(ini, sizeof ini, "%s", tu_data_path("golden/nntrainer/%s/model.ini", fx->c));
+  if (nnt_model_set_base_dir(fx->m, tu_data_path("golden/nntrainer/%s", fx->c), &e) ||
+      nnt_ini_load(fx->m, ini, ovr, n_ovr, &e) || nnt_model_compile(fx->m, &e) ||
+      nnt_model_initialize(fx->m, &e))
+    fail_msg("%s: %s", fx->c, e.msg);
 }
 
 /* Same weights as NNTrainer's, in the same order, with the values it read;
@@ -178,86 +211,76 @@ static void check_counters(const char *c, const nnt_model *m, const manifest *mf
 /* The file NNTrainer saved during training loads, with NNTrainer's values
  * and counters. */
 static void test_load(void **state) {
-  const char *c = *state;
-  manifest mf;
-  read_manifest(c, &mf);
-  char bin[1024];
-  snprintf(bin, sizeof bin, "%s", tu_data_path("golden/nntrainer/%s/model.bin", c));
+  fixture *fx = *state;
+  read_manifest(fx->c, &fx->mf);
   size_t n;
-  free(read_bytes(bin, &n));
-  assert_int_equal(n, mf.file_size);
-  nnt_model *m = build(c, NULL, 0);
+  fx->ref = read_bytes(fx->bin, &n);
+  assert_int_equal(n, fx->mf.file_size);
+  build(fx, NULL, 0);
   nnt_err e = {0};
-  if (nnt_model_load_weights(m, bin, &e))
-    fail_msg("%s: %s", c, e.msg);
-  check_weights(c, m, &mf);
-  check_counters(c, m, &mf);
-  nnt_model_destroy(m);
+  if (nnt_model_load_weights(fx->m, fx->bin, &e))
+    fail_msg("%s: %s", fx->c, e.msg);
+  check_weights(fx->c, fx->m, &fx->mf);
+  check_counters(fx->c, fx->m, &fx->mf);
 }
 
 /* Saved again with its optimizer state, the model gives NNTrainer's bytes
  * (weights, then "adam" and the moments of the weights NNTrainer keeps them
  * for, then the counters); without the state, the weights part alone. */
 static void test_resave(void **state) {
-  const char *c = *state;
-  manifest mf;
-  read_manifest(c, &mf);
-  char bin[1024];
-  snprintf(bin, sizeof bin, "%s", tu_data_path("golden/nntrainer/%s/model.bin", c));
-  size_t n_ref;
-  unsigned char *ref = read_bytes(bin, &n_ref);
-  nnt_model *m = build(c, NULL, 0);
+  fixture *fx = *state;
+  const manifest *mf = &fx->mf;
+  read_manifest(fx->c, &fx->mf);
+  size_t n_ref, n;
+  fx->ref = read_bytes(fx->bin, &n_ref);
+  build(fx, NULL, 0);
   nnt_err e = {0};
-  if (nnt_model_load_weights(m, bin, &e))
-    fail_msg("%s: %s", c, e.msg);
-  char *dir = tu_mkdtemp();
+  if (nnt_model_load_weights(fx->m, fx->bin, &e))
+    fail_msg("%s: %s", fx->c, e.msg);
+  fx->dir = tu_mkdtemp();
   char out[512];
-  snprintf(out, sizeof out, "%s/w.bin", dir);
+  snprintf(out, sizeof out, "%s/w.bin", fx->dir);
 
-  assert_int_equal(nnt_model_save_weights(m, out, 0, &e), NNT_OK);
-  size_t n;
-  unsigned char *got = read_bytes(out, &n);
-  size_t weights_end = mf.tag_offset >= 0 ? (size_t)mf.tag_offset : mf.counters_offset;
+  assert_int_equal(nnt_model_save_weights(fx->m, out, 0, &e), NNT_OK);
+  fx->got = read_bytes(out, &n);
+  size_t weights_end = mf->tag_offset >= 0 ? (size_t)mf->tag_offset : mf->counters_offset;
   assert_int_equal(n, weights_end);
-  assert_memory_equal(got, ref, weights_end);
-  free(got);
+  assert_memory_equal(fx->got, fx->ref, weights_end);
+  free(fx->got);
+  fx->got = NULL;
 
-  assert_int_equal(nnt_model_save_weights(m, out, 1, &e), NNT_OK);
-  got = read_bytes(out, &n);
+  assert_int_equal(nnt_model_save_weights(fx->m, out, 1, &e), NNT_OK);
+  fx->got = read_bytes(out, &n);
   if (n != n_ref)
     fail_msg("%s: saved %zu bytes, NNTrainer's file has %zu (optimizer %s, %zu moments, "
              "counters at %zu)",
-             c, n, n_ref, mf.optimizer, mf.n_moments, mf.counters_offset);
+             fx->c, n, n_ref, mf->optimizer, mf->n_moments, mf->counters_offset);
   for (size_t i = 0; i < n; i++)
-    if (got[i] != ref[i])
+    if (fx->got[i] != fx->ref[i])
       fail_msg("%s: saved file differs from NNTrainer's at byte %zu (weights end at %zu, "
                "counters at %zu)",
-               c, i, weights_end, mf.counters_offset);
-  free(got);
-  free(ref);
-  nnt_model_destroy(m);
-  tu_rmdir(dir);
-  free(dir);
+               fx->c, i, weights_end, mf->counters_offset);
 }
 
 /* continue_train with save_path = NNTrainer's file loads it at initialize,
  * counters included, as NNTrainer does. */
 static void test_continue(void **state) {
-  const char *c = *state;
-  manifest mf;
-  read_manifest(c, &mf);
+  fixture *fx = *state;
+  read_manifest(fx->c, &fx->mf);
   const char *ovr[] = {"save_path=model.bin", "continue_train=true"};
-  nnt_model *m = build(c, ovr, 2);
-  check_weights(c, m, &mf);
-  check_counters(c, m, &mf);
-  nnt_model_destroy(m);
+  build(fx, ovr, 2);
+  check_weights(fx->c, fx->m, &fx->mf);
+  check_counters(fx->c, fx->m, &fx->mf);
 }
 
 /* Every case is loaded directly and through continue_train; the files
  * saved during training are also saved back. A file saved after train() is
  * not: saved here during training it would have the moments it lacks. */
 #define T(c, kind)                                                             \
-  { .name = c "_" #kind, .test_func = test_##kind, .initial_state = (void *)(uintptr_t)(c) }
+  {                                                                            \
+    .name = c "_" #kind, .test_func = test_##kind, .setup_func = setup,        \
+    .teardown_func = teardown, .initial_state = (void *)(uintptr_t)(c)         \
+  }
 #define ALL3(c) T(c, load), T(c, resave), T(c, continue)
 
 int main(void) {
