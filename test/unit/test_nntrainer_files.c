@@ -1,10 +1,11 @@
 /* Weight files written by NNTrainer itself (test/golden/nntrainer/<case>/,
  * produced by benchmarks/nntrainer-xcheck; see test/golden/README.md). For
  * each case the model is built from the same INI, the file NNTrainer saved
- * during training is loaded, and the weights and counters are compared with
- * NNTrainer's own reading of the file (manifest.txt); saving the model again
- * with its optimizer state must give NNTrainer's bytes exactly, and loading
- * the file through continue_train must give the same model. */
+ * during training (in one case, after training) is loaded, and the weights
+ * and counters are compared with NNTrainer's own reading of the file
+ * (manifest.txt); saving the model again with its optimizer state must give
+ * NNTrainer's bytes exactly, and loading the file through continue_train
+ * must give the same model. */
 #include "test_util.h"
 
 #include "nntrainer/ini.h"
