@@ -12,7 +12,8 @@
  *
  * A load accepts exactly the layouts this model can have (weights only;
  * weights + counters; weights + "adam" + moments + counters; weights +
- * "adam", what NNTrainer writes for an Adam model compiled for inference)
+ * "adam", what NNTrainer writes for an Adam model compiled for inference;
+ * weights + "adam" + counters, what it writes after training has ended)
  * and refuses anything else, values that are not finite and counters no run
  * can write, before it changes anything. Saves go through nnt_file_save. */
 #include "nntrainer/model_impl.h"
@@ -66,7 +67,7 @@ static void bswap_floats(void *p, size_t n) {
 
 /* ---- layouts -------------------------------------------------------- */
 
-enum { L_WEIGHTS, L_COUNTERS, L_ADAM, L_TAG, L_COUNT };
+enum { L_WEIGHTS, L_COUNTERS, L_ADAM, L_TAG, L_TAG_COUNTERS, L_COUNT };
 
 typedef struct layout {
   size_t bytes;
@@ -83,6 +84,9 @@ static void layouts(const nnt_model *m, layout out[L_COUNT]) {
   out[L_COUNTERS] = (layout){w + 8, 0, 0, 1, "with the epoch and iteration counters"};
   out[L_ADAM] = (layout){w + 4 + mom + 8, 1, 1, 1, "with Adam's moments and the counters"};
   out[L_TAG] = (layout){w + 4, 1, 0, 0, "with the 'adam' tag alone"};
+  /* NNTrainer's save after training has ended: its gradients (and with
+   * them the moments) are gone, the tag and the counters are written */
+  out[L_TAG_COUNTERS] = (layout){w + 4 + 8, 1, 0, 1, "with the 'adam' tag and the counters"};
 }
 
 /* ---- save ----------------------------------------------------------- */
@@ -214,12 +218,12 @@ static int size_mismatch(const nnt_model *m, const char *path, uint64_t size,
                         : "made for another model, or with bytes after the data";
   return nnt_err_set(e, NNT_ERR_IO,
                      "load: '%s' has %llu bytes (%s); a weight file of this model (%zu "
-                     "weights in %zu tensors) has %zu bytes (%s), %zu (%s), %zu (%s) or %zu "
-                     "(%s)",
+                     "weights in %zu tensors) has %zu bytes (%s), %zu (%s), %zu (%s), %zu "
+                     "(%s) or %zu (%s)",
                      path, (unsigned long long)size, why, m->wpool_floats, m->n_w,
                      L[L_WEIGHTS].bytes, L[L_WEIGHTS].what, L[L_COUNTERS].bytes,
                      L[L_COUNTERS].what, L[L_ADAM].bytes, L[L_ADAM].what, L[L_TAG].bytes,
-                     L[L_TAG].what);
+                     L[L_TAG].what, L[L_TAG_COUNTERS].bytes, L[L_TAG_COUNTERS].what);
 }
 
 /* Check the values of a file that has the sizes of layout L. */

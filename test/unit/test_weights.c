@@ -277,6 +277,23 @@ static void test_layouts_accepted(void **state) {
   assert_null(m->opt_pool);
   assert_int_equal(m->iter, 8);
   nnt_model_destroy(m);
+  /* weights, "adam" and counters: NNTrainer's save after training ended,
+   * when its moments are gone (test/golden/nntrainer/fc_adam_after_train) */
+  bytes tc = {0};
+  put(&tc, src->wpool, W_BYTES);
+  put(&tc, "adam", 4);
+  put_u32(&tc, 3);
+  put_u32(&tc, 8);
+  write_file(path, tc.p, tc.n);
+  m = model(3, "adam", NULL);
+  if (nnt_model_load_weights(m, path, &e))
+    fail_msg("%s", e.msg);
+  assert_memory_equal(m->wpool, src->wpool, W_BYTES);
+  assert_null(m->opt_pool);
+  assert_int_equal(m->epoch_idx, 3);
+  assert_int_equal(m->iter, 8);
+  nnt_model_destroy(m);
+  free(tc.p);
   /* and training goes on from a loaded file */
   m = model(3, "adam", NULL);
   assert_int_equal(nnt_model_load_weights(m, path, &e), NNT_OK);
@@ -378,7 +395,8 @@ static void test_files_refused(void **state) {
   tu_assert_contains(e.msg, path);
   tu_assert_contains(e.msg, "has 928 bytes");
   tu_assert_contains(e.msg, "376 bytes (weights only), 384 (with the epoch and iteration "
-                            "counters), 868 (with Adam's moments and the counters) or 380");
+                            "counters), 868 (with Adam's moments and the counters), 380 (with the 'adam' "
+                            "tag alone) or 388 (with the 'adam' tag and the counters)");
   snap_same(m, &before);
   /* paths that are not regular files: refused at once, never waited on */
   alarm(20);
