@@ -283,8 +283,7 @@ static void expect_file_error(const char *name, const char *text, int code, cons
   nnt_model_destroy(m);
 }
 
-/* iniparser prints syntax errors to stderr unless told otherwise; the
- * loader must not print. */
+/* The loader never prints, not even for a syntax error. */
 static void test_nothing_printed(void **state) {
   (void)state;
   char errpath[1100];
@@ -319,16 +318,11 @@ static void test_file_errors(void **state) {
                     ": line 1: '[Model' is not a [section], a key = value or a comment");
   /* a trailing backslash continues a line, as iniparser reads it */
   expect_file_error("broken2.ini", "[Model]\nepochs = 1\n  \nloss = \\\n  mse\nfoo bar\n",
-                    NNT_ERR_INVAL, ": [model] line 6: 'foo bar' is not a [section]");
-  expect_file_error("broken3.ini", "[Model]\n= 3\n", NNT_ERR_INVAL, "[model] line 2: '= 3'");
-  char longline[1100];
-  memset(longline, 'x', sizeof longline);
-  memcpy(longline, "[Model]\nk = ", 12);
-  strcpy(longline + sizeof longline - 2, "\n");
-  expect_file_error("long.ini", longline, NNT_ERR_INVAL,
-                    "[model] line 2: longer than iniparser's 1022 characters");
+                    NNT_ERR_INVAL, ": line 6: [model] 'foo bar' is not a [section]");
+  expect_file_error("broken3.ini", "[Model]\n= 3\n", NNT_ERR_INVAL,
+                    ": line 2: [model] '= 3' has no key before '='");
   expect_file_error("outside.ini", "epochs = 1\n[Model]\nbatch_size = 2\n", NNT_ERR_INVAL,
-                    ": key 'epochs' comes before any [section]");
+                    ": line 1: key 'epochs' comes before any [section]");
   expect_file_error("nolayers.ini", "[Model]\nepochs = 1\n[Optimizer]\ntype = sgd\n",
                     NNT_ERR_INVAL, ": no layer sections");
   expect_file_error("empty.ini", "", NNT_ERR_INVAL, "no [Model] section");
@@ -396,11 +390,11 @@ static void test_legacy_model_optimizer(void **state) {
   path = write_ini("old.ini", "[Model]\noptimizer = sgd\nlearning_rate = fast\n"
                               "[in]\ntype = input\ninput_shape = 2\n");
   assert_int_equal(load(path, NULL, 0, &m, &e), NNT_ERR_INVAL);
-  tu_assert_contains(e.msg, "old.ini: [model] learning_rate: value 'fast'");
+  tu_assert_contains(e.msg, "old.ini: line 3: [model] learning_rate: value 'fast'");
   nnt_model_destroy(m);
   path = write_ini("old.ini", "[Model]\noptimizer = rmsprop\n[in]\ntype = input\n");
   assert_int_equal(load(path, NULL, 0, &m, &e), NNT_ERR_INVAL);
-  tu_assert_contains(e.msg, "old.ini: [model] optimizer: unknown optimizer type 'rmsprop'");
+  tu_assert_contains(e.msg, "old.ini: line 2: [model] optimizer: unknown optimizer type 'rmsprop'");
   nnt_model_destroy(m);
 }
 
