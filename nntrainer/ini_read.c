@@ -545,3 +545,40 @@ int nnt_ini_set(nnt_ini *ini, const char *section, const char *key, const char *
     ini->sec[i].first++;
   return NNT_OK;
 }
+
+/* ---- writing ------------------------------------------------------------------ */
+
+/* Valid UTF-8 without control characters other than tab. */
+static int is_text(const char *s) {
+  const unsigned char *u = (const unsigned char *)s;
+  size_t n = strlen(s);
+  for (size_t i = 0, len; i < n; i += len) {
+    if ((u[i] < 0x20 && u[i] != '\t') || u[i] == 0x7f || !(len = utf8_len(u + i, n - i)))
+      return 0;
+  }
+  return 1;
+}
+
+int nnt_ini_value_quote(const char *v) {
+  if (!v || !is_text(v))
+    return -1;
+  size_t n = strlen(v);
+  int plain = !n || (!is_blank(v[0]) && !is_blank(v[n - 1]) && v[0] != '"' && v[0] != '\'' &&
+                     v[n - 1] != '\\' && !strpbrk(v, ";#"));
+  if (plain)
+    return 0;
+  if (!strchr(v, '"'))
+    return '"';
+  if (!strchr(v, '\''))
+    return '\'';
+  return -1;
+}
+
+int nnt_ini_name_writable(const char *name, int section) {
+  if (!name || !name[0] || !is_text(name) || is_blank(name[0]) ||
+      is_blank(name[strlen(name) - 1]))
+    return 0;
+  if (section)
+    return !strpbrk(name, "]:");
+  return !strchr(name, '=') && !strchr("[#;", name[0]);
+}

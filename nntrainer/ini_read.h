@@ -68,4 +68,17 @@ const char *nnt_ini_get(const nnt_ini *ini, const nnt_ini_section *s, const char
 int nnt_ini_set(nnt_ini *ini, const char *section, const char *key, const char *value,
                 size_t value_len, nnt_err *e);
 
+/* Writing values that read back the same (nntrainer/ini_save.c): how to
+ * write value after "key = " so that this reader and iniparser 4.1 read
+ * exactly value: 0 as it is, '"' or '\'' between those quotes (needed for
+ * blanks at either end, ; or #, a quote first, a backslash last). -1 when
+ * it cannot be written: a control character other than tab, invalid
+ * UTF-8, or both quotes in a value that needs quoting. */
+int nnt_ini_value_quote(const char *value);
+/* Whether name can be written as a [section] name (section != 0) or a key
+ * and read back the same, up to case: not empty, no blanks at either end,
+ * UTF-8 text without control characters; a section name without ']' or
+ * ':'; a key without '=' that does not start with '[', '#' or ';'. */
+int nnt_ini_name_writable(const char *name, int section);
+
 #endif

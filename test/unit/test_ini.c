@@ -267,11 +267,23 @@ static void test_errors(void **state) {
   }
 }
 
-static void expect_file_error(const char *name, const char *text, int code, const char *what) {
+/* Loading name (text of len bytes written to dir, or name as is when text
+ * is NULL) fails with code and a message starting with the path and
+ * holding what. */
+static void expect_file_error_n(const char *name, const char *text, size_t len, int code,
+                                const char *what) {
   nnt_model *m;
   nnt_err e = {0};
   char path[1024];
-  snprintf(path, sizeof path, "%s", text ? write_ini(name, text) : name);
+  if (text) {
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, len, f), len);
+    fclose(f);
+  } else {
+    snprintf(path, sizeof path, "%s", name);
+  }
   assert_int_equal(load(path, NULL, 0, &m, &e), code);
   if (strncmp(e.msg, path, strlen(path)))
     fail_msg("message does not start with the path %s: %s", path, e.msg);
@@ -281,6 +293,10 @@ static void expect_file_error(const char *name, const char *text, int code, cons
   assert_int_equal(nnt_model_create(&m, NULL), NNT_OK);
   assert_int_equal(nnt_ini_load(m, path, NULL, 0, NULL), code);
   nnt_model_destroy(m);
+}
+
+static void expect_file_error(const char *name, const char *text, int code, const char *what) {
+  expect_file_error_n(name, text, text ? strlen(text) : 0, code, what);
 }
 
 /* The loader never prints, not even for a syntax error. */
@@ -323,6 +339,14 @@ static void test_file_errors(void **state) {
                     ": line 2: [model] '= 3' has no key before '='");
   expect_file_error("outside.ini", "epochs = 1\n[Model]\nbatch_size = 2\n", NNT_ERR_INVAL,
                     ": line 1: key 'epochs' comes before any [section]");
+  /* iniparser merged these silently; the reader refuses them */
+  expect_file_error("dupsec.ini", "[Model]\nepochs = 1\n[in]\ntype = input\n[IN]\ntype = input\n",
+                    NNT_ERR_INVAL, ": line 5: duplicate section [in], already given on line 3");
+  expect_file_error("dupkey.ini", "[Model]\nepochs = 1\nEpochs = 2\n[in]\ntype = input\n",
+                    NNT_ERR_INVAL, ": line 3: [model] epochs: duplicate key, already given on line 2");
+  /* iniparser cut the line at the NUL and read "epochs = 1" */
+  expect_file_error_n("nul.ini", "[Model]\nepochs = 1\0junk\n[in]\ntype = input\n", 42,
+                      NNT_ERR_INVAL, ": line 2: binary content (byte 0x00 at column 11)");
   expect_file_error("nolayers.ini", "[Model]\nepochs = 1\n[Optimizer]\ntype = sgd\n",
                     NNT_ERR_INVAL, ": no layer sections");
   expect_file_error("empty.ini", "", NNT_ERR_INVAL, "no [Model] section");
