@@ -4,6 +4,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -216,15 +218,28 @@ static int trim_copy(const char *v, char *buf, size_t n) {
   return 1;
 }
 
+/* Whether only spaces follow end. */
+static int only_spaces(const char *end) {
+  while (isspace((unsigned char)*end))
+    end++;
+  return !*end;
+}
+
 int nnt_parse_uint(const char *key, const char *v, unsigned *out, nnt_err *e) {
-  char buf[64], *end;
-  if (!v || !trim_copy(v, buf, sizeof buf) || !buf[0] || buf[0] == '-' ||
-      buf[0] == '+')
+  const char *p = v;
+  while (p && isspace((unsigned char)*p))
+    p++;
+  /* strtoull would take a sign, spaces after it or a 0x prefix */
+  if (!p || !isdigit((unsigned char)*p))
     goto bad;
+  char *end;
   errno = 0;
-  unsigned long x = strtoul(buf, &end, 10);
-  if (*end || errno || x > 0xffffffffUL)
+  unsigned long long x = strtoull(p, &end, 10);
+  if (!only_spaces(end))
     goto bad;
+  if (errno == ERANGE || x > UINT_MAX)
+    return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': value '%s' is out of range (0 to %u)", key,
+                       v, UINT_MAX);
   *out = (unsigned)x;
   return NNT_OK;
 bad:
@@ -233,15 +248,30 @@ bad:
                      v ? v : "(null)");
 }
 
+/* A float32: a decimal (or hexadecimal) number whose magnitude is 0 or
+ * between FLT_MIN and FLT_MAX. Subnormals are refused: kernels that flush
+ * them to zero would silently use another value, and no setting needs one. */
 int nnt_parse_float(const char *key, const char *v, float *out, nnt_err *e) {
-  char buf[64], *end;
-  if (!v || !trim_copy(v, buf, sizeof buf) || !buf[0])
+  const char *p = v;
+  char *end;
+  while (p && isspace((unsigned char)*p))
+    p++;
+  if (!p || !*p)
     goto bad;
   errno = 0;
-  double x = strtod(buf, &end);
-  if (*end || errno || !isfinite(x))
+  double x = strtod(p, &end);
+  if (end == p || !only_spaces(end) || isnan(x) || (isinf(x) && errno != ERANGE))
     goto bad;
-  *out = (float)x;
+  float f = (float)x;
+  if (isinf(f))
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "key '%s': value '%s' is out of float32's range (magnitude at most "
+                       "%.9g)", key, v, FLT_MAX);
+  if ((x != 0 || errno == ERANGE) && fabsf(f) < FLT_MIN)
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "key '%s': value '%s' is too small for float32 (a nonzero magnitude "
+                       "must be at least %.9g; write 0 for zero)", key, v, FLT_MIN);
+  *out = f;
   return NNT_OK;
 bad:
   return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': value '%s' is not a number",
@@ -255,7 +285,7 @@ int nnt_parse_nonneg_float(const char *key, const char *v, float *out, nnt_err *
     return rc;
   if (x < 0)
     return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': value '%s' must not be negative", key, v);
-  *out = x;
+  *out = x == 0 ? 0.0f : x; /* -0 is 0 */
   return NNT_OK;
 }
 
@@ -278,27 +308,41 @@ int nnt_parse_bool(const char *key, const char *v, int *out, nnt_err *e) {
                      key, v ? v : "(null)");
 }
 
-/* Split v on commas and parse each item with `one`. */
+/* Split v on commas and parse each item with `one`; an empty item (as in
+ * "1,,2" or "1,2,") is an error, not skipped. */
 static int parse_list(const char *key, const char *v, void *out, size_t elem,
                       unsigned max, unsigned *n, nnt_err *e,
                       int (*one)(const char *, const char *, void *, nnt_err *)) {
-  char buf[1024];
-  if (!v || strlen(v) >= sizeof buf)
-    return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': value is missing or too long", key);
-  strcpy(buf, v);
+  char item[128];
+  if (!v)
+    return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': value is missing", key);
   unsigned count = 0;
-  char *save = NULL;
-  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+  for (const char *p = v;; p++) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    const char *b = p, *end = p + len;
+    while (b < end && isspace((unsigned char)*b))
+      b++;
+    if (b == end && !comma && !count)
+      return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': empty list", key);
+    if (b == end)
+      return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': an empty item in '%s'", key, v);
     if (count == max)
       return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': more than %u values in '%s'",
                          key, max, v);
-    int rc = one(key, tok, (char *)out + elem * count, e);
+    if (len >= sizeof item)
+      return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': item '%.*s...' of '%.64s...' is too long",
+                         key, 16, b, v);
+    memcpy(item, p, len);
+    item[len] = '\0';
+    int rc = one(key, item, (char *)out + elem * count, e);
     if (rc)
       return rc;
     count++;
+    if (!comma)
+      break;
+    p = comma;
   }
-  if (!count)
-    return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': empty list", key);
   *n = count;
   return NNT_OK;
 }

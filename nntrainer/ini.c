@@ -1,5 +1,6 @@
-/* INI loader: reads NNTrainer's format with iniparser 4.1 and builds the
- * model through the builder calls of model.h, layer.h, optimizer.h and
+/* INI loader: reads NNTrainer's format with the project's reader
+ * (ini_read.c, iniparser 4.1's syntax, made strict) and builds the model
+ * through the builder calls of model.h, layer.h, optimizer.h and
  * dataset.h, the same calls the C API makes. Order: [Model] (with the older
  * optimizer keys), then [Optimizer], then every other section in file order:
  * [LearningRateScheduler], [train_set]/[valid_set]/[test_set], the older
@@ -8,21 +9,20 @@
 #include "nntrainer/ini.h"
 
 #include <ctype.h>
-#include <errno.h>
-#include <iniparser/iniparser.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 
-#define INI_BUF 1024  /* iniparser 4.1's line buffer (ASCIILINESZ) */
+#include "nntrainer/ini_read.h"
+
 #define INI_NAME 256  /* longest section or key name an override may give */
 #define SYNTHETIC_SAMPLES 1024u
 
+typedef const nnt_ini_section sec_t;
+
 typedef struct ini_ctx {
-  dictionary *d;
+  nnt_ini *ini;
   const char *file;        /* the path as the caller gave it */
   nnt_model *m;
   nnt_err *e;
@@ -31,15 +31,6 @@ typedef struct ini_ctx {
   nnt_optimizer *opt;      /* the model's optimizer once set (borrowed) */
   const char *ds_from[3];  /* the section that gave each dataset mode */
 } ini_ctx;
-
-/* ---- iniparser's error printing ---------------------------------------- */
-
-static int silent_error(const char *fmt, ...) {
-  (void)fmt;
-  return 0;
-}
-
-static void install_silent_callback(void) { iniparser_set_error_callback(silent_error); }
 
 /* ---- overrides and messages -------------------------------------------- */
 
@@ -88,25 +79,29 @@ static const char *override_of(const ini_ctx *c, const char *sec, const char *ke
   return NULL;
 }
 
-/* Record "<file>: [sec] key: what" (sec and key left out when NULL; key not
- * shown unless show_key), naming the override that set [sec] key, if any. */
-static int vfail(ini_ctx *c, int code, const char *sec, const char *key, int show_key,
+/* Record "<file>: line N: [sec] key: what" (sec and key left out when NULL;
+ * key not shown unless show_key), naming the override that set [sec] key, if
+ * any. The line is the key's when the file gives it, else the section's. */
+static int vfail(ini_ctx *c, int code, sec_t *s, const char *key, int show_key,
                  const char *fmt, va_list ap) {
-  char what[NNT_ERR_MSG_MAX], from[INI_BUF + 32] = "";
+  char what[NNT_ERR_MSG_MAX], from[300] = "", at[32] = "";
   vsnprintf(what, sizeof what, fmt, ap);
-  const char *ov = override_of(c, sec, key);
+  const char *sec = s ? s->name : NULL, *ov = override_of(c, sec, key);
   if (ov)
-    snprintf(from, sizeof from, " (from override '%s')", ov);
-  return nnt_err_set(c->e, code, "%s: %s%s%s%s%s%s%s", c->file, sec ? "[" : "", sec ? sec : "",
-                     sec ? "] " : "", show_key && key ? key : "", show_key && key ? ": " : "",
-                     what, from);
+    snprintf(from, sizeof from, " (from override '%.256s')", ov);
+  const nnt_ini_key *k = nnt_ini_find_key(c->ini, s, key);
+  unsigned line = k ? k->line : s ? s->line : 0;
+  if (line)
+    snprintf(at, sizeof at, "line %u: ", line);
+  return nnt_err_set(c->e, code, "%s: %s%s%s%s%s%s%s%s", c->file, at, sec ? "[" : "",
+                     sec ? sec : "", sec ? "] " : "", show_key && key ? key : "",
+                     show_key && key ? ": " : "", what, from);
 }
 
-/* "<file>: [sec] key: what" */
-static int fail_key(ini_ctx *c, int code, const char *sec, const char *key, const char *fmt,
-                    ...) __attribute__((format(printf, 5, 6)));
-static int fail_key(ini_ctx *c, int code, const char *sec, const char *key, const char *fmt,
-                    ...) {
+/* "<file>: line N: [sec] key: what" */
+static int fail_key(ini_ctx *c, int code, sec_t *sec, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int fail_key(ini_ctx *c, int code, sec_t *sec, const char *key, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   int rc = vfail(c, code, sec, key, 1, fmt, ap);
@@ -114,11 +109,11 @@ static int fail_key(ini_ctx *c, int code, const char *sec, const char *key, cons
   return rc;
 }
 
-/* "<file>: [sec] what", where what is about key (for the override note). */
-static int fail_sec(ini_ctx *c, int code, const char *sec, const char *key, const char *fmt,
-                    ...) __attribute__((format(printf, 5, 6)));
-static int fail_sec(ini_ctx *c, int code, const char *sec, const char *key, const char *fmt,
-                    ...) {
+/* "<file>: line N: [sec] what", where what is about key (for the line and
+ * the override note). */
+static int fail_sec(ini_ctx *c, int code, sec_t *sec, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int fail_sec(ini_ctx *c, int code, sec_t *sec, const char *key, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   int rc = vfail(c, code, sec, key, 0, fmt, ap);
@@ -129,7 +124,7 @@ static int fail_sec(ini_ctx *c, int code, const char *sec, const char *key, cons
 /* Rewrite the message a builder left in c->e for [sec] key (key NULL: the
  * section as a whole) into the loader's form. Builders write "key 'k': what"
  * or "k: what"; unknown keys (NNT_ERR_NOKEY) become NNT_ERR_INVAL. */
-static int fail_builder(ini_ctx *c, int rc, const char *sec, const char *key) {
+static int fail_builder(ini_ctx *c, int rc, sec_t *sec, const char *key) {
   char msg[NNT_ERR_MSG_MAX], named[INI_NAME] = "";
   const char *m = c->e->msg;
   if (!strncmp(m, "dataset: ", 9))
@@ -164,18 +159,12 @@ static int fail_builder(ini_ctx *c, int rc, const char *sec, const char *key) {
 
 /* ---- reading sections -------------------------------------------------- */
 
-static const char *get(const ini_ctx *c, const char *sec, const char *key) {
-  char full[2 * INI_BUF + 2];
-  snprintf(full, sizeof full, "%s:%s", sec, key);
-  return iniparser_getstring(c->d, full, NULL);
-}
-
-static int has_section(const ini_ctx *c, const char *sec) {
-  return iniparser_find_entry(c->d, sec);
+static const char *get(const ini_ctx *c, sec_t *sec, const char *key) {
+  return nnt_ini_get(c->ini, sec, key);
 }
 
 /* A key that must be present and not empty. */
-static int need(ini_ctx *c, const char *sec, const char *key, const char **out) {
+static int need(ini_ctx *c, sec_t *sec, const char *key, const char **out) {
   *out = get(c, sec, key);
   if (!*out || !(*out)[0])
     return fail_key(c, NNT_ERR_INVAL, sec, key, "required key is missing");
@@ -192,25 +181,16 @@ static int in_list(const char *key, const char *const *list) {
 typedef int (*setter_fn)(void *obj, const char *key, const char *value, nnt_err *e);
 
 /* Give every key of [sec] but those in skip to set(obj, ...). */
-static int apply_keys(ini_ctx *c, const char *sec, void *obj, setter_fn set,
+static int apply_keys(ini_ctx *c, sec_t *sec, void *obj, setter_fn set,
                       const char *const *skip) {
-  int nk = iniparser_getsecnkeys(c->d, sec);
-  if (nk <= 0)
-    return NNT_OK;
-  const char **keys = nnt_calloc((size_t)nk, sizeof *keys);
-  if (!keys)
-    return fail_sec(c, NNT_ERR_NOMEM, sec, NULL, "out of memory");
-  iniparser_getseckeys(c->d, sec, keys);
   int rc = NNT_OK;
-  for (int i = 0; i < nk && !rc; i++) {
-    const char *colon = strchr(keys[i], ':');
-    const char *key = colon ? colon + 1 : keys[i];
-    if (in_list(key, skip))
+  for (size_t i = 0; i < sec->n_keys && !rc; i++) {
+    const nnt_ini_key *k = nnt_ini_key_at(c->ini, sec, i);
+    if (in_list(k->name, skip))
       continue;
-    if ((rc = set(obj, key, iniparser_getstring(c->d, keys[i], ""), c->e)))
-      rc = fail_builder(c, rc, sec, key);
+    if ((rc = set(obj, k->name, k->value, c->e)))
+      rc = fail_builder(c, rc, sec, k->name);
   }
-  nnt_free(keys);
   return rc;
 }
 
@@ -228,7 +208,7 @@ static int set_ds(void *o, const char *k, const char *v, nnt_err *e) {
 }
 
 /* A relative path joined onto the model's base dir; the caller frees it. */
-static char *resolve(ini_ctx *c, const char *sec, const char *key, const char *v) {
+static char *resolve(ini_ctx *c, sec_t *sec, const char *key, const char *v) {
   const char *base = nnt_model_base_dir(c->m);
   size_t n = strlen(base) + strlen(v) + 2;
   char *p = nnt_malloc(n);
@@ -265,7 +245,8 @@ static const struct {
     {"label_layers", NULL},
 };
 
-static int check_unsupported(ini_ctx *c, const char *key, const char *v, int *handled) {
+static int check_unsupported(ini_ctx *c, sec_t *model, const char *key, const char *v,
+                             int *handled) {
   for (size_t i = 0; i < NNT_ARRAY_LEN(unsupported_model_keys); i++) {
     if (!nnt_streq(key, unsupported_model_keys[i].key))
       continue;
@@ -281,59 +262,53 @@ static int check_unsupported(ini_ctx *c, const char *key, const char *v, int *ha
     if (ok)
       return NNT_OK;
     if (acc)
-      return fail_key(c, NNT_ERR_NOT_SUPPORTED, "model", key,
+      return fail_key(c, NNT_ERR_NOT_SUPPORTED, model, key,
                       "NNTrainer's key is supported only with the value '%s', not '%s'", acc, v);
-    return fail_key(c, NNT_ERR_NOT_SUPPORTED, "model", key,
+    return fail_key(c, NNT_ERR_NOT_SUPPORTED, model, key,
                     "NNTrainer's key is not supported by nntrainer");
   }
   return NNT_OK;
 }
 
-static int load_model_section(ini_ctx *c) {
-  int nk = iniparser_getsecnkeys(c->d, "model");
-  const char **keys = nnt_calloc(nk > 0 ? (size_t)nk : 1, sizeof *keys);
-  if (!keys)
-    return fail_sec(c, NNT_ERR_NOMEM, "model", NULL, "out of memory");
-  if (nk > 0)
-    iniparser_getseckeys(c->d, "model", keys);
-  const char *opt_type = get(c, "model", "optimizer");
+static int load_model_section(ini_ctx *c, sec_t *model) {
+  const char *opt_type = get(c, model, "optimizer");
   int rc = NNT_OK;
-  for (int i = 0; i < nk && !rc; i++) {
-    const char *key = strchr(keys[i], ':') + 1, *v = iniparser_getstring(c->d, keys[i], "");
+  for (size_t i = 0; i < model->n_keys && !rc; i++) {
+    const nnt_ini_key *k = nnt_ini_key_at(c->ini, model, i);
+    const char *key = k->name, *v = k->value;
     int handled = 0;
     if (nnt_streq(key, "optimizer"))
       continue;
     if (in_list(key, legacy_opt_keys)) {
       if (!opt_type)
-        rc = fail_key(c, NNT_ERR_INVAL, "model", key,
+        rc = fail_key(c, NNT_ERR_INVAL, model, key,
                       "an optimizer key, read here only together with [Model] optimizer "
                       "(NNTrainer ignores it otherwise); put it in [Optimizer]");
       continue;
     }
-    if ((rc = check_unsupported(c, key, v, &handled)) || handled)
+    if ((rc = check_unsupported(c, model, key, v, &handled)) || handled)
       continue;
     if ((rc = nnt_model_set_property(c->m, key, v, c->e)))
-      rc = fail_builder(c, rc, "model", key);
+      rc = fail_builder(c, rc, model, key);
   }
-  nnt_free(keys);
   if (rc || !opt_type)
     return rc;
   /* the older form: [Model] optimizer = adam, learning_rate = ... */
-  if (has_section(c, "optimizer"))
-    return fail_key(c, NNT_ERR_INVAL, "model", "optimizer",
+  if (nnt_ini_find_section(c->ini, "optimizer"))
+    return fail_key(c, NNT_ERR_INVAL, model, "optimizer",
                     "the optimizer is given twice, here and in [Optimizer]");
   nnt_optimizer *o;
   if ((rc = nnt_optimizer_create(opt_type, &o, c->e)))
-    return fail_builder(c, rc, "model", "optimizer");
+    return fail_builder(c, rc, model, "optimizer");
   for (size_t i = 0; legacy_opt_keys[i] && !rc; i++) {
-    const char *v = get(c, "model", legacy_opt_keys[i]);
+    const char *v = get(c, model, legacy_opt_keys[i]);
     if (v && (rc = nnt_optimizer_set_property(o, legacy_opt_keys[i], v, c->e)))
-      rc = fail_builder(c, rc, "model", legacy_opt_keys[i]);
+      rc = fail_builder(c, rc, model, legacy_opt_keys[i]);
   }
   if (!rc && (rc = nnt_optimizer_validate(o, c->e)))
-    rc = fail_builder(c, rc, "model", NULL);
+    rc = fail_builder(c, rc, model, NULL);
   if (!rc && (rc = nnt_model_set_optimizer(c->m, o, c->e)))
-    rc = fail_builder(c, rc, "model", "optimizer");
+    rc = fail_builder(c, rc, model, "optimizer");
   if (rc)
     nnt_optimizer_destroy(o);
   else
@@ -341,7 +316,7 @@ static int load_model_section(ini_ctx *c) {
   return rc;
 }
 
-static int load_optimizer(ini_ctx *c, const char *sec) {
+static int load_optimizer(ini_ctx *c, sec_t *sec) {
   /* NNTrainer defaults a missing type to adam */
   const char *type = get(c, sec, "type");
   if (!type || !type[0])
@@ -363,7 +338,7 @@ static int load_optimizer(ini_ctx *c, const char *sec) {
   return NNT_OK;
 }
 
-static int load_scheduler(ini_ctx *c, const char *sec) {
+static int load_scheduler(ini_ctx *c, sec_t *sec) {
   if (!c->opt)
     return fail_sec(c, NNT_ERR_INVAL, sec, NULL,
                     "needs an optimizer: add an [Optimizer] section");
@@ -392,7 +367,7 @@ static int load_scheduler(ini_ctx *c, const char *sec) {
 static const char *const mode_sec[3] = {"train_set", "valid_set", "test_set"};
 
 /* Give ds to the model for mode; frees it on failure. */
-static int put_dataset(ini_ctx *c, const char *sec, const char *key, nnt_ds_mode mode,
+static int put_dataset(ini_ctx *c, sec_t *sec, const char *key, nnt_ds_mode mode,
                        nnt_dataset *ds) {
   int rc;
   if (c->ds_from[mode])
@@ -404,11 +379,11 @@ static int put_dataset(ini_ctx *c, const char *sec, const char *key, nnt_ds_mode
     nnt_dataset_destroy(ds);
     return rc;
   }
-  c->ds_from[mode] = sec;
+  c->ds_from[mode] = sec->name;
   return NNT_OK;
 }
 
-static int load_dataset(ini_ctx *c, const char *sec, nnt_ds_mode mode) {
+static int load_dataset(ini_ctx *c, sec_t *sec, nnt_ds_mode mode) {
   static const char *const skip_file[] = {"type", "path", NULL};
   static const char *const skip_idx[] = {"type", "images", "labels", NULL};
   static const char *const skip_syn[] = {"type", "samples", "seed", NULL};
@@ -459,22 +434,16 @@ static int load_dataset(ini_ctx *c, const char *sec, nnt_ds_mode mode) {
 /* The older [Dataset]: TrainData (required, as in NNTrainer), ValidData,
  * TestData (raw files), BufferSize (or buffer_size); LabelData is ignored,
  * as NNTrainer does. */
-static int load_legacy_dataset(ini_ctx *c, const char *sec) {
+static int load_legacy_dataset(ini_ctx *c, sec_t *sec) {
   static const char *const data_keys[3] = {"traindata", "validdata", "testdata"};
   static const char *const known[] = {"traindata", "validdata", "testdata", "labeldata",
                                       "buffersize", "buffer_size", NULL};
-  int nk = iniparser_getsecnkeys(c->d, sec), rc = NNT_OK;
-  const char **keys = nnt_calloc(nk > 0 ? (size_t)nk : 1, sizeof *keys);
-  if (!keys)
-    return fail_sec(c, NNT_ERR_NOMEM, sec, NULL, "out of memory");
-  if (nk > 0)
-    iniparser_getseckeys(c->d, sec, keys);
-  for (int i = 0; i < nk && !rc; i++) {
-    const char *k = strchr(keys[i], ':') + 1;
+  int rc = NNT_OK;
+  for (size_t i = 0; i < sec->n_keys && !rc; i++) {
+    const char *k = nnt_ini_key_at(c->ini, sec, i)->name;
     if (!in_list(k, known))
       rc = fail_sec(c, NNT_ERR_INVAL, sec, k, "unknown key '%s'", k);
   }
-  nnt_free(keys);
   const char *buf = get(c, sec, "buffersize"), *train;
   const char *buf_key = buf ? "buffersize" : "buffer_size";
   if (!buf)
@@ -504,7 +473,7 @@ static int load_legacy_dataset(ini_ctx *c, const char *sec) {
 
 /* ---- layers ------------------------------------------------------------ */
 
-static int load_layer(ini_ctx *c, const char *sec) {
+static int load_layer(ini_ctx *c, sec_t *sec) {
   const char *type, *name = get(c, sec, "name");
   if (get(c, sec, "backbone"))
     return fail_key(c, NNT_ERR_NOT_SUPPORTED, sec, "backbone",
@@ -513,14 +482,14 @@ static int load_layer(ini_ctx *c, const char *sec) {
   if (rc)
     return rc;
   /* NNTrainer names the layer after its section whatever `name` says */
-  if (name && !nnt_streq(name, sec))
+  if (name && !nnt_streq(name, sec->name))
     return fail_key(c, NNT_ERR_INVAL, sec, "name",
                     "'%s' differs from the section name, which is the layer's name", name);
   nnt_layer *l;
   if ((rc = nnt_layer_create(type, &l, c->e)))
     return fail_builder(c, rc, sec, "type");
   static const char *const skip[] = {"type", "name", NULL};
-  if ((rc = nnt_layer_set_property(l, "name", sec, c->e)))
+  if ((rc = nnt_layer_set_property(l, "name", sec->name, c->e)))
     rc = fail_builder(c, rc, sec, "name");
   if (!rc)
     rc = apply_keys(c, sec, l, set_layer, skip);
@@ -533,86 +502,16 @@ static int load_layer(ini_ctx *c, const char *sec) {
 
 /* ---- the file ---------------------------------------------------------- */
 
-/* A line iniparser 4.1 accepts: blank, a comment (# or ;), a [section], or
- * "key = value" with a key before the '='. */
-static int line_ok(const char *s, char *sec, size_t n) {
-  while (isspace((unsigned char)*s))
-    s++;
-  size_t len = strlen(s);
-  while (len && isspace((unsigned char)s[len - 1]))
-    len--;
-  if (!len || s[0] == '#' || s[0] == ';')
-    return 1;
-  if (s[0] == '[' && s[len - 1] == ']') {
-    const char *b = s + 1, *e = memchr(b, ']', len - 1);
-    while (b < e && isspace((unsigned char)*b))
-      b++;
-    while (e > b && isspace((unsigned char)e[-1]))
-      e--;
-    if ((size_t)(e - b) < n)
-      copy_lower(sec, b, (size_t)(e - b));
-    return 1;
-  }
-  const char *eq = memchr(s, '=', len);
-  return eq && eq != s;
-}
-
-/* iniparser 4.1 rejects a file without saying where: find the first line it
- * rejects, reading the file the way it does (its buffer, lines continued
- * by a trailing backslash), and report it. */
-static int report_parse_error(ini_ctx *c) {
-  FILE *f = fopen(c->file, "r");
-  if (!f)
-    return fail_sec(c, NNT_ERR_IO, NULL, NULL, "cannot read: %s", strerror(errno));
-  char line[INI_BUF + 1] = "", sec[INI_NAME] = "";
-  int last = 0, rc = NNT_OK;
-  unsigned lineno = 0;
-  while (!rc && fgets(line + last, INI_BUF - last, f)) {
-    lineno++;
-    int len = (int)strlen(line) - 1;
-    if (len <= 0)
-      continue;
-    if (line[len] != '\n' && !feof(f)) {
-      rc = fail_sec(c, NNT_ERR_INVAL, sec[0] ? sec : NULL, NULL,
-                    "line %u: longer than iniparser's %d characters", lineno, INI_BUF - 2);
-      break;
-    }
-    while (len >= 0 && isspace((unsigned char)line[len]))
-      line[len--] = '\0';
-    if (len >= 0 && line[len] == '\\') {
-      last = len;
-      continue;
-    }
-    last = 0;
-    if (!line_ok(line, sec, sizeof sec))
-      rc = fail_sec(c, NNT_ERR_INVAL, sec[0] ? sec : NULL, NULL,
-                    "line %u: '%.80s' is not a [section], a key = value or a comment", lineno,
-                    line);
-    memset(line, 0, sizeof line);
-  }
-  fclose(f);
-  if (!rc)
-    rc = fail_sec(c, NNT_ERR_INVAL, NULL, NULL, "iniparser cannot parse the file");
-  return rc;
-}
-
-/* Keys before the first section land in iniparser's dictionary as ":key". */
-static int check_keys_outside_sections(ini_ctx *c) {
-  for (ssize_t i = 0; i < c->d->size; i++)
-    if (c->d->key[i] && c->d->key[i][0] == ':')
-      return fail_sec(c, NNT_ERR_INVAL, NULL, NULL, "key '%s' comes before any [section]",
-                      c->d->key[i] + 1);
-  return NNT_OK;
-}
-
+/* An override replaces the file's value of its key or adds the key: the
+ * value is taken as given (trimmed; no quotes or comments). */
 static int apply_overrides(ini_ctx *c) {
   for (size_t i = 0; i < c->n_ov; i++) {
-    char sec[INI_NAME], key[INI_NAME], full[2 * INI_NAME + 2], val[INI_BUF];
+    char sec[INI_NAME], key[INI_NAME];
     const char *v;
     if (!c->ov[i] || split_override(c->ov[i], sec, key, &v))
       return nnt_err_set(c->e, NNT_ERR_INVAL, "override '%s': expected section.key=value or "
                          "key=value", c->ov[i] ? c->ov[i] : "(null)");
-    if (!has_section(c, sec))
+    if (!nnt_ini_find_section(c->ini, sec))
       return nnt_err_set(c->e, NNT_ERR_INVAL, "override '%s': %s has no section [%s]", c->ov[i],
                          c->file, sec);
     while (isspace((unsigned char)*v))
@@ -620,41 +519,38 @@ static int apply_overrides(ini_ctx *c) {
     size_t n = strlen(v);
     while (n && isspace((unsigned char)v[n - 1]))
       n--;
-    if (n >= sizeof val)
-      return nnt_err_set(c->e, NNT_ERR_INVAL, "override '%.64s...': value too long", c->ov[i]);
-    memcpy(val, v, n);
-    val[n] = '\0';
-    snprintf(full, sizeof full, "%s:%s", sec, key);
-    if (iniparser_set(c->d, full, val))
-      return nnt_err_set(c->e, NNT_ERR_NOMEM, "override '%s': out of memory", c->ov[i]);
+    if (nnt_ini_set(c->ini, sec, key, v, n, NULL))
+      return nnt_err_set(c->e, NNT_ERR_NOMEM, "%s: override '%s': out of memory", c->file,
+                         c->ov[i]);
   }
   return NNT_OK;
 }
 
 static int load_sections(ini_ctx *c) {
   int rc;
-  if ((rc = check_keys_outside_sections(c)) || (rc = apply_overrides(c)))
+  if ((rc = apply_overrides(c)))
     return rc;
-  if (!has_section(c, "model"))
+  sec_t *model = nnt_ini_find_section(c->ini, "model"), *opt;
+  if (!model)
     return fail_sec(c, NNT_ERR_INVAL, NULL, NULL, "no [Model] section (NNTrainer requires one)");
-  if ((rc = load_model_section(c)))
+  if ((rc = load_model_section(c, model)))
     return rc;
-  if (has_section(c, "optimizer") && (rc = load_optimizer(c, "optimizer")))
+  if ((opt = nnt_ini_find_section(c->ini, "optimizer")) && (rc = load_optimizer(c, opt)))
     return rc;
-  int nsec = iniparser_getnsec(c->d), layers = 0;
-  for (int i = 0; i < nsec && !rc; i++) {
-    const char *sec = iniparser_getsecname(c->d, i);
-    if (nnt_streq(sec, "model") || nnt_streq(sec, "optimizer"))
+  size_t nsec = nnt_ini_section_count(c->ini), layers = 0;
+  for (size_t i = 0; i < nsec && !rc; i++) {
+    sec_t *sec = nnt_ini_section_at(c->ini, i);
+    if (sec == model || sec == opt)
       continue;
-    if (nnt_streq(sec, "learningratescheduler"))
+    if (nnt_streq(sec->name, "learningratescheduler"))
       rc = load_scheduler(c, sec);
-    else if (nnt_streq(sec, "train_set"))
+    else if (nnt_streq(sec->name, "train_set"))
       rc = load_dataset(c, sec, NNT_DS_TRAIN);
-    else if (nnt_streq(sec, "valid_set"))
+    else if (nnt_streq(sec->name, "valid_set"))
       rc = load_dataset(c, sec, NNT_DS_VALID);
-    else if (nnt_streq(sec, "test_set"))
+    else if (nnt_streq(sec->name, "test_set"))
       rc = load_dataset(c, sec, NNT_DS_TEST);
-    else if (nnt_streq(sec, "dataset"))
+    else if (nnt_streq(sec->name, "dataset"))
       rc = load_legacy_dataset(c, sec);
     else if (!(rc = load_layer(c, sec)))
       layers++;
@@ -667,7 +563,6 @@ static int load_sections(ini_ctx *c) {
 /* See ini.h. */
 int nnt_ini_load(nnt_model *m, const char *path, const char *const *overrides,
                  size_t n_overrides, nnt_err *e) {
-  static pthread_once_t silence_once = PTHREAD_ONCE_INIT;
   nnt_err local;
   if (!e)
     e = &local;
@@ -676,16 +571,10 @@ int nnt_ini_load(nnt_model *m, const char *path, const char *const *overrides,
   if (n_overrides && !overrides)
     return nnt_err_set(e, NNT_ERR_INVAL, "ini: %zu overrides but no array", n_overrides);
   ini_ctx c = {.file = path, .m = m, .e = e, .ov = overrides, .n_ov = n_overrides};
-  struct stat st;
-  if (stat(path, &st))
-    return fail_sec(&c, NNT_ERR_IO, NULL, NULL, "cannot read: %s", strerror(errno));
-  if (!S_ISREG(st.st_mode))
-    return fail_sec(&c, NNT_ERR_IO, NULL, NULL, "not a regular file");
-  pthread_once(&silence_once, install_silent_callback);
-  c.d = iniparser_load(path);
-  if (!c.d)
-    return report_parse_error(&c);
-  int rc = load_sections(&c);
-  iniparser_freedict(c.d);
+  int rc = nnt_ini_read_file(path, &c.ini, e);
+  if (rc)
+    return rc;
+  rc = load_sections(&c);
+  nnt_ini_free(c.ini);
   return rc;
 }

@@ -13,20 +13,27 @@
  *
  * overrides are n strings "section.key=value", or "key=value" meaning
  * [Model], applied over the file's values before anything is read; an
- * override naming a section the file lacks is an error naming it. An empty
- * value is passed on as such ("save_path=" clears the save path).
+ * override naming a section the file lacks is an error naming it. An
+ * override replaces the file's value of its key, or adds the key: it is
+ * never a duplicate. Its value is taken as given, trimmed (no quotes or
+ * comments); an empty value is passed on as such ("save_path=" clears the
+ * save path).
  *
- * Errors read "<path>: [<section>] <key>: <what is wrong>", with path as
- * given; an error in an overridden value ends with "(from override '...')".
- * A missing or unreadable file is NNT_ERR_IO; a malformed line, an unknown
- * key, section type or value is NNT_ERR_INVAL; a backbone section or an
- * NNTrainer key nntrainer does not implement is NNT_ERR_NOT_SUPPORTED.
+ * The file is read by nntrainer/ini_read.h (its syntax and refusals are in
+ * docs/ini.md, "Syntax"). Errors read "<path>: line N: [<section>] <key>:
+ * <what is wrong>", with path as given and the line of the key (or of the
+ * section when the key is missing); an error in an overridden value ends
+ * with "(from override '...')" and has no line. A missing or unreadable
+ * file, or one that is not a regular file, is NNT_ERR_IO; a file over 16
+ * MiB, binary content, a malformed line, a duplicate section or key, an
+ * unknown key, section type or value is NNT_ERR_INVAL; a backbone section
+ * or an NNTrainer key nntrainer does not implement is
+ * NNT_ERR_NOT_SUPPORTED; an allocation failure is NNT_ERR_NOMEM.
  *
  * Ownership: everything the loader creates is handed to m (which frees it
  * in nnt_model_destroy) or freed before returning; on error m keeps what was
  * added before the failing section and must still be destroyed by the
- * caller. Never prints: iniparser's own error printing is silenced once for
- * the process on the first call. */
+ * caller. Never prints. */
 int nnt_ini_load(nnt_model *m, const char *path, const char *const *overrides,
                  size_t n_overrides, nnt_err *e);
 

@@ -1,5 +1,9 @@
 /* Writing a model's configuration back as an INI file in NNTrainer's format:
- * what ml_train_model_save() does for the INI formats. */
+ * what ml_train_model_save() does for the INI formats. Every name and value
+ * is written so that nntrainer's reader (and iniparser) reads it back
+ * exactly: quoted where the syntax needs it, refused where it cannot be
+ * written (nnt_ini_value_quote, nnt_ini_name_writable). */
+#include "nntrainer/ini_read.h"
 #include "nntrainer/model_impl.h"
 
 #include <math.h>
@@ -7,14 +11,35 @@
 
 #include "nntrainer/file_io.h"
 
-static void write_model(FILE *f, const nnt_model *m, const char *bin_path) {
+/* "key = value", quoted when needed; the first value that cannot be
+ * written is recorded in e and *rc (and the rest of the file is moot). */
+static void put(FILE *f, const char *sec, const char *key, const char *value, int *rc,
+                nnt_err *e) {
+  int q = nnt_ini_value_quote(value);
+  if (*rc)
+    return;
+  if (q < 0 || !nnt_ini_name_writable(key, 0)) {
+    *rc = nnt_err_set(e, NNT_ERR_INVAL,
+                      "save: [%s] %s: value '%.200s' cannot be written in an INI file (a "
+                      "control character, invalid UTF-8, or both quotes where quotes are "
+                      "needed)", sec, key, value);
+    return;
+  }
+  if (q)
+    fprintf(f, "%s = %c%s%c\n", key, q, value, q);
+  else
+    fprintf(f, "%s = %s\n", key, value);
+}
+
+static void write_model(FILE *f, const nnt_model *m, const char *bin_path, int *rc,
+                        nnt_err *e) {
   fprintf(f, "[Model]\ntype = NeuralNetwork\nepochs = %u\nbatch_size = %u\n", m->epochs,
           m->batch);
   if (m->loss != NNT_LOSS_NONE)
     fprintf(f, "loss = %s\n", nnt_loss_name(m->loss));
   const char *save = bin_path ? bin_path : m->save_path;
   if (save)
-    fprintf(f, "save_path = %s\n", save);
+    put(f, "model", "save_path", save, rc, e);
   if (bin_path)
     fprintf(f, "load_weights = true\n");
   if (m->continue_train)
@@ -68,10 +93,15 @@ static void write_optimizer(FILE *f, const nnt_optimizer *o) {
   }
 }
 
-static void write_layer(FILE *f, const nnt_layer *l) {
+static void write_layer(FILE *f, const nnt_layer *l, int *rc, nnt_err *e) {
+  if (!*rc && !nnt_ini_name_writable(l->name, 1)) {
+    *rc = nnt_err_set(e, NNT_ERR_INVAL, "save: layer name '%.200s' cannot be a [section] name "
+                      "(it holds ']', ':', a control character or blanks at an end)", l->name);
+    return;
+  }
   fprintf(f, "\n[%s]\ntype = %s\n", l->name, l->ops->type);
   for (size_t i = 0; i < l->n_props; i++)
-    fprintf(f, "%s = %s\n", l->prop_key[i], l->prop_val[i]);
+    put(f, l->name, l->prop_key[i], l->prop_val[i], rc, e);
 }
 
 typedef struct ini_job {
@@ -79,16 +109,18 @@ typedef struct ini_job {
   const char *bin_path;
 } ini_job;
 
+/* Write errors are the stream's, seen by nnt_file_save; a name or value
+ * that cannot be written fails the save, which then leaves no file. */
 static int write_ini(FILE *f, void *ud, nnt_err *e) {
   const ini_job *j = ud;
-  (void)e; /* write errors are the stream's, seen by nnt_file_save */
+  int rc = NNT_OK;
   fprintf(f, "# written by nntrainer\n");
-  write_model(f, j->m, j->bin_path);
+  write_model(f, j->m, j->bin_path, &rc, e);
   if (j->m->opt)
     write_optimizer(f, j->m->opt);
   for (size_t i = 0; i < j->m->n_layers; i++)
-    write_layer(f, j->m->layers[i]);
-  return NNT_OK;
+    write_layer(f, j->m->layers[i], &rc, e);
+  return rc;
 }
 
 int nnt_model_save_ini(nnt_model *m, const char *path, const char *bin_path, nnt_err *e) {

@@ -35,14 +35,16 @@ int nnt_dim_parse(const char *key, const char *s, nnt_dim *out, nnt_err *e) {
   if (!s || strlen(s) >= sizeof buf)
     goto bad;
   strcpy(buf, s);
-  char *save = NULL;
-  for (char *tok = strtok_r(buf, ":", &save); tok; tok = strtok_r(NULL, ":", &save)) {
+  /* every part is a positive integer: "1::2" is not a shape */
+  for (char *tok = buf, *colon;; tok = colon + 1) {
+    if ((colon = strchr(tok, ':')))
+      *colon = '\0';
     if (n == 4 || nnt_parse_uint(key, tok, &v[n], NULL) || v[n] == 0)
       goto bad;
     n++;
+    if (!colon)
+      break;
   }
-  if (!n)
-    goto bad;
   unsigned full[4] = {1, 1, 1, 1};
   for (unsigned i = 0; i < n; i++)
     full[4 - n + i] = v[i];

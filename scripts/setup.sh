@@ -3,8 +3,8 @@
 # Debian's packages only. Idempotent: installs only what is missing.
 set -euo pipefail
 
-PKGS=(build-essential cmake pkg-config libopenblas-dev libiniparser-dev
-      libcmocka-dev zlib1g-dev dataset-fashion-mnist)
+PKGS=(build-essential cmake pkg-config libopenblas-dev libcmocka-dev
+      zlib1g-dev dataset-fashion-mnist)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,5 +1,8 @@
 /* nntrainer: train or inspect a model described by an INI file. */
+#include <ctype.h>
+#include <errno.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +14,7 @@
 #include "tools/cli.h"
 
 #define MAX_OVERRIDES 256
+#define MAX_THREADS 1024
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -43,9 +47,9 @@ typedef struct cli_opts {
   const char *config;
   const char *overrides[MAX_OVERRIDES];
   size_t n_overrides;
-  int synthetic;            /* samples, 0 = off */
+  unsigned synthetic;       /* samples, 0 = off */
   int seed_set;
-  unsigned long seed;
+  unsigned seed;
   /* plan */
   const char *mode;         /* train | infer */
   const char *planner;
@@ -54,35 +58,54 @@ typedef struct cli_opts {
   int json, verbose;
 } cli_opts;
 
+/* The decimal integer s, from min to max, for what (an option or variable):
+ * digits only, no sign, no junk. Prints why not and returns -1. */
+static int parse_number(const char *what, const char *s, unsigned long long min,
+                        unsigned long long max, unsigned long long *out) {
+  const char *p = s;
+  if (*p == '-' && isdigit((unsigned char)p[1])) {
+    fprintf(stderr, "nntrainer: %s: '%s' must not be negative\n", what, s);
+    return -1;
+  }
+  char *end;
+  errno = 0;
+  unsigned long long v = isdigit((unsigned char)*p) ? strtoull(p, &end, 10) : 0;
+  if (!isdigit((unsigned char)*p) || *end) {
+    fprintf(stderr, "nntrainer: %s: '%s' is not a whole number\n", what, s);
+    return -1;
+  }
+  if (errno == ERANGE || v < min || v > max) {
+    fprintf(stderr, "nntrainer: %s: '%s' is out of range (%llu to %llu)\n", what, s, min, max);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
 static int parse_args(int argc, char **argv, cli_opts *o) {
   memset(o, 0, sizeof *o);
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
+    unsigned long long v;
     if (!strncmp(a, "--synthetic", 11)) {
       o->synthetic = 1024;
       if (a[11] == '=') {
-        char *end;
-        long v = strtol(a + 12, &end, 10);
-        if (*end || v <= 0) {
-          fprintf(stderr, "nntrainer: --synthetic: '%s' is not a positive count\n", a + 12);
+        if (parse_number("--synthetic", a + 12, 1, UINT_MAX, &v))
           return -1;
-        }
-        o->synthetic = (int)v;
+        o->synthetic = (unsigned)v;
       } else if (a[11]) {
         fprintf(stderr, "nntrainer: unknown option '%s'\n", a);
         return -1;
       }
     } else if (!strcmp(a, "--seed")) {
-      char *end;
       if (i + 1 >= argc) {
         fprintf(stderr, "nntrainer: --seed needs a number\n");
         return -1;
       }
-      o->seed = strtoul(argv[++i], &end, 10);
-      if (*end) {
-        fprintf(stderr, "nntrainer: --seed: '%s' is not a number\n", argv[i]);
+      /* the range of [Model] seed */
+      if (parse_number("--seed", argv[++i], 0, UINT_MAX, &v))
         return -1;
-      }
+      o->seed = (unsigned)v;
       o->seed_set = 1;
     } else if (!strcmp(a, "--mode") || !strcmp(a, "--planner") || !strcmp(a, "--svg") ||
                !strcmp(a, "--dump")) {
@@ -142,15 +165,15 @@ static int build_model(const cli_opts *o, nnt_model **out, nnt_err *e) {
     rc = nnt_ini_load(m, o->config, o->overrides, o->n_overrides, e);
   if (!rc && o->seed_set) {
     char buf[32];
-    snprintf(buf, sizeof buf, "%lu", o->seed);
+    snprintf(buf, sizeof buf, "%u", o->seed);
     rc = nnt_model_set_property(m, "seed", buf, e);
   }
   for (int mode = 0; !rc && o->synthetic && mode < 3; mode++) {
     if (mode != NNT_DS_TRAIN && !nnt_model_dataset(m, mode))
       continue;
     nnt_dataset *ds;
-    unsigned samples = mode == NNT_DS_TRAIN ? (unsigned)o->synthetic
-                                            : (unsigned)(o->synthetic / 4 ? o->synthetic / 4 : 1);
+    unsigned samples = mode == NNT_DS_TRAIN ? o->synthetic
+                                            : (o->synthetic / 4 ? o->synthetic / 4 : 1);
     rc = nnt_dataset_create_synthetic(samples, 0x5157ULL + mode, &ds, e);
     if (!rc)
       rc = nnt_model_set_dataset(m, mode, ds, e);
@@ -198,11 +221,17 @@ static void progress(const nnt_progress *p, void *ud) {
           p->epoch, p->epochs, bar, p->batch, p->batches, p->loss, p->samples_per_sec, left);
 }
 
-static void set_threads(void) {
-  const char *t = getenv("NNTRAINER_THREADS");
-  if (!t)
-    t = getenv("OPENBLAS_NUM_THREADS");
-  nnt_cpu_set_threads(t ? (unsigned)atoi(t) : 0);
+/* The BLAS threads from the environment (empty or unset: all cores).
+ * @return 0, or -1 (printed) when the variable is not a thread count. */
+static int set_threads(void) {
+  const char *var = "NNTRAINER_THREADS", *t = getenv(var);
+  if (!t || !t[0])
+    t = getenv(var = "OPENBLAS_NUM_THREADS");
+  unsigned long long n = 0;
+  if (t && t[0] && parse_number(var, t, 0, MAX_THREADS, &n))
+    return -1;
+  nnt_cpu_set_threads((unsigned)n);
+  return 0;
 }
 
 static int cmd_train(int argc, char **argv) {
@@ -211,7 +240,8 @@ static int cmd_train(int argc, char **argv) {
     return 2;
   if (o.dump && o.n_overrides < MAX_OVERRIDES)
     o.overrides[o.n_overrides++] = "memory_optimization=false";
-  set_threads();
+  if (set_threads())
+    return 2;
   nnt_err e = {0};
   nnt_model *m;
   if (build_model(&o, &m, &e))

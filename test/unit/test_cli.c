@@ -22,10 +22,11 @@ static int teardown(void **state) {
   return 0;
 }
 
-/* Run the CLI with args; capture stdout+stderr into out; return exit code. */
-static int run_cli(const char *args, char *out, size_t n) {
+/* Run the CLI with args and the environment assignments env ("" for
+ * none); capture stdout+stderr into out; return the exit code. */
+static int run_cli_env(const char *env, const char *args, char *out, size_t n) {
   char cmd[4096];
-  snprintf(cmd, sizeof cmd, "cd %s && %s %s 2>&1", dir, NNT_CLI_PATH, args);
+  snprintf(cmd, sizeof cmd, "cd %s && env %s %s %s 2>&1", dir, env, NNT_CLI_PATH, args);
   FILE *p = popen(cmd, "r");
   assert_non_null(p);
   size_t got = fread(out, 1, n - 1, p);
@@ -33,6 +34,8 @@ static int run_cli(const char *args, char *out, size_t n) {
   int st = pclose(p);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+static int run_cli(const char *args, char *out, size_t n) { return run_cli_env("", args, out, n); }
 
 static void write_file(const char *name, const char *text) {
   char path[1024];
@@ -120,6 +123,56 @@ static void test_errors_name_file_section_key(void **state) {
   tu_assert_contains(out, "missing.ini");
 }
 
+/* A numeric option or thread variable that is negative, too large for its
+ * type or followed by junk is refused naming it; the exit status is
+ * nonzero and nothing is written. */
+static void test_numeric_options(void **state) {
+  (void)state;
+  static const struct {
+    const char *args, *expect;
+  } cases[] = {
+      {"--seed -1", "--seed: '-1' must not be negative"},
+      {"--seed 4294967296", "--seed: '4294967296' is out of range (0 to 4294967295)"},
+      {"--seed 99999999999999999999999", "--seed: '99999999999999999999999' is out of range"},
+      {"--seed 12abc", "--seed: '12abc' is not a whole number"},
+      {"--seed ''", "--seed: '' is not a whole number"},
+      {"--seed 0x10", "--seed: '0x10' is not a whole number"},
+      {"--seed ' 5'", "--seed: ' 5' is not a whole number"},
+      {"--seed", "--seed needs a number"},
+      {"--synthetic=0", "--synthetic: '0' is out of range (1 to 4294967295)"},
+      {"--synthetic=-5", "--synthetic: '-5' must not be negative"},
+      {"--synthetic=3000000000x", "--synthetic: '3000000000x' is not a whole number"},
+      {"--synthetic=4294967296", "--synthetic: '4294967296' is out of range"},
+      {"--synthetic=", "--synthetic: '' is not a whole number"},
+      {"--synthetic=1e3", "--synthetic: '1e3' is not a whole number"},
+  };
+  char out[8192], args[256];
+  write_file("good.ini", good_ini);
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    snprintf(args, sizeof args, "train good.ini %s", cases[i].args);
+    int rc = run_cli(args, out, sizeof out);
+    if (rc == 0)
+      fail_msg("'%s' was accepted: %s", cases[i].args, out);
+    tu_assert_contains(out, cases[i].expect);
+    assert_false(exists("out.bin"));
+  }
+  static const char *const threads[] = {"NNTRAINER_THREADS=-1", "NNTRAINER_THREADS=2x",
+                                        "NNTRAINER_THREADS=4294967297",
+                                        "NNTRAINER_THREADS= OPENBLAS_NUM_THREADS=abc"};
+  for (size_t i = 0; i < sizeof threads / sizeof *threads; i++) {
+    if (!run_cli_env(threads[i], "train good.ini epochs=1", out, sizeof out))
+      fail_msg("%s was accepted: %s", threads[i], out);
+    tu_assert_contains(out, strchr(threads[i], 'O') ? "OPENBLAS_NUM_THREADS: 'abc'"
+                                                     : "NNTRAINER_THREADS: '");
+    assert_false(exists("out.bin"));
+  }
+  /* the largest values are accepted */
+  int rc = run_cli("train good.ini epochs=1 --seed 4294967295 --synthetic=16", out, sizeof out);
+  if (rc)
+    fail_msg("exit %d: %s", rc, out);
+  assert_true(exists("out.bin"));
+}
+
 static void test_plan(void **state) {
   (void)state;
   char out[1 << 16];
@@ -161,6 +214,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_train_writes_weights, setup, teardown),
       cmocka_unit_test_setup_teardown(test_summary, setup, teardown),
       cmocka_unit_test_setup_teardown(test_errors_name_file_section_key, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_numeric_options, setup, teardown),
       cmocka_unit_test_setup_teardown(test_plan, setup, teardown),
       cmocka_unit_test_setup_teardown(test_dump, setup, teardown),
   };
