@@ -19,7 +19,7 @@
       re-save is byte-identical (fc_adam_after_train is left out: the CLI
       saves during training only).
 
-XCHECK is the program built by build.sh against an NNTrainer build. Run from
+XCHECK is xcheck.cpp compiled against an NNTrainer build of your own. Run from
 anywhere; paths are resolved against the repository. The data comes from
 fixed seeds, and NNTrainer seeds its own generators with 0, so one NNTrainer
 build writes the same files every time. The cases and the manifest format:

@@ -22,7 +22,7 @@
 //
 // The manifest format is described in test/golden/README.md. The program
 // reads RunLayerContext through forEachLayer, so it needs NNTrainer's
-// internal headers and the compile definitions of its build (see build.sh).
+// internal headers and the compile definitions of its build.
 #include <model.h>
 
 #include <layer_context.h>

@@ -9,7 +9,7 @@
  *     features), so a model can learn them. Seeded: the same bytes on
  *     every run and machine.
  *   label.dat: the ten class names, one per line.
- * Usage: gen_res DIR.  Used by scripts/nntrainer-capi-tests.sh. */
+ * Usage: gen_res DIR.  Used to run NNTrainer's C API tests (docs/capi.md). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>

@@ -2,7 +2,8 @@
  * NNTrainer's Tizen C API tests (test/tizen_capi in its repository) build
  * against this library: the tests use only the public API, the Tizen
  * feature switch (meaningless here: a no-op) and an error log macro.
- * Used by scripts/nntrainer-capi-tests.sh only; not part of the library. */
+ * Used only when NNTrainer's C API tests are built against this library
+ * (docs/capi.md); not part of the library. */
 #ifndef NNT_CAPI_SHIM_INTERNAL_H
 #define NNT_CAPI_SHIM_INTERNAL_H
 

@@ -18,7 +18,8 @@
  *     relative paths against its own working directory; this library
  *     resolves them against the INI's folder, which ScopedIni puts in the
  *     working directory).
- * Used by scripts/nntrainer-capi-tests.sh only; not part of the library. */
+ * Used only when NNTrainer's C API tests are built against this library
+ * (docs/capi.md); not part of the library. */
 #ifndef NNT_CAPI_SHIM_TEST_UTIL_H
 #define NNT_CAPI_SHIM_TEST_UTIL_H
 

@@ -1,4 +1,4 @@
-/* What NNTrainer's own C API test suite (scripts/nntrainer-capi-tests.sh)
+/* What NNTrainer's own C API test suite (docs/capi.md)
  * relies on beyond Tizen's header: the last run's metrics through
  * ml_train_model_get_summary (codes 101-103), the "user_data"
  * pseudo-property of generator datasets, and batch_size given to
