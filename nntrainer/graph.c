@@ -409,6 +409,10 @@ static int finalize_nodes(nnt_model *m, nnt_err *e) {
       return nnt_err_prefix(e, "[%s] ", nd->layer->name);
     if (fc->n_out == 0 || fc->n_out > NNT_MAX_IO)
       return nnt_err_set(e, NNT_ERR_INVAL, "[%s] bad output count %u", nd->layer->name, fc->n_out);
+    if (fc->overfull)
+      return nnt_err_set(e, NNT_ERR_NOT_SUPPORTED,
+                         "[%s] asks for more than %d weights or %d scratch tensors, the most "
+                         "one layer may have", nd->layer->name, NNT_MAX_WEIGHTS, NNT_MAX_SCRATCH);
     if ((rc = check_sizes(fc, e))) {
       nnt_err_prefix(e, "[%s] ", nd->layer->name);
       return rc;

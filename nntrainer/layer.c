@@ -155,8 +155,10 @@ int nnt_check_gemm_dim(size_t v, const char *what, nnt_err *e) {
 unsigned nnt_fctx_add_weight(nnt_finalize_ctx *ctx, const char *name, nnt_dim dim,
                              nnt_init init, unsigned fan_in, unsigned fan_out, float l2,
                              float decay, int trainable) {
-  if (ctx->n_w >= NNT_MAX_WEIGHTS)
+  if (ctx->n_w >= NNT_MAX_WEIGHTS) {
+    ctx->overfull = 1;
     return NNT_MAX_WEIGHTS;
+  }
   nnt_weight_spec *s = &ctx->w[ctx->n_w];
   memset(s, 0, sizeof *s);
   snprintf(s->name, sizeof s->name, "%s", name);
@@ -172,8 +174,10 @@ unsigned nnt_fctx_add_weight(nnt_finalize_ctx *ctx, const char *name, nnt_dim di
 
 /* Append a scratch request; NNT_MAX_SCRATCH when the table is full. */
 unsigned nnt_fctx_add_scratch(nnt_finalize_ctx *ctx, nnt_dim dim, nnt_scratch_life life) {
-  if (ctx->n_scratch >= NNT_MAX_SCRATCH)
+  if (ctx->n_scratch >= NNT_MAX_SCRATCH) {
+    ctx->overfull = 1;
     return NNT_MAX_SCRATCH;
+  }
   ctx->scratch_dim[ctx->n_scratch] = dim;
   ctx->scratch_life[ctx->n_scratch] = life;
   return ctx->n_scratch++;

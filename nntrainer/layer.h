@@ -122,6 +122,9 @@ typedef struct nnt_finalize_ctx {
   nnt_dim scratch_dim[NNT_MAX_SCRATCH];
   nnt_scratch_life scratch_life[NNT_MAX_SCRATCH];
   unsigned flags;
+  /* set by nnt_fctx_add_weight / _add_scratch when a table is full: the
+   * compile refuses the layer rather than dropping the request */
+  int overfull;
 } nnt_finalize_ctx;
 
 /* Ask for a weight; returns its index in ctx->w and in the run context. */

@@ -499,8 +499,35 @@ static void test_batch_change_matches_compile(void **state) {
   nnt_model_destroy(ref);
 }
 
+/* A layer that asks for more weights or scratch tensors than a finalize
+ * context holds is marked, so compile refuses it instead of running it
+ * without the dropped tensors. */
+static void test_finalize_tables_full(void **state) {
+  (void)state;
+  nnt_finalize_ctx fc;
+  memset(&fc, 0, sizeof fc);
+  for (unsigned i = 0; i < NNT_MAX_WEIGHTS; i++)
+    assert_int_equal(nnt_fctx_add_weight(&fc, "w", nnt_dim_make(1, 1, 1, 1), NNT_INIT_ZEROS, 1,
+                                         1, 0, 0, 1),
+                     i);
+  assert_false(fc.overfull);
+  assert_int_equal(nnt_fctx_add_weight(&fc, "w", nnt_dim_make(1, 1, 1, 1), NNT_INIT_ZEROS, 1, 1,
+                                       0, 0, 1),
+                   NNT_MAX_WEIGHTS);
+  assert_true(fc.overfull);
+  assert_int_equal(fc.n_w, NNT_MAX_WEIGHTS);
+  memset(&fc, 0, sizeof fc);
+  for (unsigned i = 0; i < NNT_MAX_SCRATCH; i++)
+    assert_int_equal(nnt_fctx_add_scratch(&fc, nnt_dim_make(1, 1, 1, 1), NNT_SCRATCH_FWD), i);
+  assert_false(fc.overfull);
+  assert_int_equal(nnt_fctx_add_scratch(&fc, nnt_dim_make(1, 1, 1, 1), NNT_SCRATCH_FWD),
+                   NNT_MAX_SCRATCH);
+  assert_true(fc.overfull);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_finalize_tables_full),
       cmocka_unit_test(test_batch_change_matches_compile),
       cmocka_unit_test(test_compile_realizes_nodes),
       cmocka_unit_test(test_loss_falls),
