@@ -19,7 +19,7 @@ void nnt_mgr_init(nnt_mgr *m) { memset(m, 0, sizeof *m); }
 
 void nnt_mgr_free(nnt_mgr *m) {
   nnt_free(m->t);
-  free(m->arena);
+  nnt_free(m->arena);
   memset(m, 0, sizeof *m);
 }
 
@@ -134,7 +134,7 @@ int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
                        m->t[roots[k]].name, blk[k].bytes, off[k], pool);
       goto out;
     }
-  free(m->arena);
+  nnt_free(m->arena);
   m->arena = NULL;
   for (size_t k = 0; k < nr; k++)
     m->t[roots[k]].offset = off[k];
@@ -164,7 +164,7 @@ int nnt_mgr_alloc(nnt_mgr *m, const char *what, nnt_err *e) {
     return nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate the %s arena of %zu bytes", what,
                        m->arena_bytes);
   if (m->arena_bytes) {
-    m->arena = aligned_alloc(NNT_MGR_ALIGN, m->arena_bytes);
+    m->arena = nnt_aligned_alloc(NNT_MGR_ALIGN, m->arena_bytes);
     if (!m->arena)
       return nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate the %s arena of %zu bytes", what,
                          m->arena_bytes);

@@ -94,6 +94,19 @@ void *nnt_realloc(void *p, size_t n) {
   return realloc(p, n ? n : 1);
 }
 
+void *nnt_aligned_alloc(size_t align, size_t n) {
+  if (alloc_should_fail())
+    return NULL;
+  /* C11 wants a size that is a multiple of the alignment */
+  size_t r = n ? n : 1;
+  if (r % align) {
+    if (r > SIZE_MAX - align)
+      return NULL;
+    r += align - r % align;
+  }
+  return aligned_alloc(align, r);
+}
+
 char *nnt_strdup(const char *s) {
   size_t n = strlen(s) + 1;
   char *d = nnt_malloc(n);

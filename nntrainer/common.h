@@ -60,6 +60,8 @@ void *nnt_malloc(size_t n);
 void *nnt_calloc(size_t count, size_t size);
 void *nnt_realloc(void *p, size_t n);
 char *nnt_strdup(const char *s);
+/* n bytes aligned to align (a power of two); freed with nnt_free. */
+void *nnt_aligned_alloc(size_t align, size_t n);
 void nnt_free(void *p);
 
 /* Test hook: make the allocation after the next `n` ones fail (n < 0: never).

@@ -94,7 +94,7 @@ int ml_train_ext_model_get_layer_names(ml_train_model_h model, char ***names) {
   for (size_t i = 0; i < n; i++)
     chars += strlen(nnt_model_layer_at(cm->m, i)->name) + 1;
   /* one block: n + 1 pointers, then the strings */
-  char **out = malloc((n + 1) * sizeof *out + chars);
+  char **out = nnt_malloc((n + 1) * sizeof *out + chars); /* the caller free()s it */
   if (out) {
     char *p = (char *)(out + n + 1);
     for (size_t i = 0; i < n; i++) {
