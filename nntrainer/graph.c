@@ -17,17 +17,11 @@ typedef struct gnode {
   int placed;
 } gnode;
 
-/* Name -> the node that stands for it (a layer's realized chain end). */
-typedef struct alias {
-  const char *name;
-  unsigned node;
-} alias;
-
 typedef struct build {
   gnode *g;
   size_t n, cap;
-  alias *a;
-  size_t na;
+  nnt_name_index alias; /* a layer's name -> the end of its realized chain */
+  nnt_name_index names; /* every node's name -> its node (the last such) */
   nnt_model *m;
 } build;
 
@@ -44,14 +38,9 @@ static int push_node(build *b, nnt_layer *l, nnt_err *e) {
   if (b->n == b->cap) {
     size_t cap = b->cap ? 2 * b->cap : 32;
     gnode *g = nnt_realloc(b->g, cap * sizeof *g);
-    alias *a = g ? nnt_realloc(b->a, cap * sizeof *a) : NULL;
-    if (!g || !a) {
-      if (g)
-        b->g = g;
+    if (!g)
       return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
-    }
     b->g = g;
-    b->a = a;
     b->cap = cap;
   }
   memset(&b->g[b->n], 0, sizeof b->g[b->n]);
@@ -68,12 +57,16 @@ static int realize(build *b, const char *type, const char *name,
   int rc = nnt_layer_create(type, &l, e);
   if (rc)
     return rc;
-  nnt_layer **r = nnt_realloc(m->realized, (m->n_realized + 1) * sizeof *r);
-  if (!r) {
-    nnt_layer_destroy(l);
-    return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
+  /* the list doubles at powers of two, so n layers cost O(n) copying */
+  size_t n = m->n_realized;
+  if (!n || (n >= 4 && !(n & (n - 1)))) {
+    nnt_layer **r = nnt_realloc(m->realized, (n ? 2 * n : 4) * sizeof *r);
+    if (!r) {
+      nnt_layer_destroy(l);
+      return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
+    }
+    m->realized = r;
   }
-  m->realized = r;
   m->realized[m->n_realized++] = l;
   l->owned = 1;
   snprintf(l->name, sizeof l->name, "%s", name);
@@ -90,13 +83,6 @@ static int realize(build *b, const char *type, const char *name,
     g->in_idx[0] = 0;
   }
   return NNT_OK;
-}
-
-static unsigned find_alias(const build *b, const char *name) {
-  for (size_t i = 0; i < b->na; i++)
-    if (nnt_streq(b->a[i].name, name))
-      return b->a[i].node;
-  return NNT_NO_NODE;
 }
 
 /* Pass 1: section order, with activation and flatten nodes after their
@@ -126,10 +112,11 @@ static int realize_chains(build *b, nnt_err *e) {
         return rc;
       end = (unsigned)b->n - 1;
     }
-    for (size_t k = 0; k < b->na; k++)
-      if (nnt_streq(b->a[k].name, u->name))
-        return nnt_err_set(e, NNT_ERR_INVAL, "layer name '%s' is used twice", u->name);
-    b->a[b->na++] = (alias){u->name, end};
+    rc = nnt_name_index_put(&b->alias, u->name, end, NULL);
+    if (rc < 0)
+      return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
+    if (rc)
+      return nnt_err_set(e, NNT_ERR_INVAL, "layer name '%s' is used twice", u->name);
   }
   return NNT_OK;
 }
@@ -137,6 +124,11 @@ static int realize_chains(build *b, nnt_err *e) {
 /* Pass 2: resolve input_layers (default: the previous section). */
 static int resolve_inputs(build *b, nnt_err *e) {
   unsigned prev_end = NNT_NO_NODE;
+  /* a name that is no layer's may still be a node's (a realized one); the
+   * last node of a name wins, so the index is filled from the end */
+  for (size_t i = b->n; i-- > 0;)
+    if (nnt_name_index_put(&b->names, b->g[i].l->name, (unsigned)i, NULL) < 0)
+      return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
   for (size_t i = 0; i < b->n; i++) {
     gnode *g = &b->g[i];
     nnt_layer *l = g->l;
@@ -144,12 +136,10 @@ static int resolve_inputs(build *b, nnt_err *e) {
     } else if (l->n_inputs) {
       g->n_in = l->n_inputs;
       for (unsigned k = 0; k < l->n_inputs; k++) {
-        unsigned p = find_alias(b, l->input_names[k]);
-        if (p == NNT_NO_NODE)
-          for (size_t j = 0; j < b->n; j++)
-            if (nnt_streq(b->g[j].l->name, l->input_names[k]))
-              p = (unsigned)j;
-        if (p == NNT_NO_NODE)
+        unsigned p = nnt_name_index_get(&b->alias, l->input_names[k]);
+        if (p == NNT_NAME_NONE)
+          p = nnt_name_index_get(&b->names, l->input_names[k]);
+        if (p == NNT_NAME_NONE)
           return nnt_err_set(e, NNT_ERR_INVAL,
                              "[%s] input_layers: no layer named '%s'", l->name,
                              l->input_names[k]);
@@ -178,16 +168,22 @@ static int resolve_inputs(build *b, nnt_err *e) {
   return NNT_OK;
 }
 
-static unsigned count_consumers(const build *b, unsigned node) {
-  unsigned c = 0;
-  for (size_t i = 0; i < b->n; i++) {
-    if (b->g[i].removed)
-      continue;
-    for (unsigned k = 0; k < b->g[i].n_in; k++)
-      if (b->g[i].in[k] == node)
-        c++;
-  }
-  return c;
+/* The one node no other node reads, in *out; @return how many there are. */
+static int find_outputs(const build *b, unsigned *out, unsigned *n_out, nnt_err *e) {
+  unsigned char *read = nnt_calloc(b->n, 1);
+  if (!read)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
+  for (size_t i = 0; i < b->n; i++)
+    for (unsigned k = 0; !b->g[i].removed && k < b->g[i].n_in; k++)
+      read[b->g[i].in[k]] = 1;
+  *n_out = 0;
+  for (size_t i = 0; i < b->n; i++)
+    if (!b->g[i].removed && !read[i]) {
+      *out = (unsigned)i;
+      ++*n_out;
+    }
+  nnt_free(read);
+  return NNT_OK;
 }
 
 /* loss = mse | cross | cross_softmax | cross_sigmoid: add the loss node. */
@@ -196,11 +192,9 @@ static int realize_loss(build *b, nnt_err *e) {
   if (m->loss == NNT_LOSS_NONE)
     return NNT_OK;
   unsigned out = NNT_NO_NODE, n_out = 0;
-  for (size_t i = 0; i < b->n; i++)
-    if (!b->g[i].removed && !count_consumers(b, (unsigned)i)) {
-      out = (unsigned)i;
-      n_out++;
-    }
+  int rc0 = find_outputs(b, &out, &n_out, e);
+  if (rc0)
+    return rc0;
   if (n_out != 1)
     return nnt_err_set(e, NNT_ERR_INVAL,
                        "[Model] loss: the model has %u output layers; a loss key "
@@ -254,30 +248,85 @@ static int realize_loss(build *b, nnt_err *e) {
   return NNT_OK;
 }
 
-/* mark: 0 new, 1 on the current path, 2 done. */
-static int dfs(build *b, unsigned i, unsigned char *mark, unsigned *post, size_t *n_post,
-               nnt_err *e) {
-  mark[i] = 1;
-  for (size_t j = 0; j < b->n; j++) {
-    if (b->g[j].removed)
+/* Consumers of every node as lists (CSR): the consumers of i are
+ * adj[start[i] .. start[i + 1]), each once, in node order. */
+static int consumer_lists(const build *b, size_t **start_out, unsigned **adj_out, nnt_err *e) {
+  size_t n = b->n, edges = 0;
+  size_t *start = nnt_calloc(n + 1, sizeof *start);
+  for (size_t j = 0; start && j < n; j++)
+    for (unsigned k = 0; !b->g[j].removed && k < b->g[j].n_in; k++) {
+      unsigned p = b->g[j].in[k], dup = 0;
+      for (unsigned q = 0; q < k; q++)
+        dup |= b->g[j].in[q] == p;
+      if (!dup)
+        start[p + 1]++, edges++;
+    }
+  unsigned *adj = start ? nnt_malloc((edges ? edges : 1) * sizeof *adj) : NULL;
+  size_t *fill = adj ? nnt_malloc((n ? n : 1) * sizeof *fill) : NULL;
+  if (!fill) {
+    nnt_free(start), nnt_free(adj);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
+  }
+  for (size_t i = 0; i < n; i++) {
+    start[i + 1] += start[i];
+    fill[i] = start[i];
+  }
+  for (size_t j = 0; j < n; j++)
+    for (unsigned k = 0; !b->g[j].removed && k < b->g[j].n_in; k++) {
+      unsigned p = b->g[j].in[k], dup = 0;
+      for (unsigned q = 0; q < k; q++)
+        dup |= b->g[j].in[q] == p;
+      if (!dup)
+        adj[fill[p]++] = (unsigned)j;
+    }
+  nnt_free(fill);
+  *start_out = start;
+  *adj_out = adj;
+  return NNT_OK;
+}
+
+/* Postorder of a depth-first walk along consumers, from each node in
+ * order, with an explicit stack (a chain of many layers must not overflow
+ * the thread's stack). A consumer met on the current path is a cycle. */
+static int walk_consumers(build *b, unsigned *post, size_t *n_post, nnt_err *e) {
+  size_t n = b->n, *start = NULL, *next;
+  unsigned *adj = NULL;
+  int rc = consumer_lists(b, &start, &adj, e);
+  if (rc)
+    return rc;
+  unsigned char *mark = nnt_calloc(n ? n : 1, 1); /* 0 new, 1 on the path, 2 done */
+  unsigned *stack = nnt_malloc((n ? n : 1) * sizeof *stack);
+  next = nnt_malloc((n ? n : 1) * sizeof *next);
+  if (!mark || !stack || !next)
+    rc = nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
+  for (size_t root = 0; !rc && root < n; root++) {
+    if (b->g[root].removed || mark[root])
       continue;
-    for (unsigned k = 0; k < b->g[j].n_in; k++) {
-      if (b->g[j].in[k] != i)
+    size_t sp = 0;
+    stack[sp++] = (unsigned)root;
+    mark[root] = 1;
+    next[root] = start[root];
+    while (sp && !rc) {
+      unsigned v = stack[sp - 1];
+      if (next[v] == start[v + 1]) {
+        mark[v] = 2;
+        post[(*n_post)++] = v;
+        sp--;
         continue;
-      if (mark[j] == 1)
-        return nnt_err_set(e, NNT_ERR_INVAL, "[%s] input_layers: the layers form a cycle",
-                           b->g[j].l->name);
-      if (!mark[j]) {
-        int rc = dfs(b, (unsigned)j, mark, post, n_post, e);
-        if (rc)
-          return rc;
       }
-      break;
+      unsigned j = adj[next[v]++];
+      if (mark[j] == 1)
+        rc = nnt_err_set(e, NNT_ERR_INVAL, "[%s] input_layers: the layers form a cycle",
+                         b->g[j].l->name);
+      else if (!mark[j]) {
+        mark[j] = 1;
+        next[j] = start[j];
+        stack[sp++] = j;
+      }
     }
   }
-  mark[i] = 2;
-  post[(*n_post)++] = i;
-  return NNT_OK;
+  nnt_free(start), nnt_free(adj), nnt_free(mark), nnt_free(stack), nnt_free(next);
+  return rc;
 }
 
 /* Every shape a layer gave at finalize must have a byte size that fits;
@@ -302,6 +351,8 @@ static int check_sizes(const nnt_finalize_ctx *fc, nnt_err *e) {
 }
 
 static int finalize_nodes(nnt_model *m, nnt_err *e);
+static int finalize_each(nnt_model *m, const unsigned *cons, const unsigned *refs,
+                         nnt_err *e);
 
 static int sort_and_finalize(build *b, nnt_err *e) {
   nnt_model *m = b->m;
@@ -318,17 +369,12 @@ static int sort_and_finalize(build *b, nnt_err *e) {
    * each layer in section order: the order NNTrainer sorts its graph in, so
    * weight files match (a branch a -> {c, d} runs and saves a, d, c). */
   unsigned *post = nnt_malloc(b->n * sizeof *post);
-  unsigned char *mark = nnt_calloc(b->n, 1);
-  if (!post || !mark) {
-    nnt_free(pos), nnt_free(post), nnt_free(mark);
+  if (!post) {
+    nnt_free(pos);
     return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
   }
   size_t n_post = 0;
-  int rc = NNT_OK;
-  for (size_t i = 0; i < b->n && !rc; i++)
-    if (!b->g[i].removed && !mark[i])
-      rc = dfs(b, (unsigned)i, mark, post, &n_post, e);
-  nnt_free(mark);
+  int rc = walk_consumers(b, post, &n_post, e);
   if (rc) {
     nnt_free(pos), nnt_free(post);
     return rc;
@@ -358,6 +404,28 @@ static int sort_and_finalize(build *b, nnt_err *e) {
  * compile (a model input node then already has its one input slot). */
 static int finalize_nodes(nnt_model *m, nnt_err *e) {
   m->n_inputs = m->n_labels = 0;
+  /* consumers of each node's output 0, and 1 + the largest output index
+   * read, from one pass over the edges (consumers come later in the order) */
+  unsigned *cons = nnt_calloc(2 * (m->n_nodes ? m->n_nodes : 1), sizeof *cons);
+  if (!cons)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
+  unsigned *refs = cons + m->n_nodes;
+  for (size_t j = 0; j < m->n_nodes; j++)
+    for (unsigned k = 0; k < m->nodes[j].n_in; k++) {
+      unsigned p = m->nodes[j].in_node[k], idx = m->nodes[j].in_idx[k];
+      if (p == NNT_NO_NODE || p >= j)
+        continue;
+      cons[p] += idx == 0;
+      if (idx + 1 > refs[p])
+        refs[p] = idx + 1;
+    }
+  int rc = finalize_each(m, cons, refs, e);
+  nnt_free(cons);
+  return rc;
+}
+
+static int finalize_each(nnt_model *m, const unsigned *cons, const unsigned *refs,
+                         nnt_err *e) {
   for (size_t i = 0; i < m->n_nodes; i++) {
     nnt_node *nd = &m->nodes[i];
     nnt_finalize_ctx *fc = &nd->fc;
@@ -392,17 +460,8 @@ static int finalize_nodes(nnt_model *m, nnt_err *e) {
                            nd->layer->name, p->layer->name, p->fc.n_out, nd->in_idx[k]);
       fc->in_dim[k] = p->fc.out_dim[nd->in_idx[k]];
     }
-    /* consumers of output 0 are known from the edges already placed later */
-    unsigned cons = 0, refs = 1;
-    for (size_t j = i + 1; j < m->n_nodes; j++)
-      for (unsigned k = 0; k < m->nodes[j].n_in; k++)
-        if (m->nodes[j].in_node[k] == i) {
-          cons += m->nodes[j].in_idx[k] == 0;
-          if (m->nodes[j].in_idx[k] + 1 > refs)
-            refs = m->nodes[j].in_idx[k] + 1;
-        }
-    fc->n_consumers = cons;
-    fc->n_out_refs = refs;
+    fc->n_consumers = cons[i];
+    fc->n_out_refs = refs[i] ? refs[i] : 1;
     fc->n_out = 1;
     int rc = nd->layer->ops->finalize(nd->layer, fc, e);
     if (rc)
@@ -528,7 +587,8 @@ int nnt_graph_compile(nnt_model *m, nnt_err *e) {
   if (!rc)
     rc = weight_totals(m, e);
   nnt_free(b.g);
-  nnt_free(b.a);
+  nnt_name_index_free(&b.alias);
+  nnt_name_index_free(&b.names);
   if (rc)
     nnt_graph_free(m);
   return rc;

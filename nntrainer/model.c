@@ -35,6 +35,7 @@ void nnt_model_destroy(nnt_model *m) {
   for (size_t i = 0; i < m->n_layers; i++)
     nnt_layer_destroy(m->layers[i]);
   nnt_free(m->layers);
+  nnt_name_index_free(&m->layer_names);
   nnt_optimizer_destroy(m->opt);
   nnt_mgr_free(&m->mgr[0]);
   nnt_mgr_free(&m->mgr[1]);
@@ -231,10 +232,9 @@ int nnt_model_add_layer(nnt_model *m, nnt_layer *l, nnt_err *e) {
                        l->name);
   if (!l->name[0])
     snprintf(l->name, sizeof l->name, "%s%zu", l->ops->type, m->n_layers);
-  for (size_t i = 0; i < m->n_layers; i++)
-    if (nnt_streq(m->layers[i]->name, l->name))
-      return nnt_err_set(e, NNT_ERR_INVAL, "add_layer: a layer named '%s' already exists",
-                         l->name);
+  if (nnt_name_index_get(&m->layer_names, l->name) != NNT_NAME_NONE)
+    return nnt_err_set(e, NNT_ERR_INVAL, "add_layer: a layer named '%s' already exists",
+                       l->name);
   if (m->n_layers == m->cap_layers) {
     size_t cap = m->cap_layers ? 2 * m->cap_layers : 16;
     nnt_layer **p = nnt_realloc(m->layers, cap * sizeof *p);
@@ -243,8 +243,33 @@ int nnt_model_add_layer(nnt_model *m, nnt_layer *l, nnt_err *e) {
     m->layers = p;
     m->cap_layers = cap;
   }
+  if (nnt_name_index_put(&m->layer_names, l->name, (unsigned)m->n_layers, NULL) < 0)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "out of memory adding a layer");
   m->layers[m->n_layers++] = l;
   l->owned = 1;
+  return NNT_OK;
+}
+
+int nnt_model_rename_layer(nnt_model *m, nnt_layer *l, const char *name, nnt_err *e) {
+  nnt_layer *other = nnt_model_find_layer(m, name);
+  if (other && other != l)
+    return nnt_err_set(e, NNT_ERR_INVAL, "name: the model already has a layer '%s'", name);
+  /* the new index is built first, from copies of the names, so that a
+   * failure leaves the layer and the index as they were */
+  char old[NNT_NAME_MAX];
+  memcpy(old, l->name, sizeof old);
+  int rc = nnt_layer_set_property(l, "name", name, e);
+  if (rc)
+    return rc;
+  nnt_name_index x = {0};
+  for (size_t i = 0; i < m->n_layers; i++)
+    if (nnt_name_index_put(&x, m->layers[i]->name, (unsigned)i, NULL) < 0) {
+      nnt_name_index_free(&x);
+      memcpy(l->name, old, sizeof old);
+      return nnt_err_set(e, NNT_ERR_NOMEM, "name: out of memory");
+    }
+  nnt_name_index_free(&m->layer_names);
+  m->layer_names = x;
   return NNT_OK;
 }
 
@@ -345,9 +370,9 @@ nnt_layer *nnt_model_layer_at(nnt_model *m, size_t i) {
   return i < m->n_layers ? m->layers[i] : NULL;
 }
 nnt_layer *nnt_model_find_layer(nnt_model *m, const char *name) {
-  for (size_t i = 0; i < m->n_layers; i++)
-    if (nnt_streq(m->layers[i]->name, name))
-      return m->layers[i];
+  unsigned i = nnt_name_index_get(&m->layer_names, name);
+  if (i != NNT_NAME_NONE)
+    return m->layers[i];
   for (size_t i = 0; i < m->n_realized; i++)
     if (nnt_streq(m->realized[i]->name, name))
       return m->realized[i];

@@ -108,6 +108,9 @@ unsigned nnt_model_batch_size(const nnt_model *m);
 size_t nnt_model_layer_count(const nnt_model *m);       /* as added */
 nnt_layer *nnt_model_layer_at(nnt_model *m, size_t i);
 nnt_layer *nnt_model_find_layer(nnt_model *m, const char *name);
+/* Rename a layer the model owns; the name must stay unique. On error the
+ * layer keeps its name. */
+int nnt_model_rename_layer(nnt_model *m, nnt_layer *l, const char *name, nnt_err *e);
 nnt_optimizer *nnt_model_optimizer(nnt_model *m);
 /* Give back the optimizer (or a mode's dataset) without destroying it: the
  * caller owns what is returned (NULL when none). */

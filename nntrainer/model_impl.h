@@ -5,6 +5,7 @@
 #include <limits.h>
 #include "nntrainer/model.h"
 #include "manager/manager.h"
+#include "nntrainer/name_index.h"
 
 #define NNT_NO_NODE UINT_MAX
 
@@ -61,6 +62,7 @@ struct nnt_model {
   /* as built */
   nnt_layer **layers;
   size_t n_layers, cap_layers;
+  nnt_name_index layer_names; /* name -> index in layers (names borrowed) */
   nnt_optimizer *opt;
   nnt_dataset *ds[3];
   /* [Model] properties */

@@ -95,12 +95,9 @@ int ml_train_layer_destroy(ml_train_layer_h layer) {
 
 static int layer_set(void *obj, const char *key, const char *value, nnt_err *e) {
   capi_layer *cl = obj;
-  if (cl->owner && nnt_streq(key, "name")) {
-    /* a renamed layer must stay unique in its model */
-    nnt_layer *other = nnt_model_find_layer(cl->owner->m, value);
-    if (other && other != cl->l)
-      return nnt_err_set(e, NNT_ERR_INVAL, "name: the model already has a layer '%s'", value);
-  }
+  /* a renamed layer must stay unique in its model, which indexes names */
+  if (cl->owner && nnt_streq(key, "name"))
+    return nnt_model_rename_layer(cl->owner->m, cl->l, value, e);
   return nnt_layer_set_property(cl->l, key, value, e);
 }
 
