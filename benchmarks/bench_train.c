@@ -60,7 +60,8 @@ int main(int argc, char **argv) {
       in[i] = nnt_mgr_data(&m->mgr[NNT_MODE_TRAIN], m->input_t[i]);
     for (unsigned i = 0; i < m->n_labels; i++)
       lab[i] = nnt_mgr_data(&m->mgr[NNT_MODE_TRAIN], m->label_t[i]);
-    if (nnt_dataset_next_batch(ds, in, lab, &e))
+    int end;
+    if (nnt_dataset_next_batch(ds, in, lab, &end, &e) || end)
       goto fail;
     double t0 = now_ms();
     float loss;

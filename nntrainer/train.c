@@ -199,14 +199,9 @@ int nnt_model_evaluate(nnt_model *m, nnt_ds_mode mode, float *loss,
   float *in[NNT_DS_MAX_STREAMS], *label[NNT_DS_MAX_STREAMS];
   double sum = 0;
   size_t batches = 0, correct = 0;
-  for (;;) {
+  for (int end = 0;;) {
     batch_ptrs(m, in, label);
-    rc = nnt_dataset_next_batch(ds, in, label, e);
-    if (rc == NNT_ERR_EOD) {
-      rc = NNT_OK;
-      break;
-    }
-    if (rc)
+    if ((rc = nnt_dataset_next_batch(ds, in, label, &end, e)) || end)
       break;
     float l;
     nnt_model_forward(m, 0, &l);
@@ -257,10 +252,9 @@ int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
       return rc;
     double sum = 0, step_s = 0;
     size_t b = 0;
-    for (;;) {
+    for (int end = 0;;) {
       batch_ptrs(m, in, label);
-      rc = nnt_dataset_next_batch(ds, in, label, e);
-      if (rc)
+      if ((rc = nnt_dataset_next_batch(ds, in, label, &end, e)) || end)
         break;
       float l;
       double ts = now_s();
@@ -285,7 +279,7 @@ int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
       }
     }
     nnt_dataset_epoch_end(ds);
-    if (rc != NNT_ERR_EOD)
+    if (rc)
       return rc;
     if (!b)
       return nnt_err_set(e, NNT_ERR_INVAL,

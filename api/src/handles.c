@@ -152,7 +152,6 @@ int nnt_api_code(int c) {
   case NNT_ERR_INVAL:
   case NNT_ERR_NOKEY:
   case NNT_ERR_RANGE:
-  case NNT_ERR_EOD:
     return ML_ERROR_INVALID_PARAMETER;
   case NNT_ERR_NOMEM:
     return ML_ERROR_OUT_OF_MEMORY;
@@ -167,13 +166,13 @@ int nnt_api_code(int c) {
   case NNT_ERR_TIMED_OUT:
     return ML_ERROR_TIMED_OUT;
   default:
-    /* a generator's own negative code comes back as it was */
-    return c < 0 ? c : ML_ERROR_UNKNOWN;
+    return ML_ERROR_UNKNOWN;
   }
 }
 
 int nnt_api_fail_err(const nnt_err *e) {
-  int code = nnt_api_code(e->code);
+  /* a data generator's own code comes back as it was, whatever its value */
+  int code = e->from_callback ? e->code : nnt_api_code(e->code);
   nnt_api_fail(code, "%s", e->msg[0] ? e->msg : nnt_strerror(e->code));
   return code;
 }
