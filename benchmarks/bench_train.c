@@ -65,8 +65,8 @@ int main(int argc, char **argv) {
       goto fail;
     double t0 = now_ms();
     float loss;
-    nnt_model_forward(m, 1, &loss);
-    nnt_model_backward(m);
+    if (nnt_model_train_step(m, ds, &loss, &e))
+      goto fail;
     m->iter++;
     if (s >= warmup)
       ms[s - warmup] = now_ms() - t0;

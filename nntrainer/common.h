@@ -19,7 +19,7 @@
   X(IO, -5, "input/output error")                                         \
   X(PERM, -13, "permission denied")                                       \
   X(TRY_AGAIN, -11, "try again")                                          \
-  X(RANGE, -34, "result out of range")                                    \
+  X(RANGE, -34, "a value is not finite (NaN or infinity)")                \
   X(NOT_SUPPORTED, -1073741822, "not supported")                          \
   X(UNKNOWN, -1073741824, "unknown error")                                \
   X(TIMED_OUT, -1073741823, "timed out")                                  \
