@@ -1,5 +1,6 @@
 /* The handle registry and the per-thread last error of the C API. */
 #include "api/src/api_internal.h"
+#include "nntrainer-ext.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -151,8 +152,11 @@ int nnt_api_code(int c) {
     return ML_ERROR_NONE;
   case NNT_ERR_INVAL:
   case NNT_ERR_NOKEY:
-  case NNT_ERR_RANGE:
     return ML_ERROR_INVALID_PARAMETER;
+  case NNT_ERR_RANGE:
+    return ML_TRAIN_EXT_ERROR_NOT_FINITE;
+  case NNT_ERR_CANCELED:
+    return ML_TRAIN_EXT_ERROR_CANCELED;
   case NNT_ERR_NOMEM:
     return ML_ERROR_OUT_OF_MEMORY;
   case NNT_ERR_IO:
@@ -207,6 +211,10 @@ const char *ml_strerror(int code) {
     return "out of memory";
   case ML_ERROR_IO_ERROR:
     return "input/output error";
+  case ML_TRAIN_EXT_ERROR_NOT_FINITE:
+    return "a value in training is not finite (NaN or infinity)";
+  case ML_TRAIN_EXT_ERROR_CANCELED:
+    return "training stopped on request";
   default:
     return NULL;
   }
