@@ -4,16 +4,20 @@
  * memory finite and the checkpoint on disk untouched; check_finite=false
  * turns that off. And stopping a training on request: before it starts,
  * from its progress callback, from another thread, from the generator and
- * while it waits for data; a later training runs normally. */
+ * while it waits for data; a later training runs normally; `nntrainer
+ * train` on Ctrl-C. */
 #include "test_util.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "nntrainer/model_impl.h"
 
@@ -583,6 +587,62 @@ static void test_stop_before_run(void **state) {
   feed_free(&f);
 }
 
+/* `nntrainer train` gets SIGINT once its first epoch is done (its line is
+ * on stderr): it stops, says so and exits with 130; the save file holds a
+ * checkpoint. */
+static void test_cli_sigint(void **state) {
+  (void)state;
+  char *dir = tu_mkdtemp(), ini[512], bin[512];
+  snprintf(ini, sizeof ini, "%s/m.ini", dir);
+  snprintf(bin, sizeof bin, "%s/out.bin", dir);
+  FILE *fp = fopen(ini, "w");
+  assert_non_null(fp);
+  fputs("[Model]\ntype = NeuralNetwork\nepochs = 1000000\nbatch_size = 8\nloss = cross\n"
+        "save_path = out.bin\n[Optimizer]\ntype = sgd\nlearning_rate = 0.1\n"
+        "[train_set]\ntype = synthetic\nsamples = 64\n"
+        "[in]\ntype = input\ninput_shape = 1:1:8\n"
+        "[out]\ntype = fully_connected\nunit = 3\nactivation = softmax\n",
+        fp);
+  fclose(fp);
+  int pfd[2];
+  assert_int_equal(pipe(pfd), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(pfd[1], STDERR_FILENO);
+    dup2(pfd[1], STDOUT_FILENO);
+    close(pfd[0]);
+    close(pfd[1]);
+    execl(NNT_CLI_PATH, NNT_CLI_PATH, "train", ini, (char *)NULL);
+    _exit(127);
+  }
+  close(pfd[1]);
+  FILE *out = fdopen(pfd[0], "r");
+  char line[1024], all[8192] = "";
+  int signalled = 0;
+  while (fgets(line, sizeof line, out)) {
+    strncat(all, line, sizeof all - strlen(all) - 1);
+    if (!signalled && strstr(line, "epoch 1/1000000")) {
+      kill(pid, SIGINT);
+      signalled = 1;
+    }
+  }
+  fclose(out);
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 130)
+    fail_msg("status %d: %s", st, all);
+  tu_assert_contains(all, "nntrainer: training stopped (interrupted): train: stopped on request");
+  tu_assert_contains(all, "holds the weights of epoch");
+  size_t n;
+  unsigned char *w = slurp(bin, &n);
+  assert_non_null(w);
+  assert_true(n >= (8 * 3 + 3) * sizeof(float));
+  free(w);
+  tu_rmdir(dir);
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_input),
@@ -597,6 +657,7 @@ int main(void) {
       cmocka_unit_test(test_stop_from_thread),
       cmocka_unit_test(test_stop_while_waiting_and_from_generator),
       cmocka_unit_test(test_stop_before_run),
+      cmocka_unit_test(test_cli_sigint),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
