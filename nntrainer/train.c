@@ -348,7 +348,7 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
     if (stopped)
       return nnt_err_set(e, NNT_ERR_CANCELED,
                          "train: stopped on request in epoch %u after %zu of its steps "
-                         "(iteration %u); the weights are those of the last step, no "
+                         "(iteration %u); the weights are those of its last completed step, no "
                          "checkpoint was written for this epoch",
                          epoch, b, m->iter);
     if (rc)

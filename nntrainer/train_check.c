@@ -21,13 +21,8 @@
 
 /* The exponent of a float is all ones exactly for NaN and the infinities:
  * adding one to it carries into bit 31. One integer OR per value, which
- * the compiler vectorizes (a float reduction it may not reorder); on
- * x86-64 an AVX2 clone is picked at load time when the CPU has it. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) /* ifunc: glibc */
-__attribute__((target_clones("avx2", "default")))
-#endif
-static int all_finite(const float *x, size_t n) {
+ * the compiler vectorizes (a float reduction it may not reorder). */
+static inline __attribute__((always_inline)) int scan_finite(const float *x, size_t n) {
   uint32_t acc = 0;
   for (size_t i = 0; i < n; i++) {
     uint32_t u;
@@ -35,6 +30,24 @@ static int all_finite(const float *x, size_t n) {
     acc |= (u & 0x7f800000u) + 0x00800000u;
   }
   return !(acc & 0x80000000u);
+}
+
+/* On x86-64, the same loop compiled for AVX2 too, taken when the CPU has
+ * it (a test per call, no ifunc: an ifunc resolver runs before the
+ * sanitizers' runtime is up). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) static int scan_finite_avx2(const float *x, size_t n) {
+  return scan_finite(x, n);
+}
+#define NNT_HAVE_AVX2_SCAN 1
+#endif
+
+static int all_finite(const float *x, size_t n) {
+#ifdef NNT_HAVE_AVX2_SCAN
+  if (__builtin_cpu_supports("avx2"))
+    return scan_finite_avx2(x, n);
+#endif
+  return scan_finite(x, n);
 }
 
 size_t nnt_first_nonfinite(const float *x, size_t n) {
