@@ -4,6 +4,7 @@
 #include "test_util.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -740,6 +741,49 @@ static void test_epoch_end_midway(void **state) {
   nnt_dataset_destroy(d);
 }
 
+/* The batch handed out stays readable until the next one is asked for,
+ * while the producer fills the others; a stop flag ends the epoch with
+ * NNT_ERR_CANCELED once the batches made are taken. */
+static void test_reread_and_stop_flag(void **state) {
+  (void)state;
+  gen g = gen_make(-1);
+  nnt_dataset *d;
+  nnt_err e = {0};
+  nnt_ds_shape s = gen_shape();
+  assert_int_equal(nnt_dataset_create_generator(gen_cb, &g, &d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_set_property(d, "buffer_size", "1", &e), NNT_OK);
+  assert_int_equal(nnt_dataset_prepare(d, &s, 2, 1, &e), NNT_OK);
+  gbatch x, y;
+  float *in[] = {y.a, y.b}, *lab[] = {y.l};
+  assert_int_equal(nnt_dataset_reread_batch(d, in, lab, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "no batch to read again");
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_reread_batch(d, in, lab, &e), NNT_ERR_INVAL);
+  for (int b = 0; b < 3; b++) {
+    assert_int_equal(gen_next(d, &x, &e), 1);
+    check_gen_batch(&x, 2 * b, 2);
+    /* the producer fills the next batch meanwhile (buffer_size 1) */
+    while (atomic_load(&g.calls) < 2 * (b + 2))
+      sched_yield();
+    memset(&y, 0, sizeof y);
+    assert_int_equal(nnt_dataset_reread_batch(d, in, lab, &e), NNT_OK);
+    check_gen_batch(&y, 2 * b, 2);
+  }
+  atomic_int stop;
+  atomic_init(&stop, 1);
+  nnt_dataset_epoch_end(d);
+  assert_int_equal(nnt_dataset_reread_batch(d, in, lab, &e), NNT_ERR_INVAL);
+  nnt_dataset_set_stop_flag(d, &stop);
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+  assert_int_equal(gen_next(d, &x, &e), NNT_ERR_CANCELED);
+  assert_string_equal(e.msg, "dataset: 'data generator': stopped on request");
+  assert_int_equal(e.from_callback, 0);
+  nnt_dataset_set_stop_flag(d, NULL);
+  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+  assert_int_equal(gen_next(d, &x, &e), 1);
+  nnt_dataset_destroy(d);
+}
+
 static void test_destroy_while_blocked(void **state) {
   (void)state;
   /* an endless generator: the producer fills the queue and blocks */
@@ -833,6 +877,7 @@ int main(void) {
       cmocka_unit_test(test_fashion_mnist_train),
       cmocka_unit_test(test_synthetic_determinism),
       cmocka_unit_test(test_epoch_end_midway),
+      cmocka_unit_test(test_reread_and_stop_flag),
       cmocka_unit_test(test_destroy_while_blocked),
       cmocka_unit_test(test_properties),
   };

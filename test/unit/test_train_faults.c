@@ -124,6 +124,7 @@ static unsigned char *slurp(const char *path, size_t *n) {
   rewind(fp);
   unsigned char *b = malloc(*n + 1);
   assert_int_equal(fread(b, 1, *n, fp), *n);
+  b[*n] = 0;
   fclose(fp);
   return b;
 }
@@ -419,7 +420,8 @@ static void test_moving_statistics(void **state) {
   feed_free(&f);
 }
 
-/* check_finite=false (also after compile): the NaN goes through. */
+/* check_finite=false (also after compile): the NaN goes through; the key
+ * survives writing the model as an INI. */
 static void test_check_off(void **state) {
   (void)state;
   const char *props[] = {"batch_size", "4", "loss", "cross", "check_finite", "false", NULL};
@@ -431,6 +433,15 @@ static void test_check_off(void **state) {
   nnt_err e = {0};
   assert_int_equal(nnt_model_train(m, NULL, NULL, &e), NNT_OK);
   assert_false(all_finite(m->wpool, m->wpool_floats));
+  char *dir = tu_mkdtemp(), ini[512];
+  snprintf(ini, sizeof ini, "%s/m.ini", dir);
+  assert_int_equal(nnt_model_save_ini(m, ini, NULL, &e), NNT_OK);
+  size_t n;
+  unsigned char *text = slurp(ini, &n);
+  tu_assert_contains((char *)text, "check_finite = false\n");
+  free(text);
+  tu_rmdir(dir);
+  free(dir);
   nnt_model_destroy(m);
   feed_free(&f);
   /* on by default; the key may change between runs of a compiled model */
