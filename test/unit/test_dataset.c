@@ -4,7 +4,6 @@
 #include "test_util.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,39 +173,6 @@ static void test_generator_last_semantics(void **state) {
       assert_int_equal(atomic_load(&g.calls), n[c]); /* not one call more */
     }
     nnt_dataset_destroy(d);
-  }
-}
-
-/* The callback's own code, whatever its value, stops the epoch with that
- * code: never taken for the end of data (-1001 was our end-of-data code
- * once) nor mapped to another code. Only last ends an epoch. */
-static void test_generator_codes_are_errors(void **state) {
-  (void)state;
-  const int codes[] = {-1001, -1000, 1, -22, -34, -125, -11, 7, -1, INT32_MIN, INT32_MAX};
-  for (size_t c = 0; c < NNT_ARRAY_LEN(codes); c++) {
-    for (int at = 0; at < 7; at += 6) { /* in the first batch, and the third */
-      gen g = gen_make(1000);
-      g.fail_at = at, g.fail_rc = codes[c];
-      nnt_dataset *d;
-      nnt_err e = {0};
-      nnt_ds_shape s = gen_shape();
-      assert_int_equal(nnt_dataset_create_generator(gen_cb, &g, &d, &e), NNT_OK);
-      assert_int_equal(nnt_dataset_prepare(d, &s, 3, 1, &e), NNT_OK);
-      assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
-      gbatch x;
-      for (int b = 0; b < at / 3; b++)
-        assert_int_equal(gen_next(d, &x, &e), 1);
-      assert_int_equal(gen_next(d, &x, &e), codes[c]);
-      assert_int_equal(e.code, codes[c]);
-      assert_int_equal(e.from_callback, 1);
-      char want[96];
-      snprintf(want, sizeof want, "data generator callback returned %d at sample %d", codes[c],
-               at);
-      assert_string_equal(e.msg, want);
-      /* the epoch stays failed */
-      assert_int_equal(gen_next(d, &x, &e), codes[c]);
-      nnt_dataset_destroy(d);
-    }
   }
 }
 
@@ -741,49 +707,6 @@ static void test_epoch_end_midway(void **state) {
   nnt_dataset_destroy(d);
 }
 
-/* The batch handed out stays readable until the next one is asked for,
- * while the producer fills the others; a stop flag ends the epoch with
- * NNT_ERR_CANCELED once the batches made are taken. */
-static void test_reread_and_stop_flag(void **state) {
-  (void)state;
-  gen g = gen_make(-1);
-  nnt_dataset *d;
-  nnt_err e = {0};
-  nnt_ds_shape s = gen_shape();
-  assert_int_equal(nnt_dataset_create_generator(gen_cb, &g, &d, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_set_property(d, "buffer_size", "1", &e), NNT_OK);
-  assert_int_equal(nnt_dataset_prepare(d, &s, 2, 1, &e), NNT_OK);
-  gbatch x, y;
-  float *in[] = {y.a, y.b}, *lab[] = {y.l};
-  assert_int_equal(nnt_dataset_reread_batch(d, in, lab, &e), NNT_ERR_INVAL);
-  tu_assert_contains(e.msg, "no batch to read again");
-  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_reread_batch(d, in, lab, &e), NNT_ERR_INVAL);
-  for (int b = 0; b < 3; b++) {
-    assert_int_equal(gen_next(d, &x, &e), 1);
-    check_gen_batch(&x, 2 * b, 2);
-    /* the producer fills the next batch meanwhile (buffer_size 1) */
-    while (atomic_load(&g.calls) < 2 * (b + 2))
-      sched_yield();
-    memset(&y, 0, sizeof y);
-    assert_int_equal(nnt_dataset_reread_batch(d, in, lab, &e), NNT_OK);
-    check_gen_batch(&y, 2 * b, 2);
-  }
-  atomic_int stop;
-  atomic_init(&stop, 1);
-  nnt_dataset_epoch_end(d);
-  assert_int_equal(nnt_dataset_reread_batch(d, in, lab, &e), NNT_ERR_INVAL);
-  nnt_dataset_set_stop_flag(d, &stop);
-  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
-  assert_int_equal(gen_next(d, &x, &e), NNT_ERR_CANCELED);
-  assert_string_equal(e.msg, "dataset: 'data generator': stopped on request");
-  assert_int_equal(e.from_callback, 0);
-  nnt_dataset_set_stop_flag(d, NULL);
-  assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
-  assert_int_equal(gen_next(d, &x, &e), 1);
-  nnt_dataset_destroy(d);
-}
-
 static void test_destroy_while_blocked(void **state) {
   (void)state;
   /* an endless generator: the producer fills the queue and blocks */
@@ -866,7 +789,6 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_generator_order_and_packing),
       cmocka_unit_test(test_generator_last_semantics),
-      cmocka_unit_test(test_generator_codes_are_errors),
       cmocka_unit_test(test_generator_error_propagates),
       cmocka_unit_test(test_generator_thread_exit),
       cmocka_unit_test(test_raw_file_order),
@@ -877,7 +799,6 @@ int main(void) {
       cmocka_unit_test(test_fashion_mnist_train),
       cmocka_unit_test(test_synthetic_determinism),
       cmocka_unit_test(test_epoch_end_midway),
-      cmocka_unit_test(test_reread_and_stop_flag),
       cmocka_unit_test(test_destroy_while_blocked),
       cmocka_unit_test(test_properties),
   };
