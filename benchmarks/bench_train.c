@@ -60,12 +60,13 @@ int main(int argc, char **argv) {
       in[i] = nnt_mgr_data(&m->mgr[NNT_MODE_TRAIN], m->input_t[i]);
     for (unsigned i = 0; i < m->n_labels; i++)
       lab[i] = nnt_mgr_data(&m->mgr[NNT_MODE_TRAIN], m->label_t[i]);
-    if (nnt_dataset_next_batch(ds, in, lab, &e))
+    int end;
+    if (nnt_dataset_next_batch(ds, in, lab, &end, &e) || end)
       goto fail;
     double t0 = now_ms();
     float loss;
-    nnt_model_forward(m, 1, &loss);
-    nnt_model_backward(m);
+    if (nnt_model_train_step(m, ds, &loss, &e))
+      goto fail;
     m->iter++;
     if (s >= warmup)
       ms[s - warmup] = now_ms() - t0;

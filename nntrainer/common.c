@@ -31,6 +31,7 @@ int nnt_err_set(nnt_err *e, int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     e->code = code;
+    e->from_callback = 0;
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
   }
@@ -58,6 +59,7 @@ int nnt_err_prefix(nnt_err *e, const char *fmt, ...) {
 void nnt_err_clear(nnt_err *e) {
   if (e) {
     e->code = NNT_OK;
+    e->from_callback = 0;
     e->msg[0] = '\0';
   }
 }

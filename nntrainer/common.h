@@ -20,13 +20,12 @@
   X(IO, -5, "input/output error")                                         \
   X(PERM, -13, "permission denied")                                       \
   X(TRY_AGAIN, -11, "try again")                                          \
-  X(RANGE, -34, "result out of range")                                    \
+  X(RANGE, -34, "a value is not finite (NaN or infinity)")                \
   X(NOT_SUPPORTED, -1073741822, "not supported")                          \
   X(UNKNOWN, -1073741824, "unknown error")                                \
   X(TIMED_OUT, -1073741823, "timed out")                                  \
   X(CANCELED, -125, "canceled")                                           \
-  X(NOKEY, -1000, "unknown property key")                                 \
-  X(EOD, -1001, "end of data")
+  X(NOKEY, -1000, "unknown property key")
 
 enum {
 #define NNT_X_ENUM(name, value, text) NNT_ERR_##name = (value),
@@ -39,14 +38,19 @@ const char *nnt_strerror(int code);
 
 #define NNT_ERR_MSG_MAX 1024
 
-/* A readable error: the code and a message naming what was wrong. */
+/* A readable error: the code and a message naming what was wrong.
+ * from_callback is 1 when code is what an application callback returned
+ * (a data generator's own code, any value): it is passed back to the
+ * application unchanged, never read as one of the codes above. */
 typedef struct nnt_err {
   int code;
+  int from_callback;
   char msg[NNT_ERR_MSG_MAX];
 } nnt_err;
 
-/* Record code and a printf-style message in e (if e is not NULL).
- * @return code, so callers can write `return nnt_err_set(e, ...)`. */
+/* Record code and a printf-style message in e (if e is not NULL); clears
+ * from_callback. @return code, so callers can write
+ * `return nnt_err_set(e, ...)`. */
 int nnt_err_set(nnt_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Prepend context ("file.ini: [fc1] ") to the message already in e.

@@ -5,14 +5,20 @@
  * The ring: slots [head, head + count) are full and belong to the consumer;
  * the producer writes the slot at head + count, which is never among them
  * while count < cap, so both copy outside the lock and only the counters
- * are shared. The producer checks `stop` between samples and while it
- * waits for a free slot, so nnt_dataset_epoch_end returns promptly unless
- * a generator callback itself blocks. When the producer ends (end of data,
- * error, stop, or even pthread_exit inside a callback) it sets `done` and
- * wakes the consumer, so next_batch never waits on a producer that is gone.
+ * are shared. The consumer keeps the batch it was last given (the slot at
+ * head, `held`) until it asks for the next one, so that it can read it
+ * again; the ring has one slot more than buffer_size for it, and the
+ * producer stays at most buffer_size batches ahead of it. The producer
+ * checks `stop` and the model's stop flag between samples and `stop` while
+ * it waits for a free slot, so nnt_dataset_epoch_end returns promptly
+ * unless a generator callback itself blocks. When the producer ends (end of
+ * data, error, stop, or even pthread_exit inside a callback) it sets `done`
+ * and wakes the consumer, so next_batch never waits on a producer that is
+ * gone. End of data is `done` with no error: never an error code.
  */
 #include "nntrainer/dataset_impl.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -33,10 +39,12 @@ struct nnt_dataset {
   uint32_t *perm;     /* sample order of the epoch */
   size_t off[2 * NNT_DS_MAX_STREAMS]; /* stream offsets in a slot (floats) */
   size_t slot_floats;
-  /* the ring, sized at epoch_begin */
+  const atomic_int *ext_stop; /* the model's stop request, or NULL */
+  /* the ring, sized at epoch_begin: buffer_size + 1 slots */
   float *slots;
   unsigned cap;
   size_t cap_floats;  /* floats per slot the ring was sized for */
+  int held; /* the consumer holds the slot at head (under mu) */
   /* the running epoch; counters and flags under mu */
   int running; /* a producer thread exists (consumer's view) */
   pthread_t th;
@@ -269,22 +277,40 @@ static void producer_gone(void *arg) {
   pthread_mutex_unlock(&d->mu);
 }
 
-/* Fill the batch in slot `slot`, samples k .. k + batch - 1 of the epoch. */
-static int fill_batch(nnt_dataset *d, unsigned slot, size_t k, nnt_err *e) {
+void nnt_dataset_set_stop_flag(nnt_dataset *d, const atomic_int *flag) {
+  if (d)
+    d->ext_stop = flag;
+}
+
+static int stop_requested(const nnt_dataset *d) {
+  return d->ext_stop && atomic_load_explicit(d->ext_stop, memory_order_relaxed);
+}
+
+/* Fill the batch in slot `slot` with samples k .. k + batch - 1 of the
+ * epoch; *n counts the samples written. *last: the generator gave the last
+ * sample of its epoch (the batch is full only if that was its last one). */
+static int fill_batch(nnt_dataset *d, unsigned slot, size_t k, unsigned *n, bool *last,
+                      nnt_err *e) {
   float *base = d->slots + (size_t)slot * d->slot_floats;
   const nnt_ds_shape *sh = &d->shape;
   float *in[NNT_DS_MAX_STREAMS], *lab[NNT_DS_MAX_STREAMS];
   int sized = d->src->ops->sized;
-  for (unsigned s = 0; s < d->batch; s++, k++) {
+  *n = 0;
+  *last = false;
+  for (unsigned s = 0; s < d->batch && !*last; s++, k++) {
     if (atomic_load_explicit(&d->stop, memory_order_relaxed))
       return NNT_ERR_CANCELED;
+    if (stop_requested(d))
+      return nnt_err_set(e, NNT_ERR_CANCELED, "dataset: '%s': stopped on request",
+                         d->src->name);
     for (unsigned i = 0; i < sh->n_in; i++)
       in[i] = base + d->off[i] + s * sh->in_len[i];
     for (unsigned i = 0; i < sh->n_label; i++)
       lab[i] = base + d->off[sh->n_in + i] + s * sh->label_len[i];
-    int rc = d->src->ops->fetch(d->src, sized ? d->perm[k] : k, in, lab, e);
+    int rc = d->src->ops->fetch(d->src, sized ? d->perm[k] : k, in, lab, last, e);
     if (rc)
       return rc;
+    *n = s + 1;
   }
   return NNT_OK;
 }
@@ -294,20 +320,22 @@ static void *producer(void *arg) {
   nnt_err e;
   nnt_err_clear(&e);
   int rc = NNT_OK;
+  bool last = false;
   size_t batches = d->src->ops->sized ? d->samples / d->batch : SIZE_MAX;
   pthread_cleanup_push(producer_gone, d);
   /* the last partial batch of a sized source is never read */
-  for (size_t b = 0; b < batches && !rc; b++) {
+  for (size_t b = 0; b < batches && !rc && !last; b++) {
     pthread_mutex_lock(&d->mu);
-    while (d->count == d->cap && !atomic_load(&d->stop))
+    while (d->count - (unsigned)d->held == d->cap - 1 && !atomic_load(&d->stop))
       pthread_cond_wait(&d->not_full, &d->mu);
     unsigned slot = (d->head + d->count) % d->cap;
     pthread_mutex_unlock(&d->mu);
     if (atomic_load(&d->stop))
       break;
-    /* a generator's partial batch before its `last` is dropped too */
-    rc = fill_batch(d, slot, b * d->batch, &e);
-    if (!rc) {
+    /* a generator's partial batch ending with its `last` is dropped too */
+    unsigned n;
+    rc = fill_batch(d, slot, b * d->batch, &n, &last, &e);
+    if (!rc && n == d->batch) {
       pthread_mutex_lock(&d->mu);
       d->count++;
       pthread_cond_signal(&d->not_empty);
@@ -317,7 +345,8 @@ static void *producer(void *arg) {
   pthread_cleanup_pop(0);
   pthread_mutex_lock(&d->mu);
   d->done = 1;
-  d->err = rc == NNT_ERR_EOD || rc == NNT_ERR_CANCELED ? NNT_OK : rc;
+  /* after epoch_end's stop nobody reads err; a stop request is an error */
+  d->err = rc;
   if (d->err)
     d->perr = e;
   pthread_cond_broadcast(&d->not_empty);
@@ -335,18 +364,21 @@ int nnt_dataset_epoch_begin(nnt_dataset *d, nnt_err *e) {
                        d->src->name);
   nnt_dataset_epoch_end(d);
   /* a new batch size or shape since the ring was made changes its slots */
-  if (d->cap != d->buffer_size || d->cap_floats != d->slot_floats || !d->slots) {
+  if (d->cap != d->buffer_size + 1 || d->cap_floats != d->slot_floats || !d->slots) {
     size_t bytes;
-    if (__builtin_mul_overflow(d->slot_floats * sizeof(float), (size_t)d->buffer_size, &bytes))
+    if (d->buffer_size == UINT_MAX ||
+        __builtin_mul_overflow(d->slot_floats * sizeof(float), (size_t)d->buffer_size + 1,
+                               &bytes))
       return nnt_err_set(e, NNT_ERR_NOMEM, "dataset: buffer_size %u batches is too large",
                          d->buffer_size);
     nnt_free(d->slots);
     d->cap = 0;
     if (!(d->slots = nnt_malloc(bytes)))
       return nnt_err_set(e, NNT_ERR_NOMEM,
-                         "dataset: out of memory for %u batches of %zu floats (buffer_size)",
-                         d->buffer_size, d->slot_floats);
-    d->cap = d->buffer_size;
+                         "dataset: out of memory for %u batches of %zu floats (buffer_size "
+                         "and the one being read)",
+                         d->buffer_size + 1, d->slot_floats);
+    d->cap = d->buffer_size + 1;
     d->cap_floats = d->slot_floats;
   }
   for (size_t i = 0; i < d->samples; i++)
@@ -363,6 +395,7 @@ int nnt_dataset_epoch_begin(nnt_dataset *d, nnt_err *e) {
   }
   d->epoch++;
   d->head = d->count = 0;
+  d->held = 0;
   d->done = 0;
   d->err = NNT_OK;
   nnt_err_clear(&d->perr);
@@ -375,16 +408,34 @@ int nnt_dataset_epoch_begin(nnt_dataset *d, nnt_err *e) {
   return NNT_OK;
 }
 
-/* Copies the oldest full batch into in[i] (batch * in_len[i] floats) and
- * label[j] (skipped when label or label[j] is NULL). */
-int nnt_dataset_next_batch(nnt_dataset *d, float **in, float **label, nnt_err *e) {
-  if (!d || !in)
-    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: next_batch needs a dataset and inputs");
+static void copy_out(const nnt_dataset *d, float **in, float **label) {
+  const float *slot = d->slots + (size_t)d->head * d->slot_floats;
+  const nnt_ds_shape *sh = &d->shape;
+  for (unsigned i = 0; i < sh->n_in; i++)
+    memcpy(in[i], slot + d->off[i], d->batch * sh->in_len[i] * sizeof(float));
+  for (unsigned i = 0; label && i < sh->n_label; i++)
+    if (label[i])
+      memcpy(label[i], slot + d->off[sh->n_in + i], d->batch * sh->label_len[i] * sizeof(float));
+}
+
+/* Gives the batch held back to the producer, then copies the oldest full
+ * batch into in[i] (batch * in_len[i] floats) and label[j] (skipped when
+ * label or label[j] is NULL) and holds it. */
+int nnt_dataset_next_batch(nnt_dataset *d, float **in, float **label, int *end, nnt_err *e) {
+  if (!d || !in || !end)
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "dataset: next_batch needs a dataset, inputs and an end flag");
+  *end = 0;
   if (!d->running)
     return nnt_err_set(e, NNT_ERR_INVAL,
                        "dataset: '%s': no epoch is running (call nnt_dataset_epoch_begin)",
                        d->src->name);
   pthread_mutex_lock(&d->mu);
+  if (d->held) { /* count - held, what the producer waits on, stays */
+    d->head = (d->head + 1) % d->cap;
+    d->count--;
+    d->held = 0;
+  }
   while (!d->count && !d->done)
     pthread_cond_wait(&d->not_empty, &d->mu);
   if (!d->count) {
@@ -392,21 +443,24 @@ int nnt_dataset_next_batch(nnt_dataset *d, float **in, float **label, nnt_err *e
     if (rc && e)
       *e = d->perr;
     pthread_mutex_unlock(&d->mu);
-    return rc ? rc : NNT_ERR_EOD;
+    *end = !rc;
+    return rc;
   }
-  const float *slot = d->slots + (size_t)d->head * d->slot_floats;
-  pthread_mutex_unlock(&d->mu);
-  const nnt_ds_shape *sh = &d->shape;
-  for (unsigned i = 0; i < sh->n_in; i++)
-    memcpy(in[i], slot + d->off[i], d->batch * sh->in_len[i] * sizeof(float));
-  for (unsigned i = 0; label && i < sh->n_label; i++)
-    if (label[i])
-      memcpy(label[i], slot + d->off[sh->n_in + i], d->batch * sh->label_len[i] * sizeof(float));
-  pthread_mutex_lock(&d->mu);
-  d->head = (d->head + 1) % d->cap;
-  d->count--;
+  d->held = 1; /* the producer may now fill one slot more */
   pthread_cond_signal(&d->not_full);
   pthread_mutex_unlock(&d->mu);
+  /* the slot at head is the consumer's until it is given back */
+  copy_out(d, in, label);
+  return NNT_OK;
+}
+
+int nnt_dataset_reread_batch(nnt_dataset *d, float **in, float **label, nnt_err *e) {
+  if (!d || !in)
+    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: reread_batch needs a dataset and inputs");
+  if (!d->running || !d->held)
+    return nnt_err_set(e, NNT_ERR_INVAL, "dataset: '%s': no batch to read again",
+                       d->src->name);
+  copy_out(d, in, label);
   return NNT_OK;
 }
 
@@ -420,4 +474,5 @@ void nnt_dataset_epoch_end(nnt_dataset *d) {
   pthread_mutex_unlock(&d->mu);
   pthread_join(d->th, NULL);
   d->running = 0;
+  d->held = 0;
 }

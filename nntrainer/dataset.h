@@ -11,14 +11,16 @@
 #define NNT_DATASET_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include "nntrainer/common.h"
 
 #define NNT_DS_MAX_STREAMS 8 /* inputs or labels per sample */
 
 /* The Tizen ML API's ml_train_datagen_cb: fill input[i] and label[j] with one
- * sample, set *last = true at the end of an epoch (the sample given with
- * last = true is not used, as in NNTrainer). Return 0 or a negative error. */
+ * sample and set *last = true with the last sample of an epoch (that sample
+ * is used, as in NNTrainer). Return 0, or any other value to stop with that
+ * value as the error (it comes back unchanged, nnt_err.from_callback set). */
 typedef int (*nnt_datagen_cb)(float **input, float **label, bool *last,
                               void *user_data);
 
@@ -66,13 +68,25 @@ int nnt_dataset_prepare(nnt_dataset *ds, const nnt_ds_shape *shape,
 /* Samples per epoch when known (file, IDX, synthetic), 0 when not
  * (generator). */
 size_t nnt_dataset_samples(const nnt_dataset *ds);
+/* A flag the producer reads between samples (NULL: none): when it is
+ * nonzero the producer stops and next_batch, once the batches already made
+ * are taken, returns NNT_ERR_CANCELED. The model points it at its stop
+ * request. Set it only while no epoch runs; it must outlive the epochs. */
+void nnt_dataset_set_stop_flag(nnt_dataset *ds, const atomic_int *flag);
 /* Start an epoch: starts the producer thread. */
 int nnt_dataset_epoch_begin(nnt_dataset *ds, nnt_err *e);
 /* Copy the next full batch into in[i] (batch * in_len[i] floats) and
- * label[j]. @return NNT_OK, NNT_ERR_EOD at the end of the epoch (the epoch
- * is then over), or the producer's error. */
+ * label[j]. *end is set to 0 when a batch was copied and to 1 at the end
+ * of the epoch (nothing copied; the epoch is then over): end of data is
+ * never an error code. @return NNT_OK or the producer's error (then *end
+ * is 0). */
 int nnt_dataset_next_batch(nnt_dataset *ds, float **in, float **label,
-                           nnt_err *e);
+                           int *end, nnt_err *e);
+/* Copy the batch the last next_batch gave again (it stays in the queue
+ * until the next next_batch or epoch_end): the training loop replays a
+ * step with it to find where a value stopped being finite. */
+int nnt_dataset_reread_batch(nnt_dataset *ds, float **in, float **label,
+                             nnt_err *e);
 /* Stop the producer (safe at any time; idempotent). */
 void nnt_dataset_epoch_end(nnt_dataset *ds);
 

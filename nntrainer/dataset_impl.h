@@ -24,10 +24,13 @@ typedef struct nnt_ds_src_ops {
   int (*prepare)(nnt_ds_src *s, uint64_t seed, size_t *samples, nnt_err *e);
   /* Write one sample into in[i] (s->shape.in_len[i] floats) and label[j].
    * idx: the record (already permuted) for sized sources, the sample's
-   * ordinal in the epoch for the generator. Producer thread; must not
-   * allocate. @return NNT_OK, NNT_ERR_EOD (the generator said last; the
-   * sample is not used) or an error with a message. */
-  int (*fetch)(nnt_ds_src *s, size_t idx, float **in, float **label, nnt_err *e);
+   * ordinal in the epoch for the generator. *last (false on entry) is set
+   * by the generator with the last sample of its epoch; that sample is
+   * used. Sized sources leave it alone: dataset.c counts their samples.
+   * Producer thread; must not allocate. @return NNT_OK or an error with a
+   * message (end of data is never a return code). */
+  int (*fetch)(nnt_ds_src *s, size_t idx, float **in, float **label, bool *last,
+               nnt_err *e);
   /* Source-specific property keys (NULL-terminated; NULL for none) and
    * their setter, called with one of them while no epoch runs. */
   const char *const *keys;

@@ -31,19 +31,24 @@ static int gen_prepare(nnt_ds_src *s, uint64_t seed, size_t *samples, nnt_err *e
   return NNT_OK;
 }
 
-/* As in NNTrainer's FuncDataProducer, the call that sets *last gives no
- * sample: the epoch ends before it. */
-static int gen_fetch(nnt_ds_src *s, size_t idx, float **in, float **label, nnt_err *e) {
+/* Any nonzero return is the callback's error, passed back unchanged
+ * (whatever its value: it cannot be taken for one of ours, nor for the end
+ * of data, which only *last says). As in NNTrainer's FuncDataProducer and
+ * DataBuffer, the sample given with *last = true is used. */
+static int gen_fetch(nnt_ds_src *s, size_t idx, float **in, float **label, bool *last,
+                     nnt_err *e) {
   gen_src *g = (gen_src *)s;
-  bool last = false;
-  int rc = g->cb(in, label, &last, g->ud);
-  if (rc)
-    return nnt_err_set(e, rc < 0 ? rc : NNT_ERR_INVAL,
-                       "data generator callback returned %d at sample %zu", rc, idx);
-  if (last) {
-    if (idx > g->known)
-      g->known = idx;
-    return NNT_ERR_EOD;
+  int rc = g->cb(in, label, last, g->ud);
+  if (rc) {
+    nnt_err_set(e, rc, "data generator callback returned %d at sample %zu", rc, idx);
+    if (e)
+      e->from_callback = 1;
+    return rc;
+  }
+  if (*last) {
+    if (idx + 1 > g->known)
+      g->known = idx + 1;
+    return NNT_OK;
   }
   /* an epoch that runs past the longest earlier one never sets *last */
   if (g->known && idx >= 2 * g->known + 1024)
@@ -131,7 +136,9 @@ static int file_prepare(nnt_ds_src *s, uint64_t seed, size_t *samples, nnt_err *
   return NNT_OK;
 }
 
-static int file_fetch(nnt_ds_src *s, size_t idx, float **in, float **label, nnt_err *e) {
+static int file_fetch(nnt_ds_src *s, size_t idx, float **in, float **label, bool *last,
+                      nnt_err *e) {
+  (void)last;
   file_src *f = (file_src *)s;
   struct iovec iov[2 * NNT_DS_MAX_STREAMS];
   int n = 0;
@@ -467,7 +474,9 @@ static int idx_prepare(nnt_ds_src *s, uint64_t seed, size_t *samples, nnt_err *e
   return NNT_OK;
 }
 
-static int idx_fetch(nnt_ds_src *s, size_t idx, float **in, float **label, nnt_err *e) {
+static int idx_fetch(nnt_ds_src *s, size_t idx, float **in, float **label, bool *last,
+                     nnt_err *e) {
+  (void)last;
   idx_src *x = (idx_src *)s;
   (void)e;
   size_t n = x->per;
@@ -538,7 +547,9 @@ static int syn_prepare(nnt_ds_src *s, uint64_t seed, size_t *samples, nnt_err *e
   return NNT_OK;
 }
 
-static int syn_fetch(nnt_ds_src *s, size_t idx, float **in, float **label, nnt_err *e) {
+static int syn_fetch(nnt_ds_src *s, size_t idx, float **in, float **label, bool *last,
+                     nnt_err *e) {
+  (void)last;
   syn_src *y = (syn_src *)s;
   (void)e;
   nnt_rng r;

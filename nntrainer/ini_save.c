@@ -48,6 +48,8 @@ static void write_model(FILE *f, const nnt_model *m, const char *bin_path, int *
     fprintf(f, "memory_optimization = false\n");
   if (m->clip_grad_norm > 0)
     fprintf(f, "clip_grad_by_norm = %.9g\n", m->clip_grad_norm);
+  if (!m->check_finite)
+    fprintf(f, "check_finite = false\n");
   if (m->seed_set)
     fprintf(f, "seed = %llu\n", (unsigned long long)m->seed);
   fprintf(f, "memory_planner = %s\n", nnt_planner_name(m->planner));

@@ -14,6 +14,8 @@ int nnt_model_create(nnt_model **out, nnt_err *e) {
   m->epochs = 1;
   m->batch = 1;
   m->memory_optimization = 1;
+  m->check_finite = 1;
+  atomic_init(&m->stop, 0);
   m->planner = NNT_PLANNER_BEST_FIT;
   m->seed = 0;
   m->bound_mode = -1;
@@ -41,6 +43,7 @@ void nnt_model_destroy(nnt_model *m) {
   nnt_mgr_free(&m->mgr[1]);
   nnt_free(m->wpool);
   nnt_free(m->opt_pool);
+  nnt_free(m->state_copy);
   nnt_free(m->save_path);
   nnt_free(m->base_dir);
   nnt_free(m);
@@ -147,7 +150,7 @@ int nnt_model_set_property(nnt_model *m, const char *key, const char *value,
    * the memory; the weights and the optimizer state stay) */
   if (m->compiled && !nnt_streq(key, "epochs") && !nnt_streq(key, "save_path") &&
       !nnt_streq(key, "continue_train") && !nnt_streq(key, "batch_size") &&
-      (rc = refuse_after_compile(m, key, e)))
+      !nnt_streq(key, "check_finite") && (rc = refuse_after_compile(m, key, e)))
     return rc;
   if (nnt_streq(key, "type")) {
     if (!nnt_streq(value, "neuralnetwork"))
@@ -194,6 +197,8 @@ int nnt_model_set_property(nnt_model *m, const char *key, const char *value,
     return nnt_parse_bool(key, value, &m->load_on_init, e);
   if (nnt_streq(key, "memory_optimization"))
     return nnt_parse_bool(key, value, &m->memory_optimization, e);
+  if (nnt_streq(key, "check_finite"))
+    return nnt_parse_bool(key, value, &m->check_finite, e);
   if (nnt_streq(key, "clip_grad_by_norm")) {
     float f;
     if ((rc = nnt_parse_float(key, value, &f, e)))

@@ -26,7 +26,8 @@ void nnt_model_destroy(nnt_model *m);
 
 /* [Model] keys: type, epochs, batch_size, loss, save_path, continue_train,
  * memory_optimization, clip_grad_by_norm; ours: seed, memory_planner,
- * memory_budget (bytes, K/M/G suffixes; planning a mode over it fails).
+ * memory_budget (bytes, K/M/G suffixes; planning a mode over it fails),
+ * check_finite (default true: stop training on a value that is not finite).
  * Relative save_path resolves against the base dir (nnt_model_set_base_dir). */
 int nnt_model_set_property(nnt_model *m, const char *key, const char *value,
                            nnt_err *e);
@@ -66,9 +67,26 @@ typedef struct nnt_progress {
 } nnt_progress;
 typedef void (*nnt_progress_cb)(const nnt_progress *p, void *user_data);
 
-/* Train for the model's epochs. Stops with the dataset's error on failure. */
+/* Train for the model's epochs. Stops with the dataset's error on failure;
+ * with check_finite, NNT_ERR_RANGE at the first step where the loss, an
+ * output, a gradient or a moving statistic is not finite, or before a
+ * checkpoint with a weight that is not (the message names the epoch, the
+ * iteration, the layer and the weight): no such gradient is applied and
+ * no checkpoint is written after that step (train_check.c).
+ * NNT_ERR_CANCELED after nnt_model_request_stop. */
 int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *user_data,
                     nnt_err *e);
+/* Ask nnt_model_train or nnt_model_evaluate, running in another thread or
+ * calling a callback, to stop: it returns NNT_ERR_CANCELED after the step
+ * in progress, or at once while it waits for data; the data producer
+ * stops too. The weights are those of the last completed step and no
+ * checkpoint is written for the epoch that was stopped. Only an atomic
+ * store: safe from any thread, any callback and a signal handler. The
+ * request stands until a train or evaluate returns, so one made while
+ * none runs stops the next one before its first step. */
+void nnt_model_request_stop(nnt_model *m);
+/* Forget a stop request not acted on yet. */
+void nnt_model_clear_stop(nnt_model *m);
 /* Loss and accuracy (argmax of output vs argmax of label) over a dataset. */
 int nnt_model_evaluate(nnt_model *m, nnt_ds_mode mode, float *loss,
                        float *accuracy, nnt_err *e);

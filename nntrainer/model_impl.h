@@ -109,6 +109,11 @@ struct nnt_model {
   const nnt_kernels *k;
   int poison;
   int keep_train_arena;     /* keep the training arena after training */
+  /* faults (train_check.c) */
+  int check_finite;         /* [Model] check_finite (ours, default 1) */
+  atomic_int stop;          /* nnt_model_request_stop: a run should stop */
+  float *state_copy;        /* check_finite: moving statistics before a step */
+  size_t state_floats;
 };
 
 /* graph.c */
@@ -125,6 +130,37 @@ void nnt_model_release_plan(nnt_model *m, nnt_mode mode);
 int nnt_model_dump(nnt_model *m, const char *dir, nnt_err *e);
 /* train.c */
 int nnt_model_forward(nnt_model *m, int training, float *loss);
-void nnt_model_backward(nnt_model *m);
+/* Backward and the optimizer update. With check_finite it stops at the
+ * first weight gradient that is not finite, before applying it or adding
+ * it to the global norm: NNT_ERR_RANGE naming the layer and weight. */
+int nnt_model_backward(nnt_model *m, nnt_err *e);
+/* One training step (forward, the checks, backward and update) on the
+ * batch in the input tensors, which ds gave last (NULL: none to replay);
+ * *loss its loss. Does not count the iteration. */
+int nnt_model_train_step(nnt_model *m, nnt_dataset *ds, float *loss, nnt_err *e);
+
+/* train_check.c: the non-finite checks of a training step. */
+/* Allocate the copy the checks need (once per model; then a no-op). */
+int nnt_check_prepare(nnt_model *m, nnt_err *e);
+/* Index of the first value of x[0..n) that is NaN or infinite; n if none. */
+size_t nnt_first_nonfinite(const float *x, size_t n);
+/* "NaN", "inf" or "-inf" for a non-finite value. */
+const char *nnt_nonfinite_name(float v);
+/* Copy the non-trainable weights (moving statistics, which forward
+ * updates) aside before a step, and put them back. */
+void nnt_check_save_states(nnt_model *m);
+void nnt_check_restore_states(nnt_model *m);
+/* After forward: NNT_OK when the loss and the moving statistics are
+ * finite; otherwise the statistics are put back and NNT_ERR_RANGE says
+ * where it began: a weight (an update that overflowed), the batch, or the
+ * first layer whose output is not finite, found by replaying the step on
+ * the batch ds holds. */
+int nnt_check_forward(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e);
+/* The gradients of node nd after calc_gradient: NNT_ERR_RANGE naming the
+ * first weight whose gradient is not finite. */
+int nnt_check_gradients(const nnt_node *nd, nnt_err *e);
+/* Every weight and optimizer state value (before a checkpoint is
+ * written): NNT_ERR_RANGE naming the first that is not finite. */
+int nnt_check_weights(const nnt_model *m, nnt_err *e);
 
 #endif

@@ -1,5 +1,7 @@
 /* The training loop: forward, loss, backward (calc_gradient, calc_derivative,
- * apply_gradient per node, walking backwards), metrics and checkpoints. */
+ * apply_gradient per node, walking backwards), metrics and checkpoints;
+ * stopping on request between steps, and on a value that is not finite
+ * (the checks are in train_check.c). */
 #include "nntrainer/model_impl.h"
 
 #include <math.h>
@@ -95,14 +97,17 @@ static void clip_and_apply(nnt_model *m) {
   }
 }
 
-void nnt_model_backward(nnt_model *m) {
+int nnt_model_backward(nnt_model *m, nnt_err *e) {
   nnt_mgr *g = &m->mgr[m->bound_mode];
-  int clip = m->clip_grad_norm > 0;
+  int clip = m->clip_grad_norm > 0, rc;
   for (size_t i = m->n_nodes; i-- > 0;) {
     nnt_node *nd = &m->nodes[i];
     if (nd->do_grad) {
       nd->layer->ops->calc_gradient(nd->layer, &nd->ctx);
       regularize(m, nd);
+      /* before the gradient enters the global norm or an update */
+      if (m->check_finite && (rc = nnt_check_gradients(nd, e)))
+        return rc;
     }
     nnt_mgr_poison_after(g, nd->o_grad);
     if (nd->do_deriv) {
@@ -125,6 +130,7 @@ void nnt_model_backward(nnt_model *m) {
   }
   if (clip)
     clip_and_apply(m);
+  return NNT_OK;
 }
 
 static void ds_shape(const nnt_model *m, nnt_ds_shape *s) {
@@ -179,8 +185,23 @@ static int check_ready(nnt_model *m, const char *what, nnt_err *e) {
   return NNT_OK;
 }
 
-int nnt_model_evaluate(nnt_model *m, nnt_ds_mode mode, float *loss,
-                       float *accuracy, nnt_err *e) {
+static int stop_requested(const nnt_model *m) {
+  return atomic_load_explicit(&m->stop, memory_order_relaxed) != 0;
+}
+
+/* An epoch of ds runs with the model's stop request as its stop flag. */
+static int epoch_begin(nnt_model *m, nnt_dataset *ds, nnt_err *e) {
+  nnt_dataset_set_stop_flag(ds, &m->stop);
+  return nnt_dataset_epoch_begin(ds, e);
+}
+
+static void epoch_end(nnt_dataset *ds) {
+  nnt_dataset_epoch_end(ds);
+  nnt_dataset_set_stop_flag(ds, NULL);
+}
+
+static int evaluate(nnt_model *m, nnt_ds_mode mode, float *loss, float *accuracy,
+                    nnt_err *e) {
   int rc = check_ready(m, "evaluate", e);
   if (rc)
     return rc;
@@ -194,19 +215,19 @@ int nnt_model_evaluate(nnt_model *m, nnt_ds_mode mode, float *loss,
   ds_shape(m, &shape);
   if ((rc = nnt_dataset_prepare(ds, &shape, m->batch, m->seed + 1000003ULL * (mode + 1), e)))
     return rc;
-  if ((rc = nnt_dataset_epoch_begin(ds, e)))
+  if ((rc = epoch_begin(m, ds, e)))
     return rc;
   float *in[NNT_DS_MAX_STREAMS], *label[NNT_DS_MAX_STREAMS];
   double sum = 0;
   size_t batches = 0, correct = 0;
-  for (;;) {
-    batch_ptrs(m, in, label);
-    rc = nnt_dataset_next_batch(ds, in, label, e);
-    if (rc == NNT_ERR_EOD) {
-      rc = NNT_OK;
+  for (int end = 0;;) {
+    if (stop_requested(m)) {
+      rc = nnt_err_set(e, NNT_ERR_CANCELED, "evaluate: stopped on request after %zu batches",
+                       batches);
       break;
     }
-    if (rc)
+    batch_ptrs(m, in, label);
+    if ((rc = nnt_dataset_next_batch(ds, in, label, &end, e)) || end)
       break;
     float l;
     nnt_model_forward(m, 0, &l);
@@ -214,7 +235,7 @@ int nnt_model_evaluate(nnt_model *m, nnt_ds_mode mode, float *loss,
     correct += count_correct(m);
     batches++;
   }
-  nnt_dataset_epoch_end(ds);
+  epoch_end(ds);
   if (rc)
     return rc;
   if (!batches)
@@ -227,7 +248,38 @@ int nnt_model_evaluate(nnt_model *m, nnt_ds_mode mode, float *loss,
   return NNT_OK;
 }
 
-int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
+int nnt_model_evaluate(nnt_model *m, nnt_ds_mode mode, float *loss, float *accuracy,
+                       nnt_err *e) {
+  int rc = evaluate(m, mode, loss, accuracy, e);
+  atomic_store(&m->stop, 0); /* a request stops one run */
+  return rc;
+}
+
+void nnt_model_request_stop(nnt_model *m) {
+  if (m)
+    atomic_store(&m->stop, 1);
+}
+
+void nnt_model_clear_stop(nnt_model *m) {
+  if (m)
+    atomic_store(&m->stop, 0);
+}
+
+int nnt_model_train_step(nnt_model *m, nnt_dataset *ds, float *loss, nnt_err *e) {
+  int rc;
+  if (m->check_finite) {
+    if ((rc = nnt_check_prepare(m, e)))
+      return rc;
+    nnt_check_save_states(m);
+  }
+  nnt_model_forward(m, 1, loss);
+  if (m->check_finite && (rc = nnt_check_forward(m, ds, *loss, e)))
+    return rc;
+  return nnt_model_backward(m, e);
+}
+
+/* The epochs of nnt_model_train. */
+static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
   int rc = check_ready(m, "train", e);
   if (rc)
     return rc;
@@ -253,19 +305,27 @@ int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
   double t0 = now_s();
   size_t samples_done = 0;
   for (unsigned epoch = m->epoch_idx + 1; epoch <= m->epochs; epoch++) {
-    if ((rc = nnt_dataset_epoch_begin(ds, e)))
+    if ((rc = epoch_begin(m, ds, e)))
       return rc;
     double sum = 0, step_s = 0;
     size_t b = 0;
-    for (;;) {
+    int stopped = 0;
+    for (int end = 0;;) {
+      if ((stopped = stop_requested(m)))
+        break;
       batch_ptrs(m, in, label);
-      rc = nnt_dataset_next_batch(ds, in, label, e);
-      if (rc)
+      rc = nnt_dataset_next_batch(ds, in, label, &end, e);
+      /* the producer saw the request (a generator's own -125 is its error) */
+      stopped = rc == NNT_ERR_CANCELED && stop_requested(m) && !(e && e->from_callback);
+      if (rc || end)
         break;
       float l;
       double ts = now_s();
-      nnt_model_forward(m, 1, &l);
-      nnt_model_backward(m);
+      if ((rc = nnt_model_train_step(m, ds, &l, e))) {
+        nnt_err_prefix(e, "train: epoch %u, iteration %u (batch %zu of the epoch): ", epoch,
+                       m->iter + 1, b + 1);
+        break;
+      }
       step_s += now_s() - ts;
       m->iter++;
       b++;
@@ -284,8 +344,14 @@ int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
         cb(&p, ud);
       }
     }
-    nnt_dataset_epoch_end(ds);
-    if (rc != NNT_ERR_EOD)
+    epoch_end(ds);
+    if (stopped)
+      return nnt_err_set(e, NNT_ERR_CANCELED,
+                         "train: stopped on request in epoch %u after %zu of its steps "
+                         "(iteration %u); the weights are those of its last completed step, no "
+                         "checkpoint was written for this epoch",
+                         epoch, b, m->iter);
+    if (rc)
       return rc;
     if (!b)
       return nnt_err_set(e, NNT_ERR_INVAL,
@@ -298,10 +364,13 @@ int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
     p.epoch_done = 1;
     p.step_ms = 1e3 * step_s / b;
     if (m->ds[NNT_DS_VALID]) {
-      if ((rc = nnt_model_evaluate(m, NNT_DS_VALID, &p.valid_loss, &p.valid_accuracy, e)))
-        return rc;
+      if ((rc = evaluate(m, NNT_DS_VALID, &p.valid_loss, &p.valid_accuracy, e)))
+        return rc == NNT_ERR_CANCELED ? nnt_err_prefix(e, "train: epoch %u: ", epoch) : rc;
       p.has_valid = 1;
     }
+    /* an update that overflowed in the epoch's last step shows here */
+    if (m->check_finite && (rc = nnt_check_weights(m, e)))
+      return nnt_err_prefix(e, "train: epoch %u, before its checkpoint: ", epoch);
     m->epoch_idx = epoch;
     if (m->save_path && (rc = nnt_model_save_weights(m, m->save_path, 1, e)))
       return rc;
@@ -315,6 +384,12 @@ int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
   if (!m->keep_train_arena)
     nnt_model_release_plan(m, NNT_MODE_TRAIN);
   return NNT_OK;
+}
+
+int nnt_model_train(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) {
+  int rc = train_epochs(m, cb, ud, e);
+  atomic_store(&m->stop, 0); /* a request stops one run */
+  return rc;
 }
 
 /* The model's outputs: every output of a node that no other node reads

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,6 +235,46 @@ static int set_threads(void) {
   return 0;
 }
 
+/* Ctrl-C while training: the first asks the model to stop after the step
+ * in progress (nnt_model_request_stop is one atomic store, safe in a
+ * handler, on whichever thread gets the signal); SA_RESETHAND puts the
+ * default action back, so a second Ctrl-C ends the process at once. */
+static nnt_model *volatile sigint_model;
+
+static void on_sigint(int sig) {
+  (void)sig;
+  nnt_model *m = sigint_model;
+  if (m)
+    nnt_model_request_stop(m);
+}
+
+/* Send SIGINT to m; NULL: back to the default action. */
+static void stop_on_sigint(nnt_model *m) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sigemptyset(&sa.sa_mask);
+  if (m) {
+    sigint_model = m;
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART; /* reads in progress go on */
+  } else {
+    sa.sa_handler = SIG_DFL;
+  }
+  sigaction(SIGINT, &sa, NULL);
+  if (!m)
+    sigint_model = NULL;
+}
+
+/* Training stopped by Ctrl-C: say so, and what the save file holds. */
+static int report_interrupted(nnt_model *m, const nnt_err *e) {
+  fprintf(stderr, "\nnntrainer: training stopped (interrupted): %s\n", e->msg);
+  if (m->save_path && m->epoch_idx)
+    fprintf(stderr, "nntrainer: %s holds the weights of epoch %u\n", m->save_path,
+            m->epoch_idx);
+  nnt_model_destroy(m);
+  return 130;
+}
+
 static int cmd_train(int argc, char **argv) {
   cli_opts o;
   if (parse_args(argc, argv, &o))
@@ -266,7 +307,11 @@ static int cmd_train(int argc, char **argv) {
   fprintf(stderr, ")\n");
   m->keep_train_arena = o.dump != NULL;
   progress_state ps = {isatty(STDERR_FILENO), -1};
+  stop_on_sigint(m);
   rc = nnt_model_train(m, progress, &ps, &e);
+  stop_on_sigint(NULL);
+  if (rc == NNT_ERR_CANCELED)
+    return report_interrupted(m, &e);
   if (rc) {
     if (ps.tty)
       fprintf(stderr, "\n");
@@ -279,7 +324,12 @@ static int cmd_train(int argc, char **argv) {
   }
   float loss, acc;
   if (nnt_model_dataset(m, NNT_DS_TEST)) {
-    if ((rc = nnt_model_evaluate(m, NNT_DS_TEST, &loss, &acc, &e))) {
+    stop_on_sigint(m);
+    rc = nnt_model_evaluate(m, NNT_DS_TEST, &loss, &acc, &e);
+    stop_on_sigint(NULL);
+    if (rc) {
+      if (rc == NNT_ERR_CANCELED)
+        return report_interrupted(m, &e);
       nnt_model_destroy(m);
       return fail(&e);
     }

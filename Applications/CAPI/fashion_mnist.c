@@ -197,13 +197,6 @@ int fm_load_train_test(const char *dir, size_t train_limit, size_t test_limit, f
 
 int fm_generator(float **input, float **label, bool *last, void *user_data) {
   fm_set *s = user_data;
-  if (s->next == s->count) { /* the epoch is over: this call gives no sample */
-    s->next = 0;
-    if (s->order)
-      reshuffle(s);
-    *last = true;
-    return ML_ERROR_NONE;
-  }
   size_t k = s->order ? s->order[s->next] : s->next;
   const unsigned char *px = s->images + k * FM_PIXELS;
   for (unsigned i = 0; i < FM_PIXELS; i++)
@@ -211,8 +204,14 @@ int fm_generator(float **input, float **label, bool *last, void *user_data) {
   for (unsigned c = 0; c < s->classes; c++)
     label[0][c] = 0.0f;
   label[0][label_of(s, k)] = 1.0f;
-  s->next++;
-  *last = false;
+  /* the set's last sample comes with *last = true (and is used); the next
+   * call starts the next epoch */
+  *last = ++s->next == s->count;
+  if (*last) {
+    s->next = 0;
+    if (s->order)
+      reshuffle(s);
+  }
   return ML_ERROR_NONE;
 }
 

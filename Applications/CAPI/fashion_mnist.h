@@ -59,8 +59,8 @@ int fm_load_train_test(const char *dir, size_t train_limit, size_t test_limit, f
                        fm_set *test);
 
 /* The data generator callback (ml_train_datagen_cb) for a set given as
- * user_data: one sample per call; at the end of the set it sets *last and
- * rewinds (reshuffling when fm_shuffle() was called) for the next epoch.
+ * user_data: one sample per call; with the set's last sample it sets *last
+ * and rewinds (reshuffling when fm_shuffle() was called) for the next epoch.
  * The library calls it from its own thread, so the set must stay alive
  * until the model is destroyed. */
 int fm_generator(float **input, float **label, bool *last, void *user_data);

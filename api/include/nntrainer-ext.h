@@ -14,6 +14,16 @@
 extern "C" {
 #endif
 
+/* Codes that ml_train_model_run() and ml_train_ext_model_run_with_progress()
+ * return beyond Tizen's ml_error_e (values of -ERANGE and -ECANCELED). */
+enum {
+  /* a loss, layer output, gradient, moving statistic or weight was NaN or
+   * infinite; the model property check_finite=false turns the check off */
+  ML_TRAIN_EXT_ERROR_NOT_FINITE = -34,
+  /* the run was stopped by ml_train_ext_model_stop() */
+  ML_TRAIN_EXT_ERROR_CANCELED = -125,
+};
+
 /* Which plan a memory report describes. */
 typedef enum {
   ML_TRAIN_EXT_MODE_TRAIN = 0, /* forward and backward */
@@ -74,10 +84,21 @@ typedef void (*ml_train_ext_progress_cb)(const ml_train_ext_progress_s *progress
                                          void *user_data);
 
 /* ml_train_model_run() with a progress callback, called in the thread that
- * runs (it may not call into this model). Properties NULL-ended. */
+ * runs (it may not call into this model, except ml_train_ext_model_stop()).
+ * Properties NULL-ended. */
 int ml_train_ext_model_run_with_progress(ml_train_model_h model,
                                          ml_train_ext_progress_cb cb,
                                          void *user_data, ...);
+
+/* Stop the run in progress on model (ml_train_model_run() or
+ * ml_train_ext_model_run_with_progress()) from another thread, from its
+ * progress callback or from its data generator callback: the run returns
+ * ML_TRAIN_EXT_ERROR_CANCELED after the step in progress (or at once while
+ * it waits for data). It keeps the weights of its last completed step and
+ * writes no checkpoint for the epoch it stopped in. Never refused while
+ * the model runs and never waits for it. With no run in progress it does
+ * nothing and returns ML_ERROR_NONE; a later run is not affected. */
+int ml_train_ext_model_stop(ml_train_model_h model);
 
 /* Inference on given inputs, after compile: input holds one tensor per
  * model input of batch_size samples each (float32, as

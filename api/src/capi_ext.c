@@ -112,6 +112,21 @@ int ml_train_ext_model_get_layer_names(ml_train_model_h model, char ***names) {
   return ML_ERROR_NONE;
 }
 
+/* Not through capi_enter: a run holds the model's mutex for its whole
+ * length, and the callbacks that call this run inside it. The API lock
+ * alone keeps the handle alive, and while `running` is set the run cannot
+ * finish (it clears `running` under that lock), so the core model and its
+ * datasets stay put; the request itself is one atomic store. */
+int ml_train_ext_model_stop(ml_train_model_h model) {
+  nnt_api_lock();
+  int rc = nnt_h_check(model, NNT_H_MODEL, "ml_train_ext_model_stop");
+  capi_model *cm = model;
+  if (!rc && cm->running)
+    nnt_model_request_stop(cm->m);
+  nnt_api_unlock();
+  return rc;
+}
+
 typedef struct progress_bridge {
   ml_train_ext_progress_cb cb;
   void *ud;

@@ -148,6 +148,8 @@ int capi_run(ml_train_model_h model, const char *what, const char *const *props,
     return rc;
   }
   nnt_api_lock();
+  /* a request that came after an earlier run ended is not for this one */
+  nnt_model_clear_stop(cm->m);
   cm->running = 1;
   nnt_api_unlock();
   /* with memory_optimization=false every tensor stays readable afterwards */

@@ -1,5 +1,6 @@
 /* The handle registry and the per-thread last error of the C API. */
 #include "api/src/api_internal.h"
+#include "nntrainer-ext.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -151,9 +152,11 @@ int nnt_api_code(int c) {
     return ML_ERROR_NONE;
   case NNT_ERR_INVAL:
   case NNT_ERR_NOKEY:
-  case NNT_ERR_RANGE:
-  case NNT_ERR_EOD:
     return ML_ERROR_INVALID_PARAMETER;
+  case NNT_ERR_RANGE:
+    return ML_TRAIN_EXT_ERROR_NOT_FINITE;
+  case NNT_ERR_CANCELED:
+    return ML_TRAIN_EXT_ERROR_CANCELED;
   case NNT_ERR_NOMEM:
     return ML_ERROR_OUT_OF_MEMORY;
   case NNT_ERR_IO:
@@ -167,13 +170,13 @@ int nnt_api_code(int c) {
   case NNT_ERR_TIMED_OUT:
     return ML_ERROR_TIMED_OUT;
   default:
-    /* a generator's own negative code comes back as it was */
-    return c < 0 ? c : ML_ERROR_UNKNOWN;
+    return ML_ERROR_UNKNOWN;
   }
 }
 
 int nnt_api_fail_err(const nnt_err *e) {
-  int code = nnt_api_code(e->code);
+  /* a data generator's own code comes back as it was, whatever its value */
+  int code = e->from_callback ? e->code : nnt_api_code(e->code);
   nnt_api_fail(code, "%s", e->msg[0] ? e->msg : nnt_strerror(e->code));
   return code;
 }
@@ -208,6 +211,10 @@ const char *ml_strerror(int code) {
     return "out of memory";
   case ML_ERROR_IO_ERROR:
     return "input/output error";
+  case ML_TRAIN_EXT_ERROR_NOT_FINITE:
+    return "a value in training is not finite (NaN or infinity)";
+  case ML_TRAIN_EXT_ERROR_CANCELED:
+    return "training stopped on request";
   default:
     return NULL;
   }

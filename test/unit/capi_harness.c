@@ -26,13 +26,6 @@ int gen_cb(float **input, float **label, bool *last, void *ud) {
   gen *g = ud;
   if (g->fail_at >= 0 && g->given == (unsigned)g->fail_at)
     return g->fail_code;
-  if (g->given == g->samples && !(g->never_last_after_first && g->epochs_done)) {
-    *last = true;
-    g->given = 0;
-    g->epochs_done++;
-    return 0;
-  }
-  *last = false;
   float s[3] = {0, 0, 0};
   for (int i = 0; i < 8; i++) {
     input[0][i] = nnt_rng_uniform(&g->rng) * 2 - 1;
@@ -43,6 +36,13 @@ int gen_cb(float **input, float **label, bool *last, void *ud) {
   for (int k = 0; k < 3; k++)
     label[0][k] = k == best ? 1.0f : 0.0f;
   g->given++;
+  /* last comes with the last sample, as in NNTrainer */
+  *last = false;
+  if (g->given == g->samples && !(g->never_last_after_first && g->epochs_done)) {
+    *last = true;
+    g->given = 0;
+    g->epochs_done++;
+  }
   return 0;
 }
 

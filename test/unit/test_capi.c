@@ -249,16 +249,14 @@ static void test_layer_tensors(void **state) {
 static int deprecated_cb(float **input, float **label, bool *last, void *ud) {
   static unsigned n;
   (void)ud;
-  if (n++ == 32) {
-    n = 0;
-    *last = true;
-    return 0;
-  }
-  *last = false;
+  n++;
   for (int i = 0; i < 8; i++)
     input[0][i] = (float)(n % 3);
   for (int k = 0; k < 3; k++)
     label[0][k] = (float)(k == (int)(n % 3));
+  *last = n == 32; /* with the 32nd sample */
+  if (*last)
+    n = 0;
   return 0;
 }
 

@@ -261,6 +261,19 @@ static void test_generator_errors(void **state) {
   g.fail_at = 3;
   g.fail_code = -77;
   run_with_gen(&g, -77);
+  /* any code, even one equal to an internal code (-1001 was the end of
+   * data, -1000 an unknown key) or positive, comes back as it is, with
+   * the sample named: only last ends an epoch */
+  const int codes[] = {-1001, -1000, 1, -22, -34, -125, ML_ERROR_UNKNOWN};
+  for (size_t i = 0; i < NNT_ARRAY_LEN(codes); i++) {
+    gen_init(&g, 64, 4);
+    g.fail_at = 5; /* after a batch of 4 trained */
+    g.fail_code = codes[i];
+    run_with_gen(&g, codes[i]);
+    char want[64];
+    snprintf(want, sizeof want, "callback returned %d at sample 5", codes[i]);
+    assert_error(want);
+  }
   /* a callback that stops setting last is caught, not trained forever */
   gen_init(&g, 16, 4);
   g.never_last_after_first = 1;

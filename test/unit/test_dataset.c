@@ -30,12 +30,24 @@ static double now_s(void) {
   return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
+/* The next batch: 1 when one was copied, 0 at the end of the epoch, or the
+ * error code; *end always agrees. */
+static int ds_next(nnt_dataset *d, float **in, float **lab, nnt_err *e) {
+  int end = -1, rc = nnt_dataset_next_batch(d, in, lab, &end, e);
+  if (rc) {
+    assert_int_equal(end, 0);
+    return rc;
+  }
+  assert_true(end == 0 || end == 1);
+  return !end;
+}
+
 /* ---- generator ---------------------------------------------------- */
 
 /* Two inputs of 3 and 2 floats and a label of 2: sample k is
- * in0 {k, k+.25, k+.5}, in1 {-k, 100+k}, label {k, 1}. The call after n
- * samples writes junk, sets last and rewinds for the next epoch (as
- * NNTrainer's documentation tells callbacks to do). n < 0: never last. */
+ * in0 {k, k+.25, k+.5}, in1 {-k, 100+k}, label {k, 1}. Sample n - 1 comes
+ * with last set, and the callback rewinds for the next epoch (as
+ * NNTrainer's test generators do). n < 0: never last. */
 typedef struct gen {
   int n, fail_at, fail_rc, exit_at, sleep_us;
   int k;
@@ -58,18 +70,14 @@ static int gen_cb(float **in, float **label, bool *last, void *ud) {
     return g->fail_rc;
   if (k == g->exit_at)
     pthread_exit(NULL);
-  if (k == g->n) {
-    for (int i = 0; i < 3; i++)
-      in[0][i] = 999;
-    in[1][0] = in[1][1] = label[0][0] = label[0][1] = 999;
-    *last = true;
-    g->k = 0;
-    return 0;
-  }
   in[0][0] = (float)k, in[0][1] = k + 0.25f, in[0][2] = k + 0.5f;
   in[1][0] = (float)-k, in[1][1] = 100.0f + k;
   label[0][0] = (float)k, label[0][1] = 1;
   g->k++;
+  if (g->k == g->n) {
+    *last = true;
+    g->k = 0;
+  }
   return 0;
 }
 
@@ -86,7 +94,7 @@ typedef struct gbatch {
 
 static int gen_next(nnt_dataset *d, gbatch *x, nnt_err *e) {
   float *in[] = {x->a, x->b}, *lab[] = {x->l};
-  return nnt_dataset_next_batch(d, in, lab, e);
+  return ds_next(d, in, lab, e);
 }
 
 /* batch holds samples first .. first + batch - 1, packed sample-major */
@@ -119,36 +127,36 @@ static void test_generator_order_and_packing(void **state) {
     atomic_store(&g.calls, 0);
     assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
     for (int b = 0; b < 2; b++) {
-      assert_int_equal(gen_next(d, &x, &e), NNT_OK);
+      assert_int_equal(gen_next(d, &x, &e), 1);
       check_gen_batch(&x, 3 * b, 3);
     }
-    /* sample 6 would start a third batch: dropped with the epoch's end */
-    assert_int_equal(gen_next(d, &x, &e), NNT_ERR_EOD);
-    assert_int_equal(gen_next(d, &x, &e), NNT_ERR_EOD);
+    /* sample 6, given with last, would start a third batch: dropped */
+    assert_int_equal(gen_next(d, &x, &e), 0);
+    assert_int_equal(gen_next(d, &x, &e), 0);
     nnt_dataset_epoch_end(d);
-    assert_int_equal(atomic_load(&g.calls), 8); /* 7 samples and the `last` call */
+    assert_int_equal(atomic_load(&g.calls), 7);
   }
   nnt_dataset_destroy(d);
 }
 
-/* Full batches until the end of the epoch (-1 on error); *first_bad: the
- * first batch holding the `last` call's junk. */
-static int count_batches(nnt_dataset *d, gbatch *x, int batch, int *first_bad, nnt_err *e) {
+/* Full batches until the end of the epoch, each checked to hold the next
+ * samples in order; -1 on error. */
+static int count_batches(nnt_dataset *d, gbatch *x, int batch, nnt_err *e) {
   int n = 0, rc;
-  while ((rc = gen_next(d, x, e)) == NNT_OK) {
-    for (int i = 0; i < 3 * batch; i++)
-      if (x->a[i] == 999 && *first_bad < 0)
-        *first_bad = n;
+  while ((rc = gen_next(d, x, e)) == 1) {
+    check_gen_batch(x, batch * n, batch);
     n++;
   }
-  return rc == NNT_ERR_EOD ? n : -1;
+  return rc == 0 ? n : -1;
 }
 
 static void test_generator_last_semantics(void **state) {
   (void)state;
-  /* samples per epoch -> full batches of 3; the `last` call's junk never shows */
-  const int n[] = {6, 0, 2, 3, 5};
-  const int want[] = {2, 0, 0, 1, 1};
+  /* samples per epoch (the last one given with last) -> full batches of 3:
+   * the sample given with last is used, as in NNTrainer (6 and 3 fill
+   * their last batch with it) */
+  const int n[] = {6, 1, 2, 3, 4, 5};
+  const int want[] = {2, 0, 0, 1, 1, 1};
   for (size_t c = 0; c < NNT_ARRAY_LEN(n); c++) {
     gen g = gen_make(n[c]);
     nnt_dataset *d;
@@ -156,13 +164,15 @@ static void test_generator_last_semantics(void **state) {
     nnt_ds_shape s = gen_shape();
     assert_int_equal(nnt_dataset_create_generator(gen_cb, &g, &d, &e), NNT_OK);
     assert_int_equal(nnt_dataset_prepare(d, &s, 3, 1, &e), NNT_OK);
-    assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
-    gbatch x;
-    int bad = -1;
-    assert_int_equal(count_batches(d, &x, 3, &bad, &e), want[c]);
-    assert_int_equal(bad, -1);
+    for (int epoch = 0; epoch < 2; epoch++) {
+      atomic_store(&g.calls, 0);
+      assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
+      gbatch x;
+      assert_int_equal(count_batches(d, &x, 3, &e), want[c]);
+      nnt_dataset_epoch_end(d);
+      assert_int_equal(atomic_load(&g.calls), n[c]); /* not one call more */
+    }
     nnt_dataset_destroy(d);
-    assert_int_equal(atomic_load(&g.calls), n[c] + 1);
   }
 }
 
@@ -184,7 +194,7 @@ static void test_generator_error_propagates(void **state) {
   assert_int_equal(atomic_load(&g.calls), 4);
   gbatch x;
   for (int b = 0; b < 5; b++) { /* samples 0..9 arrive before the error */
-    assert_int_equal(gen_next(d, &x, &e), NNT_OK);
+    assert_int_equal(gen_next(d, &x, &e), 1);
     check_gen_batch(&x, 2 * b, 2);
   }
   assert_int_equal(gen_next(d, &x, &e), -5);
@@ -192,16 +202,15 @@ static void test_generator_error_propagates(void **state) {
   nnt_err_clear(&e);
   assert_int_equal(gen_next(d, &x, &e), -5); /* the epoch stays failed */
   tu_assert_contains(e.msg, "returned -5");
-  /* a positive code becomes NNT_ERR_INVAL, the message keeps it */
+  /* a positive code comes back as it is */
   g.k = 0, g.fail_at = 0, g.fail_rc = 7;
   assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
-  assert_int_equal(gen_next(d, &x, &e), NNT_ERR_INVAL);
+  assert_int_equal(gen_next(d, &x, &e), 7);
   assert_string_equal(e.msg, "data generator callback returned 7 at sample 0");
   /* a clean epoch afterwards */
   g.k = 0, g.fail_at = -1, g.n = 8;
   assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
-  int bad = -1;
-  assert_int_equal(count_batches(d, &x, 2, &bad, &e), 4);
+  assert_int_equal(count_batches(d, &x, 2, &e), 4);
   nnt_dataset_destroy(d);
 }
 
@@ -217,7 +226,7 @@ static void test_generator_thread_exit(void **state) {
   assert_int_equal(nnt_dataset_prepare(d, &s, 2, 1, &e), NNT_OK);
   assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
   gbatch x;
-  assert_int_equal(gen_next(d, &x, &e), NNT_OK);
+  assert_int_equal(gen_next(d, &x, &e), 1);
   check_gen_batch(&x, 0, 2);
   assert_int_equal(gen_next(d, &x, &e), NNT_ERR_UNKNOWN);
   tu_assert_contains(e.msg, "producer thread of 'data generator' exited");
@@ -247,9 +256,9 @@ static char *write_raw(const char *dir, const char *name, size_t records, size_t
 static size_t raw_epoch(nnt_dataset *d, int *recs, nnt_err *e) {
   float a[8], b[4], l[8], *in[] = {a, b}, *lab[] = {l};
   size_t n = 0;
-  int rc;
+  int rc, end;
   assert_int_equal(nnt_dataset_epoch_begin(d, e), NNT_OK);
-  while ((rc = nnt_dataset_next_batch(d, in, lab, e)) == NNT_OK)
+  while ((rc = nnt_dataset_next_batch(d, in, lab, &end, e)) == NNT_OK && !end)
     for (int s = 0; s < 4; s++, n++) {
       int r = (int)(a[2 * s] / 100);
       assert_float_equal(a[2 * s], 100.0f * r, 0);
@@ -259,7 +268,8 @@ static size_t raw_epoch(nnt_dataset *d, int *recs, nnt_err *e) {
       assert_float_equal(l[2 * s + 1], (float)(r % 2 == 1), 0);
       recs[n] = r;
     }
-  assert_int_equal(rc, NNT_ERR_EOD);
+  assert_int_equal(rc, NNT_OK);
+  assert_int_equal(end, 1);
   return n;
 }
 
@@ -377,10 +387,10 @@ static void test_raw_file_errors(void **state) {
   assert_int_equal(truncate(path, 10 * 20 + 7), 0);
   float a[8], b[4], l[8], *in[] = {a, b}, *lab[] = {l};
   assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_next_batch(d, in, lab, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_next_batch(d, in, lab, &e), NNT_OK);
+  assert_int_equal(ds_next(d, in, lab, &e), 1);
+  assert_int_equal(ds_next(d, in, lab, &e), 1);
   assert_float_equal(a[6], 700, 0);
-  assert_int_equal(nnt_dataset_next_batch(d, in, lab, &e), NNT_ERR_IO);
+  assert_int_equal(ds_next(d, in, lab, &e), NNT_ERR_IO);
   tu_assert_contains(e.msg, path);
   tu_assert_contains(e.msg, "record 10");
   nnt_dataset_destroy(d);
@@ -428,7 +438,7 @@ static void check_idx(const char *img, const char *lab, float (*want)(int, int))
   assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
   float in[8], l[6], *pi[] = {in}, *pl[] = {l};
   for (int b = 0; b < 3; b++) {
-    assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
+    assert_int_equal(ds_next(d, pi, pl, &e), 1);
     for (int r = 0; r < 2; r++) {
       int i = 2 * b + r;
       for (int j = 0; j < 4; j++)
@@ -437,7 +447,7 @@ static void check_idx(const char *img, const char *lab, float (*want)(int, int))
         assert_float_equal(l[3 * r + c], (float)(c == idx_labels[i]), 0);
     }
   }
-  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_ERR_EOD);
+  assert_int_equal(ds_next(d, pi, pl, &e), 0);
   nnt_dataset_destroy(d);
 }
 
@@ -551,7 +561,7 @@ static void test_fashion_mnist_train(void **state) {
   float *in = malloc(100 * 784 * sizeof(float)), l[1000], *pi[] = {in}, *pl[] = {l};
   assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
   size_t batches = 0, bad = 0, ones = 0;
-  while (nnt_dataset_next_batch(d, pi, pl, &e) == NNT_OK) {
+  while (ds_next(d, pi, pl, &e) == 1) {
     for (size_t r = 0; r < 100; r++) {
       size_t i = batches * 100 + r;
       const uint8_t *px = raw + 16 + i * 784;
@@ -593,13 +603,13 @@ static void syn_epoch(unsigned cseed, uint64_t pseed, int shuffle, float rows[SY
   assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
   float in[20], l[16], *pi[] = {in}, *pl[] = {l};
   for (int b = 0; b < SYN_N / 4; b++) {
-    assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
+    assert_int_equal(ds_next(d, pi, pl, &e), 1);
     for (int r = 0; r < 4; r++) {
       memcpy(rows[4 * b + r], in + 5 * r, 5 * sizeof(float));
       memcpy(rows[4 * b + r] + 5, l + 4 * r, 4 * sizeof(float));
     }
   }
-  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_ERR_EOD);
+  assert_int_equal(ds_next(d, pi, pl, &e), 0);
   nnt_dataset_destroy(d);
 }
 
@@ -693,35 +703,35 @@ static void test_epoch_end_midway(void **state) {
   assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_ERR_INVAL);
   tu_assert_contains(e.msg, "prepared");
   assert_int_equal(nnt_dataset_prepare(d, &s, 4, 1, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_ERR_INVAL);
+  assert_int_equal(ds_next(d, pi, pl, &e), NNT_ERR_INVAL);
   tu_assert_contains(e.msg, "no epoch is running");
   assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
-  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
+  assert_int_equal(ds_next(d, pi, pl, &e), 1);
   memcpy(first, in, sizeof in);
   /* an unknown key is refused without disturbing the epoch */
   assert_int_equal(nnt_dataset_set_property(d, "nope", "1", &e), NNT_ERR_NOKEY);
-  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
+  assert_int_equal(ds_next(d, pi, pl, &e), 1);
   assert_memory_not_equal(first, in, sizeof in);
   /* stop while the producer waits on the full queue, twice (idempotent) */
   nnt_dataset_epoch_end(d);
   nnt_dataset_epoch_end(d);
-  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_ERR_INVAL);
+  assert_int_equal(ds_next(d, pi, pl, &e), NNT_ERR_INVAL);
   /* a new epoch starts from the beginning and runs to its end */
   for (int round = 0; round < 3; round++) {
     if (round == 2) /* a bigger queue from the next epoch on */
       assert_int_equal(nnt_dataset_set_property(d, "buffer_size", "16", &e), NNT_OK);
     assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
     size_t n = 0;
-    while (nnt_dataset_next_batch(d, pi, pl, &e) == NNT_OK)
+    while (ds_next(d, pi, pl, &e) == 1)
       if (!n++)
         assert_memory_equal(first, in, sizeof in);
     assert_int_equal(n, 10);
     if (round == 0) { /* abandon a finished epoch without epoch_end */
       assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
-      assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
+      assert_int_equal(ds_next(d, pi, pl, &e), 1);
       /* prepare during an epoch stops it */
       assert_int_equal(nnt_dataset_prepare(d, &s, 4, 1, &e), NNT_OK);
-      assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_ERR_INVAL);
+      assert_int_equal(ds_next(d, pi, pl, &e), NNT_ERR_INVAL);
     }
   }
   nnt_dataset_destroy(d);

@@ -253,17 +253,16 @@ typedef struct feed {
   size_t sample;
 } feed;
 
+/* 20 samples, the last given with last set, as NNTrainer's generators do */
 static int feed_cb(float **in, float **label, bool *last, void *ud) {
   feed *f = ud;
-  if (f->sample == 20) {
-    *last = true;
-    return 0;
-  }
+  if (f->sample == 20)
+    return -1; /* one epoch only */
   size_t b = f->sample / 4, s = f->sample % 4;
   const float *batch = f->data + b * (32 + 16);
   memcpy(in[0], batch + s * 8, 8 * sizeof(float));
   memcpy(label[0], batch + 32 + s * 4, 4 * sizeof(float));
-  f->sample++;
+  *last = ++f->sample == 20;
   return 0;
 }
 
@@ -297,15 +296,13 @@ typedef struct feed2 {
 
 static int feed2_cb(float **in, float **label, bool *last, void *ud) {
   feed2 *f = ud;
-  if (f->sample == f->samples) {
-    *last = true;
-    return 0;
-  }
+  if (f->sample == f->samples)
+    return -1; /* one epoch only */
   size_t b = f->sample / 4, s = f->sample % 4;
   const float *batch = f->data + b * 4 * (f->in + f->lab);
   memcpy(in[0], batch + s * f->in, f->in * sizeof(float));
   memcpy(label[0], batch + 4 * f->in + s * f->lab, f->lab * sizeof(float));
-  f->sample++;
+  *last = ++f->sample == f->samples;
   return 0;
 }
 

@@ -1,0 +1,217 @@
+/* The non-finite checks of a training step ([Model] check_finite, on by
+ * default). Per step they cost one test of the loss, one read of every
+ * weight gradient and a copy of the moving statistics (a few floats per
+ * batch-norm channel); per epoch, one read of the weights and optimizer
+ * state before the checkpoint. Only when a value is not finite is more
+ * done: the step is replayed layer by layer on the same batch to name
+ * where it began.
+ *
+ * What they guarantee: no gradient that is not finite is applied or added
+ * to the global norm, no moving statistic is left non-finite, training
+ * stops at that step with NNT_ERR_RANGE and a message naming the layer
+ * (and the weight), and no checkpoint with a value that is not finite is
+ * written. The one case that reaches a weight in memory is an update of a
+ * finite weight by a finite gradient that overflows float (a learning rate
+ * far too large): it is caught at the next step, or before the epoch's
+ * checkpoint when it was the epoch's last, naming the weight. */
+#include "nntrainer/model_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+/* The exponent of a float is all ones exactly for NaN and the infinities:
+ * adding one to it carries into bit 31. One integer OR per value, which
+ * the compiler vectorizes (a float reduction it may not reorder). */
+static inline __attribute__((always_inline)) int scan_finite(const float *x, size_t n) {
+  uint32_t acc = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &x[i], sizeof u);
+    acc |= (u & 0x7f800000u) + 0x00800000u;
+  }
+  return !(acc & 0x80000000u);
+}
+
+/* On x86-64, the same loop compiled for AVX2 too, taken when the CPU has
+ * it (a test per call, no ifunc: an ifunc resolver runs before the
+ * sanitizers' runtime is up). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) static int scan_finite_avx2(const float *x, size_t n) {
+  return scan_finite(x, n);
+}
+#define NNT_HAVE_AVX2_SCAN 1
+#endif
+
+static int all_finite(const float *x, size_t n) {
+#ifdef NNT_HAVE_AVX2_SCAN
+  if (__builtin_cpu_supports("avx2"))
+    return scan_finite_avx2(x, n);
+#endif
+  return scan_finite(x, n);
+}
+
+size_t nnt_first_nonfinite(const float *x, size_t n) {
+  if (all_finite(x, n))
+    return n;
+  size_t i = 0;
+  while (i < n && isfinite(x[i]))
+    i++;
+  return i;
+}
+
+const char *nnt_nonfinite_name(float v) {
+  return isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf";
+}
+
+int nnt_check_prepare(nnt_model *m, nnt_err *e) {
+  if (!m->state_copy) {
+    size_t n = 0;
+    for (size_t i = 0; i < m->n_w; i++)
+      if (!m->wspec[i].trainable)
+        n += nnt_dim_len(m->wspec[i].dim);
+    m->state_copy = nnt_malloc((n ? n : 1) * sizeof(float));
+    if (!m->state_copy)
+      return nnt_err_set(e, NNT_ERR_NOMEM, "train: out of memory for a copy of %zu moving "
+                         "statistics (check_finite)", n);
+    m->state_floats = n;
+  }
+  return NNT_OK;
+}
+
+void nnt_check_save_states(nnt_model *m) {
+  float *p = m->state_copy;
+  for (size_t i = 0; i < m->n_w; i++)
+    if (!m->wspec[i].trainable) {
+      size_t n = nnt_dim_len(m->wspec[i].dim);
+      memcpy(p, m->w[i].data, n * sizeof(float));
+      p += n;
+    }
+}
+
+void nnt_check_restore_states(nnt_model *m) {
+  const float *p = m->state_copy;
+  for (size_t i = 0; i < m->n_w; i++)
+    if (!m->wspec[i].trainable) {
+      size_t n = nnt_dim_len(m->wspec[i].dim);
+      memcpy(m->w[i].data, p, n * sizeof(float));
+      p += n;
+    }
+}
+
+/* Data of the batch: input or label stream s (b samples of len floats). */
+static int check_stream(const char *what, unsigned s, const float *x, size_t b, size_t len,
+                        float loss, nnt_err *e) {
+  size_t k = nnt_first_nonfinite(x, b * len);
+  if (k == b * len)
+    return NNT_OK;
+  return nnt_err_set(e, NNT_ERR_RANGE,
+                     "the loss is %s: %s %u of the batch is not finite (%s in sample %zu of %zu)",
+                     nnt_nonfinite_name(loss), what, s, nnt_nonfinite_name(x[k]), k / len, b);
+}
+
+/* Replay the forward pass on the batch again, checking every output as
+ * soon as it is made (later layers may reuse or overwrite its memory). */
+static int replay(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
+  nnt_mgr *g = &m->mgr[m->bound_mode];
+  float *in[NNT_DS_MAX_STREAMS], *label[NNT_DS_MAX_STREAMS];
+  for (unsigned i = 0; i < m->n_inputs; i++)
+    in[i] = nnt_mgr_data(g, m->input_t[i]);
+  for (unsigned i = 0; i < m->n_labels; i++)
+    label[i] = nnt_mgr_data(g, m->label_t[i]);
+  /* an update that overflowed in the previous step */
+  int rc = nnt_check_weights(m, e);
+  if (rc)
+    return nnt_err_prefix(e, "the loss is %s: ", nnt_nonfinite_name(loss));
+  if (!ds || nnt_dataset_reread_batch(ds, in, label, NULL))
+    return nnt_err_set(e, NNT_ERR_RANGE, "the loss is %s", nnt_nonfinite_name(loss));
+  for (unsigned i = 0; i < m->n_inputs && !rc; i++)
+    rc = check_stream("input", i, in[i], m->batch, nnt_dim_feature_len(m->input_dim[i]), loss,
+                      e);
+  for (unsigned i = 0; i < m->n_labels && !rc; i++)
+    rc = check_stream("label", i, label[i], m->batch, nnt_dim_feature_len(m->label_dim[i]),
+                      loss, e);
+  for (size_t i = 0; i < m->n_nodes && !rc; i++) {
+    nnt_node *nd = &m->nodes[i];
+    nd->ctx.training = 1;
+    nd->ctx.loss = 0;
+    nd->layer->ops->forward(nd->layer, &nd->ctx);
+    for (unsigned o = 0; o < nd->fc.n_out && !rc; o++) {
+      const nnt_tensor *t = &nd->out[o];
+      size_t n = nnt_tensor_len(t), k = nnt_first_nonfinite(t->data, n);
+      if (k < n)
+        rc = nnt_err_set(e, NNT_ERR_RANGE,
+                         "the loss is %s: layer '%s' (%s) is the first whose output is not "
+                         "finite (%s in sample %zu of %u, output %u)",
+                         nnt_nonfinite_name(loss), nd->layer->name, nd->layer->ops->type,
+                         nnt_nonfinite_name(t->data[k]), k / (n / m->batch), m->batch, o);
+    }
+    if (!rc && !isfinite(nd->ctx.loss))
+      rc = nnt_err_set(e, NNT_ERR_RANGE,
+                       "the loss is %s: layer '%s' (%s) is the first whose loss value is not "
+                       "finite",
+                       nnt_nonfinite_name(loss), nd->layer->name, nd->layer->ops->type);
+    nnt_mgr_poison_after(g, nd->o_fwd);
+  }
+  nnt_check_restore_states(m);
+  if (!rc)
+    rc = nnt_err_set(e, NNT_ERR_RANGE,
+                     "the loss is %s, though a replay of the step on the same batch gave "
+                     "finite values",
+                     nnt_nonfinite_name(loss));
+  return rc;
+}
+
+int nnt_check_forward(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
+  if (isfinite(loss)) {
+    for (size_t i = 0; i < m->n_w; i++) {
+      if (m->wspec[i].trainable)
+        continue;
+      size_t n = nnt_dim_len(m->wspec[i].dim), k = nnt_first_nonfinite(m->w[i].data, n);
+      if (k == n)
+        continue;
+      float v = m->w[i].data[k];
+      nnt_check_restore_states(m);
+      return nnt_err_set(e, NNT_ERR_RANGE,
+                         "the forward pass made weight '%s' of layer '%s' not finite (%s at "
+                         "element %zu of %zu); it was put back",
+                         m->wspec[i].name, m->nodes[m->w_node[i]].layer->name,
+                         nnt_nonfinite_name(v), k, n);
+    }
+    return NNT_OK;
+  }
+  nnt_check_restore_states(m);
+  return replay(m, ds, loss, e);
+}
+
+int nnt_check_gradients(const nnt_node *nd, nnt_err *e) {
+  for (unsigned w = 0; w < nd->fc.n_w; w++) {
+    const nnt_tensor *gw = &nd->gw[w];
+    if (!gw->data)
+      continue;
+    size_t n = nnt_tensor_len(gw), k = nnt_first_nonfinite(gw->data, n);
+    if (k < n)
+      return nnt_err_set(e, NNT_ERR_RANGE,
+                         "the gradient of weight '%s' of layer '%s' is not finite (%s at "
+                         "element %zu of %zu); it was not applied",
+                         nd->fc.w[w].name, nd->layer->name, nnt_nonfinite_name(gw->data[k]), k,
+                         n);
+  }
+  return NNT_OK;
+}
+
+int nnt_check_weights(const nnt_model *m, nnt_err *e) {
+  for (unsigned s = 0; s <= m->opt_slots; s++)
+    for (size_t i = 0; i < m->n_w; i++) {
+      const float *x = s ? m->opt_pool + (s - 1) * m->wpool_floats + (m->w[i].data - m->wpool)
+                         : m->w[i].data;
+      size_t n = nnt_dim_len(m->wspec[i].dim), k = nnt_first_nonfinite(x, n);
+      if (k < n)
+        return nnt_err_set(e, NNT_ERR_RANGE,
+                           "%s '%s' of layer '%s' is not finite (%s at element %zu of %zu): "
+                           "an update overflowed from a finite gradient (learning rate too "
+                           "large?)",
+                           s ? "the optimizer state of weight" : "weight", m->wspec[i].name,
+                           m->nodes[m->w_node[i]].layer->name, nnt_nonfinite_name(x[k]), k, n);
+    }
+  return NNT_OK;
+}
