@@ -628,18 +628,18 @@ static void test_reprepare_larger_batch(void **state) {
   assert_int_equal(nnt_dataset_prepare(d, &s, 2, 9, &e), NNT_OK);
   assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
   float in[16 * 5], l[16 * 4], *pi[] = {in}, *pl[] = {l};
-  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
+  assert_int_equal(ds_next(d, pi, pl, &e), 1);
   nnt_dataset_epoch_end(d);
   assert_int_equal(nnt_dataset_prepare(d, &s, 16, 9, &e), NNT_OK);
   assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
   for (int b = 0; b < SYN_N / 16; b++) {
-    assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
+    assert_int_equal(ds_next(d, pi, pl, &e), 1);
     for (int r = 0; r < 16; r++) {
       assert_memory_equal(in + 5 * r, ref[16 * b + r], 5 * sizeof(float));
       assert_memory_equal(l + 4 * r, ref[16 * b + r] + 5, 4 * sizeof(float));
     }
   }
-  assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_ERR_EOD);
+  assert_int_equal(ds_next(d, pi, pl, &e), 0);
   nnt_dataset_destroy(d);
 }
 

@@ -150,7 +150,9 @@ static void test_idx_lying_headers(void **state) {
   float *x = malloc(512 * 512 * 4), l[10], *pi[] = {x}, *pl[] = {l};
   assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
   for (int k = 0; k < 3; k++) {
-    assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &e), NNT_OK);
+    int end = -1;
+    assert_int_equal(nnt_dataset_next_batch(d, pi, pl, &end, &e), NNT_OK);
+    assert_int_equal(end, 0);
     assert_true(x[0] == (float)(k * 512 * 512));
     assert_true(x[512 * 512 - 1] == (float)((k + 1) * 512 * 512 - 1));
   }

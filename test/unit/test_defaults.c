@@ -159,7 +159,9 @@ static void first_batch(nnt_dataset *d, float *x, float *y) {
   assert_int_equal(nnt_dataset_prepare(d, &sh, 16, 99, &e), NNT_OK);
   assert_int_equal(nnt_dataset_epoch_begin(d, &e), NNT_OK);
   float *in[1] = {x}, *lab[1] = {y};
-  assert_int_equal(nnt_dataset_next_batch(d, in, lab, &e), NNT_OK);
+  int end = -1;
+  assert_int_equal(nnt_dataset_next_batch(d, in, lab, &end, &e), NNT_OK);
+  assert_int_equal(end, 0);
   nnt_dataset_epoch_end(d);
 }
 
