@@ -71,9 +71,11 @@ static atomic_long alloc_fail_countdown = -1;
 static atomic_int alloc_fail_once;
 static atomic_long alloc_failed;
 
+/* Arming (n >= 0) restarts the count of failures; disarming keeps it. */
 static void alloc_fail_set(long n, int once) {
   atomic_store(&alloc_fail_once, once);
-  atomic_store(&alloc_failed, 0);
+  if (n >= 0)
+    atomic_store(&alloc_failed, 0);
   atomic_store(&alloc_fail_countdown, n < 0 ? -1 : n);
 }
 

@@ -75,7 +75,8 @@ void nnt_free(void *p);
  * tests; with nnt_alloc_failures, the one process-wide setting. */
 void nnt_alloc_fail_after(long n);
 void nnt_alloc_fail_once(long n);
-/* How many allocations the hook failed since it was last set. */
+/* How many allocations the hook failed since it was last armed (n >= 0;
+ * disarming with n < 0 keeps the count). */
 long nnt_alloc_failures(void);
 
 /* Log messages. The library never prints: it hands messages to one
