@@ -323,6 +323,15 @@ int nnt_model_compile(nnt_model *m, nnt_err *e) {
   return NNT_OK;
 }
 
+void nnt_model_uncompile(nnt_model *m) {
+  if (!m->compiled || m->initialized)
+    return;
+  nnt_model_release_plan(m, NNT_MODE_TRAIN);
+  nnt_model_release_plan(m, NNT_MODE_INFER);
+  nnt_graph_free(m);
+  m->compiled = 0;
+}
+
 static int file_exists(const char *p) {
   struct stat st;
   return p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
