@@ -66,6 +66,21 @@ char *sw_mkdtemp(void) {
   return strdup(d);
 }
 
+void sw_write_raw(const char *path, unsigned n, unsigned seed) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  nnt_rng r;
+  nnt_rng_seed(&r, seed);
+  for (unsigned s = 0; s < n; s++) {
+    float x[16 + 3] = {0};
+    for (int i = 0; i < 16; i++)
+      x[i] = 2 * nnt_rng_uniform(&r) - 1;
+    x[16 + s % 3] = 1;
+    assert_int_equal(fwrite(x, sizeof x, 1, f), 1);
+  }
+  fclose(f);
+}
+
 static int threads_now(void) {
   FILE *f = fopen("/proc/self/status", "r");
   char line[256];
@@ -125,6 +140,8 @@ static int trial(const sw_config *c, const sw_out *ref, long n, int base, sw_sta
   long injected = nnt_alloc_failures();
   nnt_alloc_fail_after(-1);
   const char *mode = c->once ? "once" : "from then on";
+  if (getenv("NNT_SWEEP_VERBOSE"))
+    print_message("%s N=%ld (%s): %d %s\n", c->name, n, mode, rc, msg);
   if (!threads_back_to(base))
     fail_msg("%s: allocation %ld failing (%s): %d threads left, %d before (rc %d: %s)",
              c->name, n, mode, threads_now(), base, rc, msg);
@@ -145,6 +162,9 @@ static int trial(const sw_config *c, const sw_out *ref, long n, int base, sw_sta
     if (!msg[0])
       fail_msg("%s: allocation %ld failing (%s): code %d without a message", c->name, n,
                mode, rc);
+    if (rc == NNT_ERR_NOMEM && !strstr(msg, "memory") && !strstr(msg, "allocate"))
+      fail_msg("%s: allocation %ld failing (%s): the message does not say memory ran out: "
+               "%s", c->name, n, mode, msg);
     /* every output present is one a reference run wrote */
     for (int i = 0; i < out.n; i++) {
       int j = find(ref, out.name[i]), ok = j >= 0 && same(&out, i, ref, j);

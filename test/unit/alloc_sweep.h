@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#define SW_MAX_OUT 24
+#define SW_MAX_OUT 48
 #define SW_MSG_MAX 2048
 
 /* What a job produced: named byte strings (weights, a file's bytes, a
@@ -56,12 +56,17 @@ typedef struct sw_stats {
 
 /* Run the sweep; fails the test (cmocka) at the first violation, naming
  * the sweep and N. NNT_SWEEP_ONLY=N in the environment runs only that N
- * (to look at it in a debugger). ref, if not NULL, receives the reference outputs. */
+ * (to look at it in a debugger); NNT_SWEEP_VERBOSE=1 prints every run's
+ * code and message. ref, if not NULL, receives the reference outputs. */
 sw_stats sw_run(const sw_config *c, sw_out *ref);
 
 /* A scratch folder for a sweep's files: on tmpfs when /dev/shm is there
  * (the saves sync their files), else under /tmp. Free with tu_rmdir and
  * free(). */
 char *sw_mkdtemp(void);
+
+/* NNTrainer's raw data file: n samples of 16 inputs (uniform in [-1, 1)
+ * from seed) and a one-hot label of 3 (sample s: class s % 3). */
+void sw_write_raw(const char *path, unsigned n, unsigned seed);
 
 #endif
