@@ -237,7 +237,7 @@ sw_stats sw_run(const sw_config *c, sw_out *ref_out) {
                 "succeeded with the reference's results\n",
                 c->name, c->once ? "one allocation fails" : "every allocation from N on fails",
                 st.trials, st.failed, st.absorbed);
-  for (long i = 0; i < st.absorbed && i < 8; i++)
+  for (long i = 0; st.absorbed <= 8 && i < st.absorbed; i++)
     print_message("  %s: success with allocation %ld failing\n", c->name, st.absorbed_at[i]);
   if (ref_out)
     *ref_out = ref;

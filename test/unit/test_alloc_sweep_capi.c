@@ -27,7 +27,8 @@
 
 typedef struct capi_ctx {
   char *dir;
-  char valid[512], ckpt[512], bin[512], ini[512], both_ini[512], both_bin[512];
+  char train[512], conf[512];
+  char valid[512], ckpt[512], bin[512], ini[512], both_ini[512], both_bin[512], copy_bin[512];
   unsigned gen_next; /* the generator's next sample */
   const char *epochs; /* "epochs=2" */
   char save_prop[600]; /* "save_path=<dir>/ckpt.bin" */
@@ -127,12 +128,13 @@ static void put_data(sw_out *out, const char *name, ml_tensors_info_h info,
 
 static int capi_job(void *vc, sw_out *out, char *msg) {
   capi_ctx *c = vc;
-  const char *files[] = {c->ckpt, c->bin, c->ini, c->both_ini, c->both_bin};
+  const char *files[] = {c->ckpt, c->bin, c->ini, c->both_ini, c->both_bin, c->copy_bin};
   for (size_t i = 0; i < NNT_ARRAY_LEN(files); i++)
     unlink(files[i]);
   c->gen_next = 0;
   ml_train_model_h m = NULL, m2 = NULL, m3 = NULL;
   ml_train_optimizer_h opt = NULL;
+  ml_train_layer_h conv2 = NULL; /* owned by m2 */
   ml_train_lr_scheduler_h lrs = NULL;
   ml_train_dataset_h ds = NULL;
   ml_tensors_info_h in_info = NULL, out_info = NULL, w_info = NULL, w2_info = NULL,
@@ -169,8 +171,11 @@ static int capi_job(void *vc, sw_out *out, char *msg) {
   CALL(ml_train_dataset_add_file(ds, ML_TRAIN_DATASET_MODE_VALID, c->valid));
   CALL(ml_train_dataset_set_property_for_mode(ds, ML_TRAIN_DATASET_MODE_TRAIN, "buffer_size=2",
                                               NULL));
+  CALL(ml_train_dataset_set_property_for_mode_with_single_param(ds, ML_TRAIN_DATASET_MODE_VALID,
+                                                                "buffer_size=1"));
   CALL(ml_train_model_set_dataset(m, ds));
   ds = NULL;
+  CALL(ml_train_ext_model_set_planner(m, "best_fit"));
   /* compiled for batch 3, run at 2: the graph is finalized again */
   CALL(ml_train_model_compile(m, "loss=cross", "batch_size=3", "seed=7", NULL));
   ONCE(ml_train_model_run(m, c->epochs, "batch_size=2", c->save_prop, NULL));
@@ -209,6 +214,12 @@ static int capi_job(void *vc, sw_out *out, char *msg) {
   CALL(ml_train_model_construct_with_conf(c->both_ini, &m3));
   CALL(ml_train_model_compile(m3, NULL)); /* loads the weights beside the INI */
   CALL(ml_train_model_get_weight(m3, "conv", &w3_data, &w3_info));
+  /* a handle for a layer read from the INI, made on demand */
+  CALL(ml_train_model_get_layer(m2, "conv", &conv2));
+  /* the first model's layers into the third (their Adam moments restart) */
+  const char *const copied[] = {"conv", "bn", "out", NULL};
+  CALL(ml_train_ext_model_copy_layer_weights(m3, m, copied));
+  CALL(ml_train_model_save(m3, c->copy_bin, ML_TRAIN_MODEL_FORMAT_BIN));
   sw_put(out, "summary", summary, strlen(summary));
   sw_put(out, "train loss", loss_text, strlen(loss_text));
   sw_put(out, "valid accuracy", acc_text, strlen(acc_text));
@@ -227,6 +238,8 @@ done:
   sw_put_file(out, "out.ini", c->ini);
   sw_put_file(out, "both.ini", c->both_ini);
   sw_put_file(out, "both.bin", c->both_bin);
+  sw_put_file(out, "copy.bin", c->copy_bin);
+  (void)conv2;
   free(summary), free(loss_text), free(acc_text), free(names), free(tname);
   ml_tensors_data_h datas[] = {in_data, out_data, w_data, w2_data, w3_data};
   for (size_t i = 0; i < NNT_ARRAY_LEN(datas); i++)
@@ -250,6 +263,93 @@ done:
   return rc;
 }
 
+/* The second job: a model from an INI with raw-file datasets, compiled and
+ * run through the single-parameter and progress forms, with every tensor
+ * kept (memory_optimization=false) and read back; the deprecated dataset
+ * constructors. */
+static const char *const conf_ini =
+    "[Model]\n"
+    "type = NeuralNetwork\n"
+    "batch_size = 2\n"
+    "loss = cross\n"
+    "seed = 5\n"
+    "[Optimizer]\n"
+    "type = sgd\n"
+    "learning_rate = 0.1\n"
+    "[train_set]\n"
+    "type = file\n"
+    "path = train.dat\n"
+    "[valid_set]\n"
+    "type = file\n"
+    "path = valid.dat\n"
+    "[in]\n"
+    "type = input\n"
+    "input_shape = 1:4:4\n"
+    "[conv]\n"
+    "type = conv2d\n"
+    "filters = 2\n"
+    "kernel_size = 3,3\n"
+    "[flat]\n"
+    "type = flatten\n"
+    "[out]\n"
+    "type = fully_connected\n"
+    "unit = 3\n"
+    "activation = softmax\n";
+
+static void count_progress(const ml_train_ext_progress_s *p, void *ud) {
+  unsigned *n = ud;
+  *n += p->epoch_done;
+}
+
+static int conf_job(void *vc, sw_out *out, char *msg) {
+  capi_ctx *c = vc;
+  ml_train_model_h m = NULL;
+  ml_train_dataset_h d1 = NULL, d2 = NULL;
+  ml_tensors_data_h t[3] = {0};
+  ml_tensors_info_h ti[3] = {0};
+  char *summary = NULL;
+  unsigned epochs_seen = 0;
+  int rc;
+  CALL(ml_train_model_construct_with_conf(c->conf, &m));
+  CALL(ml_train_model_compile_with_single_param(m, "memory_optimization=false|batch_size=2"));
+  ONCE(ml_train_ext_model_run_with_progress(m, count_progress, &epochs_seen, "epochs=1", NULL));
+  ONCE(ml_train_model_run_with_single_param(m, "epochs=1"));
+  CALL(ml_train_ext_model_get_layer_tensor(m, "conv", ML_TRAIN_EXT_TENSOR_OUTPUT, 0, &t[0],
+                                           &ti[0]));
+  CALL(ml_train_ext_model_get_layer_tensor(m, "conv", ML_TRAIN_EXT_TENSOR_GRADIENT, 0, &t[1],
+                                           &ti[1]));
+  CALL(ml_train_ext_model_get_layer_tensor(m, "out", ML_TRAIN_EXT_TENSOR_DERIVATIVE, 0, &t[2],
+                                           &ti[2]));
+  CALL(ml_train_model_get_summary(m, ML_TRAIN_SUMMARY_MODEL, &summary));
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  CALL(ml_train_dataset_create_with_file(&d1, c->train, c->valid, NULL));
+  CALL(ml_train_dataset_set_property(d1, "buffer_size=1", NULL));
+  CALL(ml_train_dataset_create_with_generator(&d2, sample_gen, NULL, NULL));
+#pragma GCC diagnostic pop
+  sw_put(out, "epochs seen", &epochs_seen, sizeof epochs_seen);
+  sw_put(out, "summary", summary, strlen(summary));
+  put_data(out, "conv output", ti[0], t[0]);
+  put_data(out, "conv gradient", ti[1], t[1]);
+  put_data(out, "out derivative", ti[2], t[2]);
+done:
+  free(summary);
+  for (int i = 0; i < 3; i++) {
+    if (t[i])
+      assert_int_equal(ml_tensors_data_destroy(t[i]), ML_ERROR_NONE);
+    if (ti[i])
+      assert_int_equal(ml_tensors_info_destroy(ti[i]), ML_ERROR_NONE);
+  }
+  if (d1)
+    assert_int_equal(ml_train_dataset_destroy(d1), ML_ERROR_NONE);
+  if (d2)
+    assert_int_equal(ml_train_dataset_destroy(d2), ML_ERROR_NONE);
+  if (m)
+    assert_int_equal(ml_train_model_destroy(m), ML_ERROR_NONE);
+  assert_no_handles();
+  return rc;
+}
+
 static int setup(void **state) {
   capi_ctx *c = calloc(1, sizeof *c);
   c->dir = sw_mkdtemp();
@@ -260,7 +360,15 @@ static int setup(void **state) {
   snprintf(c->ini, sizeof c->ini, "%s/out.ini", c->dir);
   snprintf(c->both_ini, sizeof c->both_ini, "%s/both.ini", c->dir);
   snprintf(c->both_bin, sizeof c->both_bin, "%s/both.bin", c->dir);
+  snprintf(c->copy_bin, sizeof c->copy_bin, "%s/copy.bin", c->dir);
   sw_write_raw(c->valid, 4, 2);
+  snprintf(c->train, sizeof c->train, "%s/train.dat", c->dir);
+  sw_write_raw(c->train, 6, 1);
+  snprintf(c->conf, sizeof c->conf, "%s/conf.ini", c->dir);
+  FILE *f = fopen(c->conf, "w");
+  assert_non_null(f);
+  fputs(conf_ini, f);
+  fclose(f);
   *state = c;
   return 0;
 }
@@ -300,6 +408,22 @@ static void run_capi(capi_ctx *c, int once, int retry) {
   sw_out_free(&partial);
 }
 
+static void run_conf(capi_ctx *c, int once, int retry) {
+  c->retry = retry;
+  c->retried = 0;
+  sw_config cfg = {.name = retry ? "C API job from an INI, calls retried"
+                               : "C API job from an INI",
+                   .job = conf_job, .ctx = c, .codes = nomem, .once = once,
+                   .max_trials = 20000};
+  sw_stats st = sw_run(&cfg, NULL);
+  assert_true(st.trials > 50);
+  assert_int_equal(st.absorbed, c->retried);
+}
+
+static void test_conf_fail_from_n(void **state) { run_conf(*state, 0, 0); }
+static void test_conf_fail_once(void **state) { run_conf(*state, 1, 0); }
+static void test_conf_fail_once_retry(void **state) { run_conf(*state, 1, 1); }
+
 static void test_capi_fail_from_n(void **state) { run_capi(*state, 0, 0); }
 static void test_capi_fail_once(void **state) { run_capi(*state, 1, 0); }
 static void test_capi_fail_once_retry(void **state) { run_capi(*state, 1, 1); }
@@ -309,6 +433,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_capi_fail_from_n, setup, teardown),
       cmocka_unit_test_setup_teardown(test_capi_fail_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_capi_fail_once_retry, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_conf_fail_from_n, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_conf_fail_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_conf_fail_once_retry, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
