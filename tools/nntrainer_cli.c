@@ -1,4 +1,5 @@
-/* nntrainer: train or inspect a model described by an INI file. */
+/* nntrainer: train or inspect a model described by an INI file. main()
+ * (cli_main.c) only calls nnt_cli_main, which tests call in-process. */
 #include <ctype.h>
 #include <errno.h>
 #include <libgen.h>
@@ -158,10 +159,10 @@ static int build_model(const cli_opts *o, nnt_model **out, nnt_err *e) {
   int rc = nnt_model_create(&m, e);
   if (rc)
     return rc;
-  char *copy = strdup(o->config);
+  char *copy = nnt_strdup(o->config);
   rc = copy ? nnt_model_set_base_dir(m, dirname(copy), e)
             : nnt_err_set(e, NNT_ERR_NOMEM, "out of memory");
-  free(copy);
+  nnt_free(copy);
   if (!rc)
     rc = nnt_ini_load(m, o->config, o->overrides, o->n_overrides, e);
   if (!rc && o->seed_set) {
@@ -387,7 +388,12 @@ static int cmd_plan(int argc, char **argv) {
     ob.overrides[ob.n_overrides++] = "memory_optimization=false";
     ob.overrides[ob.n_overrides++] = "memory_budget=0"; /* only compared, never run */
   }
-  if (build_model(&ob, &base, &e) || plan_mode(base, mode, NULL, &e)) {
+  if (build_model(&ob, &base, &e)) {
+    nnt_model_destroy(m);
+    return fail(&e);
+  }
+  if (plan_mode(base, mode, NULL, &e)) {
+    nnt_model_destroy(base);
     nnt_model_destroy(m);
     return fail(&e);
   }
@@ -426,7 +432,7 @@ static void log_to_stderr(int level, const char *msg, void *ud) {
 
 static void install_log(void) { ml_train_ext_set_log_callback(log_to_stderr, NULL); }
 
-int main(int argc, char **argv) {
+int nnt_cli_main(int argc, char **argv) {
   install_log();
   if (argc < 2) {
     usage(stderr);
