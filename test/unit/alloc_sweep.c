@@ -131,8 +131,7 @@ static void set_hook(const sw_config *c, long n) {
 }
 
 /* One run with allocation n failing; fails the test on a violation. */
-static int trial(const sw_config *c, const sw_out *ref, long n, int base, sw_stats *st,
-                 int leak_each) {
+static int trial(const sw_config *c, const sw_out *ref, long n, int base, sw_stats *st) {
   sw_out out = {0};
   char msg[SW_MSG_MAX] = "";
   set_hook(c, n);
@@ -145,13 +144,6 @@ static int trial(const sw_config *c, const sw_out *ref, long n, int base, sw_sta
   if (!threads_back_to(base))
     fail_msg("%s: allocation %ld failing (%s): %d threads left, %d before (rc %d: %s)",
              c->name, n, mode, threads_now(), base, rc, msg);
-#if SW_LSAN
-  if (leak_each && __lsan_do_recoverable_leak_check())
-    fail_msg("%s: allocation %ld failing (%s): leaks (above); rc %d: %s", c->name, n, mode,
-             rc, msg);
-#else
-  (void)leak_each;
-#endif
   if (rc) {
     if (!injected)
       fail_msg("%s: failed without an injected failure (N = %ld): %d: %s", c->name, n, rc,
@@ -197,18 +189,36 @@ static int trial(const sw_config *c, const sw_out *ref, long n, int base, sw_sta
   return injected != 0;
 }
 
-static void sweep(const sw_config *c, const sw_out *ref, int base, sw_stats *st,
-                  int leak_each) {
+/* In the sanitizer build: leaks of the runs since allocation `from`
+ * failed (a check costs far more than a run of a small job, so one is made
+ * every SW_LEAK_EVERY runs and at the end; the report names the leaked
+ * blocks' allocation stacks, NNT_SWEEP_ONLY the one run). */
+#define SW_LEAK_EVERY 16
+static void check_leaks(const sw_config *c, long from, long to) {
+#if SW_LSAN
+  if (__lsan_do_recoverable_leak_check())
+    fail_msg("%s: leaks (above) in a run with allocation %ld to %ld failing (%s)", c->name,
+             from, to, c->once ? "once" : "from then on");
+#else
+  (void)c, (void)from, (void)to;
+#endif
+}
+
+static void sweep(const sw_config *c, const sw_out *ref, int base, sw_stats *st) {
   long limit = c->max_trials > 0 ? c->max_trials : 100000;
   const char *only = getenv("NNT_SWEEP_ONLY"); /* debugging: one N, e.g. under gdb */
   if (only && *only) {
-    trial(c, ref, atol(only), base, st, leak_each);
+    trial(c, ref, atol(only), base, st);
+    check_leaks(c, atol(only), atol(only));
     return;
   }
   for (long n = 0;; n++) {
     if (n == limit)
       fail_msg("%s: still failing after %ld allocations", c->name, limit);
-    if (!trial(c, ref, n, base, st, leak_each))
+    int reached = trial(c, ref, n, base, st);
+    if (!reached || n % SW_LEAK_EVERY == SW_LEAK_EVERY - 1)
+      check_leaks(c, n - n % SW_LEAK_EVERY, n);
+    if (!reached)
       return; /* ran to the end without reaching allocation n */
   }
 }
@@ -230,9 +240,7 @@ sw_stats sw_run(const sw_config *c, sw_out *ref_out) {
       fail_msg("%s: two runs without failures differ in '%s'", c->name, ref.name[i]);
   sw_out_free(&again);
   int base = threads_now();
-  /* in the sanitizer build every run is checked for leaks on its own, so
-   * that a leak names its N */
-  sweep(c, &ref, base, &st, SW_LSAN);
+  sweep(c, &ref, base, &st);
   print_message("%s (%s): %ld failure points, %ld failed with an allowed code, %ld "
                 "succeeded with the reference's results\n",
                 c->name, c->once ? "one allocation fails" : "every allocation from N on fails",

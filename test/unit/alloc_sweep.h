@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#define SW_MAX_OUT 48
+#define SW_MAX_OUT 64
 #define SW_MSG_MAX 2048
 
 /* What a job produced: named byte strings (weights, a file's bytes, a
