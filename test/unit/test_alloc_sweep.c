@@ -1,7 +1,7 @@
 /* Allocation failure across a whole job of the core library (issue 10):
  * load an INI (convolution, batch normalization, pooling, a residual
- * branch, dropout, Adam with a learning-rate schedule, training and
- * validation sets from raw files), compile, initialize, train two epochs
+ * branch, dropout, Adam with a learning-rate schedule, a training set
+ * from a raw file and a validation set from IDX files), compile, initialize, train two epochs
  * with a checkpoint each epoch, evaluate, save the weights with the
  * optimizer state and the model as an INI, then load both into a second
  * model. The sweep (alloc_sweep.h) fails each allocation in turn: every
@@ -47,8 +47,9 @@ static const char *const model_ini =
     "buffer_size = 2\n"
     "\n"
     "[valid_set]\n"
-    "type = file\n"
-    "path = valid.dat\n"
+    "type = idx\n"
+    "images = valid-images.idx\n"
+    "labels = valid-labels.idx\n"
     "\n"
     "[in]\n"
     "type = input\n"
@@ -213,8 +214,21 @@ static int setup(void **state) {
   char p[600];
   snprintf(p, sizeof p, "%s/train.dat", c->dir);
   sw_write_raw(p, 6, 1);
-  snprintf(p, sizeof p, "%s/valid.dat", c->dir);
-  sw_write_raw(p, 4, 2);
+  /* 4 images of 4 x 4 bytes and their classes, in IDX files */
+  unsigned char img[16 + 4 * 16] = {0, 0, 8, 3, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4};
+  unsigned char lab[8 + 4] = {0, 0, 8, 1, 0, 0, 0, 4, 0, 1, 2, 1};
+  for (int i = 0; i < 4 * 16; i++)
+    img[16 + i] = (unsigned char)(i * 37 % 256);
+  const char *names[] = {"valid-images.idx", "valid-labels.idx"};
+  const unsigned char *bytes[] = {img, lab};
+  size_t sizes[] = {sizeof img, sizeof lab};
+  for (int k = 0; k < 2; k++) {
+    snprintf(p, sizeof p, "%s/%s", c->dir, names[k]);
+    f = fopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes[k], 1, sizes[k], f), sizes[k]);
+    fclose(f);
+  }
   *state = c;
   return 0;
 }
