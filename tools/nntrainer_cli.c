@@ -42,7 +42,7 @@ static void usage(FILE *out) {
           "  --version  show the version\n"
           "\n"
           "environment: OPENBLAS_NUM_THREADS / NNTRAINER_THREADS set the BLAS threads\n"
-          "(default: all cores).\n");
+          "(default: all cores; one under a memory limit such as ulimit -v).\n");
 }
 
 typedef struct cli_opts {
@@ -223,16 +223,20 @@ static void progress(const nnt_progress *p, void *ud) {
           p->epoch, p->epochs, bar, p->batch, p->batches, p->loss, p->samples_per_sec, left);
 }
 
-/* The BLAS threads from the environment (empty or unset: all cores).
- * @return 0, or -1 (printed) when the variable is not a thread count. */
+/* The BLAS threads from the environment (empty or unset: all cores, or
+ * one under a process memory limit). @return 0, 2 (printed) when the
+ * variable is not a thread count, 1 (printed) when the threads do not fit
+ * under the process's memory limit. */
 static int set_threads(void) {
   const char *var = "NNTRAINER_THREADS", *t = getenv(var);
   if (!t || !t[0])
     t = getenv(var = "OPENBLAS_NUM_THREADS");
   unsigned long long n = 0;
   if (t && t[0] && parse_number(var, t, 0, MAX_THREADS, &n))
-    return -1;
-  nnt_cpu_set_threads((unsigned)n);
+    return 2;
+  nnt_err e = {0};
+  if (nnt_cpu_set_threads((unsigned)n, &e))
+    return fail(&e);
   return 0;
 }
 
@@ -282,8 +286,9 @@ static int cmd_train(int argc, char **argv) {
     return 2;
   if (o.dump && o.n_overrides < MAX_OVERRIDES)
     o.overrides[o.n_overrides++] = "memory_optimization=false";
-  if (set_threads())
-    return 2;
+  int bad = set_threads();
+  if (bad)
+    return bad;
   nnt_err e = {0};
   nnt_model *m;
   if (build_model(&o, &m, &e))
