@@ -296,6 +296,10 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
   }
   if ((rc = nnt_model_plan(m, NNT_MODE_TRAIN, e)) || (rc = ensure_opt_state(m, e)))
     return rc;
+  /* a run that does not continue starts its optimizer afresh too, as
+   * NNTrainer clears the optimizer variables with the counters */
+  if (!m->continue_train && m->opt_pool)
+    memset(m->opt_pool, 0, (size_t)m->opt_slots * m->wpool_floats * sizeof(float));
   nnt_ds_shape shape;
   ds_shape(m, &shape);
   if ((rc = nnt_dataset_prepare(ds, &shape, m->batch, m->seed, e)))
