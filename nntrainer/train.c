@@ -308,7 +308,9 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
   float *in[NNT_DS_MAX_STREAMS], *label[NNT_DS_MAX_STREAMS];
   double t0 = now_s();
   size_t samples_done = 0;
-  for (unsigned epoch = m->epoch_idx + 1; epoch <= m->epochs; epoch++) {
+  /* counted in 64 bits: epochs = 4294967295 must not wrap to 0 and go on */
+  for (uint64_t ep = (uint64_t)m->epoch_idx + 1; ep <= m->epochs; ep++) {
+    unsigned epoch = (unsigned)ep;
     if ((rc = epoch_begin(m, ds, e)))
       return rc;
     double sum = 0, step_s = 0;
