@@ -134,8 +134,10 @@ static int set_batch(nnt_model *m, unsigned batch, nnt_err *e) {
     return NNT_OK;
   }
   int rc = nnt_graph_set_batch(m, batch, e);
-  if (rc)
-    return nnt_err_prefix(e, "key 'batch_size': ");
+  if (rc) {
+    nnt_err_prefix(e, "key 'batch_size': ");
+    return rc;
+  }
   nnt_model_release_plan(m, NNT_MODE_TRAIN);
   nnt_model_release_plan(m, NNT_MODE_INFER);
   return NNT_OK;

@@ -285,8 +285,10 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
     return rc;
   if (!m->opt)
     return nnt_err_set(e, NNT_ERR_INVAL, "train: no optimizer (add an [Optimizer] section)");
-  if ((rc = nnt_optimizer_validate(m->opt, e)))
-    return nnt_err_prefix(e, "train: [Optimizer] ");
+  if ((rc = nnt_optimizer_validate(m->opt, e))) {
+    nnt_err_prefix(e, "train: [Optimizer] ");
+    return rc;
+  }
   nnt_dataset *ds = m->ds[NNT_DS_TRAIN];
   if (!ds)
     return nnt_err_set(e, NNT_ERR_INVAL, "train: no training dataset");
@@ -375,8 +377,10 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
       p.has_valid = 1;
     }
     /* an update that overflowed in the epoch's last step shows here */
-    if (m->check_finite && (rc = nnt_check_weights(m, e)))
-      return nnt_err_prefix(e, "train: epoch %u, before its checkpoint: ", epoch);
+    if (m->check_finite && (rc = nnt_check_weights(m, e))) {
+      nnt_err_prefix(e, "train: epoch %u, before its checkpoint: ", epoch);
+      return rc;
+    }
     m->epoch_idx = epoch;
     if (m->save_path && (rc = nnt_model_save_weights(m, m->save_path, 1, e)))
       return rc;
