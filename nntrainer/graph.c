@@ -476,8 +476,10 @@ static int finalize_each(nnt_model *m, const unsigned *cons, const unsigned *ref
     fc->n_out_refs = refs[i] ? refs[i] : 1;
     fc->n_out = 1;
     int rc = nd->layer->ops->finalize(nd->layer, fc, e);
-    if (rc)
-      return nnt_err_prefix(e, "[%s] ", nd->layer->name);
+    if (rc) {
+      nnt_err_prefix(e, "[%s] ", nd->layer->name);
+      return rc;
+    }
     if (fc->n_out == 0 || fc->n_out > NNT_MAX_IO)
       return nnt_err_set(e, NNT_ERR_INVAL, "[%s] bad output count %u", nd->layer->name, fc->n_out);
     if (fc->overfull)

@@ -29,6 +29,7 @@ typedef struct ini_ctx {
   const char *const *ov;   /* the overrides, to name them in errors */
   size_t n_ov;
   nnt_optimizer *opt;      /* the model's optimizer once set (borrowed) */
+  int opt_in_model;        /* it came from [Model] optimizer = (the older form) */
   const char *ds_from[3];  /* the section that gave each dataset mode */
 } ini_ctx;
 
@@ -312,7 +313,7 @@ static int load_model_section(ini_ctx *c, sec_t *model) {
   if (rc)
     nnt_optimizer_destroy(o);
   else
-    c->opt = o;
+    c->opt = o, c->opt_in_model = 1;
   return rc;
 }
 
@@ -349,6 +350,11 @@ static int load_scheduler(ini_ctx *c, sec_t *sec) {
   if (!isnan(c->opt->decay_rate) || c->opt->decay_steps)
     return fail_sec(c, NNT_ERR_INVAL, sec, NULL,
                     "cannot be combined with the optimizer's decay_rate/decay_steps: use one");
+  if (c->opt_in_model)
+    nnt_log(NNT_LOG_NOTICE,
+            "%s: [%s] applies to the optimizer given in [Model]; NNTrainer ignores this "
+            "section unless the optimizer has its own [Optimizer] section",
+            c->file, sec->name);
   nnt_lr_scheduler *s;
   if ((rc = nnt_lrs_create(type, &s, c->e)))
     return fail_builder(c, rc, sec, "type");
@@ -400,6 +406,11 @@ static int load_dataset(ini_ctx *c, sec_t *sec, nnt_ds_mode mode) {
       rc = c->e->code;
     if (!rc && (rc = nnt_dataset_create_file(p1, &ds, c->e)))
       rc = fail_builder(c, rc, sec, "path");
+    if (!rc && a[0] != '/' && strcmp(nnt_model_base_dir(c->m), "."))
+      nnt_log(NNT_LOG_NOTICE,
+              "%s: [%s] path: '%s' is read as '%s', relative to the INI file's folder; "
+              "NNTrainer reads it relative to the working directory",
+              c->file, sec->name, a, p1);
   } else if (nnt_streq(type, "idx")) {
     skip = skip_idx;
     if (!(rc = need(c, sec, "images", &a)) && !(rc = need(c, sec, "labels", &b)) &&

@@ -53,7 +53,7 @@ int nnt_weight_props_set(nnt_weight_props *p, const char *key,
  * "p,p" for height and width, or "t,b,l,r"), dilation. */
 typedef struct nnt_window_props {
   unsigned k[2], s[2], d[2];
-  int k_set, s_set;
+  int k_set;
   int pad_mode;            /* 0 explicit, 1 valid, 2 same */
   unsigned pad[4];         /* top, bottom, left, right */
 } nnt_window_props;

@@ -2,6 +2,7 @@
  * [Model] properties, compile and initialize. */
 #include "nntrainer/model_impl.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,8 +134,10 @@ static int set_batch(nnt_model *m, unsigned batch, nnt_err *e) {
     return NNT_OK;
   }
   int rc = nnt_graph_set_batch(m, batch, e);
-  if (rc)
-    return nnt_err_prefix(e, "key 'batch_size': ");
+  if (rc) {
+    nnt_err_prefix(e, "key 'batch_size': ");
+    return rc;
+  }
   nnt_model_release_plan(m, NNT_MODE_TRAIN);
   nnt_model_release_plan(m, NNT_MODE_INFER);
   return NNT_OK;
@@ -332,9 +335,12 @@ void nnt_model_uncompile(nnt_model *m) {
   m->compiled = 0;
 }
 
-static int file_exists(const char *p) {
+/* Whether there is nothing at p to load: a save path that names something
+ * else than a weight file (a folder, a FIFO, a file that cannot be read) is
+ * given to the load, which says what is wrong, instead of being skipped. */
+static int nothing_at(const char *p) {
   struct stat st;
-  return p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+  return !p || (stat(p, &st) != 0 && errno == ENOENT);
 }
 
 int nnt_model_initialize(nnt_model *m, nnt_err *e) {
@@ -365,7 +371,7 @@ int nnt_model_initialize(nnt_model *m, nnt_err *e) {
     at += n;
   }
   m->initialized = 1;
-  if ((m->continue_train || m->load_on_init) && file_exists(m->save_path)) {
+  if ((m->continue_train || m->load_on_init) && !nothing_at(m->save_path)) {
     int rc = nnt_model_load_weights(m, m->save_path, e);
     if (rc) {
       m->initialized = 0;

@@ -291,8 +291,10 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
     return rc;
   if (!m->opt)
     return nnt_err_set(e, NNT_ERR_INVAL, "train: no optimizer (add an [Optimizer] section)");
-  if ((rc = nnt_optimizer_validate(m->opt, e)))
-    return nnt_err_prefix(e, "train: [Optimizer] ");
+  if ((rc = nnt_optimizer_validate(m->opt, e))) {
+    nnt_err_prefix(e, "train: [Optimizer] ");
+    return rc;
+  }
   nnt_dataset *ds = m->ds[NNT_DS_TRAIN];
   if (!ds)
     return nnt_err_set(e, NNT_ERR_INVAL, "train: no training dataset");
@@ -303,6 +305,10 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
   if ((rc = nnt_model_plan(m, NNT_MODE_TRAIN, e)) || (rc = ensure_opt_state(m, e)) ||
       (rc = backend_ready(m, e)))
     return rc;
+  /* a run that does not continue starts its optimizer afresh too, as
+   * NNTrainer clears the optimizer variables with the counters */
+  if (!m->continue_train && m->opt_pool)
+    memset(m->opt_pool, 0, (size_t)m->opt_slots * m->wpool_floats * sizeof(float));
   nnt_ds_shape shape;
   ds_shape(m, &shape);
   if ((rc = nnt_dataset_prepare(ds, &shape, m->batch, m->seed, e)))
@@ -311,7 +317,9 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
   float *in[NNT_DS_MAX_STREAMS], *label[NNT_DS_MAX_STREAMS];
   double t0 = now_s();
   size_t samples_done = 0;
-  for (unsigned epoch = m->epoch_idx + 1; epoch <= m->epochs; epoch++) {
+  /* counted in 64 bits: epochs = 4294967295 must not wrap to 0 and go on */
+  for (uint64_t ep = (uint64_t)m->epoch_idx + 1; ep <= m->epochs; ep++) {
+    unsigned epoch = (unsigned)ep;
     if ((rc = epoch_begin(m, ds, e)))
       return rc;
     double sum = 0, step_s = 0;
@@ -376,8 +384,10 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
       p.has_valid = 1;
     }
     /* an update that overflowed in the epoch's last step shows here */
-    if (m->check_finite && (rc = nnt_check_weights(m, e)))
-      return nnt_err_prefix(e, "train: epoch %u, before its checkpoint: ", epoch);
+    if (m->check_finite && (rc = nnt_check_weights(m, e))) {
+      nnt_err_prefix(e, "train: epoch %u, before its checkpoint: ", epoch);
+      return rc;
+    }
     m->epoch_idx = epoch;
     if (m->save_path && (rc = nnt_model_save_weights(m, m->save_path, 1, e)))
       return rc;

@@ -120,8 +120,10 @@ static int replay(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
     label[i] = nnt_mgr_data(g, m->label_t[i]);
   /* an update that overflowed in the previous step */
   int rc = nnt_check_weights(m, e);
-  if (rc)
-    return nnt_err_prefix(e, "the loss is %s: ", nnt_nonfinite_name(loss));
+  if (rc) {
+    nnt_err_prefix(e, "the loss is %s: ", nnt_nonfinite_name(loss));
+    return rc;
+  }
   if (!ds || nnt_dataset_reread_batch(ds, in, label, NULL))
     return nnt_err_set(e, NNT_ERR_RANGE, "the loss is %s", nnt_nonfinite_name(loss));
   for (unsigned i = 0; i < m->n_inputs && !rc; i++)

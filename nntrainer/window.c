@@ -8,7 +8,7 @@ void nnt_window_props_init(nnt_window_props *p) {
   p->k[0] = p->k[1] = 1;
   p->s[0] = p->s[1] = 1;
   p->d[0] = p->d[1] = 1;
-  p->k_set = p->s_set = 0;
+  p->k_set = 0;
   p->pad_mode = 1;
   p->pad[0] = p->pad[1] = p->pad[2] = p->pad[3] = 0;
 }
@@ -43,9 +43,7 @@ int nnt_window_props_set(nnt_window_props *p, const char *key, const char *kerne
     return rc;
   }
   if (nnt_streq(key, "stride")) {
-    rc = pair(key, value, p->s, one_d, 1, e);
-    p->s_set = !rc;
-    return rc;
+    return pair(key, value, p->s, one_d, 1, e);
   }
   if (nnt_streq(key, "dilation"))
     return pair(key, value, p->d, one_d, 1, e);

@@ -19,6 +19,6 @@ typedef struct cli_plan_info {
 } cli_plan_info;
 
 void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose);
-/* @return 0, or -1 when the file cannot be written. */
-int cli_plan_svg(const char *path, const cli_plan_info *pi);
+/* Write the plan as an SVG picture. @return NNT_OK, or an error in e. */
+int cli_plan_svg(const char *path, const cli_plan_info *pi, nnt_err *e);
 #endif

@@ -1,4 +1,5 @@
 /* `nntrainer plan`: the memory plan of a model, as text, JSON or SVG. */
+#include "nntrainer/file_io.h"
 #include "tools/cli.h"
 
 #include <string.h>
@@ -90,11 +91,10 @@ static const char *kind_color(nnt_tkind k) {
   return k < NNT_TK__COUNT ? c[k] : "#999";
 }
 
-int cli_plan_svg(const char *path, const cli_plan_info *pi) {
+static int write_svg(FILE *f, void *ud, nnt_err *e) {
+  (void)e; /* write errors are the stream's, seen by nnt_file_save */
+  const cli_plan_info *pi = ud;
   const nnt_mgr *g = pi->mgr;
-  FILE *f = fopen(path, "w");
-  if (!f)
-    return -1;
   const double W = 1200, H = 700, left = 90, top = 40, right = 160, bottom = 40;
   unsigned orders = pi->orders ? pi->orders : 1;
   double span = g->arena_bytes ? (double)g->arena_bytes : 1;
@@ -132,5 +132,11 @@ int cli_plan_svg(const char *path, const cli_plan_info *pi) {
             nnt_tkind_name(k));
   }
   fprintf(f, "</svg>\n");
-  return fclose(f) == 0 ? 0 : -1;
+  return NNT_OK;
+}
+
+/* Written as the library writes its files: atomically, through a link,
+ * with the mode fopen would give. */
+int cli_plan_svg(const char *path, const cli_plan_info *pi, nnt_err *e) {
+  return nnt_file_save(path, "svg", write_svg, (void *)pi, e);
 }

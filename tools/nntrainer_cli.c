@@ -417,8 +417,9 @@ static int cmd_plan(int argc, char **argv) {
                            : 0;
   cli_plan_report(stdout, &pi, o.json, o.verbose);
   int rc = 0;
-  if (o.svg && cli_plan_svg(o.svg, &pi)) {
-    fprintf(stderr, "nntrainer: cannot write '%s'\n", o.svg);
+  nnt_err se;
+  if (o.svg && cli_plan_svg(o.svg, &pi, &se)) {
+    fprintf(stderr, "nntrainer: error: %s\n", se.msg);
     rc = 1;
   }
   nnt_model_destroy(base);

@@ -3,9 +3,12 @@
 #include "api/src/capi.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "nntrainer/file_io.h"
 #include "nntrainer/layer.h"
 #include "nntrainer/optimizer.h"
 
@@ -407,7 +410,16 @@ int ml_train_dataset_add_file(ml_train_dataset_h dataset, ml_train_dataset_mode_
   if (!file)
     return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: file is NULL", what);
   if (access(file, R_OK) != 0)
-    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: cannot read '%s'", what, file);
+    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: cannot read '%s': %s", what, file,
+                        strerror(errno));
+  /* a FIFO, folder or device is refused now, not at the first run */
+  struct stat st;
+  if (stat(file, &st) != 0)
+    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: cannot read '%s': %s", what, file,
+                        strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: '%s' is %s, not a data file", what,
+                        file, nnt_file_kind(st.st_mode));
   return set_source(dataset, mode, NULL, NULL, file, what);
 }
 

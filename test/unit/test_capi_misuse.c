@@ -90,6 +90,11 @@ static void test_null_and_bad_arguments(void **state) {
   assert_int_equal(ml_train_dataset_add_file(ds, ML_TRAIN_DATASET_MODE_TRAIN, "/nonexistent.dat"),
                    INVAL);
   assert_error("/nonexistent.dat");
+  /* a folder or a device is no data file: refused here, not at the run */
+  assert_int_equal(ml_train_dataset_add_file(ds, ML_TRAIN_DATASET_MODE_TRAIN, "/tmp"), INVAL);
+  assert_error("'/tmp' is a directory");
+  assert_int_equal(ml_train_dataset_add_file(ds, ML_TRAIN_DATASET_MODE_TRAIN, "/dev/zero"), INVAL);
+  assert_error("/dev/zero");
   assert_int_equal(
       ml_train_dataset_set_property_for_mode(ds, ML_TRAIN_DATASET_MODE_VALID, "buffer_size=2",
                                              NULL),

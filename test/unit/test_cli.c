@@ -191,6 +191,13 @@ static void test_plan(void **state) {
   assert_int_equal(run_cli("plan good.ini --svg plan.svg --verbose", out, sizeof out), 0);
   tu_assert_contains(out, "fc1:out0");
   assert_true(exists("plan.svg"));
+  /* written as every file of the library: a folder is refused by name */
+  char sub[1024];
+  snprintf(sub, sizeof sub, "%s/svgdir", dir);
+  assert_int_equal(mkdir(sub, 0700), 0);
+  assert_int_not_equal(run_cli("plan good.ini --svg svgdir", out, sizeof out), 0);
+  tu_assert_contains(out, "'svgdir': it is a directory");
+  assert_int_equal(rmdir(sub), 0);
   assert_int_not_equal(run_cli("plan good.ini --planner fancy", out, sizeof out), 0);
   tu_assert_contains(out, "fancy");
 }

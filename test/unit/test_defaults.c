@@ -374,6 +374,45 @@ static void test_cli_prints_notices(void **state) {
   tu_assert_contains(out, "pooling2d");
 }
 
+/* What the INI loader itself reads differently from NNTrainer says so:
+ * a [LearningRateScheduler] with the optimizer of [Model] (NNTrainer
+ * ignores the section then), a relative raw file path (NNTrainer reads it
+ * from the working directory). An absolute path is silent. */
+static void test_notices_from_loader(void **state) {
+  (void)state;
+  char data[1024];
+  snprintf(data, sizeof data, "%s/d.dat", dir);
+  FILE *f = fopen(data, "w");
+  assert_non_null(f);
+  fclose(f);
+  tu_log_start();
+  nnt_model *m = compile_ini("[Model]\ntype = NeuralNetwork\nbatch_size = 1\noptimizer = sgd\n"
+                             "[LearningRateScheduler]\ntype = constant\nlearning_rate = 0.1\n"
+                             "[train_set]\ntype = file\npath = d.dat\n"
+                             "[in]\ntype = input\ninput_shape = 1:1:4\n");
+  tu_log_expect(NNT_LOG_NOTICE, "[learningratescheduler] applies to the optimizer given in "
+                "[Model]", "NNTrainer ignores", NULL);
+  tu_log_expect(NNT_LOG_NOTICE, "[train_set] path: 'd.dat' is read as", "INI file's folder",
+                "working directory");
+  if (tu_logged.n != 2) {
+    tu_log_print();
+    fail_msg("%d messages, 2 expected", tu_logged.n);
+  }
+  nnt_model_destroy(m);
+  memset(&tu_logged, 0, sizeof tu_logged);
+  char text[2048];
+  snprintf(text, sizeof text,
+           "[Model]\ntype = NeuralNetwork\nbatch_size = 1\n[Optimizer]\ntype = sgd\n"
+           "[LearningRateScheduler]\ntype = constant\n"
+           "learning_rate = 0.1\n[train_set]\ntype = file\npath = %s\n"
+           "[in]\ntype = input\ninput_shape = 1:1:4\n",
+           data);
+  m = compile_ini(text);
+  assert_int_equal(tu_logged.n, 0);
+  nnt_model_destroy(m);
+  tu_log_stop();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pooling_stride_default),
@@ -385,6 +424,7 @@ int main(void) {
       cmocka_unit_test(test_notices_from_capi),
       cmocka_unit_test(test_examples_quiet),
       cmocka_unit_test(test_cli_prints_notices),
+      cmocka_unit_test(test_notices_from_loader),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

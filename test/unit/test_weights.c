@@ -453,8 +453,43 @@ static void test_continue_train_other_model(void **state) {
   assert_int_equal(m->epoch_idx, 2);
   assert_int_equal(m->iter, 8);
   nnt_model_destroy(m);
+  /* a save_path that is a folder is not silently skipped (a fresh start
+   * would lose the run the user meant to resume); a missing file is a
+   * fresh start */
+  char sub[600];
+  snprintf(sub, sizeof sub, "%s/folder.bin", dir);
+  assert_int_equal(mkdir(sub, 0700), 0);
+  const char *folder[] = {"continue_train", "true", "save_path", sub, NULL};
+  assert_int_not_equal(model_rc(3, "adam", folder, &m, &e), NNT_OK);
+  tu_assert_contains(e.msg, sub);
+  tu_assert_contains(e.msg, "directory");
+  nnt_model_destroy(m);
+  rmdir(sub);
+  snprintf(sub, sizeof sub, "%s/none.bin", dir);
+  const char *none[] = {"continue_train", "true", "save_path", sub, NULL};
+  assert_int_equal(model_rc(3, "adam", none, &m, &e), NNT_OK);
+  assert_int_equal(m->epoch_idx, 0);
+  nnt_model_destroy(m);
   tu_rmdir(dir);
   free(dir);
+}
+
+/* A run without continue_train starts afresh: counters and Adam's
+ * moments, as NNTrainer clears its optimizer variables. A second run of a
+ * trained model equals a first run of a model given its weights alone. */
+static void test_new_run_clears_moments(void **state) {
+  (void)state;
+  nnt_err e = {0};
+  nnt_model *a = trained(3, "adam");
+  nnt_model *b = model(3, "adam", NULL);
+  memcpy(b->wpool, a->wpool, W_BYTES);
+  assert_int_equal(nnt_model_train(a, NULL, NULL, &e), NNT_OK);
+  assert_int_equal(nnt_model_train(b, NULL, NULL, &e), NNT_OK);
+  assert_memory_equal(a->wpool, b->wpool, W_BYTES);
+  assert_memory_equal(a->opt_pool, b->opt_pool, 2 * W_BYTES);
+  assert_int_equal(a->iter, b->iter);
+  nnt_model_destroy(a);
+  nnt_model_destroy(b);
 }
 
 /* ---- saves refuse values that are not finite -------------------------- */
@@ -739,6 +774,7 @@ int main(void) {
       cmocka_unit_test(test_layouts_accepted),
       cmocka_unit_test(test_files_refused),
       cmocka_unit_test(test_continue_train_other_model),
+      cmocka_unit_test(test_new_run_clears_moments),
       cmocka_unit_test(test_save_refuses_non_finite),
       cmocka_unit_test(test_writers_use_the_atomic_save),
       cmocka_unit_test(test_copy_layers),
