@@ -1,13 +1,18 @@
 /* Allocation failure across a whole job of the core library (issue 10):
  * load an INI (convolution, batch normalization, pooling, a residual
- * branch, dropout, Adam with a learning-rate schedule, a training set
- * from a raw file and a validation set from IDX files), compile, initialize, train two epochs
- * with a checkpoint each epoch, evaluate, save the weights with the
- * optimizer state and the model as an INI, then load both into a second
- * model. The sweep (alloc_sweep.h) fails each allocation in turn: every
- * failure is NNT_ERR_NOMEM with a message, nothing leaks or stays running,
- * a file left behind is one the reference run wrote, and a run that
- * succeeds gives the reference's weights, files, loss and summary. */
+ * branch, dropout, Adam with a learning-rate schedule, a training set from
+ * a raw file and a validation set from IDX files) with an override,
+ * compile at one batch size and train at another, two epochs with a
+ * checkpoint each, evaluate, infer, save the weights with the optimizer
+ * state and the model as an INI, then load both into a second model and
+ * copy a layer over. The sweep (alloc_sweep.h) fails each allocation in
+ * turn: every failure is NNT_ERR_NOMEM with a message, nothing leaks or
+ * stays running, a file left behind is one the reference run wrote, and a
+ * run that succeeds gives the reference's weights, files, loss and
+ * summary. In the retry sweep a call that failed is made again with
+ * memory back (all but loading an INI and training, which may have done
+ * part of their work) and the job must end as the reference: a failed
+ * call leaves nothing half done. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
