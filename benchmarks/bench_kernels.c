@@ -90,7 +90,11 @@ static void report(const char *name, double flops, double t_layer, double t_gemm
 
 int main(void) {
   const char *t = getenv("NNTRAINER_THREADS");
-  nnt_cpu_set_threads(t ? (unsigned)atoi(t) : 0);
+  nnt_err e = {0};
+  if (nnt_cpu_set_threads(t ? (unsigned)atoi(t) : 0, &e)) {
+    fprintf(stderr, "%s\n", e.msg);
+    return 1;
+  }
   /* fully_connected at the MLP's shapes, batch 64 */
   /* wake OpenBLAS's threads and the clock before the first measurement,
    * which otherwise pays for both */

@@ -28,8 +28,11 @@ int main(int argc, char **argv) {
   }
   int warmup = argc > 2 ? atoi(argv[2]) : 3, steps = argc > 3 ? atoi(argv[3]) : 10;
   const char *t = getenv("NNTRAINER_THREADS");
-  nnt_cpu_set_threads(t ? (unsigned)atoi(t) : 0);
   nnt_err e = {0};
+  if (nnt_cpu_set_threads(t ? (unsigned)atoi(t) : 0, &e)) {
+    fprintf(stderr, "%s\n", e.msg);
+    return 1;
+  }
   nnt_model *m;
   nnt_dataset *ds;
   if (nnt_model_create(&m, &e) || nnt_ini_load(m, argv[1], NULL, 0, &e))

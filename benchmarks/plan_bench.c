@@ -40,7 +40,9 @@ static int bench(size_t n) {
   }
   n = k;
   const nnt_planner_kind kinds[] = {NNT_PLANNER_BASIC, NNT_PLANNER_POOL, NNT_PLANNER_BEST_FIT};
-  size_t lb = nnt_plan_lower_bound(b, n);
+  size_t lb = 0;
+  if (nnt_plan_lower_bound(b, n, &lb, NULL))
+    return 1;
   printf("%zu tensors, lower bound %zu bytes\n", n, lb);
   printf("%-9s %12s %8s %12s\n", "planner", "pool bytes", "ratio", "median ms");
   for (size_t q = 0; q < 3; q++) {

@@ -134,6 +134,9 @@ int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
                        m->t[roots[k]].name, blk[k].bytes, off[k], pool);
       goto out;
     }
+  size_t bound;
+  if ((rc = nnt_plan_lower_bound(blk, nr, &bound, e)))
+    goto out;
   nnt_free(m->arena);
   m->arena = NULL;
   for (size_t k = 0; k < nr; k++)
@@ -145,7 +148,7 @@ int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
     m->t[i].life_last = last[r];
   }
   m->arena_bytes = pool;
-  m->lower_bound = nnt_plan_lower_bound(blk, nr);
+  m->lower_bound = bound;
   m->planner = planner;
   m->planned = 1;
   m->allocated = 0;

@@ -729,10 +729,11 @@ static int cmp_event(const void *pa, const void *pb) {
   return a->end - b->end; /* starts before ends at the same order */
 }
 
-size_t nnt_plan_lower_bound(const nnt_plan_block *blocks, size_t n) {
+int nnt_plan_lower_bound(const nnt_plan_block *blocks, size_t n, size_t *bound, nnt_err *e) {
   plan_event *ev = nnt_malloc(2 * n * sizeof *ev);
   if (!ev)
-    return 0;
+    return nnt_err_set(e, NNT_ERR_NOMEM, "planner: out of memory for the lower bound of %zu "
+                       "blocks", n);
   for (size_t i = 0; i < n; i++) {
     ev[2 * i] = (plan_event){blocks[i].first, 0, blocks[i].bytes};
     ev[2 * i + 1] = (plan_event){blocks[i].last, 1, blocks[i].bytes};
@@ -749,7 +750,8 @@ size_t nnt_plan_lower_bound(const nnt_plan_block *blocks, size_t n) {
     }
   }
   nnt_free(ev);
-  return best;
+  *bound = best;
+  return NNT_OK;
 }
 
 int nnt_plan_validate(const nnt_plan_block *b, size_t n, const size_t *off,

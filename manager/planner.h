@@ -27,8 +27,10 @@ const char *nnt_planner_name(nnt_planner_kind k);
 int nnt_plan(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t n,
              size_t align, size_t *offsets, size_t *pool_bytes, nnt_err *e);
 
-/* Largest sum of block sizes live at one order: no plan can be smaller. */
-size_t nnt_plan_lower_bound(const nnt_plan_block *blocks, size_t n);
+/* Largest sum of block sizes live at one order: no plan can be smaller.
+ * @return NNT_OK and the bound in *bound, or NNT_ERR_NOMEM (it sorts a
+ * copy of the blocks' ends). */
+int nnt_plan_lower_bound(const nnt_plan_block *blocks, size_t n, size_t *bound, nnt_err *e);
 
 /* Check a plan: every pair of blocks whose lifetimes overlap is disjoint in
  * memory, and every block lies inside the pool and is aligned.

@@ -64,17 +64,36 @@ void nnt_err_clear(nnt_err *e) {
   }
 }
 
-/* Failure injection for tests: -1 means never fail. */
-static long alloc_fail_countdown = -1;
+/* Failure injection for tests: -1 means never fail. Atomic so that an
+ * allocation in another thread (a data producer) is no data race; a sweep
+ * that counts allocations still wants them in one thread. */
+static atomic_long alloc_fail_countdown = -1;
+static atomic_int alloc_fail_once;
+static atomic_long alloc_failed;
 
-void nnt_alloc_fail_after(long n) { alloc_fail_countdown = n; }
+/* Arming (n >= 0) restarts the count of failures; disarming keeps it. */
+static void alloc_fail_set(long n, int once) {
+  atomic_store(&alloc_fail_once, once);
+  if (n >= 0)
+    atomic_store(&alloc_failed, 0);
+  atomic_store(&alloc_fail_countdown, n < 0 ? -1 : n);
+}
+
+void nnt_alloc_fail_after(long n) { alloc_fail_set(n, 0); }
+void nnt_alloc_fail_once(long n) { alloc_fail_set(n, 1); }
+long nnt_alloc_failures(void) { return atomic_load(&alloc_failed); }
 
 static int alloc_should_fail(void) {
-  if (alloc_fail_countdown < 0)
+  long c = atomic_load_explicit(&alloc_fail_countdown, memory_order_relaxed);
+  if (c < 0)
     return 0;
-  if (alloc_fail_countdown == 0)
+  if (c == 0) {
+    atomic_fetch_add(&alloc_failed, 1);
+    if (atomic_load(&alloc_fail_once))
+      atomic_store(&alloc_fail_countdown, -1);
     return 1;
-  alloc_fail_countdown--;
+  }
+  atomic_store_explicit(&alloc_fail_countdown, c - 1, memory_order_relaxed);
   return 0;
 }
 

@@ -68,9 +68,16 @@ char *nnt_strdup(const char *s);
 void *nnt_aligned_alloc(size_t align, size_t n);
 void nnt_free(void *p);
 
-/* Test hook: make the allocation after the next `n` ones fail (n < 0: never).
- * Only for tests; it is the one process-wide setting. */
+/* Test hooks: make the allocation after the next `n` ones fail (n < 0:
+ * never), and every one after it (fail_after: memory stays short) or only
+ * that one (fail_once: later allocations succeed again, which shows a
+ * failure that was swallowed and a cleanup path that is wrong). Only for
+ * tests; with nnt_alloc_failures, the one process-wide setting. */
 void nnt_alloc_fail_after(long n);
+void nnt_alloc_fail_once(long n);
+/* How many allocations the hook failed since it was last armed (n >= 0;
+ * disarming with n < 0 keeps the count). */
+long nnt_alloc_failures(void);
 
 /* Log messages. The library never prints: it hands messages to one
  * process-wide callback (with the allocation-failure hook, the only global

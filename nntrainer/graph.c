@@ -399,13 +399,11 @@ static int sort_and_finalize(build *b, nnt_err *e) {
   return finalize_nodes(m, e);
 }
 
-/* Graph inputs, consumers and shapes of the sorted nodes, for m->batch:
- * every node's finalize again. Also run when the batch size changes after
- * compile (a model input node then already has its one input slot). */
-static int finalize_nodes(nnt_model *m, nnt_err *e) {
-  m->n_inputs = m->n_labels = 0;
-  /* consumers of each node's output 0, and 1 + the largest output index
-   * read, from one pass over the edges (consumers come later in the order) */
+/* Consumers of each node's output 0 (cons[i]), and 1 + the largest output
+ * index read (cons[n_nodes + i]), from one pass over the edges (consumers
+ * come later in the order); they do not depend on the batch. A new array
+ * in *out. */
+static int count_consumers(const nnt_model *m, unsigned **out, nnt_err *e) {
   unsigned *cons = nnt_calloc(2 * (m->n_nodes ? m->n_nodes : 1), sizeof *cons);
   if (!cons)
     return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
@@ -419,13 +417,27 @@ static int finalize_nodes(nnt_model *m, nnt_err *e) {
       if (idx + 1 > refs[p])
         refs[p] = idx + 1;
     }
-  int rc = finalize_each(m, cons, refs, e);
+  *out = cons;
+  return NNT_OK;
+}
+
+/* Graph inputs, consumers and shapes of the sorted nodes, for m->batch:
+ * every node's finalize again. */
+static int finalize_nodes(nnt_model *m, nnt_err *e) {
+  unsigned *cons;
+  int rc = count_consumers(m, &cons, e);
+  if (rc)
+    return rc;
+  rc = finalize_each(m, cons, cons + m->n_nodes, e);
   nnt_free(cons);
   return rc;
 }
 
+/* Also run when the batch size changes after compile (a model input node
+ * then already has its one input slot). Allocates nothing. */
 static int finalize_each(nnt_model *m, const unsigned *cons, const unsigned *refs,
                          nnt_err *e) {
+  m->n_inputs = m->n_labels = 0;
   for (size_t i = 0; i < m->n_nodes; i++) {
     nnt_node *nd = &m->nodes[i];
     nnt_finalize_ctx *fc = &nd->fc;
@@ -597,9 +609,14 @@ int nnt_graph_compile(nnt_model *m, nnt_err *e) {
 }
 
 int nnt_graph_set_batch(nnt_model *m, unsigned batch, nnt_err *e) {
+  /* counted once, so that going back to the old batch allocates nothing */
+  unsigned *cons;
+  int rc = count_consumers(m, &cons, e);
+  if (rc)
+    return rc;
   unsigned old = m->batch;
   m->batch = batch;
-  int rc = finalize_nodes(m, e);
+  rc = finalize_each(m, cons, cons + m->n_nodes, e);
   /* weights do not depend on the batch; a layer whose weights did would
    * invalidate the ones already allocated */
   for (size_t i = 0; !rc && i < m->n_nodes; i++) {
@@ -618,8 +635,9 @@ int nnt_graph_set_batch(nnt_model *m, unsigned batch, nnt_err *e) {
     nnt_err ignored;
     nnt_err_clear(&ignored);
     m->batch = old;
-    finalize_nodes(m, &ignored);
+    finalize_each(m, cons, cons + m->n_nodes, &ignored);
   }
+  nnt_free(cons);
   return rc;
 }
 

@@ -326,6 +326,15 @@ int nnt_model_compile(nnt_model *m, nnt_err *e) {
   return NNT_OK;
 }
 
+void nnt_model_uncompile(nnt_model *m) {
+  if (!m->compiled || m->initialized)
+    return;
+  nnt_model_release_plan(m, NNT_MODE_TRAIN);
+  nnt_model_release_plan(m, NNT_MODE_INFER);
+  nnt_graph_free(m);
+  m->compiled = 0;
+}
+
 /* Whether there is nothing at p to load: a save path that names something
  * else than a weight file (a folder, a FIFO, a file that cannot be read) is
  * given to the load, which says what is wrong, instead of being skipped. */

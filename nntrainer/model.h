@@ -47,8 +47,14 @@ int nnt_model_set_dataset(nnt_model *m, nnt_ds_mode mode, nnt_dataset *ds,
  * sort, infer shapes, assign execution orders. */
 int nnt_model_compile(nnt_model *m, nnt_err *e);
 /* Allocate and initialize weights (or load them from save_path when it
- * exists and the model was loaded with weights / continue_train). */
+ * exists and the model was loaded with weights / continue_train). On
+ * error the model is compiled and not initialized, as before the call. */
 int nnt_model_initialize(nnt_model *m, nnt_err *e);
+/* Undo nnt_model_compile on a model not yet initialized: the graph goes,
+ * the layers, optimizer, datasets and properties stay, so that compile can
+ * run again (the C API compiles and initializes in one call, which must
+ * leave the model as it was when initialize fails). */
+void nnt_model_uncompile(nnt_model *m);
 
 /* Progress of training, given to the callback after every batch and at the
  * end of every epoch. The library never prints; the CLI draws this. */

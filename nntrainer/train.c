@@ -176,6 +176,12 @@ static unsigned count_correct(const nnt_model *m) {
   return 0;
 }
 
+/* What the backend needs before a run's first op (OpenBLAS's buffer under
+ * a memory limit, for the CPU). */
+static int backend_ready(const nnt_model *m, nnt_err *e) {
+  return m->k->prepare ? m->k->prepare(e) : NNT_OK;
+}
+
 static int check_ready(nnt_model *m, const char *what, nnt_err *e) {
   if (!m->initialized)
     return nnt_err_set(e, NNT_ERR_INVAL, "%s: initialize the model first", what);
@@ -209,7 +215,7 @@ static int evaluate(nnt_model *m, nnt_ds_mode mode, float *loss, float *accuracy
   if (!ds)
     return nnt_err_set(e, NNT_ERR_INVAL, "evaluate: no dataset for this mode");
   nnt_mode pm = m->mgr[NNT_MODE_TRAIN].planned ? NNT_MODE_TRAIN : NNT_MODE_INFER;
-  if ((rc = nnt_model_plan(m, pm, e)))
+  if ((rc = nnt_model_plan(m, pm, e)) || (rc = backend_ready(m, e)))
     return rc;
   nnt_ds_shape shape;
   ds_shape(m, &shape);
@@ -296,7 +302,8 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
     m->epoch_idx = 0;
     m->iter = 0;
   }
-  if ((rc = nnt_model_plan(m, NNT_MODE_TRAIN, e)) || (rc = ensure_opt_state(m, e)))
+  if ((rc = nnt_model_plan(m, NNT_MODE_TRAIN, e)) || (rc = ensure_opt_state(m, e)) ||
+      (rc = backend_ready(m, e)))
     return rc;
   /* a run that does not continue starts its optimizer afresh too, as
    * NNTrainer clears the optimizer variables with the counters */
@@ -446,6 +453,8 @@ int nnt_model_infer(nnt_model *m, const float *const *in, float *const *out, nnt
                        NNT_DS_MAX_STREAMS);
   nnt_mode pm = m->mgr[NNT_MODE_TRAIN].planned ? NNT_MODE_TRAIN : NNT_MODE_INFER;
   int rc = nnt_model_plan(m, pm, e);
+  if (!rc)
+    rc = backend_ready(m, e);
   if (rc)
     return rc;
   float *bin[NNT_DS_MAX_STREAMS], *blabel[NNT_DS_MAX_STREAMS];

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include "nntrainer/model_impl.h"
 
-
-
+/* The whole command line tool: what main() returns. */
+int nnt_cli_main(int argc, char **argv);
 
 /* What `nntrainer plan` reports. */
 typedef struct cli_plan_info {

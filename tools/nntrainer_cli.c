@@ -1,4 +1,5 @@
-/* nntrainer: train or inspect a model described by an INI file. */
+/* nntrainer: train or inspect a model described by an INI file. main()
+ * (cli_main.c) only calls nnt_cli_main, which tests call in-process. */
 #include <ctype.h>
 #include <errno.h>
 #include <libgen.h>
@@ -41,7 +42,7 @@ static void usage(FILE *out) {
           "  --version  show the version\n"
           "\n"
           "environment: OPENBLAS_NUM_THREADS / NNTRAINER_THREADS set the BLAS threads\n"
-          "(default: all cores).\n");
+          "(default: all cores; one under a memory limit such as ulimit -v).\n");
 }
 
 typedef struct cli_opts {
@@ -158,10 +159,10 @@ static int build_model(const cli_opts *o, nnt_model **out, nnt_err *e) {
   int rc = nnt_model_create(&m, e);
   if (rc)
     return rc;
-  char *copy = strdup(o->config);
+  char *copy = nnt_strdup(o->config);
   rc = copy ? nnt_model_set_base_dir(m, dirname(copy), e)
             : nnt_err_set(e, NNT_ERR_NOMEM, "out of memory");
-  free(copy);
+  nnt_free(copy);
   if (!rc)
     rc = nnt_ini_load(m, o->config, o->overrides, o->n_overrides, e);
   if (!rc && o->seed_set) {
@@ -222,16 +223,20 @@ static void progress(const nnt_progress *p, void *ud) {
           p->epoch, p->epochs, bar, p->batch, p->batches, p->loss, p->samples_per_sec, left);
 }
 
-/* The BLAS threads from the environment (empty or unset: all cores).
- * @return 0, or -1 (printed) when the variable is not a thread count. */
+/* The BLAS threads from the environment (empty or unset: all cores, or
+ * one under a process memory limit). @return 0, 2 (printed) when the
+ * variable is not a thread count, 1 (printed) when the threads do not fit
+ * under the process's memory limit. */
 static int set_threads(void) {
   const char *var = "NNTRAINER_THREADS", *t = getenv(var);
   if (!t || !t[0])
     t = getenv(var = "OPENBLAS_NUM_THREADS");
   unsigned long long n = 0;
   if (t && t[0] && parse_number(var, t, 0, MAX_THREADS, &n))
-    return -1;
-  nnt_cpu_set_threads((unsigned)n);
+    return 2;
+  nnt_err e = {0};
+  if (nnt_cpu_set_threads((unsigned)n, &e))
+    return fail(&e);
   return 0;
 }
 
@@ -281,8 +286,9 @@ static int cmd_train(int argc, char **argv) {
     return 2;
   if (o.dump && o.n_overrides < MAX_OVERRIDES)
     o.overrides[o.n_overrides++] = "memory_optimization=false";
-  if (set_threads())
-    return 2;
+  int bad = set_threads();
+  if (bad)
+    return bad;
   nnt_err e = {0};
   nnt_model *m;
   if (build_model(&o, &m, &e))
@@ -387,7 +393,12 @@ static int cmd_plan(int argc, char **argv) {
     ob.overrides[ob.n_overrides++] = "memory_optimization=false";
     ob.overrides[ob.n_overrides++] = "memory_budget=0"; /* only compared, never run */
   }
-  if (build_model(&ob, &base, &e) || plan_mode(base, mode, NULL, &e)) {
+  if (build_model(&ob, &base, &e)) {
+    nnt_model_destroy(m);
+    return fail(&e);
+  }
+  if (plan_mode(base, mode, NULL, &e)) {
+    nnt_model_destroy(base);
     nnt_model_destroy(m);
     return fail(&e);
   }
@@ -427,7 +438,7 @@ static void log_to_stderr(int level, const char *msg, void *ud) {
 
 static void install_log(void) { ml_train_ext_set_log_callback(log_to_stderr, NULL); }
 
-int main(int argc, char **argv) {
+int nnt_cli_main(int argc, char **argv) {
   install_log();
   if (argc < 2) {
     usage(stderr);

@@ -92,6 +92,9 @@ static int compile_props(ml_train_model_h model, const char *what, const char *c
   nnt_err e;
   nnt_err_clear(&e);
   if (!rc && (nnt_model_compile(cm->m, &e) || nnt_model_initialize(cm->m, &e))) {
+    /* compiled but not initialized: back to before, so that the call can
+     * be made again */
+    nnt_model_uncompile(cm->m);
     nnt_err_prefix(&e, "%s: ", what);
     rc = nnt_api_fail_err(&e);
   }

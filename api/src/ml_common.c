@@ -96,7 +96,8 @@ static int tinfo_alloc_locked(const char *fn, nnt_tinfo **out) {
   tinfo_init(info);
   if (nnt_h_add(info, NNT_H_TENSORS_INFO)) {
     nnt_free(info);
-    return nnt_api_fail(ML_ERROR_OUT_OF_MEMORY, "%s: cannot register a tensors info", fn);
+    return nnt_api_fail(ML_ERROR_OUT_OF_MEMORY, "%s: out of memory registering a tensors info",
+                        fn);
   }
   *out = info;
   return ML_ERROR_NONE;
@@ -152,7 +153,8 @@ static int tdata_new_locked(const char *fn, const nnt_tinfo *info, nnt_tdata **o
     return nnt_api_fail(ML_ERROR_OUT_OF_MEMORY, "%s: cannot allocate a tensors data", fn);
   if (tinfo_copy(&d->info, info)) {
     nnt_free(d);
-    return nnt_api_fail(ML_ERROR_OUT_OF_MEMORY, "%s: cannot copy the tensor names", fn);
+    return nnt_api_fail(ML_ERROR_OUT_OF_MEMORY, "%s: out of memory copying the tensor names",
+                        fn);
   }
   for (unsigned i = 0; i < info->count; i++) {
     d->size[i] = nnt_tinfo_entry_bytes(&info->t[i]);
@@ -171,7 +173,8 @@ static int tdata_new_locked(const char *fn, const nnt_tinfo *info, nnt_tdata **o
       nnt_free(d->buf[i]);
     tinfo_free_names(&d->info);
     nnt_free(d);
-    return nnt_api_fail(ML_ERROR_OUT_OF_MEMORY, "%s: cannot register a tensors data", fn);
+    return nnt_api_fail(ML_ERROR_OUT_OF_MEMORY, "%s: out of memory registering a tensors data",
+                        fn);
   }
   *out = d;
   return ML_ERROR_NONE;
@@ -299,7 +302,8 @@ static int info_clone_locked(const char *fn, void *dest, const void *src) {
     return ML_ERROR_NONE;
   nnt_tinfo tmp;
   if (tinfo_copy(&tmp, src))
-    return nnt_api_fail(ML_ERROR_OUT_OF_MEMORY, "%s: cannot copy the tensor names of src", fn);
+    return nnt_api_fail(ML_ERROR_OUT_OF_MEMORY,
+                        "%s: out of memory copying the tensor names of src", fn);
   nnt_tinfo *d = dest;
   tinfo_free_names(d);
   *d = tmp;
@@ -352,7 +356,8 @@ static int info_set_name_locked(const char *fn, void *h, unsigned index, const c
     return rc;
   char *copy = NULL;
   if (name && !(copy = nnt_strdup(name)))
-    return nnt_api_fail(ML_ERROR_OUT_OF_MEMORY, "%s: cannot copy name \"%.64s\"", fn, name);
+    return nnt_api_fail(ML_ERROR_OUT_OF_MEMORY, "%s: out of memory copying name \"%.64s\"", fn,
+                        name);
   nnt_free(info->t[index].name);
   info->t[index].name = copy;
   return ML_ERROR_NONE;
@@ -374,8 +379,8 @@ static int info_get_name_locked(const char *fn, void *h, unsigned index, char **
     return nnt_api_fail(INVAL, "%s: name is NULL", fn);
   char *copy = NULL;
   if (info->t[index].name && !(copy = nnt_strdup(info->t[index].name)))
-    return nnt_api_fail(ML_ERROR_OUT_OF_MEMORY, "%s: cannot copy the name of tensor %u", fn,
-                        index);
+    return nnt_api_fail(ML_ERROR_OUT_OF_MEMORY,
+                        "%s: out of memory copying the name of tensor %u", fn, index);
   *name = copy;
   return ML_ERROR_NONE;
 }

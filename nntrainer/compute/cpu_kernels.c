@@ -21,7 +21,6 @@
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
-#include <unistd.h>
 
 static const char *const act_names[NNT_ACT__COUNT] = {
     "none", "relu", "leaky_relu", "sigmoid", "tanh", "softmax",
@@ -55,15 +54,6 @@ int nnt_act_bwd_needs_output_only(nnt_act a) {
   default:
     return 0;
   }
-}
-
-/* OpenBLAS's thread count is process-wide state owned by OpenBLAS. */
-void nnt_cpu_set_threads(unsigned n) {
-  if (!n) {
-    long c = sysconf(_SC_NPROCESSORS_ONLN);
-    n = c > 0 ? (unsigned)c : 1;
-  }
-  openblas_set_num_threads((int)n);
 }
 
 static void k_scale(size_t n, float a, float *y);
@@ -394,6 +384,7 @@ static void k_adam_step(size_t n, float lr_t, float b1, float b2, float eps, con
 
 static const nnt_kernels cpu_kernels = {
     .name = "cpu",
+    .prepare = nnt_cpu_prepare,
     .gemm = k_gemm,
     .fill = k_fill,
     .copy = k_copy,

@@ -50,6 +50,9 @@ typedef struct nnt_conv_geom {
 
 typedef struct nnt_kernels {
   const char *name;
+  /* Called before a run (training, evaluation, inference) computes: what
+   * the backend must have before its first op, or an error. NULL: nothing. */
+  int (*prepare)(nnt_err *e);
 
   /* C = alpha * op(A) * op(B) + beta * C; op(A) is m x k, op(B) is k x n.
    * Every dimension and leading dimension is at most NNT_GEMM_DIM_MAX. */
@@ -168,7 +171,16 @@ typedef struct nnt_kernels {
 /* The CPU backend (OpenBLAS + plain loops). */
 const nnt_kernels *nnt_kernels_cpu(void);
 
-/* OpenBLAS threads; n == 0 means the number of online cores. */
-void nnt_cpu_set_threads(unsigned n);
+/* OpenBLAS threads (cpu_blas.c). n == 0: the online cores, or one under a
+ * process memory limit (RLIMIT_AS or RLIMIT_DATA; a notice says so). Under
+ * such a limit the new threads' 136 MiB each (OpenBLAS's work buffer and a
+ * stack) must fit: otherwise NNT_ERR_NOMEM and the threads stay as they
+ * were; they map their buffers before this returns. */
+int nnt_cpu_set_threads(unsigned n, nnt_err *e);
+/* Before a run computes (the table's prepare entry): under a process
+ * memory limit, that OpenBLAS's work buffer for the calling thread fits
+ * (NNT_ERR_NOMEM if not, where OpenBLAS would wait forever), and have it
+ * mapped now. Without a limit it does nothing. */
+int nnt_cpu_prepare(nnt_err *e);
 
 #endif

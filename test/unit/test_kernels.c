@@ -705,7 +705,7 @@ static void test_windows(void **state) {
 int main(void) {
   K = nnt_kernels_cpu();
   nnt_rng_seed(&R, 2024);
-  nnt_cpu_set_threads(1);
+  assert_int_equal(nnt_cpu_set_threads(1, NULL), NNT_OK);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gemm),          cmocka_unit_test(test_gemm_empty),
       cmocka_unit_test(test_vector_ops),    cmocka_unit_test(test_row_col_ops),

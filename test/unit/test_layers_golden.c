@@ -132,7 +132,7 @@ static void test_losses(void **state) {
 }
 
 int main(void) {
-  nnt_cpu_set_threads(1);
+  assert_int_equal(nnt_cpu_set_threads(1, NULL), NNT_OK);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fully_connected),
       cmocka_unit_test(test_activations),

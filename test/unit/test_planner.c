@@ -236,6 +236,18 @@ static void test_planners_out_of_memory(void **state) {
     }
     assert_true(done);
   }
+  /* the lower bound sorts a copy: out of memory is an error, never a bound
+   * of 0 reported as the plan's (it used to be) */
+  size_t lb_want, lb = 7;
+  nnt_err e = {0};
+  assert_int_equal(nnt_plan_lower_bound(b, N, &lb_want, NULL), NNT_OK);
+  assert_true(lb_want > 0);
+  nnt_alloc_fail_after(0);
+  int rc = nnt_plan_lower_bound(b, N, &lb, &e);
+  nnt_alloc_fail_after(-1);
+  assert_int_equal(rc, NNT_ERR_NOMEM);
+  assert_int_equal(lb, 7);
+  tu_assert_contains(e.msg, "out of memory for the lower bound");
   free(b), free(off), free(ref);
 }
 
@@ -264,7 +276,8 @@ static void test_random_plans_valid(void **state) {
     assert_true(pool_pool <= pool_basic);
     /* best_fit again, for the ratio below */
     assert_int_equal(nnt_plan(NNT_PLANNER_BEST_FIT, b, n, 64, off, &pool_best, &e), NNT_OK);
-    size_t lb = nnt_plan_lower_bound(b, n);
+    size_t lb;
+    assert_int_equal(nnt_plan_lower_bound(b, n, &lb, &e), NNT_OK);
     assert_true(lb <= pool_best);
     if (lb && (double)pool_best / lb > worst)
       worst = (double)pool_best / lb;
@@ -343,7 +356,9 @@ static void test_best_fit_near_optimum_on_small_sets(void **state) {
     assert_int_equal(nnt_plan(NNT_PLANNER_BEST_FIT, b, n, 64, off, &pool, NULL), NNT_OK);
     size_t opt = exhaustive(b, n);
     assert_true(opt <= pool);
-    assert_true(nnt_plan_lower_bound(b, n) <= opt);
+    size_t lb;
+    assert_int_equal(nnt_plan_lower_bound(b, n, &lb, NULL), NNT_OK);
+    assert_true(lb <= opt);
     optimal += pool == opt;
     if ((double)pool / opt > worst)
       worst = (double)pool / opt;
@@ -381,7 +396,9 @@ static void test_disjoint_lifetimes_share(void **state) {
   size_t off[6], pool;
   assert_int_equal(nnt_plan(NNT_PLANNER_BEST_FIT, b, 6, 64, off, &pool, NULL), NNT_OK);
   assert_int_equal(pool, 2048);
-  assert_int_equal(nnt_plan_lower_bound(b, 6), 2048);
+  size_t lb;
+  assert_int_equal(nnt_plan_lower_bound(b, 6, &lb, NULL), NNT_OK);
+  assert_int_equal(lb, 2048);
   assert_int_equal(nnt_plan(NNT_PLANNER_BASIC, b, 6, 64, off, &pool, NULL), NNT_OK);
   assert_int_equal(pool, 6 * 1024);
 }
