@@ -166,6 +166,9 @@ int nnt_model_set_property(nnt_model *m, const char *key, const char *value,
       return rc;
     if (!u)
       return nnt_err_set(e, NNT_ERR_INVAL, "key 'epochs': must be positive");
+    if (u == UINT_MAX) /* the last epoch's counter must load back */
+      return nnt_err_set(e, NNT_ERR_INVAL, "key 'epochs': %u is more than the most, %u", u,
+                         UINT_MAX - 1);
     m->epochs = u;
     return NNT_OK;
   }

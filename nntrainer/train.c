@@ -334,6 +334,15 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
       stopped = rc == NNT_ERR_CANCELED && stop_requested(m) && !(e && e->from_callback);
       if (rc || end)
         break;
+      /* a weight file's counter must stay below its largest value, which
+       * no load accepts (training on from it would wrap) */
+      if (m->iter >= UINT_MAX - 1) {
+        rc = nnt_err_set(e, NNT_ERR_INVAL,
+                         "train: the iteration counter is at %u, the most a weight file can "
+                         "carry; train without continue_train to count from 0 again",
+                         m->iter);
+        break;
+      }
       float l;
       double ts = now_s();
       if ((rc = nnt_model_train_step(m, ds, &l, e))) {

@@ -8,6 +8,7 @@
  * train` on Ctrl-C. */
 #include "test_util.h"
 
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -654,6 +655,29 @@ static void test_cli_sigint(void **state) {
   free(dir);
 }
 
+/* ---- counters at their end ------------------------------------------- */
+
+/* The iteration counter stops a step short of its largest value (a weight
+ * file holding it would not load back, and training on would wrap it); the
+ * epochs key cannot ask for the epoch counter's largest value. */
+static void test_counters_at_their_end(void **state) {
+  (void)state;
+  feed f;
+  feed_init(&f, 6, 3, 12);
+  const char *props[] = {"batch_size", "4", "loss", "cross", "continue_train", "true", NULL};
+  nnt_model *m = make(mlp, NNT_ARRAY_LEN(mlp), props, "0.1", &f);
+  nnt_err e = {0};
+  m->iter = UINT_MAX - 3; /* as if loaded from a file of a long run */
+  assert_int_equal(nnt_model_train(m, NULL, NULL, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "iteration counter is at 4294967294");
+  assert_int_equal(m->iter, UINT_MAX - 1); /* two steps trained, the third refused */
+  assert_int_equal(nnt_model_set_property(m, "epochs", "4294967295", &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "4294967294");
+  assert_int_equal(nnt_model_set_property(m, "epochs", "4294967294", &e), NNT_OK);
+  nnt_model_destroy(m);
+  feed_free(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_input),
@@ -669,6 +693,7 @@ int main(void) {
       cmocka_unit_test(test_stop_while_waiting_and_from_generator),
       cmocka_unit_test(test_stop_before_run),
       cmocka_unit_test(test_cli_sigint),
+      cmocka_unit_test(test_counters_at_their_end),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
