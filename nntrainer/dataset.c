@@ -40,7 +40,7 @@ struct nnt_dataset {
   size_t off[2 * NNT_DS_MAX_STREAMS]; /* stream offsets in a slot (floats) */
   size_t slot_floats;
   const atomic_int *ext_stop; /* the model's stop request, or NULL */
-  /* the ring, sized at epoch_begin: buffer_size + 1 slots */
+  /* the ring, sized at epoch_begin: ring_slots() slots */
   float *slots;
   unsigned cap;
   size_t cap_floats;  /* floats per slot the ring was sized for */
@@ -356,6 +356,24 @@ static void *producer(void *arg) {
 
 /* Draws the epoch's order, sizes the ring and starts the producer; an
  * epoch still running is stopped first. */
+/* Slots of the ring: buffer_size batches ahead and the one being read, but
+ * no more batches ahead than an epoch of a sized source holds (a producer
+ * never gets further ahead than that). */
+static unsigned ring_slots(const nnt_dataset *d) {
+  size_t ahead = d->buffer_size;
+  if (d->src->ops->sized && d->batch && d->samples / d->batch < ahead)
+    ahead = d->samples / d->batch;
+  return (unsigned)(ahead ? ahead : 1) + 1;
+}
+
+size_t nnt_dataset_queue_bytes(const nnt_dataset *d) {
+  size_t bytes;
+  if (!d || !d->prepared || d->buffer_size == UINT_MAX ||
+      __builtin_mul_overflow(d->slot_floats * sizeof(float), (size_t)ring_slots(d), &bytes))
+    return d && d->prepared ? SIZE_MAX : 0;
+  return bytes;
+}
+
 int nnt_dataset_epoch_begin(nnt_dataset *d, nnt_err *e) {
   if (!d)
     return nnt_err_set(e, NNT_ERR_INVAL, "dataset: epoch_begin needs a dataset");
@@ -364,11 +382,10 @@ int nnt_dataset_epoch_begin(nnt_dataset *d, nnt_err *e) {
                        d->src->name);
   nnt_dataset_epoch_end(d);
   /* a new batch size or shape since the ring was made changes its slots */
-  if (d->cap != d->buffer_size + 1 || d->cap_floats != d->slot_floats || !d->slots) {
-    size_t bytes;
-    if (d->buffer_size == UINT_MAX ||
-        __builtin_mul_overflow(d->slot_floats * sizeof(float), (size_t)d->buffer_size + 1,
-                               &bytes))
+  unsigned slots = ring_slots(d);
+  if (d->cap != slots || d->cap_floats != d->slot_floats || !d->slots) {
+    size_t bytes = nnt_dataset_queue_bytes(d);
+    if (bytes == SIZE_MAX)
       return nnt_err_set(e, NNT_ERR_NOMEM, "dataset: buffer_size %u batches is too large",
                          d->buffer_size);
     nnt_free(d->slots);
@@ -377,8 +394,8 @@ int nnt_dataset_epoch_begin(nnt_dataset *d, nnt_err *e) {
       return nnt_err_set(e, NNT_ERR_NOMEM,
                          "dataset: out of memory for %u batches of %zu floats (buffer_size "
                          "and the one being read)",
-                         d->buffer_size + 1, d->slot_floats);
-    d->cap = d->buffer_size + 1;
+                         slots, d->slot_floats);
+    d->cap = slots;
     d->cap_floats = d->slot_floats;
   }
   for (size_t i = 0; i < d->samples; i++)

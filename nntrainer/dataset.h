@@ -73,6 +73,10 @@ size_t nnt_dataset_samples(const nnt_dataset *ds);
  * are taken, returns NNT_ERR_CANCELED. The model points it at its stop
  * request. Set it only while no epoch runs; it must outlive the epochs. */
 void nnt_dataset_set_stop_flag(nnt_dataset *ds, const atomic_int *flag);
+/* Bytes of the queue the next epoch_begin holds after a prepare: buffer_size
+ * batches ahead (no more than an epoch of a sized source) and the one being
+ * read; 0 before a prepare, SIZE_MAX when it does not fit. */
+size_t nnt_dataset_queue_bytes(const nnt_dataset *ds);
 /* Start an epoch: starts the producer thread. */
 int nnt_dataset_epoch_begin(nnt_dataset *ds, nnt_err *e);
 /* Copy the next full batch into in[i] (batch * in_len[i] floats) and

@@ -125,6 +125,10 @@ int nnt_graph_set_batch(nnt_model *m, unsigned batch, nnt_err *e);
 /* plan.c: build the requests of a mode, plan them, bind node contexts. */
 int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e);
 void nnt_model_release_plan(nnt_model *m, nnt_mode mode);
+/* A planned mode plus extra bytes (the datasets' queues, what) against
+ * [Model] memory_budget: NNT_ERR_NOMEM naming both when over it. */
+int nnt_model_budget_with(const nnt_model *m, nnt_mode mode, size_t extra, const char *what,
+                          nnt_err *e);
 /* dump.c: every tensor of the training plan and the weights, as raw
  * float32 files with an index.tsv, into dir. */
 int nnt_model_dump(nnt_model *m, const char *dir, nnt_err *e);

@@ -256,6 +256,25 @@ static int mode_total(const nnt_model *m, nnt_mode mode, const nnt_mgr *g, size_
   return nnt_size_add(parts[0], parts[1], total) || nnt_size_add(*total, parts[2], total);
 }
 
+int nnt_model_budget_with(const nnt_model *m, nnt_mode mode, size_t extra, const char *what,
+                          nnt_err *e) {
+  size_t parts[3], total;
+  if (!m->memory_budget)
+    return NNT_OK;
+  int wrapped = mode_total(m, mode, &m->mgr[mode], parts, &total) ||
+                nnt_size_add(total, extra, &total);
+  if (!wrapped && total <= m->memory_budget)
+    return NNT_OK;
+  char a[32], b[32];
+  return nnt_err_set(e, NNT_ERR_NOMEM,
+                     "[Model] memory_budget: the %s plan (%s) and %s (%s) need more than the "
+                     "budget of %llu bytes; lower buffer_size or raise the budget",
+                     mode == NNT_MODE_TRAIN ? "training" : "inference",
+                     nnt_bytes_str(parts[0] + parts[1] + parts[2], a, sizeof a), what,
+                     extra == SIZE_MAX ? "more than SIZE_MAX bytes" : nnt_bytes_str(extra, b, sizeof b),
+                     (unsigned long long)m->memory_budget);
+}
+
 /* "12.0 MiB (12582912 bytes)" */
 static const char *bytes_both(uint64_t b, char *buf, size_t n) {
   char s[32];

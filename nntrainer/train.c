@@ -151,6 +151,19 @@ static void batch_ptrs(nnt_model *m, float **in, float **label) {
     label[i] = nnt_mgr_data(g, m->label_t[i]);
 }
 
+/* The queues of the datasets that hold one (prepared), against the budget
+ * with the plan of mode: what training holds at once. */
+static int queues_fit(nnt_model *m, nnt_mode mode, nnt_err *e) {
+  size_t total = 0;
+  for (int k = 0; k < 3; k++) {
+    size_t q = nnt_dataset_queue_bytes(m->ds[k]);
+    if (nnt_size_add(total, q, &total))
+      total = SIZE_MAX;
+  }
+  return nnt_model_budget_with(m, mode, total, "the datasets' queues (buffer_size batches each)",
+                               e);
+}
+
 /* Correct predictions in the batch: argmax of output vs argmax of label. */
 static unsigned count_correct(const nnt_model *m) {
   for (size_t i = 0; i < m->n_nodes; i++) {
@@ -219,7 +232,8 @@ static int evaluate(nnt_model *m, nnt_ds_mode mode, float *loss, float *accuracy
     return rc;
   nnt_ds_shape shape;
   ds_shape(m, &shape);
-  if ((rc = nnt_dataset_prepare(ds, &shape, m->batch, m->seed + 1000003ULL * (mode + 1), e)))
+  if ((rc = nnt_dataset_prepare(ds, &shape, m->batch, m->seed + 1000003ULL * (mode + 1), e)) ||
+      (rc = queues_fit(m, pm, e)))
     return rc;
   if ((rc = epoch_begin(m, ds, e)))
     return rc;
@@ -311,7 +325,8 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
     memset(m->opt_pool, 0, (size_t)m->opt_slots * m->wpool_floats * sizeof(float));
   nnt_ds_shape shape;
   ds_shape(m, &shape);
-  if ((rc = nnt_dataset_prepare(ds, &shape, m->batch, m->seed, e)))
+  if ((rc = nnt_dataset_prepare(ds, &shape, m->batch, m->seed, e)) ||
+      (rc = queues_fit(m, NNT_MODE_TRAIN, e)))
     return rc;
   size_t per_epoch = nnt_dataset_samples(ds) / m->batch;
   float *in[NNT_DS_MAX_STREAMS], *label[NNT_DS_MAX_STREAMS];

@@ -385,8 +385,18 @@ static void test_budget_under_and_over(void **state) {
         (rc = nnt_model_plan(m, (nnt_mode)mode, &e)))
       fail_msg("mode %d at budget %zu: rc %d: %s", mode, total, rc, e.msg);
     assert_non_null(m->mgr[mode].arena);
-    if (mode == NNT_MODE_TRAIN && (rc = nnt_model_train(m, NULL, NULL, &e)))
-      fail_msg("train at budget %zu: %s", total, e.msg);
+    if (mode == NNT_MODE_TRAIN) {
+      /* the datasets' queues count too: training needs them on top */
+      assert_int_equal(nnt_model_train(m, NULL, NULL, &e), NNT_ERR_NOMEM);
+      tu_assert_contains(e.msg, "the datasets' queues");
+      size_t q = 0;
+      for (int k = 0; k < 3; k++)
+        q += nnt_dataset_queue_bytes(m->ds[k]);
+      assert_true(q > 0);
+      m->memory_budget = total + q;
+      if ((rc = nnt_model_train(m, NULL, NULL, &e)))
+        fail_msg("train at budget %zu + %zu: %s", total, q, e.msg);
+    }
     nnt_model_destroy(m);
     /* one byte less: refused before the arena exists, naming the parts */
     const char *ov2[] = {over};
@@ -415,6 +425,47 @@ static void test_budget_under_and_over(void **state) {
     }
     nnt_model_destroy(m);
   }
+}
+
+/* A dataset's queue holds no more batches than an epoch of a sized source
+ * has, whatever buffer_size says; an unsized one (a generator) with a huge
+ * buffer_size is refused by the budget before its queue is allocated
+ * (found by the C API fuzz target: 5.6 GB asked for at once). */
+static int gen_one(float **in, float **label, bool *last, void *ud) {
+  (void)ud;
+  for (int i = 0; i < 16; i++)
+    in[0][i] = 0.5f;
+  for (int i = 0; i < 4; i++)
+    label[0][i] = i == 0;
+  *last = false;
+  return 0;
+}
+
+static void test_queue_bounded(void **state) {
+  (void)state;
+  nnt_err e = {0};
+  int rc;
+  const char *ov[] = {"train_set.buffer_size=100000000"};
+  nnt_model *m = load(mlp_ini, ov, 1, &e, &rc);
+  if (rc || (rc = nnt_model_compile(m, &e)) || (rc = nnt_model_initialize(m, &e)) ||
+      (rc = nnt_model_train(m, NULL, NULL, &e)))
+    fail_msg("rc %d: %s", rc, e.msg);
+  /* 8 samples in batches of 4: 2 batches ahead at most, and the one read */
+  assert_int_equal(nnt_dataset_queue_bytes(m->ds[NNT_DS_TRAIN]), 3 * 4 * (16 + 4) * 4);
+  nnt_model_destroy(m);
+  const char *ov2[] = {"memory_budget=256K"};
+  m = load(mlp_ini, ov2, 1, &e, &rc);
+  assert_int_equal(rc, NNT_OK);
+  nnt_dataset *g;
+  assert_int_equal(nnt_dataset_create_generator(gen_one, NULL, &g, &e), NNT_OK);
+  assert_int_equal(nnt_dataset_set_property(g, "buffer_size", "100000000", &e), NNT_OK);
+  assert_int_equal(nnt_model_set_dataset(m, NNT_DS_TRAIN, g, &e), NNT_OK);
+  assert_int_equal(nnt_model_compile(m, &e), NNT_OK);
+  assert_int_equal(nnt_model_initialize(m, &e), NNT_OK);
+  assert_int_equal(nnt_model_train(m, NULL, NULL, &e), NNT_ERR_NOMEM);
+  tu_assert_contains(e.msg, "memory_budget");
+  tu_assert_contains(e.msg, "buffer_size");
+  nnt_model_destroy(m);
 }
 
 static void test_budget_weights_and_compile(void **state) {
@@ -515,6 +566,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_budget_weights_and_compile, setup, teardown),
       cmocka_unit_test_setup_teardown(test_budget_capi, setup, teardown),
       cmocka_unit_test_setup_teardown(test_budget_cli, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_queue_bounded, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
