@@ -14,6 +14,7 @@
  * loaded counters, and what it saves loads back to the same weights. */
 #include "fuzz.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -106,6 +107,13 @@ static void after_load(nnt_model *m, const uint8_t *file, size_t size) {
     nnt_fuzz_fail("an accepted weight file did not give the model its weights");
   char buf[16], path[4200];
   nnt_err e = {0};
+  /* Pending in train.c (docs/fuzzing.md, "Found, fix pending";
+   * test/fuzz/pending/weights): a run from counters a step below their
+   * largest value wraps them (the epoch loop never ends at epochs =
+   * UINT_MAX, the iteration counter reaches UINT_MAX, which no load
+   * accepts). Until then the target does not train from there. */
+  if (m->epoch_idx >= UINT_MAX - 1 || m->iter >= UINT_MAX - 1)
+    return;
   snprintf(buf, sizeof buf, "%u", m->epoch_idx + 1);
   int rc;
   if ((rc = nnt_model_set_property(m, "continue_train", "true", &e)) ||
