@@ -398,6 +398,14 @@ static int finalize_nodes(nnt_model *m, nnt_err *e) {
       for (unsigned k = 0; k < m->nodes[j].n_in; k++)
         if (m->nodes[j].in_node[k] == i) {
           cons += m->nodes[j].in_idx[k] == 0;
+          /* a layer that makes as many outputs as are named (multiout)
+           * must not be asked for more than it can hold */
+          if (m->nodes[j].in_idx[k] >= NNT_MAX_IO)
+            return nnt_err_set(e, NNT_ERR_INVAL,
+                               "[%s] input_layers: '%s(%u)' names output %u; a layer has at "
+                               "most %d outputs",
+                               m->nodes[j].layer->name, nd->layer->name, m->nodes[j].in_idx[k],
+                               m->nodes[j].in_idx[k], NNT_MAX_IO);
           if (m->nodes[j].in_idx[k] + 1 > refs)
             refs = m->nodes[j].in_idx[k] + 1;
         }

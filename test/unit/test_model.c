@@ -251,6 +251,20 @@ static void test_compile_errors(void **state) {
   const char *cross[] = {"batch_size", "4", "loss", "cross", NULL};
   const lspec no_softmax[] = {{"fully_connected", "fc", {"unit", "2", "input_shape", "1:1:3", NULL}}};
   expect_compile_error(no_softmax, 1, cross, "loss", "softmax or sigmoid");
+  /* found by the INI fuzz target: multiout makes as many outputs as are
+   * named, and output 20 was written past its 16 output slots */
+  const lspec many_outputs[] = {
+      {"input", "in", {"input_shape", "1:1:4", NULL}},
+      {"multiout", "mo", {NULL}},
+      {"fully_connected", "fc", {"unit", "2", "input_layers", "mo(20)", NULL}},
+  };
+  expect_compile_error(many_outputs, 3, props, "[fc] input_layers: 'mo(20)'", "at most 16");
+  const lspec last_slot[] = {
+      {"input", "in", {"input_shape", "1:1:4", NULL}},
+      {"multiout", "mo", {NULL}},
+      {"fully_connected", "fc", {"unit", "2", "input_layers", "mo(16)", NULL}},
+  };
+  expect_compile_error(last_slot, 3, props, "names output 16", "at most 16");
 }
 
 /* Found by the C API fuzz target: a model output that no loss reads got
