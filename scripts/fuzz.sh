@@ -51,15 +51,20 @@ for t in "${targets[@]}"; do
   [ -d "test/fuzz/regress/$t" ] && dirs+=("test/fuzz/regress/$t")
   mkdir -p "$out/corpus/$t" "$out/crashes/$t"
   echo "== fuzz $t for ${secs}s"
+  before=$(find "$out/crashes/$t" -type f | wc -l)
   # shellcheck disable=SC2086
-  if ! "build-fuzz/test/fuzz/fuzz_$t" -max_total_time="$secs" -max_len="$max_len" \
-      -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -print_final_stats=1 \
-      -artifact_prefix="$out/crashes/$t/" "${dict[@]}" ${NNT_FUZZ_FLAGS:-} "${dirs[@]}" \
-      >"$out/$t.log" 2>&1; then
+  rc=0
+  "build-fuzz/test/fuzz/fuzz_$t" -max_total_time="$secs" -max_len="$max_len" \
+    -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$out/crashes/$t/" "${dict[@]}" ${NNT_FUZZ_FLAGS:-} "${dirs[@]}" \
+    >"$out/$t.log" 2>&1 || rc=$?
+  # with -ignore_crashes (fork mode) the exit status stays 0: count the files
+  if [ $rc -ne 0 ] || [ "$(find "$out/crashes/$t" -type f | wc -l)" -ne "$before" ]; then
     failed+=("$t")
     tail -n 60 "$out/$t.log"
   fi
-  grep -E '^#[0-9]+ +DONE|^stat::(number_of_executed_units|peak_rss_mb)' "$out/$t.log" || true
+  # the last status line: executions, coverage (cov, ft), corpus size
+  grep -E '^#[0-9]+' "$out/$t.log" | tail -n 1 || true
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz.sh: ${failed[*]} failed; inputs in $out/crashes/ (replay: build-fuzz/test/fuzz/fuzz_TARGET FILE)" >&2
