@@ -20,6 +20,8 @@ const nnt_fuzz_target nnt_fuzz_targets[] = {
 };
 const size_t nnt_fuzz_n_targets = sizeof nnt_fuzz_targets / sizeof nnt_fuzz_targets[0];
 
+static void rm_tmpdir(void);
+
 void nnt_fuzz_fail(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -27,6 +29,7 @@ void nnt_fuzz_fail(const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fprintf(stderr, "\n");
   va_end(ap);
+  rm_tmpdir(); /* abort skips atexit; libFuzzer keeps the input itself */
   abort();
 }
 
@@ -54,6 +57,9 @@ void nnt_fuzz_init(void) {
 
 static char tmpdir[4096];
 
+/* In the sanitizer runtimes when one is linked in; NULL otherwise. */
+void __sanitizer_set_death_callback(void (*cb)(void)) __attribute__((weak));
+
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f) {
   (void)st, (void)flag, (void)f;
   remove(p);
@@ -76,9 +82,16 @@ const char *nnt_fuzz_tmpdir(void) {
   if (!base || !base[0])
     base = "/tmp";
   snprintf(tmpdir, sizeof tmpdir, "%s/nnt-fuzz-XXXXXX", base);
-  if (!mkdtemp(tmpdir))
-    nnt_fuzz_fail("cannot make a folder in %s: %s", base, strerror(errno));
+  if (!mkdtemp(tmpdir)) {
+    char b[4096];
+    snprintf(b, sizeof b, "%s", base);
+    tmpdir[0] = '\0';
+    nnt_fuzz_fail("cannot make a folder in %s: %s", b, strerror(errno));
+  }
   atexit(rm_tmpdir);
+  /* a sanitizer's report ends the process without atexit */
+  if (__sanitizer_set_death_callback)
+    __sanitizer_set_death_callback(rm_tmpdir);
   return tmpdir;
 }
 
