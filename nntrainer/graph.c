@@ -413,6 +413,16 @@ static int count_consumers(const nnt_model *m, unsigned **out, nnt_err *e) {
       unsigned p = m->nodes[j].in_node[k], idx = m->nodes[j].in_idx[k];
       if (p == NNT_NO_NODE || p >= j)
         continue;
+      /* a layer that makes as many outputs as are named (multiout) must
+       * not be asked for more than it can hold */
+      if (idx >= NNT_MAX_IO) {
+        nnt_free(cons);
+        return nnt_err_set(e, NNT_ERR_INVAL,
+                           "[%s] input_layers: '%s(%u)' names output %u; a layer has at most "
+                           "%d outputs",
+                           m->nodes[j].layer->name, m->nodes[p].layer->name, idx, idx,
+                           NNT_MAX_IO);
+      }
       cons[p] += idx == 0;
       if (idx + 1 > refs[p])
         refs[p] = idx + 1;

@@ -571,21 +571,33 @@ static int load_sections(ini_ctx *c) {
   return rc;
 }
 
-/* See ini.h. */
-int nnt_ini_load(nnt_model *m, const char *path, const char *const *overrides,
-                 size_t n_overrides, nnt_err *e) {
+/* The file's text (path NULL) or the file at path, named name. */
+static int load(nnt_model *m, const char *name, const char *path, const char *text, size_t len,
+                const char *const *overrides, size_t n_overrides, nnt_err *e) {
   nnt_err local;
   if (!e)
     e = &local;
-  if (!m || !path)
-    return nnt_err_set(e, NNT_ERR_INVAL, "ini: NULL model or path");
+  if (!m || !name || (!path && !text && len))
+    return nnt_err_set(e, NNT_ERR_INVAL, "ini: NULL model, path or text");
   if (n_overrides && !overrides)
     return nnt_err_set(e, NNT_ERR_INVAL, "ini: %zu overrides but no array", n_overrides);
-  ini_ctx c = {.file = path, .m = m, .e = e, .ov = overrides, .n_ov = n_overrides};
-  int rc = nnt_ini_read_file(path, &c.ini, e);
+  ini_ctx c = {.file = name, .m = m, .e = e, .ov = overrides, .n_ov = n_overrides};
+  int rc = path ? nnt_ini_read_file(path, &c.ini, e) : nnt_ini_parse(name, text, len, &c.ini, e);
   if (rc)
     return rc;
   rc = load_sections(&c);
   nnt_ini_free(c.ini);
   return rc;
+}
+
+/* See ini.h. */
+int nnt_ini_load(nnt_model *m, const char *path, const char *const *overrides,
+                 size_t n_overrides, nnt_err *e) {
+  return load(m, path, path, NULL, 0, overrides, n_overrides, e);
+}
+
+/* See ini.h. */
+int nnt_ini_load_text(nnt_model *m, const char *name, const char *text, size_t len,
+                      const char *const *overrides, size_t n_overrides, nnt_err *e) {
+  return load(m, name, NULL, text, len, overrides, n_overrides, e);
 }

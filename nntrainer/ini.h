@@ -37,4 +37,10 @@
 int nnt_ini_load(nnt_model *m, const char *path, const char *const *overrides,
                  size_t n_overrides, nnt_err *e);
 
+/* The same on the len bytes of INI text at text (copied; need not end in
+ * NUL), named name in messages where nnt_ini_load names the path. Relative
+ * paths in it resolve against the model's base dir, as for a file. */
+int nnt_ini_load_text(nnt_model *m, const char *name, const char *text, size_t len,
+                      const char *const *overrides, size_t n_overrides, nnt_err *e);
+
 #endif

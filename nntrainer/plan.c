@@ -133,6 +133,26 @@ static int request_forward(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) 
 /* Gradients and derivatives (training only). */
 static int request_backward(nnt_model *m, nnt_mgr *g, nnt_err *e) {
   int opt = m->memory_optimization;
+  /* A derivative comes only from a loss: a node whose backward runs needs
+   * some output that a loss is downstream of (a layer of several outputs
+   * takes the ones nobody reads as zero). A model output without a loss
+   * after it, of a node that trains or feeds one, has none. */
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    const nnt_node *nd = &m->nodes[i];
+    unsigned read = 0;
+    for (unsigned o = 0; o < nd->fc.n_out; o++)
+      read += nd->n_consumers[o];
+    if (!(nd->do_grad || nd->do_deriv) || read || (nd->fc.flags & NNT_LF_LOSS))
+      continue;
+    if (!m->n_labels)
+      return nnt_err_set(e, NNT_ERR_INVAL, "training: the model has no loss (set [Model] loss "
+                         "or add a loss layer)");
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "[%s] training: '%s' is an output of the model without a loss after "
+                       "it, so its backward pass gets no derivative; add a loss layer that "
+                       "reads it, or remove it",
+                       nd->layer->name, nd->layer->name);
+  }
   for (size_t i = 0; i < m->n_nodes; i++) {
     nnt_node *nd = &m->nodes[i];
     for (unsigned w = 0; w < nd->fc.n_w; w++) {

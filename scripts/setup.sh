@@ -3,8 +3,10 @@
 # Debian's packages only. Idempotent: installs only what is missing.
 set -euo pipefail
 
+# clang-14 and libclang-rt-14-dev (libFuzzer and clang's sanitizer
+# runtimes) build the fuzz targets of scripts/fuzz.sh (docs/fuzzing.md).
 PKGS=(build-essential cmake pkg-config libopenblas-dev libcmocka-dev
-      zlib1g-dev dataset-fashion-mnist)
+      zlib1g-dev dataset-fashion-mnist clang-14 libclang-rt-14-dev)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -251,6 +251,86 @@ static void test_compile_errors(void **state) {
   const char *cross[] = {"batch_size", "4", "loss", "cross", NULL};
   const lspec no_softmax[] = {{"fully_connected", "fc", {"unit", "2", "input_shape", "1:1:3", NULL}}};
   expect_compile_error(no_softmax, 1, cross, "loss", "softmax or sigmoid");
+  /* found by the INI fuzz target: multiout makes as many outputs as are
+   * named, and output 20 was written past its 16 output slots */
+  const lspec many_outputs[] = {
+      {"input", "in", {"input_shape", "1:1:4", NULL}},
+      {"multiout", "mo", {NULL}},
+      {"fully_connected", "fc", {"unit", "2", "input_layers", "mo(20)", NULL}},
+  };
+  expect_compile_error(many_outputs, 3, props, "[fc] input_layers: 'mo(20)'", "at most 16");
+  const lspec last_slot[] = {
+      {"input", "in", {"input_shape", "1:1:4", NULL}},
+      {"multiout", "mo", {NULL}},
+      {"fully_connected", "fc", {"unit", "2", "input_layers", "mo(16)", NULL}},
+  };
+  expect_compile_error(last_slot, 3, props, "names output 16", "at most 16");
+}
+
+/* Found by the C API fuzz target: a model output that no loss reads got
+ * no derivative, and its backward pass read a NULL d_out (a segfault).
+ * Training refuses such a model, naming the output; a model with a loss
+ * on every output still trains, and the output's inference still runs. */
+static void test_output_without_loss(void **state) {
+  (void)state;
+  const char *props[] = {"batch_size", "4", NULL};
+  const lspec two_outputs[] = {
+      {"input", "in", {"input_shape", "1:1:3", NULL}},
+      {"fully_connected", "fc", {"unit", "2", "activation", "tanh", NULL}},
+      {"fully_connected", "fc2", {"unit", "2", "input_layers", "in", NULL}},
+      {"mse", "loss", {"input_layers", "fc2", NULL}},
+  };
+  const lspec loss_first[] = {
+      {"input", "in", {"input_shape", "1:1:3", NULL}},
+      {"cross_softmax", "l", {"input_shape", "3", NULL}},
+      {"fully_connected", "fc", {"unit", "2", NULL}},
+  };
+  const lspec no_loss[] = {
+      {"input", "in", {"input_shape", "1:1:3", NULL}},
+      {"fully_connected", "fc", {"unit", "2", NULL}},
+  };
+  struct {
+    const lspec *l;
+    size_t n;
+    const char *a, *b;
+  } cases[] = {
+      {two_outputs, 4, "[fc/activation_realized] training", "without a loss"},
+      {loss_first, 3, "[fc] training", "without a loss"},
+      {no_loss, 2, "has no loss", "[Model] loss"},
+  };
+  for (size_t c = 0; c < NNT_ARRAY_LEN(cases); c++) {
+    nnt_err e = {0};
+    int rc;
+    nnt_model *m = build(cases[c].l, cases[c].n, props, NULL, &e, &rc);
+    assert_int_equal(rc, NNT_OK);
+    assert_int_equal(nnt_model_initialize(m, &e), NNT_OK);
+    assert_int_equal(nnt_model_plan(m, NNT_MODE_TRAIN, &e), NNT_ERR_INVAL);
+    tu_assert_contains(e.msg, cases[c].a);
+    tu_assert_contains(e.msg, cases[c].b);
+    nnt_err_clear(&e);
+    assert_int_equal(nnt_model_train(m, NULL, NULL, &e), NNT_ERR_INVAL);
+    tu_assert_contains(e.msg, cases[c].b);
+    /* inference needs no derivative */
+    assert_int_equal(nnt_model_plan(m, NNT_MODE_INFER, &e), NNT_OK);
+    nnt_model_destroy(m);
+  }
+  /* a loss on each output: it trains */
+  const lspec both[] = {
+      {"input", "in", {"input_shape", "1:1:3", NULL}},
+      {"multiout", "mo", {NULL}},
+      {"fully_connected", "fc", {"unit", "2", "input_layers", "mo(0)", NULL}},
+      {"mse", "l1", {"input_layers", "fc", NULL}},
+      {"fully_connected", "fc2", {"unit", "2", "input_layers", "mo(1)", NULL}},
+      {"mse", "l2", {"input_layers", "fc2", NULL}},
+  };
+  nnt_err e = {0};
+  int rc;
+  nnt_model *m = build(both, NNT_ARRAY_LEN(both), props, NULL, &e, &rc);
+  assert_int_equal(rc, NNT_OK);
+  assert_int_equal(nnt_model_initialize(m, &e), NNT_OK);
+  if (nnt_model_train(m, NULL, NULL, &e))
+    fail_msg("%s", e.msg);
+  nnt_model_destroy(m);
 }
 
 static void test_views_and_inplace(void **state) {
@@ -539,6 +619,7 @@ int main(void) {
       cmocka_unit_test(test_save_load_roundtrip),
       cmocka_unit_test(test_continue_train_resumes),
       cmocka_unit_test(test_compile_errors),
+      cmocka_unit_test(test_output_without_loss),
       cmocka_unit_test(test_views_and_inplace),
       cmocka_unit_test(test_frozen_layer_keeps_weights),
       cmocka_unit_test(test_branch_fanout),
