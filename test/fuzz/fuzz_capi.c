@@ -37,12 +37,10 @@
  * The outcome is NNT_FUZZ_ACCEPTED when some run trained. */
 #include "fuzz.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "api/src/capi.h"
 #include "nntrainer-ext.h"
@@ -226,19 +224,6 @@ static const float palette_values[] = {0.0f, 1.0f, -1.0f, 0.5f, 1e30f, -1e30f, N
                                        -INFINITY, 1e-40f, 255.0f, 3.0e38f, -0.0f, 1e-7f, 100.0f,
                                        -2.5f};
 
-/* Whether props sets buffer_size to a number of five digits or more. */
-static int big_buffer_size(const char *props) {
-  for (const char *p = props; *p; p++) {
-    if (strncasecmp(p, "buffer_size", 11))
-      continue;
-    size_t digits = 0;
-    for (const char *q = p + 11; *q && *q != '|' && *q != '\t'; q++)
-      if ((digits = isdigit((unsigned char)*q) ? digits + 1 : 0) >= 5)
-        return 1;
-  }
-  return 0;
-}
-
 static void queries(script *s) {
   char *sum = NULL, **names = NULL;
   int rc;
@@ -377,12 +362,7 @@ static void op(script *s, char c, char *arg) {
                                          generator, NULL));
     break;
   case 'd':
-    /* Pending in dataset.c (docs/fuzzing.md, "Found, fix pending";
-     * test/fuzz/pending/capi): the batch queue is allocated whole at
-     * epoch_begin, buffer_size batches, outside memory_budget, so
-     * buffer_size=100000000 asks for gigabytes. Until then the target
-     * gives no buffer_size of five digits or more. */
-    if (!arg[0] || big_buffer_size(arg))
+    if (!arg[0])
       break;
     if (arg[0] == '*') {
       check("ml_train_dataset_set_property",

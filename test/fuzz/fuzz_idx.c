@@ -113,12 +113,13 @@ static int epoch(nnt_dataset *ds, check *c, float *in, float *label) {
   memset(c->used, 0, c->img.count);
   c->next = 0;
   size_t got = 0;
-  while (!(rc = nnt_dataset_next_batch(ds, &in, &label, &e))) {
+  int end = 0;
+  while (!(rc = nnt_dataset_next_batch(ds, &in, &label, &end, &e)) && !end) {
     check_batch(c, in, label);
     got++;
   }
   nnt_dataset_epoch_end(ds);
-  if (rc != NNT_ERR_EOD)
+  if (rc)
     return nnt_fuzz_check_err("nnt_dataset_next_batch", rc, &e);
   if (got != c->img.count / c->batch)
     nnt_fuzz_fail("an epoch of %zu samples gave %zu batches of %u", c->img.count, got, c->batch);

@@ -81,15 +81,16 @@ static int epoch(nnt_dataset *ds, check *c, float **in, float **label, unsigned 
   memset(c->used, 0, c->samples + 1);
   c->next = 0;
   size_t got = 0;
+  int end = 0;
   while (!max_batches || got < max_batches) {
-    rc = nnt_dataset_next_batch(ds, in, label, &e);
-    if (rc)
+    rc = nnt_dataset_next_batch(ds, in, label, &end, &e);
+    if (rc || end)
       break;
     check_batch(c, in, label);
     got++;
   }
   nnt_dataset_epoch_end(ds);
-  if (rc == NNT_ERR_EOD) {
+  if (!rc && end) {
     if (got != c->samples / c->sc->batch)
       nnt_fuzz_fail("an epoch of %zu samples gave %zu batches of %u", c->samples, got,
                     c->sc->batch);

@@ -51,7 +51,7 @@ void nnt_fuzz_init(void) {
   if (done)
     return;
   done = 1;
-  nnt_cpu_set_threads(1);
+  nnt_cpu_set_threads(1, NULL);
   nnt_log_set(NULL, NULL);
 }
 

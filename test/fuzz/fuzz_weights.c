@@ -107,13 +107,15 @@ static void after_load(nnt_model *m, const uint8_t *file, size_t size) {
     nnt_fuzz_fail("an accepted weight file did not give the model its weights");
   char buf[16], path[4200];
   nnt_err e = {0};
-  /* Pending in train.c (docs/fuzzing.md, "Found, fix pending";
-   * test/fuzz/pending/weights): a run from counters a step below their
-   * largest value wraps them (the epoch loop never ends at epochs =
-   * UINT_MAX, the iteration counter reaches UINT_MAX, which no load
-   * accepts). Until then the target does not train from there. */
-  if (m->epoch_idx >= UINT_MAX - 1 || m->iter >= UINT_MAX - 1)
+  /* a file at the epoch counter's last value cannot be trained on: the
+   * epochs key stops short of the value no load accepts (an iteration
+   * counter that close to its end is refused by the training below) */
+  if (m->epoch_idx >= UINT_MAX - 1) {
+    snprintf(buf, sizeof buf, "%u", UINT_MAX);
+    if (nnt_model_set_property(m, "epochs", buf, &e) != NNT_ERR_INVAL)
+      nnt_fuzz_fail("epochs = %s was taken", buf);
     return;
+  }
   snprintf(buf, sizeof buf, "%u", m->epoch_idx + 1);
   int rc;
   if ((rc = nnt_model_set_property(m, "continue_train", "true", &e)) ||

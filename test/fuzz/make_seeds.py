@@ -454,6 +454,39 @@ S1
 sdecay_rate=0.5|decay_steps=2
 A
 D0
+V0123
+E4
+T
+Closs=cross_sigmoid\tbatch_size=1\tmemory_optimization=false
+R
+Q
+""")
+    # the same with the whole palette: NaN and infinities in the data stop
+    # training (check_finite), so the run is refused
+    put("capi", "bad-conv-nan.txt", """N0
+Linput_shape=2:5:5
+M
+N3
+Lfilters=2|kernel_size=3,3|padding=same
+M
+N2
+Lmomentum=0.5
+M
+N4
+Lpooling=average|pool_size=2,2
+M
+N5
+M
+N1
+Lunit=2|activation=sigmoid
+M
+O2
+oweight_decay=0.1\tbeta1=0.5
+P
+S1
+sdecay_rate=0.5|decay_steps=2
+A
+D0
 V0123456789:;<=>?
 E4
 T
