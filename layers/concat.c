@@ -147,7 +147,10 @@ static int split_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   unsigned parts = p->parts ? p->parts : ctx->n_out_refs;
   nnt_dim in = ctx->in_dim[0];
   unsigned size = *axis_ref(&in, p->axis);
-  if (parts > NNT_MAX_IO || size % parts) {
+  if (parts > NNT_MAX_IO)
+    return nnt_err_set(e, NNT_ERR_INVAL, "split_number: %u parts are more than the %d outputs "
+                       "a layer may have", parts, NNT_MAX_IO);
+  if (size % parts) {
     char s[64];
     return nnt_err_set(e, NNT_ERR_INVAL, "split_number: %u parts do not divide axis %u of %s",
                        parts, p->axis, nnt_dim_str(in, s, sizeof s));

@@ -501,6 +501,13 @@ static int finalize_each(nnt_model *m, const unsigned *cons, const unsigned *ref
       return rc;
     }
     if (fc->flags & NNT_LF_LOSS) {
+      /* as in NNTrainer, where a label layer must be a leaf: a loss read
+       * by another layer would pass on a value with no derivative */
+      if (cons[i] || refs[i] > 1)
+        return nnt_err_set(e, NNT_ERR_INVAL,
+                           "[%s] a loss layer must end the model, but another layer reads its "
+                           "output",
+                           nd->layer->name);
       if (m->n_labels == NNT_DS_MAX_STREAMS)
         return nnt_err_set(e, NNT_ERR_INVAL, "[%s] too many loss layers", nd->layer->name);
       nd->label_idx = m->n_labels;

@@ -265,6 +265,15 @@ static void test_compile_errors(void **state) {
       {"fully_connected", "fc", {"unit", "2", "input_layers", "mo(16)", NULL}},
   };
   expect_compile_error(last_slot, 3, props, "names output 16", "at most 16");
+  /* a loss layer read by another one (NNTrainer: a label layer is a leaf) */
+  const char *none[] = {"batch_size", "4", NULL};
+  const lspec loss_middle[] = {
+      {"input", "in", {"input_shape", "1:1:4", NULL}},
+      {"mse", "l1", {NULL}},
+      {"fully_connected", "fc", {"unit", "2", NULL}},
+      {"mse", "l2", {NULL}},
+  };
+  expect_compile_error(loss_middle, 4, none, "[l1] a loss layer must end the model", NULL);
 }
 
 /* Found by the C API fuzz target: a model output that no loss reads got
@@ -295,7 +304,6 @@ static void test_output_without_loss(void **state) {
     const char *a, *b;
   } cases[] = {
       {two_outputs, 4, "[fc/activation_realized] training", "without a loss"},
-      {loss_first, 3, "[fc] training", "without a loss"},
       {no_loss, 2, "has no loss", "[Model] loss"},
   };
   for (size_t c = 0; c < NNT_ARRAY_LEN(cases); c++) {
@@ -314,6 +322,8 @@ static void test_output_without_loss(void **state) {
     assert_int_equal(nnt_model_plan(m, NNT_MODE_INFER, &e), NNT_OK);
     nnt_model_destroy(m);
   }
+  /* a loss read by another layer is refused at compile already */
+  expect_compile_error(loss_first, 3, props, "[l] a loss layer must end the model", NULL);
   /* a loss on each output: it trains */
   const lspec both[] = {
       {"input", "in", {"input_shape", "1:1:3", NULL}},
