@@ -7,26 +7,12 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-static char *dir;
-
-static int setup(void **state) {
-  (void)state;
-  dir = tu_mkdtemp();
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  tu_rmdir(dir);
-  free(dir);
-  return 0;
-}
 
 /* Run the CLI with args and the environment assignments env ("" for
  * none); capture stdout+stderr into out; return the exit code. */
 static int run_cli_env(const char *env, const char *args, char *out, size_t n) {
   char cmd[4096];
-  snprintf(cmd, sizeof cmd, "cd %s && env %s %s %s 2>&1", dir, env, NNT_CLI_PATH, args);
+  snprintf(cmd, sizeof cmd, "cd %s && env %s %s %s 2>&1", tu_dir, env, NNT_CLI_PATH, args);
   FILE *p = popen(cmd, "r");
   assert_non_null(p);
   size_t got = fread(out, 1, n - 1, p);
@@ -37,19 +23,10 @@ static int run_cli_env(const char *env, const char *args, char *out, size_t n) {
 
 static int run_cli(const char *args, char *out, size_t n) { return run_cli_env("", args, out, n); }
 
-static void write_file(const char *name, const char *text) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
-
 static int exists(const char *name) {
   char path[1024];
   struct stat st;
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(path, sizeof path, "%s/%s", tu_dir, name);
   return stat(path, &st) == 0;
 }
 
@@ -76,7 +53,7 @@ static void test_version_and_help(void **state) {
 static void test_train_writes_weights(void **state) {
   (void)state;
   char out[65536];
-  write_file("good.ini", good_ini);
+  tu_write_text("good.ini", good_ini);
   int rc = run_cli("train good.ini", out, sizeof out);
   if (rc)
     fail_msg("exit %d: %s", rc, out);
@@ -93,7 +70,7 @@ static void test_train_writes_weights(void **state) {
 static void test_summary(void **state) {
   (void)state;
   char out[65536];
-  write_file("good.ini", good_ini);
+  tu_write_text("good.ini", good_ini);
   assert_int_equal(run_cli("summary good.ini", out, sizeof out), 0);
   tu_assert_contains(out, "fc1");
   tu_assert_contains(out, "fully_connected");
@@ -108,14 +85,14 @@ static void test_errors_name_file_section_key(void **state) {
   snprintf(ini, sizeof ini, "%s", good_ini);
   char *p = strstr(ini, "unit = 6");
   memcpy(p, "unit = x", 8);
-  write_file("bad.ini", ini);
+  tu_write_text("bad.ini", ini);
   assert_int_not_equal(run_cli("train bad.ini", out, sizeof out), 0);
   tu_assert_contains(out, "bad.ini");
   tu_assert_contains(out, "[fc1]");
   tu_assert_contains(out, "unit");
   assert_false(exists("out.bin"));
   /* a bad override is reported too, and nothing is written */
-  write_file("good.ini", good_ini);
+  tu_write_text("good.ini", good_ini);
   assert_int_not_equal(run_cli("train good.ini fc1.unit=abc", out, sizeof out), 0);
   tu_assert_contains(out, "unit");
   assert_false(exists("out.bin"));
@@ -147,7 +124,7 @@ static void test_numeric_options(void **state) {
       {"--synthetic=1e3", "--synthetic: '1e3' is not a whole number"},
   };
   char out[8192], args[256];
-  write_file("good.ini", good_ini);
+  tu_write_text("good.ini", good_ini);
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     snprintf(args, sizeof args, "train good.ini %s", cases[i].args);
     int rc = run_cli(args, out, sizeof out);
@@ -176,7 +153,7 @@ static void test_numeric_options(void **state) {
 static void test_plan(void **state) {
   (void)state;
   char out[1 << 16];
-  write_file("good.ini", good_ini);
+  tu_write_text("good.ini", good_ini);
   assert_int_equal(run_cli("plan good.ini", out, sizeof out), 0);
   tu_assert_contains(out, "arena / lower bound");
   tu_assert_contains(out, "saving");
@@ -193,7 +170,7 @@ static void test_plan(void **state) {
   assert_true(exists("plan.svg"));
   /* written as every file of the library: a folder is refused by name */
   char sub[1024];
-  snprintf(sub, sizeof sub, "%s/svgdir", dir);
+  snprintf(sub, sizeof sub, "%s/svgdir", tu_dir);
   assert_int_equal(mkdir(sub, 0700), 0);
   assert_int_not_equal(run_cli("plan good.ini --svg svgdir", out, sizeof out), 0);
   tu_assert_contains(out, "'svgdir': it is a directory");
@@ -205,7 +182,7 @@ static void test_plan(void **state) {
 static void test_dump(void **state) {
   (void)state;
   char out[1 << 16];
-  write_file("good.ini", good_ini);
+  tu_write_text("good.ini", good_ini);
   int rc = run_cli("train good.ini epochs=1 --dump dumped", out, sizeof out);
   if (rc)
     fail_msg("exit %d: %s", rc, out);
@@ -217,13 +194,13 @@ static void test_dump(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_version_and_help, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_train_writes_weights, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_summary, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_errors_name_file_section_key, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_numeric_options, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_plan, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_dump, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_version_and_help, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_train_writes_weights, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_summary, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_errors_name_file_section_key, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_numeric_options, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_plan, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_dump, tu_dir_setup, tu_dir_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

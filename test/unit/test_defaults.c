@@ -18,34 +18,20 @@
 
 /* ---- defaults through the INI loader ------------------------------------ */
 
-static char *dir;
-
-static int setup(void **state) {
-  (void)state;
-  dir = tu_mkdtemp();
-  return 0;
-}
+static int setup(void **state) { return tu_dir_setup(state); }
 
 static int teardown(void **state) {
-  (void)state;
   nnt_log_set(NULL, NULL);
-  tu_rmdir(dir);
-  free(dir);
-  return 0;
+  return tu_dir_teardown(state);
 }
 
 /* Load the INI text into a fresh model and compile it. */
 static nnt_model *compile_ini(const char *text) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/model.ini", dir);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
+  const char *path = tu_write_text("model.ini", text);
   nnt_model *m;
   nnt_err e = {0};
   assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
-  assert_int_equal(nnt_model_set_base_dir(m, dir, &e), NNT_OK);
+  assert_int_equal(nnt_model_set_base_dir(m, tu_dir, &e), NNT_OK);
   if (nnt_ini_load(m, path, NULL, 0, &e) || nnt_model_compile(m, &e))
     fail_msg("%s", e.msg);
   return m;
@@ -345,7 +331,7 @@ static void test_examples_quiet(void **state) {
 static void test_cli_prints_notices(void **state) {
   (void)state;
   char path[1024], cmd[4096], out[16384];
-  snprintf(path, sizeof path, "%s/cli.ini", dir);
+  snprintf(path, sizeof path, "%s/cli.ini", tu_dir);
   FILE *f = fopen(path, "w");
   assert_non_null(f);
   fputs(MODEL_HEAD "[in]\ntype = input\ninput_shape = 1:4:4\n"
@@ -381,7 +367,7 @@ static void test_cli_prints_notices(void **state) {
 static void test_notices_from_loader(void **state) {
   (void)state;
   char data[1024];
-  snprintf(data, sizeof data, "%s/d.dat", dir);
+  snprintf(data, sizeof data, "%s/d.dat", tu_dir);
   FILE *f = fopen(data, "w");
   assert_non_null(f);
   fclose(f);

@@ -13,31 +13,6 @@
 #include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
 
-static char *dir;
-
-static int setup(void **state) {
-  (void)state;
-  dir = tu_mkdtemp();
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  tu_rmdir(dir);
-  free(dir);
-  return 0;
-}
-
-/* Write text to dir/name; the path is in a static buffer. */
-static const char *write_ini(const char *name, const char *text) {
-  static char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-  return path;
-}
 
 static const char *full_ini =
     "# a comment\n"
@@ -53,10 +28,10 @@ static const char *full_ini =
     "weight_initializer = he_normal\n\n"
     "[out]\ntype = fully_connected\nunit = 3\nactivation = softmax\ninput_layers = fc1\n";
 
-/* A fresh model with dir as its base dir, loaded from path. */
+/* A fresh model with tu_dir as its base tu_dir, loaded from path. */
 static int load(const char *path, const char *const *ov, size_t n, nnt_model **m, nnt_err *e) {
   assert_int_equal(nnt_model_create(m, e), NNT_OK);
-  assert_int_equal(nnt_model_set_base_dir(*m, dir, e), NNT_OK);
+  assert_int_equal(nnt_model_set_base_dir(*m, tu_dir, e), NNT_OK);
   return nnt_ini_load(*m, path, ov, n, e);
 }
 
@@ -64,7 +39,7 @@ static void test_full_model(void **state) {
   (void)state;
   nnt_model *m;
   nnt_err e = {0};
-  const char *path = write_ini("full.ini", full_ini);
+  const char *path = tu_write_text("full.ini", full_ini);
   if (load(path, NULL, 0, &m, &e))
     fail_msg("%s", e.msg);
   assert_int_equal(nnt_model_epochs(m), 3);
@@ -92,7 +67,7 @@ static void test_full_model(void **state) {
   assert_false(m->memory_optimization);
   /* relative paths resolve against the INI's folder */
   char want[1100];
-  snprintf(want, sizeof want, "%s/w.bin", dir);
+  snprintf(want, sizeof want, "%s/w.bin", tu_dir);
   assert_string_equal(m->save_path, want);
   assert_int_equal(nnt_model_compile(m, &e), NNT_OK);
   nnt_model_destroy(m);
@@ -100,7 +75,7 @@ static void test_full_model(void **state) {
 
 static void test_case_insensitive(void **state) {
   (void)state;
-  const char *path = write_ini(
+  const char *path = tu_write_text(
       "case.ini", "[MODEL]\nTYPE = NEURALNETWORK\nEPOCHS = 2\nBatch_Size = 4\nLOSS = CROSS\n"
                   "MEMORY_OPTIMIZATION = FALSE\n[OPTIMIZER]\nTYPE = SGD\nLearning_Rate = 0.5\n"
                   "[Train_Set]\nTYPE = SYNTHETIC\nSAMPLES = 8\nSHUFFLE = False\n"
@@ -131,7 +106,7 @@ static void test_overrides(void **state) {
   nnt_model *m;
   nnt_err e = {0};
   char path[1024];
-  snprintf(path, sizeof path, "%s", write_ini("full.ini", full_ini));
+  snprintf(path, sizeof path, "%s", tu_write_text("full.ini", full_ini));
   const char *ov[] = {"epochs=7", "Model.batch_size = 2", "FC1.unit=5",
                       "Optimizer.learning_rate=0.5", "out.disable_bias=true", "save_path="};
   if (load(path, ov, NNT_ARRAY_LEN(ov), &m, &e))
@@ -268,7 +243,7 @@ static void test_errors(void **state) {
     assert_non_null(at);
     snprintf(text, sizeof text, "%.*s%s%s", (int)(at - full_ini), full_ini, k->to,
              at + strlen(k->from));
-    snprintf(path, sizeof path, "%s", write_ini("bad.ini", text));
+    snprintf(path, sizeof path, "%s", tu_write_text("bad.ini", text));
     nnt_model *m;
     nnt_err e = {0};
     int rc = load(path, NULL, 0, &m, &e);
@@ -283,7 +258,7 @@ static void test_errors(void **state) {
   }
 }
 
-/* Loading name (text of len bytes written to dir, or name as is when text
+/* Loading name (text of len bytes written to tu_dir, or name as is when text
  * is NULL) fails with code and a message starting with the path and
  * holding what. */
 static void expect_file_error_n(const char *name, const char *text, size_t len, int code,
@@ -292,7 +267,7 @@ static void expect_file_error_n(const char *name, const char *text, size_t len, 
   nnt_err e = {0};
   char path[1024];
   if (text) {
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(path, sizeof path, "%s/%s", tu_dir, name);
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     assert_int_equal(fwrite(text, 1, len, f), len);
@@ -319,8 +294,8 @@ static void expect_file_error(const char *name, const char *text, int code, cons
 static void test_nothing_printed(void **state) {
   (void)state;
   char errpath[1100];
-  snprintf(errpath, sizeof errpath, "%s/stderr.txt", dir);
-  const char *bad = write_ini("broken.ini", "[Model\nepochs = 1\n");
+  snprintf(errpath, sizeof errpath, "%s/stderr.txt", tu_dir);
+  const char *bad = tu_write_text("broken.ini", "[Model\nepochs = 1\n");
   fflush(stderr);
   int saved = dup(2);
   FILE *f = fopen(errpath, "w");
@@ -343,9 +318,9 @@ static void test_nothing_printed(void **state) {
 static void test_file_errors(void **state) {
   (void)state;
   char path[1024];
-  snprintf(path, sizeof path, "%s/missing.ini", dir);
+  snprintf(path, sizeof path, "%s/missing.ini", tu_dir);
   expect_file_error(path, NULL, NNT_ERR_IO, "cannot read: No such file");
-  expect_file_error(dir, NULL, NNT_ERR_IO, "not a regular file");
+  expect_file_error(tu_dir, NULL, NNT_ERR_IO, "not a regular file");
   expect_file_error("broken.ini", "[Model\nepochs = 1\n", NNT_ERR_INVAL,
                     ": line 1: '[Model' is not a [section], a key = value or a comment");
   /* a trailing backslash continues a line, as iniparser reads it */
@@ -376,7 +351,7 @@ static void test_legacy_dataset_section(void **state) {
   char text[1024];
   snprintf(text, sizeof text, "%sTrainData = t.dat\nValidData = v.dat\nBufferSize = 5\n"
            "LabelData = labels.txt\n%s", head, tail);
-  const char *path = write_ini("legacy.ini", text);
+  const char *path = tu_write_text("legacy.ini", text);
   nnt_model *m;
   nnt_err e = {0};
   if (load(path, NULL, 0, &m, &e))
@@ -395,7 +370,7 @@ static void test_legacy_dataset_section(void **state) {
   };
   for (size_t i = 0; i < NNT_ARRAY_LEN(bad); i++) {
     snprintf(text, sizeof text, "%s%s%s", head, bad[i].keys, tail);
-    path = write_ini("legacy.ini", text);
+    path = tu_write_text("legacy.ini", text);
     assert_int_equal(load(path, NULL, 0, &m, &e), NNT_ERR_INVAL);
     tu_assert_contains(e.msg, "legacy.ini: ");
     tu_assert_contains(e.msg, bad[i].expect);
@@ -407,7 +382,7 @@ static void test_legacy_dataset_section(void **state) {
  * a scheduler attaches to that optimizer too. */
 static void test_legacy_model_optimizer(void **state) {
   (void)state;
-  const char *path = write_ini(
+  const char *path = tu_write_text(
       "old.ini", "[Model]\nType = NeuralNetwork\nOptimizer = adam\nLearning_rate = 1e-4\n"
                  "beta1 = 0.85\nbeta2 = 0.99\nepsilon = 1e-6\nloss = mse\n"
                  "[LearningRateScheduler]\ntype = exponential\ndecay_rate = 0.5\n"
@@ -427,12 +402,12 @@ static void test_legacy_model_optimizer(void **state) {
   assert_int_equal(o->sched->type, NNT_LRS_EXPONENTIAL);
   nnt_model_destroy(m);
   /* a bad forwarded value is reported in [Model] */
-  path = write_ini("old.ini", "[Model]\noptimizer = sgd\nlearning_rate = fast\n"
+  path = tu_write_text("old.ini", "[Model]\noptimizer = sgd\nlearning_rate = fast\n"
                               "[in]\ntype = input\ninput_shape = 2\n");
   assert_int_equal(load(path, NULL, 0, &m, &e), NNT_ERR_INVAL);
   tu_assert_contains(e.msg, "old.ini: line 3: [model] learning_rate: value 'fast'");
   nnt_model_destroy(m);
-  path = write_ini("old.ini", "[Model]\noptimizer = rmsprop\n[in]\ntype = input\n");
+  path = tu_write_text("old.ini", "[Model]\noptimizer = rmsprop\n[in]\ntype = input\n");
   assert_int_equal(load(path, NULL, 0, &m, &e), NNT_ERR_INVAL);
   tu_assert_contains(e.msg, "old.ini: line 2: [model] optimizer: unknown optimizer type 'rmsprop'");
   nnt_model_destroy(m);
@@ -443,7 +418,7 @@ static void test_legacy_model_optimizer(void **state) {
  * does anyway. */
 static void test_nntrainer_defaults(void **state) {
   (void)state;
-  const char *path = write_ini(
+  const char *path = tu_write_text(
       "defaults.ini", "[Model]\nmemory_swap = false\ntensor_format = nchw\n"
                       "model_tensor_type = FP32-FP32\nloss_scale = 1.0\n"
                       "[Optimizer]\nlearning_rate = 0.01\n[in]\ntype = input\ninput_shape = 2\n");
@@ -461,7 +436,7 @@ static void test_nntrainer_defaults(void **state) {
 static void test_relative_dataset_path(void **state) {
   (void)state;
   char data[1100];
-  snprintf(data, sizeof data, "%s/data.dat", dir);
+  snprintf(data, sizeof data, "%s/data.dat", tu_dir);
   FILE *f = fopen(data, "wb");
   assert_non_null(f);
   for (int s = 0; s < 4; s++) {
@@ -469,7 +444,7 @@ static void test_relative_dataset_path(void **state) {
     assert_int_equal(fwrite(rec, sizeof rec, 1, f), 1);
   }
   fclose(f);
-  const char *path = write_ini(
+  const char *path = tu_write_text(
       "rel.ini", "[Model]\nepochs = 1\nbatch_size = 2\nloss = cross\nseed = 3\n"
                  "[Optimizer]\ntype = sgd\n[train_set]\ntype = file\npath = data.dat\n"
                  "shuffle = false\n[in]\ntype = input\ninput_shape = 1:1:2\n"
@@ -488,14 +463,14 @@ static void test_relative_dataset_path(void **state) {
 static void test_allocation_failures(void **state) {
   (void)state;
   char path[1024];
-  snprintf(path, sizeof path, "%s", write_ini("full.ini", full_ini));
+  snprintf(path, sizeof path, "%s", tu_write_text("full.ini", full_ini));
   const char *ov[] = {"fc1.unit=4", "epochs=2"};
   int done = 0;
   for (long n = 0; n < 2000 && !done; n++) {
     nnt_model *m;
     nnt_err e = {0};
     assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
-    assert_int_equal(nnt_model_set_base_dir(m, dir, &e), NNT_OK);
+    assert_int_equal(nnt_model_set_base_dir(m, tu_dir, &e), NNT_OK);
     nnt_alloc_fail_after(n);
     int rc = nnt_ini_load(m, path, ov, 2, &e);
     nnt_alloc_fail_after(-1);
@@ -529,18 +504,18 @@ static void test_applications_load(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_full_model, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_case_insensitive, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_overrides, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_nothing_printed, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_file_errors, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_legacy_dataset_section, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_legacy_model_optimizer, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_nntrainer_defaults, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_relative_dataset_path, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_allocation_failures, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_applications_load, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_full_model, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_case_insensitive, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_overrides, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_errors, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_nothing_printed, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_file_errors, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_legacy_dataset_section, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_legacy_model_optimizer, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_nntrainer_defaults, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_relative_dataset_path, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_allocation_failures, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_applications_load, tu_dir_setup, tu_dir_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

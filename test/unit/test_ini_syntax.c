@@ -18,31 +18,6 @@
 #include "nntrainer/ini_read.h"
 #include "nntrainer/model_impl.h"
 
-static char *dir;
-
-static int setup(void **state) {
-  (void)state;
-  dir = tu_mkdtemp();
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  tu_rmdir(dir);
-  free(dir);
-  return 0;
-}
-
-/* dir/name holding n bytes of text; the path is in a static buffer. */
-static const char *write_file(const char *name, const char *text, size_t n) {
-  static char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(text, 1, n, f), n);
-  fclose(f);
-  return path;
-}
 
 /* What the reader made of a file: "sec|sec:key=value|..." in order. */
 static void flatten(const nnt_ini *ini, char *out, size_t n) {
@@ -86,7 +61,7 @@ static const read_case read_cases[] = {
     {"[s]\nk = caf\xc3\xa9 \xe2\x82\xac # \xf0\x9f\x98\x80\n", "s|s:k=caf\xc3\xa9 \xe2\x82\xac"},
     {"[a = b]\n[c]\n[x = 1\n", "a = b|c|c:[x=1"},
     /* a last backslash always continues, even after another one */
-    {"[s]\nk = C:\\dir\\\\\nj = 1\n", "s|s:k=C:\\dir\\j = 1"},
+    {"[s]\nk = C:\\tu_dir\\\\\nj = 1\n", "s|s:k=C:\\tu_dir\\j = 1"},
     {"[s]\nk = \"a\\\"\n", "s|s:k=a\\"},
     {"", ""},
 };
@@ -185,7 +160,7 @@ static void test_refusals(void **state) {
     for (size_t j = 0; j < 3 && b->expect[j]; j++)
       tu_assert_contains(e.msg, b->expect[j]);
     /* the same through a file */
-    const char *path = write_file("bad.ini", b->text, len);
+    const char *path = tu_write("bad.ini", b->text, len);
     rc = nnt_ini_read_file(path, &ini, &e);
     assert_int_equal(rc, NNT_ERR_INVAL);
     assert_null(ini);
@@ -207,8 +182,8 @@ static void on_alarm(int sig) {
 static void test_not_regular_files(void **state) {
   (void)state;
   char fifo[1100], link[1100];
-  snprintf(fifo, sizeof fifo, "%s/fifo.ini", dir);
-  snprintf(link, sizeof link, "%s/link.ini", dir);
+  snprintf(fifo, sizeof fifo, "%s/fifo.ini", tu_dir);
+  snprintf(link, sizeof link, "%s/link.ini", tu_dir);
   assert_int_equal(mkfifo(fifo, 0600), 0);
   assert_int_equal(symlink(fifo, link), 0);
   static const struct {
@@ -218,7 +193,7 @@ static void test_not_regular_files(void **state) {
   signal(SIGALRM, on_alarm);
   alarm(10);
   for (size_t i = 0; i < NNT_ARRAY_LEN(cases); i++) {
-    const char *path = i == 0 ? fifo : i == 1 ? link : i == 2 ? dir : cases[i].path;
+    const char *path = i == 0 ? fifo : i == 1 ? link : i == 2 ? tu_dir : cases[i].path;
     nnt_ini *ini;
     nnt_err e = {0};
     assert_int_equal(nnt_ini_read_file(path, &ini, &e), NNT_ERR_IO);
@@ -236,7 +211,7 @@ static void test_not_regular_files(void **state) {
   alarm(0);
   signal(SIGALRM, SIG_DFL);
   char missing[1100];
-  snprintf(missing, sizeof missing, "%s/missing.ini", dir);
+  snprintf(missing, sizeof missing, "%s/missing.ini", tu_dir);
   nnt_ini *ini;
   nnt_err e = {0};
   assert_int_equal(nnt_ini_read_file(missing, &ini, &e), NNT_ERR_IO);
@@ -247,7 +222,7 @@ static void test_not_regular_files(void **state) {
 static void test_too_large(void **state) {
   (void)state;
   char path[1100];
-  snprintf(path, sizeof path, "%s/huge.ini", dir);
+  snprintf(path, sizeof path, "%s/huge.ini", tu_dir);
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   assert_true(fd >= 0);
   assert_int_equal(ftruncate(fd, (off_t)NNT_INI_MAX_BYTES + 1), 0);
@@ -362,7 +337,7 @@ static void test_loader_lines(void **state) {
   (void)state;
   const char *text = "[Model]\nepochs = 1\n\n[in]\ntype = input\ninput_shape = 1:1:4\n"
                      "[fc]\ntype = fully_connected\n# unit below\nunit = abc\n[out]\nunit = 2\n";
-  const char *path = write_file("lines.ini", text, strlen(text));
+  const char *path = tu_write("lines.ini", text, strlen(text));
   nnt_model *m;
   nnt_err e = {0};
   assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
@@ -437,15 +412,15 @@ static void test_save_round_trip(void **state) {
   static const char *const names[] = {"w;1.bin", "w#2.bin", " lead and trail ", "'q'.bin",
                                       "\"dq\".bin", "it's \"x\".bin", "end\\", "caf\xc3\xa9"};
   char ini_path[1100];
-  snprintf(ini_path, sizeof ini_path, "%s/saved.ini", dir);
+  snprintf(ini_path, sizeof ini_path, "%s/saved.ini", tu_dir);
   for (size_t i = 0; i < NNT_ARRAY_LEN(names); i++) {
     char save[1200];
-    snprintf(save, sizeof save, "%s/%s", dir, names[i]);
+    snprintf(save, sizeof save, "%s/%s", tu_dir, names[i]);
     nnt_model *m, *back;
     nnt_layer *in, *fc;
     nnt_err e = {0};
     assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
-    assert_int_equal(nnt_model_set_base_dir(m, dir, &e), NNT_OK);
+    assert_int_equal(nnt_model_set_base_dir(m, tu_dir, &e), NNT_OK);
     assert_int_equal(nnt_model_set_property(m, "save_path", save, &e), NNT_OK);
     assert_int_equal(nnt_layer_create("input", &in, &e), NNT_OK);
     assert_int_equal(nnt_layer_set_property(in, "input_shape", "1:1:3", &e), NNT_OK);
@@ -457,7 +432,7 @@ static void test_save_round_trip(void **state) {
     if (nnt_model_save_ini(m, ini_path, NULL, &e))
       fail_msg("save_path '%s': %s", save, e.msg);
     assert_int_equal(nnt_model_create(&back, &e), NNT_OK);
-    assert_int_equal(nnt_model_set_base_dir(back, dir, &e), NNT_OK);
+    assert_int_equal(nnt_model_set_base_dir(back, tu_dir, &e), NNT_OK);
     if (nnt_ini_load(back, ini_path, NULL, 0, &e))
       fail_msg("save_path '%s': %s", save, e.msg);
     assert_string_equal(back->save_path, save);
@@ -498,15 +473,15 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reads_like_iniparser),
       cmocka_unit_test(test_long_lines),
-      cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_not_regular_files, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_too_large, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_refusals, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_not_regular_files, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_too_large, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test(test_set),
       cmocka_unit_test(test_reader_allocation_failures),
       cmocka_unit_test(test_load_allocation_failures),
-      cmocka_unit_test_setup_teardown(test_loader_lines, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_loader_lines, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test(test_written_values_read_back),
-      cmocka_unit_test_setup_teardown(test_save_round_trip, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_save_round_trip, tu_dir_setup, tu_dir_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

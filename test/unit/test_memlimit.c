@@ -54,23 +54,11 @@ static const char *const tiny_ini =
     "unit = 4\n"
     "activation = softmax\n";
 
-static char *dir, ini[1024];
+static char ini[1024];
 
 static int setup(void **state) {
-  (void)state;
-  dir = tu_mkdtemp();
-  snprintf(ini, sizeof ini, "%s/tiny.ini", dir);
-  FILE *f = fopen(ini, "w");
-  assert_non_null(f);
-  fputs(tiny_ini, f);
-  fclose(f);
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  tu_rmdir(dir);
-  free(dir);
+  tu_dir_setup(state);
+  snprintf(ini, sizeof ini, "%s", tu_write_text("tiny.ini", tiny_ini));
   return 0;
 }
 
@@ -94,7 +82,7 @@ static int train_tiny(nnt_err *e) {
   int rc = nnt_model_create(&m, e);
   if (rc)
     return rc;
-  if (!(rc = nnt_model_set_base_dir(m, dir, e)) && !(rc = nnt_ini_load(m, ini, NULL, 0, e)) &&
+  if (!(rc = nnt_model_set_base_dir(m, tu_dir, e)) && !(rc = nnt_ini_load(m, ini, NULL, 0, e)) &&
       !(rc = nnt_model_compile(m, e)) && !(rc = nnt_model_initialize(m, e)))
     rc = nnt_model_train(m, NULL, NULL, e);
   nnt_model_destroy(m);
@@ -251,10 +239,10 @@ static void test_cli_under_limit(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_no_room_for_blas_buffer, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_room_for_two_threads, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_producer_thread_cannot_start, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_cli_under_limit, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_no_room_for_blas_buffer, setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_room_for_two_threads, setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_producer_thread_cannot_start, setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_cli_under_limit, setup, tu_dir_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

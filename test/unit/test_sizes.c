@@ -17,43 +17,18 @@
 #include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
 
-static char *dir;
-
 /* Under the sanitizer build an allocation too large to be possible returns
  * NULL, as it does without it, instead of stopping the test. */
 const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
-
-static int setup(void **state) {
-  (void)state;
-  dir = tu_mkdtemp();
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  tu_rmdir(dir);
-  free(dir);
-  return 0;
-}
-
-static const char *write_ini(const char *name, const char *text) {
-  static char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-  return path;
-}
 
 /* Load text as an INI (with overrides) into a fresh model; *rc the load's. */
 static nnt_model *load(const char *text, const char *const *ov, size_t n_ov, nnt_err *e,
                        int *rc) {
   nnt_model *m;
   assert_int_equal(nnt_model_create(&m, e), NNT_OK);
-  assert_int_equal(nnt_model_set_base_dir(m, dir, e), NNT_OK);
-  *rc = nnt_ini_load(m, write_ini("case.ini", text), ov, n_ov, e);
+  assert_int_equal(nnt_model_set_base_dir(m, tu_dir, e), NNT_OK);
+  *rc = nnt_ini_load(m, tu_write_text("case.ini", text), ov, n_ov, e);
   return m;
 }
 
@@ -489,7 +464,7 @@ static void test_budget_weights_and_compile(void **state) {
   tu_assert_contains(e.msg, "compiled");
   /* written back when the model is saved as an INI */
   char path[1024];
-  snprintf(path, sizeof path, "%s/saved.ini", dir);
+  snprintf(path, sizeof path, "%s/saved.ini", tu_dir);
   assert_int_equal(nnt_model_save_ini(m, path, NULL, &e), NNT_OK);
   nnt_model_destroy(m);
   assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
@@ -502,7 +477,7 @@ static void test_budget_weights_and_compile(void **state) {
 static void test_budget_capi(void **state) {
   (void)state;
   ml_train_model_h model;
-  assert_int_equal(ml_train_model_construct_with_conf(write_ini("capi.ini", mlp_ini), &model),
+  assert_int_equal(ml_train_model_construct_with_conf(tu_write_text("capi.ini", mlp_ini), &model),
                    ML_ERROR_NONE);
   assert_int_equal(ml_train_model_compile(model, "memory_budget=12Q", NULL),
                    ML_ERROR_INVALID_PARAMETER);
@@ -511,7 +486,7 @@ static void test_budget_capi(void **state) {
   assert_int_equal(ml_train_model_destroy(model), ML_ERROR_NONE);
   char budget[64];
   snprintf(budget, sizeof budget, "memory_budget=%zu", mlp_total(NNT_MODE_TRAIN) - 1);
-  assert_int_equal(ml_train_model_construct_with_conf(write_ini("capi.ini", mlp_ini), &model),
+  assert_int_equal(ml_train_model_construct_with_conf(tu_write_text("capi.ini", mlp_ini), &model),
                    ML_ERROR_NONE);
   assert_int_equal(ml_train_model_compile(model, budget, NULL), ML_ERROR_NONE);
   ml_train_ext_memory_report_s r;
@@ -525,7 +500,7 @@ static void test_budget_capi(void **state) {
 
 static int run_cli(const char *args, char *out, size_t n) {
   char cmd[4096];
-  snprintf(cmd, sizeof cmd, "cd %s && %s %s 2>&1", dir, NNT_CLI_PATH, args);
+  snprintf(cmd, sizeof cmd, "cd %s && %s %s 2>&1", tu_dir, NNT_CLI_PATH, args);
   FILE *p = popen(cmd, "r");
   assert_non_null(p);
   size_t got = fread(out, 1, n - 1, p);
@@ -538,7 +513,7 @@ static int run_cli(const char *args, char *out, size_t n) {
 static void test_budget_cli(void **state) {
   (void)state;
   char out[65536];
-  write_ini("mlp.ini", mlp_ini);
+  tu_write_text("mlp.ini", mlp_ini);
   assert_int_equal(run_cli("plan mlp.ini", out, sizeof out), 0);
   tu_assert_contains(out, "budget       none");
   assert_int_equal(run_cli("plan mlp.ini memory_budget=1M", out, sizeof out), 0);
@@ -556,17 +531,17 @@ static void test_budget_cli(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_largest_that_fit, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_one_by_one_trains, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_refused, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_largest_that_fit, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_one_by_one_trains, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test(test_max2x2_path_in_64_bits),
-      cmocka_unit_test_setup_teardown(test_allocation_failures_name_bytes, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_budget_parser, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_budget_under_and_over, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_budget_weights_and_compile, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_budget_capi, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_budget_cli, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_queue_bounded, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_allocation_failures_name_bytes, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_budget_parser, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_budget_under_and_over, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_budget_weights_and_compile, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_budget_capi, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_budget_cli, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_queue_bounded, tu_dir_setup, tu_dir_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

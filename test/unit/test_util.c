@@ -60,6 +60,36 @@ char *tu_mkdtemp(void) {
   return strdup(d);
 }
 
+char *tu_dir;
+
+int tu_dir_setup(void **state) {
+  (void)state;
+  tu_dir = tu_mkdtemp();
+  return 0;
+}
+
+int tu_dir_teardown(void **state) {
+  (void)state;
+  tu_rmdir(tu_dir);
+  free(tu_dir);
+  tu_dir = NULL;
+  return 0;
+}
+
+const char *tu_write(const char *name, const void *data, size_t n) {
+  static char path[1024];
+  snprintf(path, sizeof path, "%s/%s", tu_dir, name);
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(data, 1, n, f) != n)
+    fail_msg("cannot write %s", path);
+  fclose(f);
+  return path;
+}
+
+const char *tu_write_text(const char *name, const char *text) {
+  return tu_write(name, text, strlen(text));
+}
+
 void tu_rmdir(const char *dir) {
   DIR *d = opendir(dir);
   if (!d)

@@ -22,6 +22,15 @@ const char *tu_data_path(const char *fmt, ...);
 /* A fresh temporary directory (removed by tu_rmdir). */
 char *tu_mkdtemp(void);
 void tu_rmdir(const char *dir);
+/* A fresh temporary folder for each test of a file that gives these as
+ * its cmocka setup and teardown. */
+extern char *tu_dir;
+int tu_dir_setup(void **state);
+int tu_dir_teardown(void **state);
+/* Write n bytes to tu_dir/name (fails the test when it cannot); @return the
+ * path, in a static buffer. tu_write_text writes a string. */
+const char *tu_write(const char *name, const void *data, size_t n);
+const char *tu_write_text(const char *name, const char *text);
 /* Log messages captured through nnt_log_set: tu_log_start clears the
  * record and installs the capture, tu_log_stop removes it and sets the
  * level back to notice. All messages are counted, the first TU_LOG_MAX
