@@ -42,12 +42,13 @@ static double time_layer(const char *type, const char *const *props, nnt_dim in)
     fprintf(stderr, "%s\n", e.msg);
     exit(1);
   }
-  nnt_tensor x = {in, rnd(nnt_dim_len(in))}, y = {fc.out_dim[0], rnd(nnt_dim_len(fc.out_dim[0]))};
+  nnt_tensor x = {.dim = in, .data = rnd(nnt_dim_len(in))};
+  nnt_tensor y = {.dim = fc.out_dim[0], .data = rnd(nnt_dim_len(fc.out_dim[0]))};
   nnt_tensor w[2], s[NNT_MAX_SCRATCH];
   for (unsigned i = 0; i < fc.n_w; i++)
-    w[i] = (nnt_tensor){fc.w[i].dim, rnd(nnt_dim_len(fc.w[i].dim))};
+    w[i] = (nnt_tensor){.dim = fc.w[i].dim, .data = rnd(nnt_dim_len(fc.w[i].dim))};
   for (unsigned i = 0; i < fc.n_scratch; i++)
-    s[i] = (nnt_tensor){fc.scratch_dim[i], rnd(nnt_dim_len(fc.scratch_dim[i]))};
+    s[i] = (nnt_tensor){.dim = fc.scratch_dim[i], .data = rnd(nnt_dim_len(fc.scratch_dim[i]))};
   nnt_run_ctx c = {.k = nnt_kernels_cpu(), .n_in = 1, .n_out = 1, .n_w = fc.n_w,
                    .n_scratch = fc.n_scratch, .in = &x, .out = &y, .w = w, .scratch = s,
                    .training = 1};

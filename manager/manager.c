@@ -15,12 +15,25 @@ const char *nnt_tkind_name(nnt_tkind k) {
   return k < NNT_TK__COUNT ? kind_names[k] : "?";
 }
 
-void nnt_mgr_init(nnt_mgr *m) { memset(m, 0, sizeof *m); }
+void nnt_mgr_init(nnt_mgr *m) {
+  memset(m, 0, sizeof *m);
+  m->buft = nnt_buffer_type_host();
+}
+
+void nnt_mgr_set_buffer_type(nnt_mgr *m, const nnt_buffer_type *buft) {
+  m->buft = buft ? buft : nnt_buffer_type_host();
+}
+
+static void release_arena(nnt_mgr *m) {
+  nnt_buffer_free(m->buf);
+  m->buf = NULL;
+  m->arena = NULL;
+}
 
 void nnt_mgr_free(nnt_mgr *m) {
   nnt_free(m->t);
-  nnt_free(m->arena);
-  memset(m, 0, sizeof *m);
+  release_arena(m);
+  nnt_mgr_init(m);
 }
 
 int nnt_mgr_request(nnt_mgr *m, const char *name, nnt_tkind kind, nnt_dim dim,
@@ -137,8 +150,7 @@ int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
   size_t bound;
   if ((rc = nnt_plan_lower_bound(blk, nr, &bound, e)))
     goto out;
-  nnt_free(m->arena);
-  m->arena = NULL;
+  release_arena(m);
   for (size_t k = 0; k < nr; k++)
     m->t[roots[k]].offset = off[k];
   for (size_t i = 0; i < n; i++) {
@@ -167,11 +179,10 @@ int nnt_mgr_alloc(nnt_mgr *m, const char *what, nnt_err *e) {
     return nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate the %s arena of %zu bytes", what,
                        m->arena_bytes);
   if (m->arena_bytes) {
-    m->arena = nnt_aligned_alloc(NNT_MGR_ALIGN, m->arena_bytes);
-    if (!m->arena)
+    if (nnt_buffer_alloc(m->buft, m->arena_bytes, "an arena", &m->buf, NULL))
       return nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate the %s arena of %zu bytes", what,
                          m->arena_bytes);
-    memset(m->arena, 0, m->arena_bytes);
+    m->arena = nnt_buffer_at(m->buf, 0);
   }
   m->allocated = 1;
   return NNT_OK;
@@ -181,6 +192,13 @@ float *nnt_mgr_data(const nnt_mgr *m, int id) {
   if (id < 0 || !m->arena)
     return NULL;
   return (float *)((char *)m->arena + m->t[id].offset);
+}
+
+nnt_tensor nnt_mgr_bind(const nnt_mgr *m, int id, nnt_dim dim) {
+  nnt_tensor t = {.dim = dim};
+  t.data = nnt_mgr_data(m, id);
+  t.buf = t.data ? m->buf : NULL;
+  return t;
 }
 
 void nnt_mgr_life(const nnt_mgr *m, int id, unsigned *first, unsigned *last) {
@@ -202,11 +220,11 @@ void nnt_mgr_poison_after(nnt_mgr *m, unsigned order) {
   for (size_t i = 0; i < m->n; i++) {
     if (m->t[i].parent >= 0)
       continue;
-    if (m->t[i].life_last == order) {
-      float *d = nnt_mgr_data(m, (int)i);
-      for (size_t j = 0; j < m->t[i].bytes / sizeof(float); j++)
-        d[j] = NAN;
-    }
+    /* all bytes 0xff: every float is a NaN; through the buffer, so it
+     * works on any backend's memory (a debug mode: errors cannot occur on
+     * a live buffer and are not reported) */
+    if (m->t[i].life_last == order)
+      m->buf->type->memset(m->buf, m->t[i].offset, 0xff, m->t[i].bytes, NULL);
   }
 }
 

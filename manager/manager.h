@@ -8,6 +8,7 @@
 #include "nntrainer/common.h"
 #include "nntrainer/tensor.h"
 #include "manager/planner.h"
+#include "nntrainer/compute/backend.h"
 
 typedef enum nnt_tkind {
   NNT_TK_WEIGHT = 0,
@@ -39,7 +40,9 @@ typedef struct nnt_mgr {
   nnt_mgr_tensor *t;
   size_t n, cap;
   nnt_planner_kind planner;
-  float *arena;
+  const nnt_buffer_type *buft; /* where the arena is allocated (default host) */
+  nnt_buffer *buf;              /* the arena, once allocated */
+  float *arena;                 /* its base address (buf->base), or NULL */
   size_t arena_bytes;
   size_t lower_bound;
   double planning_ms;
@@ -48,7 +51,9 @@ typedef struct nnt_mgr {
   int poison; /* fill a tensor with NaN when its lifetime ends (debug) */
 } nnt_mgr;
 
+/* An empty manager whose arena will be a buffer of buft (NULL: host). */
 void nnt_mgr_init(nnt_mgr *m);
+void nnt_mgr_set_buffer_type(nnt_mgr *m, const nnt_buffer_type *buft);
 void nnt_mgr_free(nnt_mgr *m); /* frees requests and the arena */
 
 /* Request a tensor of `dim` floats alive over [first, last].
@@ -73,6 +78,9 @@ int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
  * arena in the error ("training"): NNT_ERR_NOMEM with its bytes. */
 int nnt_mgr_alloc(nnt_mgr *m, const char *what, nnt_err *e);
 float *nnt_mgr_data(const nnt_mgr *m, int id);
+/* A tensor of dim bound to id's memory (data and buf NULL for id < 0 or
+ * before the arena exists). */
+nnt_tensor nnt_mgr_bind(const nnt_mgr *m, int id, nnt_dim dim);
 /* Check the current plan with the plan validator. */
 int nnt_mgr_validate(const nnt_mgr *m, nnt_err *e);
 /* Lifetime of id's memory (after planning): [first, last] of its root. */

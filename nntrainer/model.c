@@ -20,7 +20,8 @@ int nnt_model_create(nnt_model **out, nnt_err *e) {
   m->planner = NNT_PLANNER_BEST_FIT;
   m->seed = 0;
   m->bound_mode = -1;
-  m->k = nnt_kernels_cpu();
+  m->be = nnt_backend_cpu();
+  m->k = m->be->k;
   const char *p = getenv("NNTRAINER_POISON");
   m->poison = p && *p && strcmp(p, "0") != 0;
   nnt_mgr_init(&m->mgr[0]);
@@ -42,8 +43,9 @@ void nnt_model_destroy(nnt_model *m) {
   nnt_optimizer_destroy(m->opt);
   nnt_mgr_free(&m->mgr[0]);
   nnt_mgr_free(&m->mgr[1]);
-  nnt_free(m->wpool);
-  nnt_free(m->opt_pool);
+  nnt_buffer_free(m->wbuf);
+  nnt_buffer_free(m->obuf);
+  nnt_backend_free(m->be);
   nnt_free(m->state_copy);
   nnt_free(m->save_path);
   nnt_free(m->base_dir);
@@ -357,10 +359,10 @@ int nnt_model_initialize(nnt_model *m, nnt_err *e) {
                        "budget of %llu bytes",
                        m->weight_bytes, (unsigned long long)m->memory_budget);
   size_t total = m->weight_bytes / sizeof(float); /* checked at compile */
-  m->wpool = nnt_malloc((total ? total : 1) * sizeof(float));
-  if (!m->wpool)
+  if (nnt_buffer_alloc(m->be->buft, total * sizeof(float), "weights", &m->wbuf, NULL))
     return nnt_err_set(e, NNT_ERR_NOMEM, "initialize: cannot allocate %zu bytes of weights",
                        total * sizeof(float));
+  m->wpool = nnt_buffer_at(m->wbuf, 0);
   m->wpool_floats = total;
   /* weights are drawn from the seed in graph order, one stream per model */
   nnt_rng r;
@@ -369,6 +371,7 @@ int nnt_model_initialize(nnt_model *m, nnt_err *e) {
   for (size_t i = 0; i < m->n_w; i++) {
     nnt_weight_spec *s = &m->wspec[i];
     m->w[i].data = m->wpool + at;
+    m->w[i].buf = m->wbuf;
     size_t n = nnt_dim_len(s->dim);
     nnt_init_fill(s->init, s->fan_in, s->fan_out, &r, m->w[i].data, n);
     at += n;
@@ -378,7 +381,8 @@ int nnt_model_initialize(nnt_model *m, nnt_err *e) {
     int rc = nnt_model_load_weights(m, m->save_path, e);
     if (rc) {
       m->initialized = 0;
-      nnt_free(m->wpool);
+      nnt_buffer_free(m->wbuf);
+      m->wbuf = NULL;
       m->wpool = NULL;
       return rc;
     }

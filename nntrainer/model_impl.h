@@ -5,6 +5,7 @@
 #include <limits.h>
 #include "nntrainer/model.h"
 #include "manager/manager.h"
+#include "nntrainer/compute/backend.h"
 #include "nntrainer/name_index.h"
 
 #define NNT_NO_NODE UINT_MAX
@@ -93,10 +94,13 @@ struct nnt_model {
   nnt_tensor *w;
   unsigned *w_node;
   size_t weight_bytes;      /* all weights, checked at compile */
-  float *wpool;
+  nnt_buffer *wbuf;         /* the weight pool, a buffer of the backend */
+  float *wpool;             /* its base address (in the backend's space) */
   size_t wpool_floats;
-  /* optimizer state, allocated at the first training step */
-  float *opt_pool;
+  /* optimizer state, allocated at the first training step: slot s of
+   * weight i at opt_pool + s * wpool_floats + (w[i].data - wpool) */
+  nnt_buffer *obuf;
+  float *opt_pool;          /* obuf's base address */
   unsigned opt_slots;
   /* per-mode plans */
   nnt_mgr mgr[2];
@@ -106,7 +110,8 @@ struct nnt_model {
   unsigned epoch_idx;       /* epochs done */
   unsigned iter;            /* iterations done */
   nnt_rng rng;              /* dropout and the like */
-  const nnt_kernels *k;
+  nnt_backend *be;          /* computes every op and owns every buffer */
+  const nnt_kernels *k;     /* be->k */
   int poison;
   int keep_train_arena;     /* keep the training arena after training */
   /* faults (train_check.c) */

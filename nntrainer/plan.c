@@ -223,8 +223,7 @@ static int request_backward(nnt_model *m, nnt_mgr *g, nnt_err *e) {
 }
 
 static void bind(nnt_tensor *t, const nnt_mgr *g, int id, nnt_dim dim) {
-  t->dim = dim;
-  t->data = id >= 0 ? nnt_mgr_data(g, id) : NULL;
+  *t = nnt_mgr_bind(g, id, dim);
 }
 
 static void bind_contexts(nnt_model *m, nnt_mode mode) {
@@ -377,6 +376,7 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
   }
   nnt_mgr_free(g);
   nnt_mgr_init(g);
+  nnt_mgr_set_buffer_type(g, m->be->buft);
   g->poison = m->poison;
   int rc = build_requests(m, mode, g, e);
   if (!rc) {

@@ -58,9 +58,17 @@ int nnt_dim_parse(const char *key, const char *s, nnt_dim *out, nnt_err *e);
 /* Format as "b:c:h:w" into buf (at least 64 bytes); returns buf. */
 char *nnt_dim_str(nnt_dim d, char *buf, size_t n);
 
+struct nnt_buffer;
+
+/* A tensor: a shape and where it lives. `data` is an address in the
+ * buffer's address space (nntrainer/compute/backend.h): a host pointer only
+ * when the buffer is host memory, so code outside a backend reaches the
+ * values through nnt_tensor_set/get or the mapped view nnt_tensor_host.
+ * buf is NULL for a tensor that is not bound (data NULL too). */
 typedef struct nnt_tensor {
   nnt_dim dim;
   float *data;
+  struct nnt_buffer *buf;
 } nnt_tensor;
 
 static inline size_t nnt_tensor_len(const nnt_tensor *t) { return nnt_dim_len(t->dim); }

@@ -36,11 +36,14 @@ static int ensure_opt_state(nnt_model *m, nnt_err *e) {
   unsigned slots = nnt_optimizer_state_count(m->opt);
   if (!slots || (m->opt_pool && m->opt_slots == slots))
     return NNT_OK;
-  nnt_free(m->opt_pool);
-  m->opt_pool = nnt_calloc((size_t)slots * m->wpool_floats + 1, sizeof(float));
-  if (!m->opt_pool)
-    return nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate optimizer state (%zu bytes)",
-                       (size_t)slots * m->wpool_floats * sizeof(float));
+  nnt_buffer_free(m->obuf);
+  m->obuf = NULL;
+  m->opt_pool = NULL;
+  m->opt_slots = 0;
+  size_t bytes = (size_t)slots * m->wpool_floats * sizeof(float); /* checked at compile */
+  if (nnt_buffer_alloc(m->be->buft, bytes, "optimizer state", &m->obuf, NULL))
+    return nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate optimizer state (%zu bytes)", bytes);
+  m->opt_pool = nnt_buffer_at(m->obuf, 0);
   m->opt_slots = slots;
   return NNT_OK;
 }
@@ -321,8 +324,9 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
     return rc;
   /* a run that does not continue starts its optimizer afresh too, as
    * NNTrainer clears the optimizer variables with the counters */
-  if (!m->continue_train && m->opt_pool)
-    memset(m->opt_pool, 0, (size_t)m->opt_slots * m->wpool_floats * sizeof(float));
+  if (!m->continue_train && m->obuf &&
+      (rc = m->obuf->type->memset(m->obuf, 0, 0, m->obuf->size, e)))
+    return rc;
   nnt_ds_shape shape;
   ds_shape(m, &shape);
   if ((rc = nnt_dataset_prepare(ds, &shape, m->batch, m->seed, e)) ||

@@ -288,19 +288,26 @@ static int check_file(const nnt_model *m, const char *path, const uint8_t *buf,
   return NNT_OK;
 }
 
-/* The moments of the file at buf + off in a new optimizer pool. */
-static float *moments_pool(const nnt_model *m, const uint8_t *buf, size_t off) {
-  float *pool = nnt_calloc(2 * m->wpool_floats + 1, sizeof(float));
-  if (!pool)
-    return NULL;
-  for (size_t i = 0; i < m->n_w; i++) {
+/* The moments of the file at buf + off in a new optimizer pool (a buffer
+ * of the model's backend): NNT_OK and *out, or an error. */
+static int moments_pool(const nnt_model *m, const uint8_t *buf, size_t off, nnt_buffer **out,
+                        nnt_err *e) {
+  nnt_buffer *pool;
+  int rc = nnt_buffer_alloc(m->be->buft, 2 * m->wpool_floats * sizeof(float),
+                            "the optimizer state", &pool, e);
+  for (size_t i = 0; !rc && i < m->n_w; i++) {
     if (!has_moments(m, i))
       continue;
     size_t n = wlen(m, i), at = (size_t)(m->w[i].data - m->wpool);
-    for (unsigned s = 0; s < 2; s++, off += n * sizeof(float))
-      memcpy(pool + s * m->wpool_floats + at, buf + off, n * sizeof(float));
+    for (unsigned s = 0; !rc && s < 2; s++, off += n * sizeof(float))
+      rc = pool->type->set(pool, (s * m->wpool_floats + at) * sizeof(float), buf + off,
+                           n * sizeof(float), e);
   }
-  return pool;
+  if (rc)
+    nnt_buffer_free(pool);
+  else
+    *out = pool;
+  return rc;
 }
 
 int nnt_model_load_weights(nnt_model *m, const char *path, nnt_err *e) {
@@ -340,20 +347,24 @@ int nnt_model_load_weights(nnt_model *m, const char *path, nnt_err *e) {
       bswap_floats(buf + mom_off, (l->bytes - mom_off - 8) / sizeof(float));
     rc = check_file(m, path, buf, l, e);
   }
-  float *pool = NULL;
+  nnt_buffer *pool = NULL;
   if (!rc && l->moments && is_adam(m) && nnt_optimizer_state_count(m->opt) == 2 &&
-      !(pool = moments_pool(m, buf, mom_off)))
+      moments_pool(m, buf, mom_off, &pool, NULL))
     rc = nnt_err_set(e, NNT_ERR_NOMEM, "load: out of memory for the optimizer state of '%s'",
                      path);
+  /* the weights go in through the buffer; a backend that cannot take them
+   * fails here, before anything else changes */
+  if (!rc && (rc = m->wbuf->type->set(m->wbuf, 0, buf, w_bytes, e)))
+    nnt_buffer_free(pool);
   if (rc) {
     nnt_free(buf);
     return rc;
   }
   /* commit: the model now holds the file's state; what the file lacks
    * starts afresh (moments of other weights would not fit these) */
-  memcpy(m->wpool, buf, w_bytes);
-  nnt_free(m->opt_pool);
-  m->opt_pool = pool;
+  nnt_buffer_free(m->obuf);
+  m->obuf = pool;
+  m->opt_pool = nnt_buffer_at(pool, 0);
   m->opt_slots = pool ? 2 : 0;
   m->epoch_idx = m->iter = 0;
   if (l->counters) {

@@ -45,26 +45,25 @@ static void run_layer(run1 *r, const char *type, const char *const *props, nnt_d
   r->fc.batch = in.b;
   assert_int_equal(r->l->ops->finalize(r->l, &r->fc, &e), NNT_OK);
   size_t ni = nnt_dim_len(in), no = nnt_dim_len(r->fc.out_dim[0]);
-  r->in = (nnt_tensor){in, malloc(ni * 4)};
+  r->in = (nnt_tensor){.dim = in, .data = malloc(ni * 4)};
   memcpy(r->in.data, x, ni * 4);
-  r->din = (nnt_tensor){in, calloc(ni, 4)};
-  r->out = (nnt_tensor){r->fc.out_dim[0], calloc(no, 4)};
-  r->dout = (nnt_tensor){r->fc.out_dim[0], calloc(no, 4)};
+  r->din = (nnt_tensor){.dim = in, .data = calloc(ni, 4)};
+  r->out = (nnt_tensor){.dim = r->fc.out_dim[0], .data = calloc(no, 4)};
+  r->dout = (nnt_tensor){.dim = r->fc.out_dim[0], .data = calloc(no, 4)};
   if (dout)
     memcpy(r->dout.data, dout, no * 4);
   if (label) {
-    r->label = (nnt_tensor){r->fc.out_dim[0], malloc(no * 4)};
+    r->label = (nnt_tensor){.dim = r->fc.out_dim[0], .data = malloc(no * 4)};
     memcpy(r->label.data, label, no * 4);
   }
   for (unsigned w = 0; w < r->fc.n_w; w++) {
     size_t n = nnt_dim_len(r->fc.w[w].dim);
-    r->w[w] = (nnt_tensor){r->fc.w[w].dim, malloc(n * 4)};
+    r->w[w] = (nnt_tensor){.dim = r->fc.w[w].dim, .data = malloc(n * 4)};
     memcpy(r->w[w].data, weights[w], n * 4);
-    r->gw[w] = (nnt_tensor){r->fc.w[w].dim, calloc(n, 4)};
+    r->gw[w] = (nnt_tensor){.dim = r->fc.w[w].dim, .data = calloc(n, 4)};
   }
   for (unsigned s = 0; s < r->fc.n_scratch; s++)
-    r->scratch[s] = (nnt_tensor){r->fc.scratch_dim[s],
-                                 calloc(nnt_dim_len(r->fc.scratch_dim[s]), 4)};
+    r->scratch[s] = (nnt_tensor){.dim = r->fc.scratch_dim[s], .data = calloc(nnt_dim_len(r->fc.scratch_dim[s]), 4)};
   r->c = (nnt_run_ctx){.k = nnt_kernels_cpu(), .n_in = 1, .n_out = 1, .n_w = r->fc.n_w,
                        .n_scratch = r->fc.n_scratch, .scratch = r->scratch,
                        .in = &r->in, .out = &r->out, .d_out = &r->dout, .d_in = &r->din,

@@ -28,17 +28,17 @@ static void move_case(const char *name, const char *type, const char *const *pro
   const float *p = g;
   for (unsigned k = 0; k < n_in; k++) {
     size_t len = nnt_dim_len(in[k]);
-    x[k] = (nnt_tensor){in[k], malloc(len * 4)};
+    x[k] = (nnt_tensor){.dim = in[k], .data = malloc(len * 4)};
     memcpy(x[k].data, p, len * 4);
     p += len;
-    dx[k] = (nnt_tensor){in[k], calloc(len, 4)};
+    dx[k] = (nnt_tensor){.dim = in[k], .data = calloc(len, 4)};
   }
   for (unsigned o = 0; o < fc.n_out; o++) {
     size_t len = nnt_dim_len(fc.out_dim[o]);
-    dy[o] = (nnt_tensor){fc.out_dim[o], malloc(len * 4)};
+    dy[o] = (nnt_tensor){.dim = fc.out_dim[o], .data = malloc(len * 4)};
     memcpy(dy[o].data, p, len * 4);
     p += len;
-    y[o] = (nnt_tensor){fc.out_dim[o], calloc(len, 4)};
+    y[o] = (nnt_tensor){.dim = fc.out_dim[o], .data = calloc(len, 4)};
   }
   nnt_run_ctx c = {.k = nnt_kernels_cpu(), .n_in = n_in, .n_out = fc.n_out, .in = x, .out = y,
                    .d_in = dx, .d_out = dy, .training = 1};

@@ -261,7 +261,7 @@ static void test_losses_without_label(void **state) {
     fd_harness h;
     fd_setup(&h, types[t], NULL, nnt_dim_make(2, 1, 1, 4), 0);
     for (int pass = 0; pass < 2; pass++) {
-      nnt_tensor empty = {h.label.dim, NULL};
+      nnt_tensor empty = {.dim = h.label.dim};
       h.ctx.label = pass ? &empty : NULL;
       h.ctx.loss = 0;
       h.l->ops->forward(h.l, &h.ctx);
