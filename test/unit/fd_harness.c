@@ -99,20 +99,46 @@ double fd_objective(fd_harness *h) {
   return j;
 }
 
+int fd_compare(const char *layer, const char *what, const float *x0, const float *analytic,
+               size_t n, const fd_target *t, float eps, double tol, char *msg, size_t msg_len) {
+  for (size_t i = 0; i < n; i++) {
+    float keep = x0[i];
+    t->set(t->ctx, i, keep + eps);
+    double jp = t->objective(t->ctx);
+    t->set(t->ctx, i, keep - eps);
+    double jm = t->objective(t->ctx);
+    t->set(t->ctx, i, keep);
+    double num = (jp - jm) / (2.0 * eps);
+    if (!(fabs(num - analytic[i]) / fmax(1.0, fabs(num)) <= tol)) {
+      snprintf(msg, msg_len, "%s %s[%zu]: analytic %.6f, numeric %.6f", layer, what, i,
+               analytic[i], num);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* fd_check's target: an array of host floats. */
+typedef struct fd_host {
+  fd_harness *h;
+  float *x;
+} fd_host;
+
+static void fd_host_set(void *ctx, size_t i, float v) { ((fd_host *)ctx)->x[i] = v; }
+static double fd_host_objective(void *ctx) { return fd_objective(((fd_host *)ctx)->h); }
+
 void fd_check(const char *what, float *x, const float *analytic, size_t n, fd_harness *h,
               float eps, double tol) {
-  for (size_t i = 0; i < n; i++) {
-    float keep = x[i];
-    x[i] = keep + eps;
-    double jp = fd_objective(h);
-    x[i] = keep - eps;
-    double jm = fd_objective(h);
-    x[i] = keep;
-    double num = (jp - jm) / (2.0 * eps);
-    if (fabs(num - analytic[i]) / fmax(1.0, fabs(num)) > tol)
-      fail_msg("%s %s[%zu]: analytic %.6f, numeric %.6f", h->l->ops->type, what, i,
-               analytic[i], num);
-  }
+  fd_host host = {h, x};
+  fd_target t = {fd_host_set, fd_host_objective, &host};
+  float *x0 = malloc(n * sizeof *x0);
+  assert_non_null(x0);
+  memcpy(x0, x, n * sizeof *x0);
+  char msg[256];
+  int bad = fd_compare(h->l->ops->type, what, x0, analytic, n, &t, eps, tol, msg, sizeof msg);
+  free(x0);
+  if (bad)
+    fail_msg("%s", msg);
 }
 
 void fd_layer_check(const char *type, const char *const *props, nnt_dim in,

@@ -25,6 +25,19 @@ void fd_setup(fd_harness *h, const char *type, const char *const *props, nnt_dim
               int distinct);
 void fd_teardown(fd_harness *h);
 double fd_objective(fd_harness *h);
+
+/* Central differences, whatever holds x: set(ctx, i, v) puts v in x[i],
+ * objective(ctx) evaluates. For each i, (J(x0[i] + eps) - J(x0[i] - eps)) /
+ * 2 eps in double against analytic[i], x[i] put back to x0[i] after.
+ * @return 0 when every |numeric - analytic| / max(1, |numeric|) <= tol,
+ * otherwise 1 with the first disagreement ("<layer> <what>[i]: ...") in msg. */
+typedef struct fd_target {
+  void (*set)(void *ctx, size_t i, float v);
+  double (*objective)(void *ctx);
+  void *ctx;
+} fd_target;
+int fd_compare(const char *layer, const char *what, const float *x0, const float *analytic,
+               size_t n, const fd_target *t, float eps, double tol, char *msg, size_t msg_len);
 void fd_check(const char *what, float *x, const float *analytic, size_t n, fd_harness *h,
               float eps, double tol);
 /* Forward; dX and the gradients filled with junk (the layer must overwrite

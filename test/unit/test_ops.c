@@ -1,0 +1,281 @@
+/* Every layer type through the op harness (op_harness.h) on every backend
+ * present: guard bytes around every tensor, results against a reference
+ * run placed differently, finite differences of dX and dW. The table must
+ * hold a case for each registered type. Also here: test-only layers and
+ * kernels that write past a tensor, compute a wrong value or a wrong
+ * gradient, to show the harness reports each. */
+#include "op_harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Max-like layers are piecewise linear: their inputs are distinct and the
+ * step small, so no perturbation swaps which input is largest. */
+#define MAXLIKE .distinct = 1, .fd_eps = 1e-3f
+
+static const oh_case cases[] = {
+    {.type = "input", .in = {"1:6"}},
+    /* normalizing is preprocessing: the input layer's derivative passes
+     * through (layers/input.c), so no finite differences */
+    {.type = "input", .props = {"normalization=true"}, .in = {"3:5"}, .no_fd = 1},
+    {.type = "input", .props = {"standardization=true"}, .in = {"3:1:5"}, .no_fd = 1},
+    {.type = "fully_connected", .props = {"unit=5"}, .in = {"7"}, .batch = 3},
+    {.type = "fully_connected", .props = {"unit=5"}, .in = {"2:3:4"}},
+    {.type = "fully_connected", .props = {"unit=3", "disable_bias=true"}, .in = {"5"}},
+    {.type = "activation", .props = {"activation=relu"}, .in = {"2:5"}, .batch = 3},
+    {.type = "activation", .props = {"activation=leaky_relu"}, .in = {"2:5"}},
+    {.type = "activation", .props = {"activation=sigmoid"}, .in = {"2:5"}},
+    {.type = "activation", .props = {"activation=tanh"}, .in = {"2:5"}},
+    {.type = "activation", .props = {"activation=softmax"}, .in = {"2:5"}},
+    {.type = "activation", .props = {"activation=swish"}, .in = {"2:5"}},
+    {.type = "activation", .props = {"activation=gelu"}, .in = {"2:5"}},
+    {.type = "activation", .props = {"activation=elu"}, .in = {"2:5"}},
+    {.type = "activation", .props = {"activation=selu"}, .in = {"2:5"}},
+    {.type = "activation", .props = {"activation=softplus"}, .in = {"2:5"}},
+    {.type = "activation", .props = {"activation=mish"}, .in = {"2:5"}},
+    {.type = "activation", .props = {"activation=none"}, .in = {"2:5"}},
+    {.type = "flatten", .in = {"3:2:2"}},
+    {.type = "reshape", .props = {"target_shape=4:3:1"}, .in = {"3:2:2"}},
+    {.type = "dropout", .props = {"dropout_rate=0"}, .in = {"9"}, .batch = 4},
+    {.type = "dropout", .props = {"dropout_rate=0.3"}, .in = {"9"}, .batch = 4},
+    {.type = "batch_normalization", .in = {"3:2:2"}, .batch = 4},
+    {.type = "batch_normalization", .props = {"axis=3"}, .in = {"4"}, .batch = 5},
+    {.type = "batch_normalization", .props = {"axis=2", "epsilon=0.01", "momentum=0.9"},
+     .in = {"2:3:2"}, .batch = 3},
+    {.type = "mse", .in = {"3"}, .batch = 4},
+    {.type = "cross_softmax", .in = {"5"}, .batch = 4},
+    {.type = "cross_sigmoid", .in = {"4"}, .batch = 3},
+    {.type = "addition", .in = {"2:3", "2:3"}},
+    {.type = "addition", .in = {"1:2:3", "1:2:3", "1:2:3"}},
+    {.type = "concat", .props = {"axis=1"}, .in = {"1:2:3", "2:2:3"}},
+    {.type = "concat", .props = {"axis=3"}, .in = {"2:2:3", "2:2:1", "2:2:2"}},
+    {.type = "concat", .props = {"axis=2"}, .in = {"2:1:3", "2:3:3"}},
+    {.type = "split", .props = {"axis=3", "split_number=2"}, .in = {"2:2:4"}, .outs = 2},
+    {.type = "split", .props = {"axis=1"}, .in = {"3:2:2"}, .outs = 3},
+    {.type = "multiout", .in = {"2:3"}, .outs = 3},
+    {.type = "identity", .in = {"3:2"}},
+    {.type = "permute", .props = {"direction=3,1,2"}, .in = {"2:3:4"}},
+    {.type = "permute", .props = {"direction=2,3,1"}, .in = {"2:3:4"}},
+    {.type = "upsample2d", .props = {"kernel_size=2,3"}, .in = {"2:2:3"}},
+    {.type = "upsample2d", .props = {"upsample=nearest", "kernel_size=2"}, .in = {"1:3:2"}},
+    {.type = "conv2d", .props = {"filters=3", "kernel_size=3,3"}, .in = {"2:5:7"}},
+    {.type = "conv2d", .props = {"filters=2", "kernel_size=3", "stride=2", "padding=same"},
+     .in = {"2:5:6"}},
+    {.type = "conv2d",
+     .props = {"filters=2", "kernel_size=2,3", "dilation=2", "padding=1,0,2,1"},
+     .in = {"3:6:5"}, .batch = 1},
+    {.type = "conv2d", .props = {"filters=2", "kernel_size=3", "padding=1", "disable_bias=true"},
+     .in = {"1:4:4"}},
+    {.type = "conv2d", .props = {"filters=2", "kernel_size=1"}, .in = {"3:3:3"}},
+    {.type = "conv1d", .props = {"filters=3", "kernel_size=3", "stride=2", "padding=same"},
+     .in = {"2:1:9"}},
+    {.type = "conv1d", .props = {"filters=2", "kernel_size=2", "dilation=2"}, .in = {"2:1:7"}},
+    {.type = "pooling2d", .props = {"pooling=max"}, .in = {"2:4:6"}, MAXLIKE},
+    {.type = "pooling2d", .props = {"pooling=max", "pool_size=3", "stride=2", "padding=same"},
+     .in = {"2:5:5"}, .batch = 1, MAXLIKE},
+    {.type = "pooling2d", .props = {"pooling=average", "pool_size=2", "stride=1", "padding=1"},
+     .in = {"2:3:4"}},
+    {.type = "pooling2d", .props = {"pooling=average", "pool_size=3", "stride=2", "padding=same"},
+     .in = {"2:5:5"}, .batch = 1},
+    {.type = "pooling2d", .props = {"pooling=global_max"}, .in = {"2:4:6"}, MAXLIKE},
+    {.type = "pooling2d", .props = {"pooling=global_average"}, .in = {"2:4:6"}},
+};
+
+static void test_every_type_has_a_case(void **state) {
+  (void)state;
+  char missing[512];
+  oh_missing_types(cases, NNT_ARRAY_LEN(cases), missing, sizeof missing);
+  if (missing[0])
+    fail_msg("registered layer types without an op harness case: %s", missing);
+  /* and the check can fail: without the conv1d cases, conv1d is missing */
+  oh_case some[NNT_ARRAY_LEN(cases)];
+  size_t n = 0;
+  for (size_t i = 0; i < NNT_ARRAY_LEN(cases); i++)
+    if (strcmp(cases[i].type, "conv1d"))
+      some[n++] = cases[i];
+  oh_missing_types(some, n, missing, sizeof missing);
+  assert_string_equal(missing, "conv1d");
+}
+
+static void test_cases(void **state) {
+  (void)state;
+  const nnt_backend *be[OH_MAX_BACKENDS];
+  unsigned nb = oh_backends(be), failed = 0;
+  assert_true(nb >= 1);
+  for (unsigned b = 0; b < nb; b++)
+    for (size_t i = 0; i < NNT_ARRAY_LEN(cases); i++) {
+      oh_report r;
+      char name[256];
+      if (oh_run_case(&cases[i], be[b], 1, &r)) {
+        print_error("%s on %s: %s\n", oh_case_name(&cases[i], name, sizeof name), be[b]->name,
+                    r.msg);
+        failed++;
+      }
+    }
+  if (failed)
+    fail_msg("%u of %zu cases failed", failed, nb * NNT_ARRAY_LEN(cases));
+}
+
+/* ---- test-only layers: an identity with one defect each ---- */
+
+static int same_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
+  (void)l, (void)e;
+  ctx->out_dim[0] = ctx->in_dim[0];
+  ctx->flags = 0;
+  return NNT_OK;
+}
+
+static void copy_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+  (void)l;
+  ctx->k->copy(nnt_tensor_len(&ctx->in[0]), ctx->in[0].data, ctx->out[0].data);
+}
+
+static void copy_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+  (void)l;
+  ctx->k->copy(nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data);
+}
+
+/* forward writes one float past its output */
+static void overrun_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+  copy_forward(l, ctx);
+  ctx->k->fill(1, 1.0f, ctx->out[0].data + nnt_tensor_len(&ctx->out[0]));
+}
+
+/* calc_derivative writes one float before its d_in */
+static void underrun_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+  copy_derivative(l, ctx);
+  ctx->k->fill(1, 0.0f, ctx->d_in[0].data - 1);
+}
+
+/* calc_derivative gives twice the derivative */
+static void double_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+  copy_derivative(l, ctx);
+  ctx->k->scale(nnt_tensor_len(&ctx->d_in[0]), 2.0f, ctx->d_in[0].data);
+}
+
+/* y = x * w element-wise, with twice the weight gradient */
+static int mul_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
+  same_finalize(l, ctx, e);
+  nnt_fctx_add_weight(ctx, "factor", ctx->in_dim[0], NNT_INIT_ZEROS, 1, 1, 0, 0, 1);
+  ctx->flags = NNT_LF_BWD_READS_INPUT;
+  return NNT_OK;
+}
+
+static void mul_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+  (void)l;
+  ctx->k->mul(nnt_tensor_len(&ctx->in[0]), ctx->in[0].data, ctx->w[0].data, ctx->out[0].data);
+}
+
+static void mul_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
+  (void)l;
+  size_t n = nnt_tensor_len(&ctx->in[0]);
+  ctx->k->mul(n, ctx->in[0].data, ctx->d_out[0].data, ctx->gw[0].data);
+  ctx->k->scale(n, 2.0f, ctx->gw[0].data);
+}
+
+static void mul_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+  (void)l;
+  ctx->k->mul(nnt_tensor_len(&ctx->in[0]), ctx->d_out[0].data, ctx->w[0].data,
+              ctx->d_in[0].data);
+}
+
+static const nnt_layer_ops mul_ops = {
+    .type = "test_mul", .ml_type = -1, .finalize = mul_finalize, .forward = mul_forward,
+    .calc_gradient = mul_gradient, .calc_derivative = mul_derivative};
+static const nnt_layer_ops overrun_ops = {
+    .type = "test_overrun", .ml_type = -1, .finalize = same_finalize,
+    .forward = overrun_forward, .calc_derivative = copy_derivative};
+static const nnt_layer_ops underrun_ops = {
+    .type = "test_underrun", .ml_type = -1, .finalize = same_finalize,
+    .forward = copy_forward, .calc_derivative = underrun_derivative};
+static const nnt_layer_ops double_ops = {
+    .type = "test_double", .ml_type = -1, .finalize = same_finalize,
+    .forward = copy_forward, .calc_derivative = double_derivative};
+
+static void expect_failure(const oh_case *c, const nnt_backend *be, const char *a, const char *b,
+                           const char *d) {
+  oh_report r;
+  char name[256];
+  if (!oh_run_case(c, be, 1, &r))
+    fail_msg("%s on %s: the harness found nothing", oh_case_name(c, name, sizeof name),
+             be->name);
+  tu_assert_contains(r.msg, a);
+  tu_assert_contains(r.msg, b);
+  tu_assert_contains(r.msg, d);
+}
+
+static void test_guard_catches_a_layer_writing_past_its_tensor(void **state) {
+  (void)state;
+  const nnt_backend *cpu = nnt_backend_cpu();
+  oh_case c = {.type = "test_overrun", .ops = &overrun_ops, .in = {"2:3"}};
+  expect_failure(&c, cpu, "forward (inference) wrote guard bytes 0 to 3 ",
+                 "between 'out[0]' and 'd_out[0]'", "cpu:");
+  c.in[0] = "7"; /* the same where the tensor does not end on an alignment */
+  expect_failure(&c, cpu, "forward (inference) wrote guard bytes 0 to 3 ", "'out[0]'", "cpu:");
+  oh_case u = {.type = "test_underrun", .ops = &underrun_ops, .in = {"2:3"}};
+  expect_failure(&u, cpu, "calc_derivative wrote guard bytes", "and 'd_in[0]'", "cpu:");
+  /* the layer without its defect passes */
+  static const nnt_layer_ops good = {
+      .type = "test_copy", .ml_type = -1, .finalize = same_finalize, .forward = copy_forward,
+      .calc_derivative = copy_derivative};
+  oh_case g = {.type = "test_copy", .ops = &good, .in = {"2:3"}};
+  oh_report r;
+  if (oh_run_case(&g, cpu, 1, &r))
+    fail_msg("%s", r.msg);
+}
+
+static void test_finite_differences_catch_a_wrong_derivative(void **state) {
+  (void)state;
+  oh_case c = {.type = "test_double", .ops = &double_ops, .in = {"4"}};
+  expect_failure(&c, nnt_backend_cpu(), "test_double d_in[0][0]: analytic", "numeric", "cpu:");
+  /* a wrong weight gradient, dX right */
+  oh_case m = {.type = "test_mul", .ops = &mul_ops, .in = {"4"}};
+  expect_failure(&m, nnt_backend_cpu(), "test_mul factor[0]: analytic", "numeric", "cpu:");
+}
+
+/* ---- a backend with a broken kernel ---- */
+
+static void copy_one_more(size_t n, const float *x, float *y) {
+  for (size_t i = 0; i < n; i++)
+    y[i] = x[i];
+  y[n] = 0; /* one float past */
+}
+
+static void relu_off_by_a_bit(nnt_act a, float alpha, size_t n, const float *x, float *y) {
+  nnt_kernels_cpu()->act_fwd(a, alpha, n, x, y);
+  y[n / 2] += 0.01f;
+}
+
+static void test_a_broken_backend_is_caught(void **state) {
+  (void)state;
+  const nnt_backend *cpu = nnt_backend_cpu();
+  nnt_kernels k = *cpu->k;
+  nnt_backend bad = *cpu;
+  bad.name = "broken";
+  bad.k = &k;
+  k.copy = copy_one_more;
+  oh_case id = {.type = "identity", .in = {"3:2"}};
+  expect_failure(&id, &bad, "broken: forward (inference) wrote guard bytes 0 to 3 ",
+                 "'out[0]'", "between");
+  k = *cpu->k;
+  k.act_fwd = relu_off_by_a_bit;
+  oh_case act = {.type = "activation", .props = {"activation=relu"}, .in = {"2:5"}};
+  expect_failure(&act, &bad, "broken: out[0] after forward (inference) differs from the "
+                 "reference", "normalised error", "the reference");
+  /* the same cases on the real kernels pass */
+  oh_report r;
+  assert_int_equal(oh_run_case(&id, cpu, 1, &r), 0);
+  assert_int_equal(oh_run_case(&act, cpu, 1, &r), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_type_has_a_case),
+      cmocka_unit_test(test_cases),
+      cmocka_unit_test(test_guard_catches_a_layer_writing_past_its_tensor),
+      cmocka_unit_test(test_finite_differences_catch_a_wrong_derivative),
+      cmocka_unit_test(test_a_broken_backend_is_caught),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
