@@ -544,7 +544,7 @@ static int fd_run(oh_run *u, const oh_case *c, const oh_data *d, const oh_vals *
   /* the analytic values: v's gradients, then d_in, in execute's order */
   unsigned k = v->n - fc->n_in;
   for (unsigned i = 0; i < fc->n_in; i++, k++) {
-    char what[16];
+    char what[24];
     snprintf(what, sizeof what, "d_in[%u]", i);
     f.x = &u->in[i];
     if (fd_compare(c->type, what, d->in[i], v->v[k], v->len[k], &t, eps, tol, msg, sizeof msg))
