@@ -669,6 +669,9 @@ static int check_backend_ops(const nnt_model *m, nnt_err *e) {
                   nnt_optimizer_type_name(m->opt));
   if (!rc && m->clip_grad_norm > 0)
     rc = need_ops(be, NNT_KOP_BIT(DOT) | NNT_KOP_BIT(SCALE), e, "[Model] clip_grad_by_norm");
+  /* whatever the parts above do not name yet */
+  if (!rc)
+    rc = need_ops(be, nnt_graph_core_kops(m), e, "the training loop");
   return rc;
 }
 
