@@ -67,4 +67,6 @@ const nnt_layer_ops nnt_layer_activation = {
     .finalize = act_finalize,
     .forward = act_forward,
     .calc_derivative = act_derivative,
+    .kops = NNT_KOP_BIT(ACT_FWD) | NNT_KOP_BIT(ACT_BWD) | NNT_KOP_BIT(SOFTMAX_FWD) |
+            NNT_KOP_BIT(SOFTMAX_BWD),
 };

@@ -34,4 +34,5 @@ const nnt_layer_ops nnt_layer_addition = {
     .finalize = add_finalize,
     .forward = add_forward,
     .calc_derivative = add_derivative,
+    .kops = NNT_KOP_BIT(COPY) | NNT_KOP_BIT(ADD),
 };

@@ -135,4 +135,6 @@ const nnt_layer_ops nnt_layer_batch_normalization = {
     .forward = bn_forward,
     .calc_gradient = bn_gradient,
     .calc_derivative = bn_derivative,
+    .kops = NNT_KOP_BIT(BN_FWD_TRAIN) | NNT_KOP_BIT(BN_FWD_INFER) | NNT_KOP_BIT(BN_BWD) |
+            NNT_KOP_BIT(SCALE) | NNT_KOP_BIT(AXPY),
 };

@@ -138,6 +138,7 @@ const nnt_layer_ops nnt_layer_concat = {
     .finalize = cat_finalize,
     .forward = cat_forward,
     .calc_derivative = cat_derivative,
+    .kops = NNT_KOP_BIT(COPY),
 };
 
 static int split_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
@@ -195,4 +196,5 @@ const nnt_layer_ops nnt_layer_split = {
     .forward = split_forward,
     .calc_derivative = split_derivative,
     .log_defaults = split_log_defaults,
+    .kops = NNT_KOP_BIT(COPY) | NNT_KOP_BIT(FILL),
 };

@@ -150,6 +150,8 @@ const nnt_layer_ops nnt_layer_conv2d = {
     .forward = conv_forward,
     .calc_gradient = conv_gradient,
     .calc_derivative = conv_derivative,
+    .kops = NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM) | NNT_KOP_BIT(GEMM) |
+            NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL),
 };
 
 const nnt_layer_ops nnt_layer_conv1d = {
@@ -162,4 +164,6 @@ const nnt_layer_ops nnt_layer_conv1d = {
     .forward = conv_forward,
     .calc_gradient = conv_gradient,
     .calc_derivative = conv_derivative,
+    .kops = NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM) | NNT_KOP_BIT(GEMM) |
+            NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL),
 };

@@ -58,4 +58,5 @@ const nnt_layer_ops nnt_layer_dropout = {
     .finalize = dropout_finalize,
     .forward = dropout_forward,
     .calc_derivative = dropout_derivative,
+    .kops = NNT_KOP_BIT(DROPOUT_MASK) | NNT_KOP_BIT(MUL) | NNT_KOP_BIT(COPY) | NNT_KOP_BIT(FILL),
 };

@@ -34,4 +34,5 @@ const nnt_layer_ops nnt_layer_flatten = {
     .finalize = flatten_finalize,
     .forward = flatten_forward,
     .calc_derivative = flatten_derivative,
+    .kops = NNT_KOP_BIT(COPY),
 };

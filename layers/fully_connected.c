@@ -100,4 +100,5 @@ const nnt_layer_ops nnt_layer_fully_connected = {
     .forward = fc_forward,
     .calc_gradient = fc_gradient,
     .calc_derivative = fc_derivative,
+    .kops = NNT_KOP_BIT(GEMM) | NNT_KOP_BIT(ADD_ROW_VEC) | NNT_KOP_BIT(SUM_ROWS),
 };

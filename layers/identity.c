@@ -23,4 +23,5 @@ const nnt_layer_ops nnt_layer_identity = {
     .finalize = id_finalize,
     .forward = id_forward,
     .calc_derivative = id_derivative,
+    .kops = NNT_KOP_BIT(COPY),
 };

@@ -71,4 +71,5 @@ const nnt_layer_ops nnt_layer_input = {
     .finalize = input_finalize,
     .forward = input_forward,
     .calc_derivative = input_derivative,
+    .kops = NNT_KOP_BIT(COPY) | NNT_KOP_BIT(SUM),
 };

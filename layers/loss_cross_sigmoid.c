@@ -36,4 +36,6 @@ const nnt_layer_ops nnt_layer_cross_sigmoid = {
     .finalize = xg_finalize,
     .forward = xg_forward,
     .calc_derivative = xg_derivative,
+    .kops = NNT_KOP_BIT(XENT_SIGMOID_FWD) | NNT_KOP_BIT(ACT_FWD) | NNT_KOP_BIT(SUB) |
+            NNT_KOP_BIT(SCALE),
 };

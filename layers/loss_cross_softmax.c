@@ -34,4 +34,6 @@ const nnt_layer_ops nnt_layer_cross_softmax = {
     .finalize = xs_finalize,
     .forward = xs_forward,
     .calc_derivative = xs_derivative,
+    .kops = NNT_KOP_BIT(SOFTMAX_FWD) | NNT_KOP_BIT(XENT_SOFTMAX_FWD) |
+            NNT_KOP_BIT(XENT_SOFTMAX_BWD),
 };

@@ -27,4 +27,5 @@ const nnt_layer_ops nnt_layer_mse = {
     .finalize = mse_finalize,
     .forward = mse_forward,
     .calc_derivative = mse_derivative,
+    .kops = NNT_KOP_BIT(MSE_FWD) | NNT_KOP_BIT(MSE_BWD) | NNT_KOP_BIT(COPY),
 };

@@ -40,4 +40,5 @@ const nnt_layer_ops nnt_layer_multiout = {
     .finalize = mo_finalize,
     .forward = mo_forward,
     .calc_derivative = mo_derivative,
+    .kops = NNT_KOP_BIT(COPY) | NNT_KOP_BIT(ADD) | NNT_KOP_BIT(FILL),
 };

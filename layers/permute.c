@@ -63,4 +63,5 @@ const nnt_layer_ops nnt_layer_permute = {
     .finalize = permute_finalize,
     .forward = permute_forward,
     .calc_derivative = permute_derivative,
+    .kops = NNT_KOP_BIT(PERMUTE3),
 };

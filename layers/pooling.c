@@ -113,4 +113,5 @@ const nnt_layer_ops nnt_layer_pooling2d = {
     .forward = pool_forward,
     .calc_derivative = pool_derivative,
     .log_defaults = pool_log_defaults,
+    .kops = NNT_KOP_BIT(POOL_FWD) | NNT_KOP_BIT(POOL_BWD),
 };

@@ -58,4 +58,5 @@ const nnt_layer_ops nnt_layer_reshape = {
     .finalize = reshape_finalize,
     .forward = reshape_forward,
     .calc_derivative = reshape_derivative,
+    .kops = NNT_KOP_BIT(COPY),
 };

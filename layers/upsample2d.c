@@ -82,4 +82,5 @@ const nnt_layer_ops nnt_layer_upsample2d = {
     .forward = up_forward,
     .calc_derivative = up_derivative,
     .log_defaults = up_log_defaults,
+    .kops = NNT_KOP_BIT(UPSAMPLE_NEAREST_FWD) | NNT_KOP_BIT(UPSAMPLE_NEAREST_BWD),
 };

@@ -3,6 +3,7 @@
  * each layer's finalize, and assign execution orders. */
 #include "nntrainer/model_impl.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -603,6 +604,77 @@ static int weight_totals(nnt_model *m, nnt_err *e) {
   return NNT_OK;
 }
 
+uint64_t nnt_graph_core_kops(const nnt_model *m) {
+  uint64_t k = m->opt ? nnt_optimizer_kops(m->opt) : 0;
+  if (m->clip_grad_norm > 0)
+    k |= NNT_KOP_BIT(DOT) | NNT_KOP_BIT(SCALE);
+  for (size_t i = 0; i < m->n_w; i++)
+    if (m->wspec[i].l2 > 0 || m->wspec[i].decay > 0)
+      k |= NNT_KOP_BIT(AXPY);
+  /* several consumers of one output: their derivatives are summed */
+  for (size_t i = 0; i < m->n_nodes; i++)
+    for (unsigned o = 0; o < m->nodes[i].fc.n_out; o++)
+      if (m->nodes[i].n_consumers[o] > 1)
+        k |= NNT_KOP_BIT(COPY) | NNT_KOP_BIT(ADD);
+  return k;
+}
+
+/* The first op of want the backend says no to, or NNT_KOP__COUNT. */
+static nnt_kop first_unsupported(const nnt_backend *be, uint64_t want) {
+  for (unsigned op = 0; op < NNT_KOP__COUNT; op++)
+    if ((want >> op & 1) && !be->supports(be, (nnt_kop)op))
+      return (nnt_kop)op;
+  return NNT_KOP__COUNT;
+}
+
+/* "<who>: backend '<be>' does not support the op '<op>' it needs" for the
+ * first op of want the backend says no to; NNT_OK when there is none. */
+static int need_ops(const nnt_backend *be, uint64_t want, nnt_err *e, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int need_ops(const nnt_backend *be, uint64_t want, nnt_err *e, const char *fmt, ...) {
+  nnt_kop op = first_unsupported(be, want);
+  if (op == NNT_KOP__COUNT)
+    return NNT_OK;
+  char who[NNT_ERR_MSG_MAX / 2];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(who, sizeof who, fmt, ap);
+  va_end(ap);
+  return nnt_err_set(e, NNT_ERR_NOT_SUPPORTED, "%s: backend '%s' does not support the op '%s' "
+                     "it needs", who, be->name, nnt_kop_name(op));
+}
+
+/* The supports gate: every op a node's layer type or the core will call
+ * (nnt_graph_core_kops, checked here part by part to name the part) must
+ * be one the model's backend runs. */
+static int check_backend_ops(const nnt_model *m, nnt_err *e) {
+  const nnt_backend *be = m->be;
+  int rc = NNT_OK;
+  for (size_t i = 0; !rc && i < m->n_nodes; i++) {
+    const nnt_node *nd = &m->nodes[i];
+    const nnt_layer *l = nd->layer;
+    rc = need_ops(be, l->ops->kops, e, "layer '%s' (%s)", l->name, l->ops->type);
+    for (unsigned w = 0; !rc && w < nd->fc.n_w; w++)
+      if (nd->fc.w[w].l2 > 0 || nd->fc.w[w].decay > 0)
+        rc = need_ops(be, NNT_KOP_BIT(AXPY), e, "layer '%s': the regularizer or decay of "
+                      "weight '%s'", l->name, nd->fc.w[w].name);
+    for (unsigned o = 0; !rc && o < nd->fc.n_out; o++)
+      if (nd->n_consumers[o] > 1)
+        rc = need_ops(be, NNT_KOP_BIT(COPY) | NNT_KOP_BIT(ADD), e, "layer '%s': the sum of "
+                      "the derivatives of its output %u, which %u layers read", l->name, o,
+                      nd->n_consumers[o]);
+  }
+  if (!rc && m->opt)
+    rc = need_ops(be, nnt_optimizer_kops(m->opt), e, "the optimizer '%s'",
+                  nnt_optimizer_type_name(m->opt));
+  if (!rc && m->clip_grad_norm > 0)
+    rc = need_ops(be, NNT_KOP_BIT(DOT) | NNT_KOP_BIT(SCALE), e, "[Model] clip_grad_by_norm");
+  /* whatever the parts above do not name yet */
+  if (!rc)
+    rc = need_ops(be, nnt_graph_core_kops(m), e, "the training loop");
+  return rc;
+}
+
 int nnt_graph_compile(nnt_model *m, nnt_err *e) {
   build b = {0};
   b.m = m;
@@ -617,6 +689,8 @@ int nnt_graph_compile(nnt_model *m, nnt_err *e) {
     rc = assign_orders(m, e);
   if (!rc)
     rc = weight_totals(m, e);
+  if (!rc)
+    rc = check_backend_ops(m, e);
   nnt_free(b.g);
   nnt_name_index_free(&b.alias);
   nnt_name_index_free(&b.names);

@@ -55,6 +55,8 @@ static void write_model(FILE *f, const nnt_model *m, const char *bin_path, int *
   fprintf(f, "memory_planner = %s\n", nnt_planner_name(m->planner));
   if (m->memory_budget)
     fprintf(f, "memory_budget = %llu\n", (unsigned long long)m->memory_budget);
+  if (m->engine_set)
+    fprintf(f, "engine = %s\n", nnt_engine_name(m->engine));
 }
 
 static void write_floats(FILE *f, const char *key, const float *v, unsigned n) {

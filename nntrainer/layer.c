@@ -356,6 +356,13 @@ static int set_property(nnt_layer *l, const char *key, const char *value, nnt_er
     return nnt_parse_bool(key, value, &l->flatten, e);
   if (nnt_streq(key, "trainable"))
     return nnt_parse_bool(key, value, &l->trainable, e);
+  if (nnt_streq(key, "engine")) {
+    if (nnt_engine_from_name(value, &l->engine))
+      return nnt_err_set(e, NNT_ERR_INVAL, "key 'engine': unknown engine '%s' (cpu, gpu, qnn)",
+                         value);
+    l->has_engine = 1;
+    return NNT_OK;
+  }
   return nnt_err_set(e, NNT_ERR_INVAL, "unknown key '%s' for layer type '%s'", key,
                      l->ops->type);
 }

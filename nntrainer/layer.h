@@ -7,6 +7,7 @@
 
 #include "nntrainer/common.h"
 #include "nntrainer/tensor.h"
+#include "nntrainer/compute/backend.h"
 #include "nntrainer/compute/kernels.h"
 
 #define NNT_MAX_IO 16      /* inputs or outputs of one layer */
@@ -176,6 +177,10 @@ typedef struct nnt_layer_ops {
    * NNTrainer requires), and a warning for given keys the layer ignores.
    * nnt_layer_has_key says what was given. */
   void (*log_defaults)(const nnt_layer *l);
+  /* The kernel ops forward, calc_gradient and calc_derivative may call, as
+   * NNT_KOP_BIT(...)s: compile refuses the layer on a backend whose
+   * supports gate says no to one of them. */
+  uint64_t kops;
 } nnt_layer_ops;
 
 struct nnt_layer {
@@ -192,6 +197,8 @@ struct nnt_layer {
   nnt_act activation;                 /* activation = ..., realized as a node */
   int flatten;                        /* flatten = true, realized as a node */
   int trainable;                      /* default 1 */
+  int has_engine;                     /* engine given */
+  nnt_engine engine;                  /* engine = cpu | gpu | qnn */
   int owned;                          /* added to a model */
   /* the properties as given (lowercase key, value), for writing the model
    * back as an INI; name and type are not among them */

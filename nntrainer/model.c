@@ -225,6 +225,13 @@ int nnt_model_set_property(nnt_model *m, const char *key, const char *value,
   }
   if (nnt_streq(key, "memory_budget"))
     return parse_budget(key, value, &m->memory_budget, e);
+  if (nnt_streq(key, "engine")) {
+    if (nnt_engine_from_name(value, &m->engine))
+      return nnt_err_set(e, NNT_ERR_INVAL, "key 'engine': unknown engine '%s' (cpu, gpu, qnn)",
+                         value);
+    m->engine_set = 1;
+    return NNT_OK;
+  }
   if (nnt_streq(key, "memory_planner")) {
     if (nnt_planner_from_name(value, &m->planner))
       return nnt_err_set(e, NNT_ERR_INVAL,
@@ -312,6 +319,55 @@ int nnt_model_set_dataset(nnt_model *m, nnt_ds_mode mode, nnt_dataset *ds,
   return NNT_OK;
 }
 
+int nnt_model_set_backend(nnt_model *m, nnt_backend *be, nnt_err *e) {
+  if (!be || !be->k || !be->buft || !be->supports)
+    return nnt_err_set(e, NNT_ERR_INVAL, "set_backend: the backend is NULL or incomplete");
+  int rc = refuse_after_compile(m, "set_backend", e);
+  if (rc)
+    return rc;
+  if (be != m->be)
+    nnt_backend_free(m->be);
+  m->be = be;
+  m->k = be->k;
+  return NNT_OK;
+}
+
+/* The backend of the model's engine (kept when the model has it already),
+ * and every layer's engine against it: a model runs on one backend. */
+static int select_backend(nnt_model *m, nnt_err *e) {
+  const char *want = nnt_engine_name(m->engine);
+  nnt_backend *be;
+  int rc;
+  if (strcmp(m->be->name, want)) {
+    if ((rc = nnt_backend_get(m->engine, &be, e))) {
+      nnt_err_prefix(e, "[Model] ");
+      return rc;
+    }
+    if ((rc = nnt_model_set_backend(m, be, e))) {
+      nnt_backend_free(be);
+      return rc;
+    }
+  }
+  for (size_t i = 0; i < m->n_layers; i++) {
+    const nnt_layer *l = m->layers[i];
+    const char *name = nnt_engine_name(l->engine);
+    if (!l->has_engine || !strcmp(name, m->be->name))
+      continue;
+    if ((rc = nnt_backend_get(l->engine, &be, e))) {
+      nnt_err_prefix(e, "layer '%s': ", l->name);
+      return rc;
+    }
+    int same = !strcmp(be->name, m->be->name);
+    nnt_backend_free(be);
+    if (!same)
+      return nnt_err_set(e, NNT_ERR_NOT_SUPPORTED,
+                         "layer '%s': engine '%s' differs from the model's engine '%s'; a model "
+                         "runs on one backend (set [Model] engine, or the same engine on every "
+                         "layer)", l->name, name, want);
+  }
+  return NNT_OK;
+}
+
 int nnt_model_compile(nnt_model *m, nnt_err *e) {
   int rc = refuse_after_compile(m, "compile", e);
   if (rc)
@@ -325,7 +381,7 @@ int nnt_model_compile(nnt_model *m, nnt_err *e) {
     nnt_layer_log_defaults(m->layers[i]);
   nnt_optimizer_log_defaults(m->opt);
   nnt_rng_seed(&m->rng, m->seed ^ 0x5eedULL);
-  if ((rc = nnt_graph_compile(m, e)))
+  if ((rc = select_backend(m, e)) || (rc = nnt_graph_compile(m, e)))
     return rc;
   m->compiled = 1;
   return NNT_OK;

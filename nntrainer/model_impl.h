@@ -78,6 +78,8 @@ struct nnt_model {
   nnt_planner_kind planner;
   uint64_t memory_budget;   /* bytes; 0: no limit */
   int load_on_init;         /* load_weights: load save_path at initialize */
+  nnt_engine engine;        /* engine: selects m->be at compile */
+  int engine_set;           /* engine given (written back by the INI writer) */
   char *base_dir;
   /* compiled */
   int compiled, initialized;
@@ -121,8 +123,20 @@ struct nnt_model {
   size_t state_floats;
 };
 
+/* model.c: make be the model's backend (m->be, and m->k = be->k), freeing
+ * the one it had (nnt_backend_free). Before compile only: the model's
+ * buffers are the backend's (NNT_ERR_INVAL after). Compile keeps it when
+ * its name is the model's engine's ("cpu"), so a backend set here for the
+ * engine (a test's) is the one compile checks and runs on; otherwise
+ * compile replaces it with nnt_backend_get's. The model owns be. */
+int nnt_model_set_backend(nnt_model *m, nnt_backend *be, nnt_err *e);
+
 /* graph.c */
 int nnt_graph_compile(nnt_model *m, nnt_err *e);
+/* The kernel ops the core calls for this compiled model besides its
+ * layers' (the optimizer's step, the sums of fan-out derivatives, the
+ * regularizers, clip_grad_by_norm), as NNT_KOP_BIT(...)s. */
+uint64_t nnt_graph_core_kops(const nnt_model *m);
 void nnt_graph_free(nnt_model *m);
 /* Finalize the compiled graph again for another batch size (shapes and
  * scratch change, weights do not). On failure the model keeps its batch. */

@@ -231,6 +231,15 @@ static double adam_lr_t(const nnt_optimizer *o, double lr, size_t iter) {
   return lr * sqrt((double)bc2) / (double)bc1;
 }
 
+uint64_t nnt_optimizer_kops(const nnt_optimizer *o) {
+  if (o->type == NNT_OPT_SGD)
+    return NNT_KOP_BIT(SGD_STEP);
+  uint64_t k = NNT_KOP_BIT(ADAM_STEP);
+  if (o->type == NNT_OPT_ADAMW && o->weight_decay > 0)
+    k |= NNT_KOP_BIT(SCALE);
+  return k;
+}
+
 /* One update of the n weights w from gradient g (read-only) at iteration
  * iter; state holds nnt_optimizer_state_count arrays of n floats (m, v),
  * zeroed before the first step. Computes only through the kernel table k. */

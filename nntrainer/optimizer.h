@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include "nntrainer/common.h"
+#include "nntrainer/compute/backend.h"
 #include "nntrainer/compute/kernels.h"
 
 typedef enum nnt_opt_type { NNT_OPT_SGD = 0, NNT_OPT_ADAM, NNT_OPT_ADAMW } nnt_opt_type;
@@ -74,6 +75,8 @@ int nnt_optimizer_validate(const nnt_optimizer *o, nnt_err *e);
 void nnt_optimizer_log_defaults(const nnt_optimizer *o);
 /* State tensors per weight, each as large as the weight: 0 sgd, 2 adam(w). */
 unsigned nnt_optimizer_state_count(const nnt_optimizer *o);
+/* The kernel ops nnt_optimizer_apply calls, as NNT_KOP_BIT(...)s. */
+uint64_t nnt_optimizer_kops(const nnt_optimizer *o);
 /* Learning rate at iteration iter (0-based across epochs). */
 float nnt_optimizer_lr(const nnt_optimizer *o, size_t iter);
 /* One update of n weights w with gradient g at iteration iter (0-based;
