@@ -37,6 +37,33 @@ static float *dup(const float *x, size_t n) {
 
 static double *dbl(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
 
+/* The scalar entries write one float; each must return NNT_OK. */
+static float dot1(size_t n, const float *a, const float *b) {
+  float v = NAN;
+  assert_int_equal(K->dot(n, a, b, &v), NNT_OK);
+  return v;
+}
+static float sum1(size_t n, const float *a) {
+  float v = NAN;
+  assert_int_equal(K->sum(n, a, &v), NNT_OK);
+  return v;
+}
+static float xent_softmax1(size_t rows, size_t cols, const float *p, const float *lab) {
+  float v = NAN;
+  assert_int_equal(K->xent_softmax_fwd(rows, cols, p, lab, &v), NNT_OK);
+  return v;
+}
+static float xent_sigmoid1(size_t rows, size_t cols, const float *x, const float *lab) {
+  float v = NAN;
+  assert_int_equal(K->xent_sigmoid_fwd(rows, cols, x, lab, &v), NNT_OK);
+  return v;
+}
+static float mse1(size_t n, const float *y, const float *lab) {
+  float v = NAN;
+  assert_int_equal(K->mse_fwd(n, y, lab, &v), NNT_OK);
+  return v;
+}
+
 static void expect(const char *what, const float *got, const double *want, size_t n,
                    double tol) {
   for (size_t i = 0; i < n; i++)
@@ -155,8 +182,8 @@ static void test_vector_ops(void **state) {
     for (size_t i = 0; i < n; i++)
       d += (double)a[i] * b[i], s += a[i], mag += fabs(a[i]) * 2;
     /* a sum's error scales with the magnitudes summed, not with the sum */
-    assert_true(fabs(K->dot(n, a, b) - d) <= 1e-6 * mag + 1e-6);
-    assert_true(fabs(K->sum(n, a) - s) <= 1e-6 * mag + 1e-6);
+    assert_true(fabs(dot1(n, a, b) - d) <= 1e-6 * mag + 1e-6);
+    assert_true(fabs(sum1(n, a) - s) <= 1e-6 * mag + 1e-6);
     K->fill(n, 2.5f, y);
     for (size_t i = 0; i < n; i++)
       assert_true(y[i] == 2.5f);
@@ -398,7 +425,7 @@ static void test_xent_softmax(void **state) {
     double want = 0;
     for (size_t i = 0; i < n; i++)
       want -= lab[i] * log((double)p[i] + 1e-20);
-    expect1("xent_softmax", K->xent_softmax_fwd(rows, cols, p, lab), want / rows, 1e-5);
+    expect1("xent_softmax", xent_softmax1(rows, cols, p, lab), want / rows, 1e-5);
     double *w = dbl(n);
     for (size_t i = 0; i < n; i++)
       w[i] = ((double)p[i] - lab[i]) / rows;
@@ -422,7 +449,7 @@ static void test_xent_sigmoid_mse(void **state) {
       want += fmax(xi, 0) - xi * lab[i] + log1p(exp(-fabs(xi)));
       w[i] = (ref_sigmoid(xi) - lab[i]) / n;
     }
-    float got = K->xent_sigmoid_fwd(rows, cols, x, lab);
+    float got = xent_sigmoid1(rows, cols, x, lab);
     assert_true(isfinite(got));
     expect1("xent_sigmoid", got, want / n, 1e-5);
     K->xent_sigmoid_bwd(rows, cols, x, lab, dx);
@@ -434,7 +461,7 @@ static void test_xent_sigmoid_mse(void **state) {
       want += d * d;
       w[i] = 2 * d / n;
     }
-    expect1("mse", K->mse_fwd(n, x, lab), want / n, 1e-5);
+    expect1("mse", mse1(n, x, lab), want / n, 1e-5);
     K->mse_bwd(n, x, lab, dx);
     expect("mse'", dx, w, n, 1e-6);
     free(x), free(lab), free(dx), free(w);
@@ -447,17 +474,18 @@ static void test_dropout_mask(void **state) {
   (void)state;
   enum { N = 20000 };
   float *mask = malloc(N * 4), *again = malloc(N * 4);
-  nnt_rng r;
   const float rates[] = {0.0f, 0.25f, 0.9f};
   for (size_t t = 0; t < NNT_ARRAY_LEN(rates); t++) {
     float rate = rates[t];
-    nnt_rng_seed(&r, 1);
-    K->dropout_mask(N, rate, &r, mask);
-    nnt_rng_seed(&r, 1);
-    K->dropout_mask(N, rate, &r, again);
-    assert_memory_equal(mask, again, N * 4); /* a function of the rng state */
+    assert_int_equal(K->dropout_mask(N, rate, 11, 3, mask), NNT_OK);
+    assert_int_equal(K->dropout_mask(N, rate, 11, 3, again), NNT_OK);
+    assert_memory_equal(mask, again, N * 4); /* a function of (key, stream) */
     size_t kept = 0;
     for (size_t i = 0; i < N; i++) {
+      /* element i is the generator's value i of the stream, in any order */
+      float keep = nnt_philox_uniform_at(11, 3, i) < rate ? 0.0f : 1 / (1 - rate);
+      if (mask[i] != keep)
+        fail_msg("mask[%zu] = %g, not %g, at rate %g", i, mask[i], keep, rate);
       kept += mask[i] != 0;
       if (mask[i] != 0 && fabsf(mask[i] - 1 / (1 - rate)) > 1e-6f)
         fail_msg("mask[%zu] = %g at rate %g", i, mask[i], rate);
@@ -465,8 +493,101 @@ static void test_dropout_mask(void **state) {
     /* binomial: 5 standard deviations at most */
     double mean = N * (1.0 - rate), sd = sqrt(N * rate * (1.0 - rate));
     assert_true(fabs((double)kept - mean) <= 5 * sd + 0.5);
+    if (rate > 0) {
+      /* another stream or key: another mask; a prefix is the same mask */
+      assert_int_equal(K->dropout_mask(N, rate, 11, 4, again), NNT_OK);
+      assert_true(memcmp(mask, again, N * 4) != 0);
+      assert_int_equal(K->dropout_mask(N, rate, 12, 3, again), NNT_OK);
+      assert_true(memcmp(mask, again, N * 4) != 0);
+      assert_int_equal(K->dropout_mask(7, rate, 11, 3, again), NNT_OK);
+      assert_memory_equal(mask, again, 7 * 4);
+    }
   }
+  assert_int_equal(K->dropout_mask(N, 1.5f, 11, 3, mask), NNT_ERR_INVAL);
+  assert_int_equal(K->dropout_mask(N, 0.5f, 11, 3, NULL), NNT_ERR_INVAL);
   free(mask), free(again);
+}
+
+/* ---- normalize_rows, argmax_match, argument checks ------------------------- */
+
+static void test_normalize_rows(void **state) {
+  (void)state;
+  const size_t shapes[][2] = {{1, 1}, {3, 17}, {4, 130}};
+  for (size_t t = 0; t < NNT_ARRAY_LEN(shapes); t++) {
+    size_t rows = shapes[t][0], cols = shapes[t][1], n = rows * cols;
+    float *x = rnd(n, -5, 7), *y = malloc(n * 4), *z = malloc(n * 4);
+    if (rows > 2)
+      for (size_t c = 0; c < cols; c++)
+        x[2 * cols + c] = 3.5f; /* a constant row becomes zeros */
+    for (unsigned mode = 0; mode < 4; mode++) {
+      assert_int_equal(K->normalize_rows(rows, cols, mode, x, y), NNT_OK);
+      memcpy(z, x, n * 4);
+      assert_int_equal(K->normalize_rows(rows, cols, mode, z, z), NNT_OK); /* in place */
+      assert_memory_equal(y, z, n * 4);
+      for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols, *yr = y + r * cols;
+        double v[130], lo = xr[0], hi = xr[0];
+        for (size_t c = 0; c < cols; c++)
+          v[c] = xr[c], lo = fmin(lo, xr[c]), hi = fmax(hi, xr[c]);
+        if (mode & NNT_NORM_MINMAX)
+          for (size_t c = 0; c < cols; c++)
+            v[c] = hi > lo ? (v[c] - lo) / (hi - lo) : 0;
+        if (mode & NNT_NORM_STANDARD) {
+          double mean = 0, var = 0;
+          for (size_t c = 0; c < cols; c++)
+            mean += v[c] / cols;
+          for (size_t c = 0; c < cols; c++)
+            var += (v[c] - mean) * (v[c] - mean) / cols;
+          for (size_t c = 0; c < cols; c++)
+            v[c] = var > 1e-12 ? (v[c] - mean) / sqrt(var) : 0;
+        }
+        expect("normalize_rows", yr, v, cols, 1e-4);
+      }
+    }
+    free(x), free(y), free(z);
+  }
+  float one[2] = {1, 2};
+  assert_int_equal(K->normalize_rows(1, 2, 4, one, one), NNT_ERR_INVAL);
+  assert_int_equal(K->normalize_rows(1, 0, 1, one, one), NNT_ERR_INVAL);
+}
+
+static void test_argmax_match(void **state) {
+  (void)state;
+  /* rows: agree, disagree, a tie (the first largest wins in both), agree */
+  const float y[] = {0.1f, 0.7f, 0.2f, 0.5f, 0.4f, 0.1f, 0.3f, 0.3f, 0.1f, 0, 0, 1};
+  const float lab[] = {0, 1, 0, 0, 1, 0, 1, 0, 1, 0, 0, 1};
+  float count = -1;
+  assert_int_equal(K->argmax_match(4, 3, y, lab, &count), NNT_OK);
+  assert_true(count == 3.0f);
+  assert_int_equal(K->argmax_match(1, 3, y + 3, lab + 3, &count), NNT_OK);
+  assert_true(count == 0.0f);
+  assert_int_equal(K->argmax_match(0, 3, y, lab, &count), NNT_OK);
+  assert_true(count == 0.0f);
+  assert_int_equal(K->argmax_match(4, 3, y, lab, NULL), NNT_ERR_INVAL);
+  assert_int_equal(K->argmax_match(4, 0, y, lab, &count), NNT_ERR_INVAL);
+}
+
+/* Every entry returns NNT_OK on good arguments (the tests above) and
+ * NNT_ERR_INVAL on those it can see are wrong. */
+static void test_invalid_arguments(void **state) {
+  (void)state;
+  float a[4] = {1, 2, 3, 4}, out;
+  assert_int_equal(K->dot(4, a, a, NULL), NNT_ERR_INVAL);
+  assert_int_equal(K->sum(4, NULL, &out), NNT_ERR_INVAL);
+  assert_int_equal(K->sum(0, NULL, &out), NNT_OK);
+  assert_true(out == 0.0f);
+  assert_int_equal(K->mse_fwd(0, a, a, &out), NNT_ERR_INVAL);
+  assert_int_equal(K->xent_softmax_fwd(0, 2, a, a, &out), NNT_ERR_INVAL);
+  assert_int_equal(K->xent_sigmoid_fwd(2, 2, a, a, NULL), NNT_ERR_INVAL);
+  /* gemm: a leading dimension shorter than a row, a dimension past the limit */
+  assert_int_equal(K->gemm(0, 0, 2, 2, 2, 1, a, 1, a, 2, 0, a, 2), NNT_ERR_INVAL);
+  assert_int_equal(K->gemm(0, 0, 2, 2, 2, 1, a, 2, a, 2, 0, a, 1), NNT_ERR_INVAL);
+  assert_int_equal(K->gemm(0, 0, NNT_GEMM_DIM_MAX + 1, 1, 1, 1, a, 1, a, 1, 0, a, 1),
+                   NNT_ERR_INVAL);
+  assert_int_equal(K->gemm(0, 0, 2, 2, 2, 1, a, 2, a, 2, 0, a, 2), NNT_OK);
+  nnt_conv_geom g = {1, 2, 2, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1};
+  assert_int_equal(K->pool_fwd(&g, 1, 2, a, &out, &out), NNT_ERR_INVAL);
+  assert_int_equal(K->pool_bwd(&g, 1, 2, a, a, a), NNT_ERR_INVAL);
 }
 
 static void test_optimizer_steps(void **state) {
@@ -747,6 +868,8 @@ int main(void) {
       cmocka_unit_test(test_dropout_mask),  cmocka_unit_test(test_optimizer_steps),
       cmocka_unit_test(test_batch_norm),    cmocka_unit_test(test_permute_upsample),
       cmocka_unit_test(test_windows),       cmocka_unit_test(test_philox),
+      cmocka_unit_test(test_normalize_rows), cmocka_unit_test(test_argmax_match),
+      cmocka_unit_test(test_invalid_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
