@@ -571,7 +571,7 @@ static void test_argmax_match(void **state) {
  * NNT_ERR_INVAL on those it can see are wrong. */
 static void test_invalid_arguments(void **state) {
   (void)state;
-  float a[4] = {1, 2, 3, 4}, out;
+  float a[4] = {1, 2, 3, 4}, c[4], out;
   assert_int_equal(K->dot(4, a, a, NULL), NNT_ERR_INVAL);
   assert_int_equal(K->sum(4, NULL, &out), NNT_ERR_INVAL);
   assert_int_equal(K->sum(0, NULL, &out), NNT_OK);
@@ -580,11 +580,12 @@ static void test_invalid_arguments(void **state) {
   assert_int_equal(K->xent_softmax_fwd(0, 2, a, a, &out), NNT_ERR_INVAL);
   assert_int_equal(K->xent_sigmoid_fwd(2, 2, a, a, NULL), NNT_ERR_INVAL);
   /* gemm: a leading dimension shorter than a row, a dimension past the limit */
-  assert_int_equal(K->gemm(0, 0, 2, 2, 2, 1, a, 1, a, 2, 0, a, 2), NNT_ERR_INVAL);
-  assert_int_equal(K->gemm(0, 0, 2, 2, 2, 1, a, 2, a, 2, 0, a, 1), NNT_ERR_INVAL);
-  assert_int_equal(K->gemm(0, 0, NNT_GEMM_DIM_MAX + 1, 1, 1, 1, a, 1, a, 1, 0, a, 1),
+  assert_int_equal(K->gemm(0, 0, 2, 2, 2, 1, a, 1, a, 2, 0, c, 2), NNT_ERR_INVAL);
+  assert_int_equal(K->gemm(0, 0, 2, 2, 2, 1, a, 2, a, 2, 0, c, 1), NNT_ERR_INVAL);
+  assert_int_equal(K->gemm(0, 0, NNT_GEMM_DIM_MAX + 1, 1, 1, 1, a, 1, a, 1, 0, c, 1),
                    NNT_ERR_INVAL);
-  assert_int_equal(K->gemm(0, 0, 2, 2, 2, 1, a, 2, a, 2, 0, a, 2), NNT_OK);
+  assert_int_equal(K->gemm(0, 0, 2, 2, 2, 1, a, 2, a, 2, 0, c, 2), NNT_OK);
+  assert_true(c[0] == 7 && c[3] == 22);
   nnt_conv_geom g = {1, 2, 2, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1};
   assert_int_equal(K->pool_fwd(&g, 1, 2, a, &out, &out), NNT_ERR_INVAL);
   assert_int_equal(K->pool_bwd(&g, 1, 2, a, a, a), NNT_ERR_INVAL);

@@ -334,6 +334,15 @@ static void test_dropout_inference_is_identity(void **state) {
       assert_float_equal(h.out.data[i], 2 * h.in.data[i], 1e-6);
   }
   assert_in_range(zeros, 25, 75);
+  /* the mask is a function of (seed, stream): the same stream draws it
+   * again, another stream (the next iteration or node) another one */
+  float first[100];
+  memcpy(first, h.out.data, sizeof first);
+  assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
+  assert_memory_equal(first, h.out.data, sizeof first);
+  h.ctx.stream = 13;
+  assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
+  assert_true(memcmp(first, h.out.data, sizeof first) != 0);
   fd_teardown(&h);
 }
 
