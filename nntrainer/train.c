@@ -536,17 +536,25 @@ int nnt_model_infer(nnt_model *m, const float *const *in, float *const *out, nnt
     rc = backend_ready(m, e);
   if (rc)
     return rc;
-  float *bin[NNT_DS_MAX_STREAMS], *blabel[NNT_DS_MAX_STREAMS];
-  batch_ptrs(m, bin, blabel);
-  for (unsigned i = 0; i < m->n_inputs; i++)
-    memcpy(bin[i], in[i], (size_t)m->batch * nnt_dim_feature_len(m->input_dim[i]) * sizeof(float));
-  for (unsigned i = 0; i < m->n_labels; i++)
-    memset(blabel[i], 0, (size_t)m->batch * nnt_dim_feature_len(m->label_dim[i]) * sizeof(float));
-  if ((rc = nnt_model_forward(m, 0, NULL, e)))
-    return rc;
-  for (unsigned i = 0; i < n_out; i++) {
-    const nnt_tensor *t = &nodes[i]->out[idx[i]];
-    memcpy(out[i], t->data, nnt_tensor_len(t) * sizeof(float));
+  /* through the backend's buffer: the tensors need not be host memory */
+  const nnt_mgr *g = &m->mgr[m->bound_mode];
+  for (unsigned i = 0; i < m->n_inputs && !rc; i++) {
+    nnt_dim d = m->input_dim[i];
+    d.b = m->batch;
+    nnt_tensor t = nnt_mgr_bind(g, m->input_t[i], d);
+    rc = nnt_tensor_set(&t, 0, in[i], nnt_tensor_len(&t), e);
   }
-  return NNT_OK;
+  for (unsigned i = 0; i < m->n_labels && !rc; i++) {
+    nnt_dim d = m->label_dim[i];
+    d.b = m->batch;
+    nnt_tensor t = nnt_mgr_bind(g, m->label_t[i], d);
+    rc = nnt_tensor_memset(&t, 0, e);
+  }
+  if (rc || (rc = nnt_model_forward(m, 0, NULL, e)))
+    return rc;
+  for (unsigned i = 0; i < n_out && !rc; i++) {
+    const nnt_tensor *t = &nodes[i]->out[idx[i]];
+    rc = nnt_tensor_get(t, 0, out[i], nnt_tensor_len(t), e);
+  }
+  return rc;
 }
