@@ -55,8 +55,12 @@ static double time_layer(const char *type, const char *const *props, nnt_dim in)
   double t[21];
   for (int r = 0; r < 21; r++) {
     double t0 = now_s();
-    l->ops->forward(l, &c);
+    int rc = l->ops->forward(l, &c);
     t[r] = now_s() - t0;
+    if (rc) {
+      fprintf(stderr, "%s: forward failed: %s\n", type, nnt_strerror(rc));
+      exit(1);
+    }
   }
   qsort(t, 21, sizeof *t, cmp_double);
   free(x.data), free(y.data);

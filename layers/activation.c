@@ -39,24 +39,27 @@ static int act_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
 
 static float act_alpha(nnt_act a) { return a == NNT_ACT_LEAKY_RELU ? LEAKY_SLOPE : ELU_ALPHA; }
 
-static void act_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+static int act_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_tensor *x = &ctx->in[0];
   nnt_tensor *y = &ctx->out[0];
   if (l->activation == NNT_ACT_SOFTMAX)
-    ctx->k->softmax_fwd(nnt_tensor_len(x) / x->dim.w, x->dim.w, x->data, y->data);
+    NNT_TRY(ctx->k->softmax_fwd(nnt_tensor_len(x) / x->dim.w, x->dim.w, x->data, y->data));
   else
-    ctx->k->act_fwd(l->activation, act_alpha(l->activation), nnt_tensor_len(x), x->data,
-                    y->data);
+    NNT_TRY(ctx->k->act_fwd(l->activation, act_alpha(l->activation), nnt_tensor_len(x), x->data,
+                            y->data));
+  return NNT_OK;
 }
 
-static void act_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+static int act_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_tensor *y = &ctx->out[0], *dy = &ctx->d_out[0];
   nnt_tensor *dx = &ctx->d_in[0];
   if (l->activation == NNT_ACT_SOFTMAX)
-    ctx->k->softmax_bwd(nnt_tensor_len(y) / y->dim.w, y->dim.w, y->data, dy->data, dx->data);
+    NNT_TRY(ctx->k->softmax_bwd(nnt_tensor_len(y) / y->dim.w, y->dim.w, y->data, dy->data,
+                                dx->data));
   else
-    ctx->k->act_bwd(l->activation, act_alpha(l->activation), nnt_tensor_len(y),
-                    ctx->in[0].data, y->data, dy->data, dx->data);
+    NNT_TRY(ctx->k->act_bwd(l->activation, act_alpha(l->activation), nnt_tensor_len(y),
+                            ctx->in[0].data, y->data, dy->data, dx->data));
+  return NNT_OK;
 }
 
 const nnt_layer_ops nnt_layer_activation = {

@@ -14,18 +14,20 @@ static int add_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   return NNT_OK;
 }
 
-static void add_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+static int add_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   size_t n = nnt_tensor_len(&ctx->out[0]);
-  ctx->k->copy(n, ctx->in[0].data, ctx->out[0].data);
+  NNT_TRY(ctx->k->copy(n, ctx->in[0].data, ctx->out[0].data));
   for (unsigned k = 1; k < ctx->n_in; k++)
-    ctx->k->add(n, ctx->out[0].data, ctx->in[k].data, ctx->out[0].data);
+    NNT_TRY(ctx->k->add(n, ctx->out[0].data, ctx->in[k].data, ctx->out[0].data));
+  return NNT_OK;
 }
 
-static void add_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+static int add_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   size_t n = nnt_tensor_len(&ctx->d_out[0]);
   for (unsigned k = 0; k < ctx->n_in; k++)
     if (ctx->d_in[k].data)
-      ctx->k->copy(n, ctx->d_out[0].data, ctx->d_in[k].data);
+      NNT_TRY(ctx->k->copy(n, ctx->d_out[0].data, ctx->d_in[k].data));
+  return NNT_OK;
 }
 
 const nnt_layer_ops nnt_layer_addition = {

@@ -95,34 +95,39 @@ static int bn_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   return NNT_OK;
 }
 
-static void bn_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+static int bn_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   bn_priv *p = l->priv;
   const nnt_kernels *k = ctx->k;
   float *mm = ctx->w[0].data, *mv = ctx->w[1].data, *g = ctx->w[2].data, *b = ctx->w[3].data;
   if (!ctx->training) {
-    k->bn_fwd_infer(p->outer, p->ch, p->inner, ctx->in[0].data, mm, mv, g, b, p->epsilon,
-                    ctx->out[0].data);
-    return;
+    NNT_TRY(k->bn_fwd_infer(p->outer, p->ch, p->inner, ctx->in[0].data, mm, mv, g, b, p->epsilon,
+                            ctx->out[0].data));
+    return NNT_OK;
   }
   float *stats = ctx->scratch[2].data;
-  k->bn_fwd_train(p->outer, p->ch, p->inner, ctx->in[0].data, g, b, p->epsilon, stats,
-                  stats + p->ch, ctx->scratch[1].data, ctx->scratch[0].data, ctx->out[0].data);
-  k->scale(p->ch, p->momentum, mm);
-  k->axpy(p->ch, 1 - p->momentum, stats, mm);
-  k->scale(p->ch, p->momentum, mv);
-  k->axpy(p->ch, 1 - p->momentum, stats + p->ch, mv);
+  NNT_TRY(k->bn_fwd_train(p->outer, p->ch, p->inner, ctx->in[0].data, g, b, p->epsilon, stats,
+                          stats + p->ch, ctx->scratch[1].data, ctx->scratch[0].data,
+                          ctx->out[0].data));
+  NNT_TRY(k->scale(p->ch, p->momentum, mm));
+  NNT_TRY(k->axpy(p->ch, 1 - p->momentum, stats, mm));
+  NNT_TRY(k->scale(p->ch, p->momentum, mv));
+  NNT_TRY(k->axpy(p->ch, 1 - p->momentum, stats + p->ch, mv));
+  return NNT_OK;
 }
 
-static void bn_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
+static int bn_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   bn_priv *p = l->priv;
-  ctx->k->bn_bwd(p->outer, p->ch, p->inner, ctx->d_out[0].data, ctx->scratch[0].data,
-                 ctx->scratch[1].data, ctx->w[2].data, NULL, ctx->gw[2].data, ctx->gw[3].data);
+  NNT_TRY(ctx->k->bn_bwd(p->outer, p->ch, p->inner, ctx->d_out[0].data, ctx->scratch[0].data,
+                         ctx->scratch[1].data, ctx->w[2].data, NULL, ctx->gw[2].data,
+                         ctx->gw[3].data));
+  return NNT_OK;
 }
 
-static void bn_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+static int bn_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   bn_priv *p = l->priv;
-  ctx->k->bn_bwd(p->outer, p->ch, p->inner, ctx->d_out[0].data, ctx->scratch[0].data,
-                 ctx->scratch[1].data, ctx->w[2].data, ctx->d_in[0].data, NULL, NULL);
+  NNT_TRY(ctx->k->bn_bwd(p->outer, p->ch, p->inner, ctx->d_out[0].data, ctx->scratch[0].data,
+                         ctx->scratch[1].data, ctx->w[2].data, ctx->d_in[0].data, NULL, NULL));
+  return NNT_OK;
 }
 
 const nnt_layer_ops nnt_layer_batch_normalization = {

@@ -65,15 +65,16 @@ static size_t row_len(nnt_dim d, unsigned axis) { return nnt_dim_len(d) / rows_o
 
 /* Move part (rows x len) between a whole tensor (rows x total, at column
  * offset off) and a part tensor; to_whole picks the direction. */
-static void move_part(const nnt_kernels *k, float *whole, size_t total, float *part, size_t rows,
-                      size_t len, size_t off, int to_whole) {
+static int move_part(const nnt_kernels *k, float *whole, size_t total, float *part, size_t rows,
+                     size_t len, size_t off, int to_whole) {
   for (size_t r = 0; r < rows; r++) {
     float *w = whole + r * total + off, *p = part + r * len;
     if (to_whole)
-      k->copy(len, p, w);
+      NNT_TRY(k->copy(len, p, w));
     else
-      k->copy(len, w, p);
+      NNT_TRY(k->copy(len, w, p));
   }
+  return NNT_OK;
 }
 
 static int cat_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
@@ -106,27 +107,29 @@ static int cat_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   return NNT_OK;
 }
 
-static void cat_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+static int cat_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   cat_priv *p = l->priv;
   size_t rows = rows_of(ctx->out[0].dim, p->axis), total = row_len(ctx->out[0].dim, p->axis);
   size_t off = 0;
   for (unsigned k = 0; k < ctx->n_in; k++) {
     size_t len = row_len(ctx->in[k].dim, p->axis);
-    move_part(ctx->k, ctx->out[0].data, total, ctx->in[k].data, rows, len, off, 1);
+    NNT_TRY(move_part(ctx->k, ctx->out[0].data, total, ctx->in[k].data, rows, len, off, 1));
     off += len;
   }
+  return NNT_OK;
 }
 
-static void cat_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+static int cat_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   cat_priv *p = l->priv;
   size_t rows = rows_of(ctx->d_out[0].dim, p->axis), total = row_len(ctx->d_out[0].dim, p->axis);
   size_t off = 0;
   for (unsigned k = 0; k < ctx->n_in; k++) {
     size_t len = row_len(ctx->d_in[k].dim, p->axis);
     if (ctx->d_in[k].data)
-      move_part(ctx->k, ctx->d_out[0].data, total, ctx->d_in[k].data, rows, len, off, 0);
+      NNT_TRY(move_part(ctx->k, ctx->d_out[0].data, total, ctx->d_in[k].data, rows, len, off, 0));
     off += len;
   }
+  return NNT_OK;
 }
 
 const nnt_layer_ops nnt_layer_concat = {
@@ -165,25 +168,28 @@ static int split_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   return NNT_OK;
 }
 
-static void split_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+static int split_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   cat_priv *p = l->priv;
   size_t rows = rows_of(ctx->in[0].dim, p->axis), total = row_len(ctx->in[0].dim, p->axis);
   size_t len = total / ctx->n_out;
   for (unsigned o = 0; o < ctx->n_out; o++)
-    move_part(ctx->k, ctx->in[0].data, total, ctx->out[o].data, rows, len, o * len, 0);
+    NNT_TRY(move_part(ctx->k, ctx->in[0].data, total, ctx->out[o].data, rows, len, o * len, 0));
+  return NNT_OK;
 }
 
-static void split_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+static int split_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   cat_priv *p = l->priv;
   size_t rows = rows_of(ctx->d_in[0].dim, p->axis), total = row_len(ctx->d_in[0].dim, p->axis);
   size_t len = total / ctx->n_out;
   for (unsigned o = 0; o < ctx->n_out; o++) {
     if (ctx->d_out[o].data)
-      move_part(ctx->k, ctx->d_in[0].data, total, ctx->d_out[o].data, rows, len, o * len, 1);
+      NNT_TRY(move_part(ctx->k, ctx->d_in[0].data, total, ctx->d_out[o].data, rows, len,
+                        o * len, 1));
     else
       for (size_t r = 0; r < rows; r++)
-        ctx->k->fill(len, 0, ctx->d_in[0].data + r * total + o * len);
+        NNT_TRY(ctx->k->fill(len, 0, ctx->d_in[0].data + r * total + o * len));
   }
+  return NNT_OK;
 }
 
 const nnt_layer_ops nnt_layer_split = {

@@ -1,8 +1,11 @@
 /* dropout: in training, zero each value with probability dropout_rate and
  * scale the rest by 1/(1-rate) (NNTrainer's inverted dropout); in inference,
  * the identity. The mask is a scratch tensor kept from forward to backward:
- * dX = dY * mask. Not in place: the kernel table's mul does not promise
- * aliasing, and the backward needs only the mask anyway. */
+ * dX = dY * mask. The mask is drawn from the counter-based generator at
+ * (the model's seed, the run context's stream), so a step's mask depends
+ * on the seed, the iteration and the node alone. Not in place: the kernel
+ * table's mul does not promise aliasing, and the backward needs only the
+ * mask anyway. */
 #include "nntrainer/layer.h"
 
 typedef struct dropout_priv {
@@ -32,22 +35,24 @@ static int dropout_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   return NNT_OK;
 }
 
-static void dropout_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+static int dropout_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   dropout_priv *p = l->priv;
   size_t n = nnt_tensor_len(&ctx->in[0]);
   if (!ctx->training || p->rate == 0) {
-    ctx->k->copy(n, ctx->in[0].data, ctx->out[0].data);
+    NNT_TRY(ctx->k->copy(n, ctx->in[0].data, ctx->out[0].data));
     if (ctx->training)
-      ctx->k->fill(n, 1.0f, ctx->scratch[0].data);
-    return;
+      NNT_TRY(ctx->k->fill(n, 1.0f, ctx->scratch[0].data));
+    return NNT_OK;
   }
-  ctx->k->dropout_mask(n, p->rate, ctx->rng, ctx->scratch[0].data);
-  ctx->k->mul(n, ctx->in[0].data, ctx->scratch[0].data, ctx->out[0].data);
+  NNT_TRY(ctx->k->dropout_mask(n, p->rate, ctx->seed, ctx->stream, ctx->scratch[0].data));
+  NNT_TRY(ctx->k->mul(n, ctx->in[0].data, ctx->scratch[0].data, ctx->out[0].data));
+  return NNT_OK;
 }
 
-static void dropout_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+static int dropout_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   size_t n = nnt_tensor_len(&ctx->d_out[0]);
-  ctx->k->mul(n, ctx->d_out[0].data, ctx->scratch[0].data, ctx->d_in[0].data);
+  NNT_TRY(ctx->k->mul(n, ctx->d_out[0].data, ctx->scratch[0].data, ctx->d_in[0].data));
+  return NNT_OK;
 }
 
 const nnt_layer_ops nnt_layer_dropout = {

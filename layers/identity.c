@@ -9,12 +9,14 @@ static int id_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   return NNT_OK;
 }
 
-static void id_forward(nnt_layer *l, nnt_run_ctx *ctx) {
-  ctx->k->copy(nnt_tensor_len(&ctx->in[0]), ctx->in[0].data, ctx->out[0].data);
+static int id_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+  NNT_TRY(ctx->k->copy(nnt_tensor_len(&ctx->in[0]), ctx->in[0].data, ctx->out[0].data));
+  return NNT_OK;
 }
 
-static void id_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
-  ctx->k->copy(nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data);
+static int id_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+  NNT_TRY(ctx->k->copy(nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data));
+  return NNT_OK;
 }
 
 const nnt_layer_ops nnt_layer_identity = {

@@ -5,8 +5,8 @@
  * the min and max over the whole batch, and its standardization divides by
  * l2norm / feature_len rather than the standard deviation; per sample and by
  * the standard deviation is what the names promise and does not depend on
- * which samples share a batch. Runs in place; no backward work. */
-#include <math.h>
+ * which samples share a batch. The kernel table's normalize_rows computes
+ * both, in that order. Runs in place; no backward work. */
 #include "nntrainer/layer.h"
 
 typedef struct input_priv {
@@ -30,37 +30,22 @@ static int input_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   return NNT_OK;
 }
 
-static void input_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+static int input_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   input_priv *p = l->priv;
   const nnt_tensor *in = &ctx->in[0];
   nnt_tensor *out = &ctx->out[0];
   size_t len = nnt_dim_feature_len(in->dim), b = in->dim.b;
-  ctx->k->copy(nnt_tensor_len(in), in->data, out->data);
-  for (size_t s = 0; s < b && (p->normalization || p->standardization); s++) {
-    float *x = out->data + s * len;
-    if (p->normalization) {
-      float lo = x[0], hi = x[0];
-      for (size_t i = 1; i < len; i++)
-        lo = x[i] < lo ? x[i] : lo, hi = x[i] > hi ? x[i] : hi;
-      float range = hi - lo;
-      for (size_t i = 0; i < len; i++)
-        x[i] = range > 0 ? (x[i] - lo) / range : 0;
-    }
-    if (p->standardization) {
-      float mean = ctx->k->sum(len, x) / (float)len;
-      double var = 0;
-      for (size_t i = 0; i < len; i++)
-        var += (double)(x[i] - mean) * (x[i] - mean);
-      float sd = (float)sqrt(var / len);
-      for (size_t i = 0; i < len; i++)
-        x[i] = sd > 0 ? (x[i] - mean) / sd : 0;
-    }
-  }
+  unsigned mode = (p->normalization ? NNT_NORM_MINMAX : 0) |
+                  (p->standardization ? NNT_NORM_STANDARD : 0);
+  if (!mode)
+    return ctx->k->copy(nnt_tensor_len(in), in->data, out->data);
+  return ctx->k->normalize_rows(b, len, mode, in->data, out->data);
 }
 
-static void input_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+static int input_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   /* only reached when an input layer sits inside a graph: pass through */
-  ctx->k->copy(nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data);
+  NNT_TRY(ctx->k->copy(nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data));
+  return NNT_OK;
 }
 
 const nnt_layer_ops nnt_layer_input = {
@@ -71,5 +56,5 @@ const nnt_layer_ops nnt_layer_input = {
     .finalize = input_finalize,
     .forward = input_forward,
     .calc_derivative = input_derivative,
-    .kops = NNT_KOP_BIT(COPY) | NNT_KOP_BIT(SUM),
+    .kops = NNT_KOP_BIT(COPY) | NNT_KOP_BIT(NORMALIZE_ROWS),
 };

@@ -13,19 +13,21 @@ static int xs_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   return NNT_OK;
 }
 
-static void xs_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+static int xs_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_tensor *x = &ctx->in[0];
   size_t cols = x->dim.w, rows = nnt_tensor_len(x) / cols;
-  ctx->k->softmax_fwd(rows, cols, x->data, ctx->out[0].data);
-  if (ctx->label && ctx->label->data)
-    ctx->loss = ctx->k->xent_softmax_fwd(x->dim.b, nnt_tensor_len(x) / x->dim.b,
-                                         ctx->out[0].data, ctx->label->data);
+  NNT_TRY(ctx->k->softmax_fwd(rows, cols, x->data, ctx->out[0].data));
+  if (ctx->label && ctx->label->data && ctx->loss)
+    NNT_TRY(ctx->k->xent_softmax_fwd(x->dim.b, nnt_tensor_len(x) / x->dim.b, ctx->out[0].data,
+                                     ctx->label->data, ctx->loss->data));
+  return NNT_OK;
 }
 
-static void xs_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+static int xs_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_tensor *y = &ctx->out[0];
-  ctx->k->xent_softmax_bwd(y->dim.b, nnt_tensor_len(y) / y->dim.b, y->data, ctx->label->data,
-                           ctx->d_in[0].data);
+  NNT_TRY(ctx->k->xent_softmax_bwd(y->dim.b, nnt_tensor_len(y) / y->dim.b, y->data,
+                                   ctx->label->data, ctx->d_in[0].data));
+  return NNT_OK;
 }
 
 const nnt_layer_ops nnt_layer_cross_softmax = {

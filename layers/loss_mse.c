@@ -9,16 +9,18 @@ static int mse_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   return NNT_OK;
 }
 
-static void mse_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+static int mse_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   size_t n = nnt_tensor_len(&ctx->in[0]);
-  ctx->k->copy(n, ctx->in[0].data, ctx->out[0].data);
-  if (ctx->label && ctx->label->data)
-    ctx->loss = ctx->k->mse_fwd(n, ctx->out[0].data, ctx->label->data);
+  NNT_TRY(ctx->k->copy(n, ctx->in[0].data, ctx->out[0].data));
+  if (ctx->label && ctx->label->data && ctx->loss)
+    NNT_TRY(ctx->k->mse_fwd(n, ctx->out[0].data, ctx->label->data, ctx->loss->data));
+  return NNT_OK;
 }
 
-static void mse_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
-  ctx->k->mse_bwd(nnt_tensor_len(&ctx->out[0]), ctx->out[0].data, ctx->label->data,
-                  ctx->d_in[0].data);
+static int mse_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+  NNT_TRY(ctx->k->mse_bwd(nnt_tensor_len(&ctx->out[0]), ctx->out[0].data, ctx->label->data,
+                          ctx->d_in[0].data));
+  return NNT_OK;
 }
 
 const nnt_layer_ops nnt_layer_mse = {

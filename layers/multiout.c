@@ -13,25 +13,27 @@ static int mo_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   return NNT_OK;
 }
 
-static void mo_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+static int mo_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   for (unsigned o = 0; o < ctx->n_out; o++)
-    ctx->k->copy(nnt_tensor_len(&ctx->in[0]), ctx->in[0].data, ctx->out[o].data);
+    NNT_TRY(ctx->k->copy(nnt_tensor_len(&ctx->in[0]), ctx->in[0].data, ctx->out[o].data));
+  return NNT_OK;
 }
 
-static void mo_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+static int mo_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   size_t n = nnt_tensor_len(&ctx->d_in[0]);
   int first = 1;
   for (unsigned o = 0; o < ctx->n_out; o++) {
     if (!ctx->d_out[o].data)
       continue;
     if (first)
-      ctx->k->copy(n, ctx->d_out[o].data, ctx->d_in[0].data);
+      NNT_TRY(ctx->k->copy(n, ctx->d_out[o].data, ctx->d_in[0].data));
     else
-      ctx->k->add(n, ctx->d_in[0].data, ctx->d_out[o].data, ctx->d_in[0].data);
+      NNT_TRY(ctx->k->add(n, ctx->d_in[0].data, ctx->d_out[o].data, ctx->d_in[0].data));
     first = 0;
   }
   if (first)
-    ctx->k->fill(n, 0, ctx->d_in[0].data);
+    NNT_TRY(ctx->k->fill(n, 0, ctx->d_in[0].data));
+  return NNT_OK;
 }
 
 const nnt_layer_ops nnt_layer_multiout = {

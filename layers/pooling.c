@@ -91,16 +91,18 @@ static int pool_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   return NNT_OK;
 }
 
-static void pool_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+static int pool_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   pool_priv *p = l->priv;
-  ctx->k->pool_fwd(&p->g, ctx->in[0].dim.b, p->mode, ctx->in[0].data, ctx->out[0].data,
-                   p->mode == 0 ? ctx->scratch[0].data : NULL);
+  NNT_TRY(ctx->k->pool_fwd(&p->g, ctx->in[0].dim.b, p->mode, ctx->in[0].data, ctx->out[0].data,
+                           p->mode == 0 ? ctx->scratch[0].data : NULL));
+  return NNT_OK;
 }
 
-static void pool_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+static int pool_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   pool_priv *p = l->priv;
-  ctx->k->pool_bwd(&p->g, ctx->d_in[0].dim.b, p->mode, ctx->d_out[0].data,
-                   p->mode == 0 ? ctx->scratch[0].data : NULL, ctx->d_in[0].data);
+  NNT_TRY(ctx->k->pool_bwd(&p->g, ctx->d_in[0].dim.b, p->mode, ctx->d_out[0].data,
+                           p->mode == 0 ? ctx->scratch[0].data : NULL, ctx->d_in[0].data));
+  return NNT_OK;
 }
 
 const nnt_layer_ops nnt_layer_pooling2d = {

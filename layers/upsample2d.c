@@ -58,18 +58,20 @@ static int up_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   return NNT_OK;
 }
 
-static void up_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+static int up_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   up_priv *p = l->priv;
   nnt_dim d = ctx->in[0].dim;
-  ctx->k->upsample_nearest_fwd((size_t)d.b * d.c, d.h, d.w, p->kh, p->kw, ctx->in[0].data,
-                               ctx->out[0].data);
+  NNT_TRY(ctx->k->upsample_nearest_fwd((size_t)d.b * d.c, d.h, d.w, p->kh, p->kw, ctx->in[0].data,
+                                       ctx->out[0].data));
+  return NNT_OK;
 }
 
-static void up_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+static int up_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   up_priv *p = l->priv;
   nnt_dim d = ctx->d_in[0].dim;
-  ctx->k->upsample_nearest_bwd((size_t)d.b * d.c, d.h, d.w, p->kh, p->kw, ctx->d_out[0].data,
-                               ctx->d_in[0].data);
+  NNT_TRY(ctx->k->upsample_nearest_bwd((size_t)d.b * d.c, d.h, d.w, p->kh, p->kw,
+                                       ctx->d_out[0].data, ctx->d_in[0].data));
+  return NNT_OK;
 }
 
 const nnt_layer_ops nnt_layer_upsample2d = {

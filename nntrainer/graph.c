@@ -611,6 +611,10 @@ uint64_t nnt_graph_core_kops(const nnt_model *m) {
   for (size_t i = 0; i < m->n_w; i++)
     if (m->wspec[i].l2 > 0 || m->wspec[i].decay > 0)
       k |= NNT_KOP_BIT(AXPY);
+  /* accuracy: the argmax of a loss layer's output against its label */
+  for (size_t i = 0; i < m->n_nodes; i++)
+    if (m->nodes[i].fc.flags & NNT_LF_LOSS)
+      k |= NNT_KOP_BIT(ARGMAX_MATCH);
   /* several consumers of one output: their derivatives are summed */
   for (size_t i = 0; i < m->n_nodes; i++)
     for (unsigned o = 0; o < m->nodes[i].fc.n_out; o++)

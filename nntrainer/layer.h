@@ -149,10 +149,31 @@ typedef struct nnt_run_ctx {
   nnt_tensor *gw;       /* calc_gradient writes (overwrites); NULL data: frozen */
   nnt_tensor *scratch;
   const nnt_tensor *label; /* loss layers: the label batch */
-  float loss;              /* loss layers: forward writes the loss value */
+  /* loss layers: a 1-float tensor (the planner's) that forward writes the
+   * loss value into when it has a label; the caller reads it with
+   * nnt_tensor_get. NULL for other layers. */
+  nnt_tensor *loss;
   int training;            /* forward: 1 in training, 0 in inference */
-  nnt_rng *rng;            /* for dropout and similar */
+  /* For dropout and similar: the key and stream of the counter-based
+   * generator (nntrainer/philox.h). seed is the model's seed; stream is
+   * (iteration << 20) | node index, unique per (iteration, node) for graphs
+   * of fewer than 2^20 nodes, so a step's masks follow from the seed. */
+  uint64_t seed, stream;
 } nnt_run_ctx;
+
+/* The run context's stream for node `node` in iteration `iter`. */
+static inline uint64_t nnt_run_stream(uint64_t iter, size_t node) {
+  return (iter << 20) | (uint64_t)node;
+}
+
+/* In a layer's forward or backward: return the kernel's code when it is
+ * not NNT_OK. */
+#define NNT_TRY(call)                                                                     \
+  do {                                                                                    \
+    int nnt_try_rc_ = (call);                                                             \
+    if (nnt_try_rc_)                                                                      \
+      return nnt_try_rc_;                                                                 \
+  } while (0)
 
 typedef struct nnt_layer nnt_layer;
 
@@ -169,9 +190,10 @@ typedef struct nnt_layer_ops {
                       nnt_err *e);
   /* Infer output shapes, request weights and scratch, declare flags. */
   int (*finalize)(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e);
-  void (*forward)(nnt_layer *l, nnt_run_ctx *ctx);
-  void (*calc_gradient)(nnt_layer *l, nnt_run_ctx *ctx);   /* dW */
-  void (*calc_derivative)(nnt_layer *l, nnt_run_ctx *ctx); /* dX */
+  /* The passes return NNT_OK or the first kernel's error code. */
+  int (*forward)(nnt_layer *l, nnt_run_ctx *ctx);
+  int (*calc_gradient)(nnt_layer *l, nnt_run_ctx *ctx);   /* dW */
+  int (*calc_derivative)(nnt_layer *l, nnt_run_ctx *ctx); /* dX */
   /* At compile, before finalize: log a notice for each key that was not
    * given and whose default here differs from NNTrainer's (or that
    * NNTrainer requires), and a warning for given keys the layer ignores.

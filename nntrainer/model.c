@@ -45,6 +45,7 @@ void nnt_model_destroy(nnt_model *m) {
   nnt_mgr_free(&m->mgr[1]);
   nnt_buffer_free(m->wbuf);
   nnt_buffer_free(m->obuf);
+  nnt_buffer_free(m->sbuf);
   nnt_backend_free(m->be);
   nnt_free(m->state_copy);
   nnt_free(m->save_path);

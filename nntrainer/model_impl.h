@@ -51,9 +51,10 @@ typedef struct nnt_node {
   int t_gw[NNT_MAX_WEIGHTS];
   int t_scratch[NNT_MAX_SCRATCH];
   int t_label;
+  int t_loss;                     /* loss nodes: the 1-float loss value */
   /* run context, bound to the current plan */
   nnt_tensor in[NNT_MAX_IO], out[NNT_MAX_IO], din[NNT_MAX_IO], dout[NNT_MAX_IO];
-  nnt_tensor gw[NNT_MAX_WEIGHTS], scratch[NNT_MAX_SCRATCH], label;
+  nnt_tensor gw[NNT_MAX_WEIGHTS], scratch[NNT_MAX_SCRATCH], label, loss;
   nnt_run_ctx ctx;
 } nnt_node;
 
@@ -104,6 +105,11 @@ struct nnt_model {
   nnt_buffer *obuf;
   float *opt_pool;          /* obuf's base address */
   unsigned opt_slots;
+  /* one float of the backend's memory for a scalar the core reads back
+   * (the correct predictions of a batch, a gradient's squared norm),
+   * allocated at first use */
+  nnt_buffer *sbuf;
+  nnt_tensor scalar;
   /* per-mode plans */
   nnt_mgr mgr[2];
   int bound_mode;           /* which plan the nodes' contexts point into; -1 */
@@ -152,7 +158,9 @@ int nnt_model_budget_with(const nnt_model *m, nnt_mode mode, size_t extra, const
  * float32 files with an index.tsv, into dir. */
 int nnt_model_dump(nnt_model *m, const char *dir, nnt_err *e);
 /* train.c */
-int nnt_model_forward(nnt_model *m, int training, float *loss);
+/* Forward through every node; *loss (when loss is not NULL) the sum of the
+ * loss layers' values in node order. A kernel's error names the layer. */
+int nnt_model_forward(nnt_model *m, int training, float *loss, nnt_err *e);
 /* Backward and the optimizer update. With check_finite it stops at the
  * first weight gradient that is not finite, before applying it or adding
  * it to the global norm: NNT_ERR_RANGE naming the layer and weight. */

@@ -242,16 +242,17 @@ uint64_t nnt_optimizer_kops(const nnt_optimizer *o) {
 
 /* One update of the n weights w from gradient g (read-only) at iteration
  * iter; state holds nnt_optimizer_state_count arrays of n floats (m, v),
- * zeroed before the first step. Computes only through the kernel table k. */
-void nnt_optimizer_apply(const nnt_optimizer *o, const nnt_kernels *k, size_t iter, size_t n,
-                         float *w, const float *g, float **state) {
+ * zeroed before the first step. Computes only through the kernel table k.
+ * @return NNT_OK or the first kernel's error code. */
+int nnt_optimizer_apply(const nnt_optimizer *o, const nnt_kernels *k, size_t iter, size_t n,
+                        float *w, const float *g, float **state) {
   float lr = nnt_optimizer_lr(o, iter);
-  if (o->type == NNT_OPT_SGD) {
-    k->sgd_step(n, lr, g, w);
-    return;
-  }
-  if (o->type == NNT_OPT_ADAMW && o->weight_decay > 0)
-    k->scale(n, 1.0f - lr * o->weight_decay, w);
+  if (o->type == NNT_OPT_SGD)
+    return k->sgd_step(n, lr, g, w);
+  int rc;
+  if (o->type == NNT_OPT_ADAMW && o->weight_decay > 0 &&
+      (rc = k->scale(n, 1.0f - lr * o->weight_decay, w)))
+    return rc;
   float lr_t = (float)adam_lr_t(o, lr, iter);
-  k->adam_step(n, lr_t, o->beta1, o->beta2, o->epsilon, g, state[0], state[1], w);
+  return k->adam_step(n, lr_t, o->beta1, o->beta2, o->epsilon, g, state[0], state[1], w);
 }

@@ -126,6 +126,16 @@ static int request_forward(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) 
       nd->t_label = id;
       m->label_t[nd->label_idx] = id;
     }
+    /* the loss value: from this node's forward until train.c has read it,
+     * after the forward pass (order n_nodes, the first after it) */
+    nd->t_loss = -1;
+    if (nd->fc.flags & NNT_LF_LOSS) {
+      int id = req(g, name, "loss", 0, NNT_TK_SCRATCH, nnt_dim_make(1, 1, 1, 1), nd->o_fwd,
+                   (unsigned)m->n_nodes, e);
+      if (id < 0)
+        return id;
+      nd->t_loss = id;
+    }
   }
   return NNT_OK;
 }
@@ -246,6 +256,7 @@ static void bind_contexts(nnt_model *m, nnt_mode mode) {
       bind(&nd->scratch[s], g, nd->t_scratch[s], nd->fc.scratch_dim[s]);
     if (nd->t_label >= 0)
       bind(&nd->label, g, nd->t_label, m->label_dim[nd->label_idx]);
+    bind(&nd->loss, g, nd->t_loss, nnt_dim_make(1, 1, 1, 1));
     c->k = m->k;
     c->n_in = nd->n_in;
     c->n_out = nd->fc.n_out;
@@ -259,7 +270,8 @@ static void bind_contexts(nnt_model *m, nnt_mode mode) {
     c->gw = nd->gw;
     c->scratch = nd->scratch;
     c->label = nd->t_label >= 0 ? &nd->label : NULL;
-    c->rng = &m->rng;
+    c->loss = nd->t_loss >= 0 ? &nd->loss : NULL;
+    c->seed = m->seed; /* the stream is set per step (nnt_model_forward) */
   }
   m->bound_mode = mode;
 }

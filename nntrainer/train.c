@@ -14,19 +14,50 @@ static double now_s(void) {
   return t.tv_sec + t.tv_nsec / 1e9;
 }
 
-int nnt_model_forward(nnt_model *m, int training, float *loss) {
-  float total = 0;
+/* A layer pass that returned a kernel's error code. */
+static int pass_failed(const nnt_node *nd, const char *pass, int rc, nnt_err *e) {
+  return nnt_err_set(e, rc, "[%s] %s: %s failed: %s", nd->layer->name, nd->layer->ops->type,
+                     pass, nnt_strerror(rc));
+}
+
+int nnt_model_forward(nnt_model *m, int training, float *loss, nnt_err *e) {
   nnt_mgr *g = &m->mgr[m->bound_mode];
+  int rc;
   for (size_t i = 0; i < m->n_nodes; i++) {
     nnt_node *nd = &m->nodes[i];
     nd->ctx.training = training;
-    nd->ctx.loss = 0;
-    nd->layer->ops->forward(nd->layer, &nd->ctx);
-    total += nd->ctx.loss;
+    nd->ctx.stream = nnt_run_stream(m->iter, i);
+    if ((rc = nd->layer->ops->forward(nd->layer, &nd->ctx)))
+      return pass_failed(nd, "forward", rc, e);
     nnt_mgr_poison_after(g, nd->o_fwd);
   }
-  if (loss)
-    *loss = total;
+  if (!loss)
+    return NNT_OK;
+  /* in node order, as the values were summed when layers returned them */
+  float total = 0;
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    const nnt_tensor *lt = m->nodes[i].ctx.loss;
+    float v;
+    if (!lt)
+      continue;
+    if ((rc = nnt_tensor_get(lt, 0, &v, 1, e)))
+      return rc;
+    total += v;
+  }
+  *loss = total;
+  return NNT_OK;
+}
+
+/* The model's scalar (one float of the backend's memory), at first use. */
+static int ensure_scalar(nnt_model *m, nnt_err *e) {
+  if (m->sbuf)
+    return NNT_OK;
+  int rc = nnt_buffer_alloc(m->be->buft, sizeof(float), "the model's scalar", &m->sbuf, e);
+  if (rc)
+    return rc;
+  m->scalar.dim = nnt_dim_make(1, 1, 1, 1);
+  m->scalar.data = nnt_buffer_at(m->sbuf, 0);
+  m->scalar.buf = m->sbuf;
   return NNT_OK;
 }
 
@@ -48,44 +79,57 @@ static int ensure_opt_state(nnt_model *m, nnt_err *e) {
   return NNT_OK;
 }
 
-static void apply_weight(nnt_model *m, size_t wi, const nnt_tensor *gw) {
+static int apply_weight(nnt_model *m, size_t wi, const nnt_tensor *gw) {
   float *state[4] = {0};
   size_t off = (size_t)(m->w[wi].data - m->wpool);
   for (unsigned s = 0; s < m->opt_slots && s < 4; s++)
     state[s] = m->opt_pool + s * m->wpool_floats + off;
-  nnt_optimizer_apply(m->opt, m->k, m->iter, nnt_dim_len(gw->dim), m->w[wi].data,
-                      gw->data, state);
+  return nnt_optimizer_apply(m->opt, m->k, m->iter, nnt_dim_len(gw->dim), m->w[wi].data,
+                             gw->data, state);
 }
 
-static void apply_node(nnt_model *m, nnt_node *nd) {
+static int apply_node(nnt_model *m, nnt_node *nd, nnt_err *e) {
+  int rc;
   for (unsigned w = 0; w < nd->fc.n_w; w++)
-    if (nd->gw[w].data)
-      apply_weight(m, nd->w_first + w, &nd->gw[w]);
+    if (nd->gw[w].data && (rc = apply_weight(m, nd->w_first + w, &nd->gw[w])))
+      return pass_failed(nd, "the optimizer's update", rc, e);
+  return NNT_OK;
 }
 
 /* Regularization adds to the gradient before the update, as NNTrainer does
  * in apply_gradient: l2norm adds constant * w, weight decay adds decay * w. */
-static void regularize(nnt_model *m, nnt_node *nd) {
-  for (unsigned w = 0; w < nd->fc.n_w; w++) {
+static int regularize(nnt_model *m, nnt_node *nd, nnt_err *e) {
+  int rc = NNT_OK;
+  for (unsigned w = 0; w < nd->fc.n_w && !rc; w++) {
     nnt_tensor *gw = &nd->gw[w];
     if (!gw->data)
       continue;
     const nnt_weight_spec *s = &nd->fc.w[w];
     size_t n = nnt_dim_len(gw->dim);
     if (s->l2 > 0)
-      m->k->axpy(n, s->l2, nd->ctx.w[w].data, gw->data);
-    if (s->decay > 0)
-      m->k->axpy(n, s->decay, nd->ctx.w[w].data, gw->data);
+      rc = m->k->axpy(n, s->l2, nd->ctx.w[w].data, gw->data);
+    if (!rc && s->decay > 0)
+      rc = m->k->axpy(n, s->decay, nd->ctx.w[w].data, gw->data);
   }
+  return rc ? pass_failed(nd, "regularization", rc, e) : NNT_OK;
 }
 
-static void clip_and_apply(nnt_model *m) {
+static int clip_and_apply(nnt_model *m, nnt_err *e) {
+  int rc = ensure_scalar(m, e);
+  if (rc)
+    return rc;
   double sq = 0;
   for (size_t i = 0; i < m->n_nodes; i++)
     for (unsigned w = 0; w < m->nodes[i].fc.n_w; w++) {
       nnt_tensor *gw = &m->nodes[i].gw[w];
-      if (gw->data)
-        sq += m->k->dot(nnt_dim_len(gw->dim), gw->data, gw->data);
+      float v;
+      if (!gw->data)
+        continue;
+      if ((rc = m->k->dot(nnt_dim_len(gw->dim), gw->data, gw->data, m->scalar.data)))
+        return pass_failed(&m->nodes[i], "the gradient norm", rc, e);
+      if ((rc = nnt_tensor_get(&m->scalar, 0, &v, 1, e)))
+        return rc;
+      sq += v;
     }
   double norm = sqrt(sq);
   float scale = norm > m->clip_grad_norm ? (float)(m->clip_grad_norm / norm) : 1.0f;
@@ -94,10 +138,13 @@ static void clip_and_apply(nnt_model *m) {
     if (!nd->do_grad)
       continue;
     for (unsigned w = 0; w < nd->fc.n_w; w++)
-      if (nd->gw[w].data && scale != 1.0f)
-        m->k->scale(nnt_dim_len(nd->gw[w].dim), scale, nd->gw[w].data);
-    apply_node(m, nd);
+      if (nd->gw[w].data && scale != 1.0f &&
+          (rc = m->k->scale(nnt_dim_len(nd->gw[w].dim), scale, nd->gw[w].data)))
+        return pass_failed(nd, "gradient clipping", rc, e);
+    if ((rc = apply_node(m, nd, e)))
+      return rc;
   }
+  return NNT_OK;
 }
 
 int nnt_model_backward(nnt_model *m, nnt_err *e) {
@@ -106,34 +153,37 @@ int nnt_model_backward(nnt_model *m, nnt_err *e) {
   for (size_t i = m->n_nodes; i-- > 0;) {
     nnt_node *nd = &m->nodes[i];
     if (nd->do_grad) {
-      nd->layer->ops->calc_gradient(nd->layer, &nd->ctx);
-      regularize(m, nd);
+      if ((rc = nd->layer->ops->calc_gradient(nd->layer, &nd->ctx)))
+        return pass_failed(nd, "calc_gradient", rc, e);
+      if ((rc = regularize(m, nd, e)))
+        return rc;
       /* before the gradient enters the global norm or an update */
       if (m->check_finite && (rc = nnt_check_gradients(nd, e)))
         return rc;
     }
     nnt_mgr_poison_after(g, nd->o_grad);
     if (nd->do_deriv) {
-      nd->layer->ops->calc_derivative(nd->layer, &nd->ctx);
+      if ((rc = nd->layer->ops->calc_derivative(nd->layer, &nd->ctx)))
+        return pass_failed(nd, "calc_derivative", rc, e);
       for (unsigned k = 0; k < nd->n_in; k++) {
         if (nd->dmode[k] == NNT_D_DIRECT || !nd->din[k].data)
           continue;
         float *sum = nnt_mgr_data(g, nd->t_dsum[k]);
         size_t n = nnt_dim_len(nd->din[k].dim);
         if (nd->dmode[k] == NNT_D_COPY)
-          m->k->copy(n, nd->din[k].data, sum);
+          rc = m->k->copy(n, nd->din[k].data, sum);
         else
-          m->k->add(n, sum, nd->din[k].data, sum);
+          rc = m->k->add(n, sum, nd->din[k].data, sum);
+        if (rc)
+          return pass_failed(nd, "the derivative sum", rc, e);
       }
     }
     nnt_mgr_poison_after(g, nd->o_deriv);
-    if (nd->do_grad && !clip)
-      apply_node(m, nd);
+    if (nd->do_grad && !clip && (rc = apply_node(m, nd, e)))
+      return rc;
     nnt_mgr_poison_after(g, nd->o_apply);
   }
-  if (clip)
-    clip_and_apply(m);
-  return NNT_OK;
+  return clip ? clip_and_apply(m, e) : NNT_OK;
 }
 
 static void ds_shape(const nnt_model *m, nnt_ds_shape *s) {
@@ -167,29 +217,26 @@ static int queues_fit(nnt_model *m, nnt_mode mode, nnt_err *e) {
                                e);
 }
 
-/* Correct predictions in the batch: argmax of output vs argmax of label. */
-static unsigned count_correct(const nnt_model *m) {
+/* Correct predictions in the batch (argmax of the first loss layer's
+ * output vs argmax of its label) into *ok, computed by the backend. */
+static int count_correct(nnt_model *m, size_t *ok, nnt_err *e) {
+  *ok = 0;
   for (size_t i = 0; i < m->n_nodes; i++) {
     const nnt_node *nd = &m->nodes[i];
     if (!(nd->fc.flags & NNT_LF_LOSS))
       continue;
     const nnt_tensor *y = &nd->out[0], *t = &nd->label;
-    size_t rows = y->dim.b, cols = nnt_dim_feature_len(y->dim);
-    unsigned ok = 0;
-    for (size_t r = 0; r < rows; r++) {
-      const float *a = y->data + r * cols, *b = t->data + r * cols;
-      size_t ia = 0, ib = 0;
-      for (size_t c = 1; c < cols; c++) {
-        if (a[c] > a[ia])
-          ia = c;
-        if (b[c] > b[ib])
-          ib = c;
-      }
-      ok += ia == ib;
-    }
-    return ok;
+    float v;
+    int rc = m->k->argmax_match(y->dim.b, nnt_dim_feature_len(y->dim), y->data, t->data,
+                                m->scalar.data);
+    if (rc)
+      return pass_failed(nd, "the accuracy count", rc, e);
+    if ((rc = nnt_tensor_get(&m->scalar, 0, &v, 1, e)))
+      return rc;
+    *ok = (size_t)v;
+    return NNT_OK;
   }
-  return 0;
+  return NNT_OK;
 }
 
 /* What the backend needs before a run's first op (OpenBLAS's buffer under
@@ -231,7 +278,8 @@ static int evaluate(nnt_model *m, nnt_ds_mode mode, float *loss, float *accuracy
   if (!ds)
     return nnt_err_set(e, NNT_ERR_INVAL, "evaluate: no dataset for this mode");
   nnt_mode pm = m->mgr[NNT_MODE_TRAIN].planned ? NNT_MODE_TRAIN : NNT_MODE_INFER;
-  if ((rc = nnt_model_plan(m, pm, e)) || (rc = backend_ready(m, e)))
+  if ((rc = nnt_model_plan(m, pm, e)) || (rc = backend_ready(m, e)) ||
+      (rc = ensure_scalar(m, e)))
     return rc;
   nnt_ds_shape shape;
   ds_shape(m, &shape);
@@ -253,9 +301,11 @@ static int evaluate(nnt_model *m, nnt_ds_mode mode, float *loss, float *accuracy
     if ((rc = nnt_dataset_next_batch(ds, in, label, &end, e)) || end)
       break;
     float l;
-    nnt_model_forward(m, 0, &l);
+    size_t ok;
+    if ((rc = nnt_model_forward(m, 0, &l, e)) || (rc = count_correct(m, &ok, e)))
+      break;
     sum += l;
-    correct += count_correct(m);
+    correct += ok;
     batches++;
   }
   epoch_end(ds);
@@ -295,7 +345,8 @@ int nnt_model_train_step(nnt_model *m, nnt_dataset *ds, float *loss, nnt_err *e)
       return rc;
     nnt_check_save_states(m);
   }
-  nnt_model_forward(m, 1, loss);
+  if ((rc = nnt_model_forward(m, 1, loss, e)))
+    return rc;
   if (m->check_finite && (rc = nnt_check_forward(m, ds, *loss, e)))
     return rc;
   return nnt_model_backward(m, e);
@@ -485,17 +536,25 @@ int nnt_model_infer(nnt_model *m, const float *const *in, float *const *out, nnt
     rc = backend_ready(m, e);
   if (rc)
     return rc;
-  float *bin[NNT_DS_MAX_STREAMS], *blabel[NNT_DS_MAX_STREAMS];
-  batch_ptrs(m, bin, blabel);
-  for (unsigned i = 0; i < m->n_inputs; i++)
-    memcpy(bin[i], in[i], (size_t)m->batch * nnt_dim_feature_len(m->input_dim[i]) * sizeof(float));
-  for (unsigned i = 0; i < m->n_labels; i++)
-    memset(blabel[i], 0, (size_t)m->batch * nnt_dim_feature_len(m->label_dim[i]) * sizeof(float));
-  float loss;
-  nnt_model_forward(m, 0, &loss);
-  for (unsigned i = 0; i < n_out; i++) {
-    const nnt_tensor *t = &nodes[i]->out[idx[i]];
-    memcpy(out[i], t->data, nnt_tensor_len(t) * sizeof(float));
+  /* through the backend's buffer: the tensors need not be host memory */
+  const nnt_mgr *g = &m->mgr[m->bound_mode];
+  for (unsigned i = 0; i < m->n_inputs && !rc; i++) {
+    nnt_dim d = m->input_dim[i];
+    d.b = m->batch;
+    nnt_tensor t = nnt_mgr_bind(g, m->input_t[i], d);
+    rc = nnt_tensor_set(&t, 0, in[i], nnt_tensor_len(&t), e);
   }
-  return NNT_OK;
+  for (unsigned i = 0; i < m->n_labels && !rc; i++) {
+    nnt_dim d = m->label_dim[i];
+    d.b = m->batch;
+    nnt_tensor t = nnt_mgr_bind(g, m->label_t[i], d);
+    rc = nnt_tensor_memset(&t, 0, e);
+  }
+  if (rc || (rc = nnt_model_forward(m, 0, NULL, e)))
+    return rc;
+  for (unsigned i = 0; i < n_out && !rc; i++) {
+    const nnt_tensor *t = &nodes[i]->out[idx[i]];
+    rc = nnt_tensor_get(t, 0, out[i], nnt_tensor_len(t), e);
+  }
+  return rc;
 }

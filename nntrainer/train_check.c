@@ -135,8 +135,14 @@ static int replay(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
   for (size_t i = 0; i < m->n_nodes && !rc; i++) {
     nnt_node *nd = &m->nodes[i];
     nd->ctx.training = 1;
-    nd->ctx.loss = 0;
-    nd->layer->ops->forward(nd->layer, &nd->ctx);
+    /* the step's own stream: dropout draws the same mask again */
+    nd->ctx.stream = nnt_run_stream(m->iter, i);
+    if ((rc = nd->layer->ops->forward(nd->layer, &nd->ctx))) {
+      rc = nnt_err_set(e, rc, "the loss is %s: replaying it, [%s] %s: forward failed: %s",
+                       nnt_nonfinite_name(loss), nd->layer->name, nd->layer->ops->type,
+                       nnt_strerror(rc));
+      break;
+    }
     for (unsigned o = 0; o < nd->fc.n_out && !rc; o++) {
       const nnt_tensor *t = &nd->out[o];
       size_t n = nnt_tensor_len(t), k = nnt_first_nonfinite(t->data, n);
@@ -147,7 +153,10 @@ static int replay(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
                          nnt_nonfinite_name(loss), nd->layer->name, nd->layer->ops->type,
                          nnt_nonfinite_name(t->data[k]), k / (n / m->batch), m->batch, o);
     }
-    if (!rc && !isfinite(nd->ctx.loss))
+    float lv = 0;
+    if (!rc && nd->ctx.loss)
+      rc = nnt_tensor_get(nd->ctx.loss, 0, &lv, 1, e);
+    if (!rc && !isfinite(lv))
       rc = nnt_err_set(e, NNT_ERR_RANGE,
                        "the loss is %s: layer '%s' (%s) is the first whose loss value is not "
                        "finite",

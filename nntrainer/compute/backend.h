@@ -62,10 +62,12 @@ struct nnt_buffer {
   X(SUB, sub) X(MUL, mul) X(DOT, dot) X(SUM, sum) X(ADD_ROW_VEC, add_row_vec)             \
   X(ADD_COL_VEC, add_col_vec) X(SUM_COLS, sum_cols) X(SUM_ROWS, sum_rows)                 \
   X(ACT_FWD, act_fwd) X(ACT_BWD, act_bwd) X(SOFTMAX_FWD, softmax_fwd)                     \
-  X(SOFTMAX_BWD, softmax_bwd) X(XENT_SOFTMAX_FWD, xent_softmax_fwd)                       \
+  X(SOFTMAX_BWD, softmax_bwd) X(NORMALIZE_ROWS, normalize_rows)                           \
+  X(XENT_SOFTMAX_FWD, xent_softmax_fwd)                                                   \
   X(XENT_SOFTMAX_BWD, xent_softmax_bwd) X(XENT_SIGMOID_FWD, xent_sigmoid_fwd)             \
   X(XENT_SIGMOID_BWD, xent_sigmoid_bwd) X(MSE_FWD, mse_fwd) X(MSE_BWD, mse_bwd)           \
-  X(DROPOUT_MASK, dropout_mask) X(BN_FWD_TRAIN, bn_fwd_train)                             \
+  X(ARGMAX_MATCH, argmax_match) X(DROPOUT_MASK, dropout_mask)                             \
+  X(BN_FWD_TRAIN, bn_fwd_train)                                                           \
   X(BN_FWD_INFER, bn_fwd_infer) X(BN_BWD, bn_bwd) X(PERMUTE3, permute3)                   \
   X(UPSAMPLE_NEAREST_FWD, upsample_nearest_fwd)                                           \
   X(UPSAMPLE_NEAREST_BWD, upsample_nearest_bwd) X(IM2COL, im2col) X(COL2IM, col2im)       \

@@ -18,9 +18,18 @@
 #include "nntrainer/compute/kernels.h"
 #include "nntrainer/compute/cpu_impl.h"
 
+#include "nntrainer/philox.h"
+
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
+
+/* An argument the entry can see is wrong: NNT_ERR_INVAL. */
+#define NEED(cond)                                                                        \
+  do {                                                                                    \
+    if (!(cond))                                                                          \
+      return NNT_ERR_INVAL;                                                               \
+  } while (0)
 
 static const char *const act_names[NNT_ACT__COUNT] = {
     "none", "relu", "leaky_relu", "sigmoid", "tanh", "softmax",
@@ -56,16 +65,18 @@ int nnt_act_bwd_needs_output_only(nnt_act a) {
   }
 }
 
-static void k_scale(size_t n, float a, float *y);
+static int k_scale(size_t n, float a, float *y);
 
 /* beta == 0 overwrites C without reading it (OpenBLAS does the same, so a
  * NaN left in a reused buffer does not leak through). Empty products are
  * handled here so OpenBLAS never sees a zero leading dimension. */
-static void k_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha,
+static int k_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha,
                    const float *a, size_t lda, const float *b, size_t ldb, float beta,
                    float *c, size_t ldc) {
   if (!m || !n)
-    return;
+    return NNT_OK;
+  NEED(c && m <= NNT_GEMM_DIM_MAX && n <= NNT_GEMM_DIM_MAX && ldc >= n &&
+       ldc <= NNT_GEMM_DIM_MAX);
   if (!k) {
     for (size_t i = 0; i < m; i++) {
       if (beta == 0)
@@ -74,77 +85,95 @@ static void k_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha,
       else
         k_scale(n, beta, c + i * ldc);
     }
-    return;
+    return NNT_OK;
   }
+  NEED(a && b && k <= NNT_GEMM_DIM_MAX && lda >= (ta ? m : k) && ldb >= (tb ? k : n) &&
+       lda <= NNT_GEMM_DIM_MAX && ldb <= NNT_GEMM_DIM_MAX);
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+  return NNT_OK;
 }
 
-static void k_fill(size_t n, float v, float *y) {
+static int k_fill(size_t n, float v, float *y) {
   for (size_t i = 0; i < n; i++)
     y[i] = v;
+  return NNT_OK;
 }
-static void k_copy(size_t n, const float *x, float *y) {
+static int k_copy(size_t n, const float *x, float *y) {
   if (x != y)
     memmove(y, x, n * sizeof *y);
+  return NNT_OK;
 }
-static void k_scale(size_t n, float a, float *y) {
+static int k_scale(size_t n, float a, float *y) {
   for (size_t i = 0; i < n; i++)
     y[i] *= a;
+  return NNT_OK;
 }
-static void k_axpy(size_t n, float a, const float *x, float *y) {
+static int k_axpy(size_t n, float a, const float *x, float *y) {
   for (size_t i = 0; i < n; i++)
     y[i] += a * x[i];
+  return NNT_OK;
 }
-static void k_add(size_t n, const float *a, const float *b, float *y) {
+static int k_add(size_t n, const float *a, const float *b, float *y) {
   for (size_t i = 0; i < n; i++)
     y[i] = a[i] + b[i];
+  return NNT_OK;
 }
-static void k_sub(size_t n, const float *a, const float *b, float *y) {
+static int k_sub(size_t n, const float *a, const float *b, float *y) {
   for (size_t i = 0; i < n; i++)
     y[i] = a[i] - b[i];
+  return NNT_OK;
 }
-static void k_mul(size_t n, const float *a, const float *b, float *y) {
+static int k_mul(size_t n, const float *a, const float *b, float *y) {
   for (size_t i = 0; i < n; i++)
     y[i] = a[i] * b[i];
+  return NNT_OK;
 }
-static float k_dot(size_t n, const float *x, const float *y) {
+static int k_dot(size_t n, const float *x, const float *y, float *out) {
+  NEED(out && (!n || (x && y)));
   double s = 0;
   for (size_t i = 0; i < n; i++)
     s += (double)x[i] * y[i];
-  return (float)s;
+  *out = (float)s;
+  return NNT_OK;
 }
-static float k_sum(size_t n, const float *x) {
+static int k_sum(size_t n, const float *x, float *out) {
+  NEED(out && (!n || x));
   double s = 0;
   for (size_t i = 0; i < n; i++)
     s += x[i];
-  return (float)s;
+  *out = (float)s;
+  return NNT_OK;
 }
-static void k_add_row_vec(size_t rows, size_t cols, const float *bias, float *y) {
+static int k_add_row_vec(size_t rows, size_t cols, const float *bias, float *y) {
   for (size_t r = 0; r < rows; r++)
     for (size_t c = 0; c < cols; c++)
       y[r * cols + c] += bias[c];
+  return NNT_OK;
 }
-static void k_sum_rows(size_t rows, size_t cols, const float *x, float beta, float *out) {
+static int k_sum_rows(size_t rows, size_t cols, const float *x, float beta, float *out) {
   for (size_t c = 0; c < cols; c++)
     out[c] = beta == 0 ? 0 : beta * out[c];
   for (size_t r = 0; r < rows; r++)
     for (size_t c = 0; c < cols; c++)
       out[c] += x[r * cols + c];
+  return NNT_OK;
 }
 
-static void k_add_col_vec(size_t rows, size_t cols, const float *v, float *y) {
+static int k_add_col_vec(size_t rows, size_t cols, const float *v, float *y) {
   for (size_t r = 0; r < rows; r++)
     for (size_t c = 0; c < cols; c++)
       y[r * cols + c] += v[r];
+  return NNT_OK;
 }
-static void k_sum_cols(size_t rows, size_t cols, const float *x, float beta, float *out) {
+static int k_sum_cols(size_t rows, size_t cols, const float *x, float beta, float *out) {
   for (size_t r = 0; r < rows; r++) {
     double s = 0;
     for (size_t c = 0; c < cols; c++)
       s += x[r * cols + c];
     out[r] = (float)s + (beta == 0 ? 0 : beta * out[r]);
   }
+  return NNT_OK;
 }
 
 static inline float sigmoidf(float x) {
@@ -161,7 +190,7 @@ static inline float softplusf(float x) {
 #define SELU_ALPHA 1.6732632423543772f
 #define SELU_SCALE 1.0507009873554805f
 
-static void k_act_fwd(nnt_act a, float alpha, size_t n, const float *x, float *y) {
+static int k_act_fwd(nnt_act a, float alpha, size_t n, const float *x, float *y) {
   size_t i;
   switch (a) {
   case NNT_ACT_NONE:
@@ -211,9 +240,10 @@ static void k_act_fwd(nnt_act a, float alpha, size_t n, const float *x, float *y
   default:
     break;
   }
+  return NNT_OK;
 }
 
-static void k_act_bwd(nnt_act a, float alpha, size_t n, const float *x, const float *y,
+static int k_act_bwd(nnt_act a, float alpha, size_t n, const float *x, const float *y,
                       const float *dy, float *dx) {
   size_t i;
   switch (a) {
@@ -277,9 +307,10 @@ static void k_act_bwd(nnt_act a, float alpha, size_t n, const float *x, const fl
   default:
     break;
   }
+  return NNT_OK;
 }
 
-static void k_softmax_fwd(size_t rows, size_t cols, const float *x, float *y) {
+static int k_softmax_fwd(size_t rows, size_t cols, const float *x, float *y) {
   for (size_t r = 0; r < rows; r++) {
     const float *xr = x + r * cols;
     float *yr = y + r * cols;
@@ -295,9 +326,10 @@ static void k_softmax_fwd(size_t rows, size_t cols, const float *x, float *y) {
     for (size_t c = 0; c < cols; c++)
       yr[c] *= inv;
   }
+  return NNT_OK;
 }
 
-static void k_softmax_bwd(size_t rows, size_t cols, const float *y, const float *dy,
+static int k_softmax_bwd(size_t rows, size_t cols, const float *y, const float *dy,
                           float *dx) {
   for (size_t r = 0; r < rows; r++) {
     const float *yr = y + r * cols, *dyr = dy + r * cols;
@@ -308,78 +340,148 @@ static void k_softmax_bwd(size_t rows, size_t cols, const float *y, const float 
     for (size_t c = 0; c < cols; c++)
       dxr[c] = yr[c] * (dyr[c] - (float)s);
   }
+  return NNT_OK;
 }
 
-static float k_xent_softmax_fwd(size_t rows, size_t cols, const float *prob,
-                                const float *label) {
+static int k_xent_softmax_fwd(size_t rows, size_t cols, const float *prob,
+                              const float *label, float *loss) {
+  NEED(rows && loss && prob && label);
   double s = 0;
   for (size_t i = 0; i < rows * cols; i++)
     if (label[i] != 0)
       s -= (double)label[i] * log((double)prob[i] + 1e-20);
-  return (float)(s / rows);
+  *loss = (float)(s / rows);
+  return NNT_OK;
 }
 
-static void k_xent_softmax_bwd(size_t rows, size_t cols, const float *prob,
+static int k_xent_softmax_bwd(size_t rows, size_t cols, const float *prob,
                                const float *label, float *dx) {
   float inv = 1.0f / (float)rows;
   for (size_t i = 0; i < rows * cols; i++)
     dx[i] = (prob[i] - label[i]) * inv;
+  return NNT_OK;
 }
 
 /* Sigmoid cross entropy on logits, as NNTrainer's CrossEntropySigmoidLossLayer
  * computes it: the mean over all N = rows * cols elements of
  * max(x,0) - x*t + log(1 + e^-|x|) (PyTorch's binary_cross_entropy_with_logits
  * with reduction 'mean'); its derivative is (sigmoid(x) - t) / N. */
-static float k_xent_sigmoid_fwd(size_t rows, size_t cols, const float *x,
-                                const float *label) {
+static int k_xent_sigmoid_fwd(size_t rows, size_t cols, const float *x,
+                              const float *label, float *loss) {
+  NEED(rows && cols && loss && x && label);
   double s = 0;
   size_t n = rows * cols;
   for (size_t i = 0; i < n; i++)
     s += (x[i] > 0 ? x[i] : 0) - x[i] * label[i] + log1p(exp(-fabs((double)x[i])));
-  return (float)(s / n);
+  *loss = (float)(s / n);
+  return NNT_OK;
 }
 
-static void k_xent_sigmoid_bwd(size_t rows, size_t cols, const float *x,
+static int k_xent_sigmoid_bwd(size_t rows, size_t cols, const float *x,
                                const float *label, float *dx) {
   size_t n = rows * cols;
   float inv = 1.0f / (float)n;
   for (size_t i = 0; i < n; i++)
     dx[i] = (sigmoidf(x[i]) - label[i]) * inv;
+  return NNT_OK;
 }
 
-static float k_mse_fwd(size_t n, const float *y, const float *label) {
+static int k_mse_fwd(size_t n, const float *y, const float *label, float *loss) {
+  NEED(n && loss && y && label);
   double s = 0;
   for (size_t i = 0; i < n; i++) {
     double d = (double)y[i] - label[i];
     s += d * d;
   }
-  return (float)(s / n);
+  *loss = (float)(s / n);
+  return NNT_OK;
 }
 
-static void k_mse_bwd(size_t n, const float *y, const float *label, float *dx) {
+static int k_mse_bwd(size_t n, const float *y, const float *label, float *dx) {
   float k = 2.0f / (float)n;
   for (size_t i = 0; i < n; i++)
     dx[i] = k * (y[i] - label[i]);
+  return NNT_OK;
 }
 
-static void k_dropout_mask(size_t n, float rate, nnt_rng *rng, float *mask) {
+/* Four values per Philox call: element i is word i % 4 of counter
+ * (stream, i / 4), exactly nnt_philox_uniform_at(key, stream, i). */
+static int k_dropout_mask(size_t n, float rate, uint64_t key, uint64_t stream, float *mask) {
+  NEED(!n || mask);
+  NEED(rate >= 0 && rate <= 1);
   float keep = rate < 1 ? 1.0f / (1.0f - rate) : 0;
-  for (size_t i = 0; i < n; i++)
-    mask[i] = nnt_rng_uniform(rng) < rate ? 0.0f : keep;
+  for (size_t i = 0; i < n; i += 4) {
+    nnt_philox_out r = nnt_philox(key, stream, i >> 2);
+    for (size_t j = 0; j < 4 && i + j < n; j++)
+      mask[i + j] = nnt_philox_u01(r.v[j]) < rate ? 0.0f : keep;
+  }
+  return NNT_OK;
 }
 
-static void k_sgd_step(size_t n, float lr, const float *g, float *w) {
+/* The input layer's per-sample normalization, row by row in place on y
+ * (after a copy when y is not x), as documented in kernels.h. */
+static int k_normalize_rows(size_t rows, size_t cols, unsigned mode, const float *x, float *y) {
+  NEED(!rows || (cols && x && y));
+  NEED(!(mode & ~(unsigned)(NNT_NORM_MINMAX | NNT_NORM_STANDARD)));
+  for (size_t r = 0; r < rows; r++) {
+    float *v = y + r * cols;
+    k_copy(cols, x + r * cols, v);
+    if (mode & NNT_NORM_MINMAX) {
+      float lo = v[0], hi = v[0];
+      for (size_t i = 1; i < cols; i++)
+        lo = v[i] < lo ? v[i] : lo, hi = v[i] > hi ? v[i] : hi;
+      float range = hi - lo;
+      for (size_t i = 0; i < cols; i++)
+        v[i] = range > 0 ? (v[i] - lo) / range : 0;
+    }
+    if (mode & NNT_NORM_STANDARD) {
+      float s;
+      k_sum(cols, v, &s);
+      float mean = s / (float)cols;
+      double var = 0;
+      for (size_t i = 0; i < cols; i++)
+        var += (double)(v[i] - mean) * (v[i] - mean);
+      float sd = (float)sqrt(var / cols);
+      for (size_t i = 0; i < cols; i++)
+        v[i] = sd > 0 ? (v[i] - mean) / sd : 0;
+    }
+  }
+  return NNT_OK;
+}
+
+static int k_argmax_match(size_t rows, size_t cols, const float *y, const float *label,
+                          float *count) {
+  NEED(count && (!rows || (cols && y && label)));
+  size_t ok = 0;
+  for (size_t r = 0; r < rows; r++) {
+    const float *a = y + r * cols, *b = label + r * cols;
+    size_t ia = 0, ib = 0;
+    for (size_t c = 1; c < cols; c++) {
+      if (a[c] > a[ia])
+        ia = c;
+      if (b[c] > b[ib])
+        ib = c;
+    }
+    ok += ia == ib;
+  }
+  *count = (float)ok;
+  return NNT_OK;
+}
+
+static int k_sgd_step(size_t n, float lr, const float *g, float *w) {
   for (size_t i = 0; i < n; i++)
     w[i] -= lr * g[i];
+  return NNT_OK;
 }
 
-static void k_adam_step(size_t n, float lr_t, float b1, float b2, float eps, const float *g,
+static int k_adam_step(size_t n, float lr_t, float b1, float b2, float eps, const float *g,
                         float *m, float *v, float *w) {
   for (size_t i = 0; i < n; i++) {
     m[i] = b1 * m[i] + (1 - b1) * g[i];
     v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
     w[i] -= lr_t * m[i] / (sqrtf(v[i]) + eps);
   }
+  return NNT_OK;
 }
 
 static const nnt_kernels cpu_kernels = {
@@ -403,12 +505,14 @@ static const nnt_kernels cpu_kernels = {
     .act_bwd = k_act_bwd,
     .softmax_fwd = k_softmax_fwd,
     .softmax_bwd = k_softmax_bwd,
+    .normalize_rows = k_normalize_rows,
     .xent_softmax_fwd = k_xent_softmax_fwd,
     .xent_softmax_bwd = k_xent_softmax_bwd,
     .xent_sigmoid_fwd = k_xent_sigmoid_fwd,
     .xent_sigmoid_bwd = k_xent_sigmoid_bwd,
     .mse_fwd = k_mse_fwd,
     .mse_bwd = k_mse_bwd,
+    .argmax_match = k_argmax_match,
     .dropout_mask = k_dropout_mask,
     .bn_fwd_train = nnt_cpu_bn_fwd_train,
     .bn_fwd_infer = nnt_cpu_bn_fwd_infer,

@@ -60,7 +60,7 @@ static void dsum_dy(const float *dy, const float *xh, size_t n, double *sdy, dou
   }
 }
 
-void nnt_cpu_bn_fwd_train(size_t outer, size_t ch, size_t inner, const float *x,
+int nnt_cpu_bn_fwd_train(size_t outer, size_t ch, size_t inner, const float *x,
                           const float *gamma, const float *beta, float eps, float *mean,
                           float *var, float *invstd, float *xhat, float *y) {
   double n = (double)outer * inner;
@@ -86,9 +86,10 @@ void nnt_cpu_bn_fwd_train(size_t outer, size_t ch, size_t inner, const float *x,
       }
     }
   }
+  return NNT_OK;
 }
 
-void nnt_cpu_bn_fwd_infer(size_t outer, size_t ch, size_t inner, const float *x,
+int nnt_cpu_bn_fwd_infer(size_t outer, size_t ch, size_t inner, const float *x,
                           const float *mean, const float *var, const float *gamma,
                           const float *beta, float eps, float *y) {
   for (size_t c = 0; c < ch; c++) {
@@ -99,9 +100,10 @@ void nnt_cpu_bn_fwd_infer(size_t outer, size_t ch, size_t inner, const float *x,
         y[off + i] = x[off + i] * g + b;
     }
   }
+  return NNT_OK;
 }
 
-void nnt_cpu_bn_bwd(size_t outer, size_t ch, size_t inner, const float *dy,
+int nnt_cpu_bn_bwd(size_t outer, size_t ch, size_t inner, const float *dy,
                     const float *xhat, const float *invstd, const float *gamma, float *dx,
                     float *dgamma, float *dbeta) {
   double n = (double)outer * inner;
@@ -124,4 +126,5 @@ void nnt_cpu_bn_bwd(size_t outer, size_t ch, size_t inner, const float *dy,
         dx[off + i] = k * (dy[off + i] - mdy - xhat[off + i] * mdyx);
     }
   }
+  return NNT_OK;
 }

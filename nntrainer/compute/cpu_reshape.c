@@ -1,7 +1,7 @@
 /* CPU kernels that move values: permute and nearest upsampling. */
 #include "nntrainer/compute/cpu_impl.h"
 
-void nnt_cpu_permute3(size_t b, const unsigned d[3], const unsigned perm[3], const float *x,
+int nnt_cpu_permute3(size_t b, const unsigned d[3], const unsigned perm[3], const float *x,
                       float *y) {
   size_t in_stride[3] = {(size_t)d[1] * d[2], d[2], 1};
   size_t od[3] = {d[perm[0]], d[perm[1]], d[perm[2]]};
@@ -15,9 +15,10 @@ void nnt_cpu_permute3(size_t b, const unsigned d[3], const unsigned perm[3], con
         for (size_t k = 0; k < od[2]; k++)
           *yb++ = xb[i * s0 + j * s1 + k * s2];
   }
+  return NNT_OK;
 }
 
-void nnt_cpu_upsample_nearest_fwd(size_t rows, size_t h, size_t w, size_t kh, size_t kw,
+int nnt_cpu_upsample_nearest_fwd(size_t rows, size_t h, size_t w, size_t kh, size_t kw,
                                   const float *x, float *y) {
   size_t ow = w * kw;
   for (size_t r = 0; r < rows; r++)
@@ -27,9 +28,10 @@ void nnt_cpu_upsample_nearest_fwd(size_t rows, size_t h, size_t w, size_t kh, si
       for (size_t j = 0; j < ow; j++)
         yr[j] = xr[j / kw];
     }
+  return NNT_OK;
 }
 
-void nnt_cpu_upsample_nearest_bwd(size_t rows, size_t h, size_t w, size_t kh, size_t kw,
+int nnt_cpu_upsample_nearest_bwd(size_t rows, size_t h, size_t w, size_t kh, size_t kw,
                                   const float *dy, float *dx) {
   size_t ow = w * kw;
   for (size_t r = 0; r < rows; r++)
@@ -41,4 +43,5 @@ void nnt_cpu_upsample_nearest_bwd(size_t rows, size_t h, size_t w, size_t kh, si
             s += dy[(r * h * kh + i * kh + a) * ow + j * kw + c];
         dx[(r * h + i) * w + j] = s;
       }
+  return NNT_OK;
 }

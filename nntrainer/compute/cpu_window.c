@@ -24,7 +24,7 @@ static void valid_cols(const nnt_conv_geom *g, long off, unsigned *lo, unsigned 
   *hi = (unsigned)b;
 }
 
-void nnt_cpu_im2col(const nnt_conv_geom *g, const float *x, float *col) {
+int nnt_cpu_im2col(const nnt_conv_geom *g, const float *x, float *col) {
   size_t plane = (size_t)g->oh * g->ow;
   for (unsigned c = 0; c < g->c; c++)
     for (unsigned a = 0; a < g->kh; a++)
@@ -52,9 +52,10 @@ void nnt_cpu_im2col(const nnt_conv_geom *g, const float *x, float *col) {
             r[ox] = 0.0f;
         }
       }
+  return NNT_OK;
 }
 
-void nnt_cpu_col2im(const nnt_conv_geom *g, const float *col, float *dx) {
+int nnt_cpu_col2im(const nnt_conv_geom *g, const float *col, float *dx) {
   size_t plane = (size_t)g->oh * g->ow;
   for (unsigned c = 0; c < g->c; c++)
     for (unsigned a = 0; a < g->kh; a++)
@@ -77,6 +78,7 @@ void nnt_cpu_col2im(const nnt_conv_geom *g, const float *col, float *dx) {
               xr[(size_t)ox * g->sw] += r[ox];
         }
       }
+  return NNT_OK;
 }
 
 /* Max pooling 2x2, stride 2, no padding or dilation: the same comparisons in
@@ -113,11 +115,13 @@ static void max2x2_fwd(const nnt_conv_geom *g, size_t n, const float *x, float *
   }
 }
 
-void nnt_cpu_pool_fwd(const nnt_conv_geom *g, size_t n, int mode, const float *x, float *y,
+int nnt_cpu_pool_fwd(const nnt_conv_geom *g, size_t n, int mode, const float *x, float *y,
                       float *idx) {
+  if (!g || (mode != 0 && mode != 1))
+    return NNT_ERR_INVAL;
   if (mode == 0 && nnt_cpu_pool_is_max2x2(g)) {
     max2x2_fwd(g, n, x, y, idx);
-    return;
+    return NNT_OK;
   }
   size_t in_plane = (size_t)g->h * g->w, out_plane = (size_t)g->oh * g->ow;
   float inv = 1.0f / (float)(g->kh * g->kw);
@@ -152,10 +156,13 @@ void nnt_cpu_pool_fwd(const nnt_conv_geom *g, size_t n, int mode, const float *x
         }
       }
   }
+  return NNT_OK;
 }
 
-void nnt_cpu_pool_bwd(const nnt_conv_geom *g, size_t n, int mode, const float *dy,
+int nnt_cpu_pool_bwd(const nnt_conv_geom *g, size_t n, int mode, const float *dy,
                       const float *idx, float *dx) {
+  if (!g || (mode != 0 && mode != 1))
+    return NNT_ERR_INVAL;
   size_t in_plane = (size_t)g->h * g->w, out_plane = (size_t)g->oh * g->ow;
   float inv = 1.0f / (float)(g->kh * g->kw);
   memset(dx, 0, n * g->c * in_plane * sizeof(float));
@@ -182,4 +189,5 @@ void nnt_cpu_pool_bwd(const nnt_conv_geom *g, size_t n, int mode, const float *d
         }
       }
   }
+  return NNT_OK;
 }

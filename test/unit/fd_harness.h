@@ -15,7 +15,8 @@ typedef struct fd_harness {
   nnt_tensor in, out, din, dout, label, w[NNT_MAX_WEIGHTS], gw[NNT_MAX_WEIGHTS],
       scratch[NNT_MAX_SCRATCH];
   float *r; /* the objective's weights */
-  nnt_rng rng;
+  nnt_tensor losst; /* ctx.loss: one float, lossv */
+  float lossv;
   int loss;
 } fd_harness;
 

@@ -256,29 +256,30 @@ typedef enum oh_step { OH_FWD_INFER, OH_FWD_TRAIN, OH_GRAD, OH_DERIV } oh_step;
 static const char *const step_name[] = {"forward (inference)", "forward (training)",
                                         "calc_gradient", "calc_derivative"};
 
-/* The one place the harness calls a layer's entries. When they return int
- * and loss layers write ctx->loss as a 1-float tensor, this is what
- * changes: return the entry's code, point ctx->loss at u->loss_t (already
- * placed for loss layers) and read u->loss from it with nnt_tensor_get. */
+/* The one place the harness calls a layer's entries: each returns the
+ * first kernel error; a loss layer writes its value into ctx->loss (the
+ * 1-float tensor u->loss_t), read back here with nnt_tensor_get. Dropout's
+ * stream is fixed, so every forward draws the same mask. */
 static int layer_call(oh_run *u, oh_step s) {
   nnt_layer *l = u->l;
   nnt_run_ctx *ctx = &u->ctx;
   switch (s) {
   case OH_FWD_INFER:
-  case OH_FWD_TRAIN:
+  case OH_FWD_TRAIN: {
     ctx->training = s == OH_FWD_TRAIN;
-    nnt_rng_seed(&u->rng, 5); /* the same dropout mask every time */
-    ctx->loss = 0;
-    l->ops->forward(l, ctx);
-    u->loss = ctx->loss;
-    return NNT_OK;
+    ctx->seed = 5;
+    ctx->stream = 0;
+    int rc = l->ops->forward(l, ctx);
+    if (!rc && u->is_loss) {
+      nnt_err e = {0};
+      rc = nnt_tensor_get(&u->loss_t, 0, &u->loss, 1, &e);
+    }
+    return rc;
+  }
   case OH_GRAD:
-    if (l->ops->calc_gradient)
-      l->ops->calc_gradient(l, ctx);
-    return NNT_OK;
+    return l->ops->calc_gradient ? l->ops->calc_gradient(l, ctx) : NNT_OK;
   case OH_DERIV:
-    l->ops->calc_derivative(l, ctx);
-    return NNT_OK;
+    return l->ops->calc_derivative(l, ctx);
   }
   return NNT_ERR_INVAL;
 }
@@ -331,7 +332,7 @@ static int setup(oh_run *u, const oh_case *c, const nnt_backend *be, int one_buf
   ctx->in = u->in, ctx->out = u->out, ctx->d_in = u->din, ctx->d_out = u->dout;
   ctx->w = u->w, ctx->gw = u->gw, ctx->scratch = u->scratch;
   ctx->label = u->is_loss ? &u->label : NULL;
-  ctx->rng = &u->rng;
+  ctx->loss = u->is_loss ? &u->loss_t : NULL;
   return 0;
 }
 

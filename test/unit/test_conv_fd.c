@@ -78,7 +78,7 @@ static void test_average_counts_padding(void **state) {
   fd_setup(&h, "pooling2d", a, D(1, 1, 2, 2), 1);
   for (int i = 0; i < 4; i++)
     h.in.data[i] = 4.0f;
-  h.l->ops->forward(h.l, &h.ctx);
+  assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
   assert_int_equal(nnt_tensor_len(&h.out), 4);
   for (int i = 0; i < 4; i++)
     assert_float_equal(h.out.data[i], 1.0f, 1e-6);
@@ -95,8 +95,8 @@ static void test_conv_frozen_weight(void **state) {
   memcpy(h.dout.data, h.r, nnt_tensor_len(&h.dout) * sizeof(float));
   float *keep = h.gw[0].data;
   h.gw[0].data = NULL;
-  h.l->ops->calc_gradient(h.l, &h.ctx);
-  h.l->ops->calc_derivative(h.l, &h.ctx);
+  assert_int_equal(h.l->ops->calc_gradient(h.l, &h.ctx), NNT_OK);
+  assert_int_equal(h.l->ops->calc_derivative(h.l, &h.ctx), NNT_OK);
   h.gw[0].data = keep;
   for (int f = 0; f < 2; f++) {
     double s = 0;

@@ -42,8 +42,8 @@ static void move_case(const char *name, const char *type, const char *const *pro
   }
   nnt_run_ctx c = {.k = nnt_kernels_cpu(), .n_in = n_in, .n_out = fc.n_out, .in = x, .out = y,
                    .d_in = dx, .d_out = dy, .training = 1};
-  l->ops->forward(l, &c);
-  l->ops->calc_derivative(l, &c);
+  assert_int_equal(l->ops->forward(l, &c), NNT_OK);
+  assert_int_equal(l->ops->calc_derivative(l, &c), NNT_OK);
   for (unsigned o = 0; o < fc.n_out; o++) {
     size_t len = nnt_dim_len(fc.out_dim[o]);
     if (tu_max_rel_err(y[o].data, p, len) > 1e-6)

@@ -58,9 +58,9 @@ static void check_graph(const lspec *g, size_t n, const char *loss, unsigned in_
         float keep = x[j], lp, lm;
         const float eps = 1e-2f;
         x[j] = keep + eps;
-        nnt_model_forward(m, 1, &lp);
+        assert_int_equal(nnt_model_forward(m, 1, &lp, NULL), NNT_OK);
         x[j] = keep - eps;
-        nnt_model_forward(m, 1, &lm);
+        assert_int_equal(nnt_model_forward(m, 1, &lm, NULL), NNT_OK);
         x[j] = keep;
         double num = ((double)lp - lm) / (2 * eps);
         if (fabs(num - gw[j]) > 3e-3 * fmax(1, fabs(num)))

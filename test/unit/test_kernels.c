@@ -37,6 +37,33 @@ static float *dup(const float *x, size_t n) {
 
 static double *dbl(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
 
+/* The scalar entries write one float; each must return NNT_OK. */
+static float dot1(size_t n, const float *a, const float *b) {
+  float v = NAN;
+  assert_int_equal(K->dot(n, a, b, &v), NNT_OK);
+  return v;
+}
+static float sum1(size_t n, const float *a) {
+  float v = NAN;
+  assert_int_equal(K->sum(n, a, &v), NNT_OK);
+  return v;
+}
+static float xent_softmax1(size_t rows, size_t cols, const float *p, const float *lab) {
+  float v = NAN;
+  assert_int_equal(K->xent_softmax_fwd(rows, cols, p, lab, &v), NNT_OK);
+  return v;
+}
+static float xent_sigmoid1(size_t rows, size_t cols, const float *x, const float *lab) {
+  float v = NAN;
+  assert_int_equal(K->xent_sigmoid_fwd(rows, cols, x, lab, &v), NNT_OK);
+  return v;
+}
+static float mse1(size_t n, const float *y, const float *lab) {
+  float v = NAN;
+  assert_int_equal(K->mse_fwd(n, y, lab, &v), NNT_OK);
+  return v;
+}
+
 static void expect(const char *what, const float *got, const double *want, size_t n,
                    double tol) {
   for (size_t i = 0; i < n; i++)
@@ -155,8 +182,8 @@ static void test_vector_ops(void **state) {
     for (size_t i = 0; i < n; i++)
       d += (double)a[i] * b[i], s += a[i], mag += fabs(a[i]) * 2;
     /* a sum's error scales with the magnitudes summed, not with the sum */
-    assert_true(fabs(K->dot(n, a, b) - d) <= 1e-6 * mag + 1e-6);
-    assert_true(fabs(K->sum(n, a) - s) <= 1e-6 * mag + 1e-6);
+    assert_true(fabs(dot1(n, a, b) - d) <= 1e-6 * mag + 1e-6);
+    assert_true(fabs(sum1(n, a) - s) <= 1e-6 * mag + 1e-6);
     K->fill(n, 2.5f, y);
     for (size_t i = 0; i < n; i++)
       assert_true(y[i] == 2.5f);
@@ -398,7 +425,7 @@ static void test_xent_softmax(void **state) {
     double want = 0;
     for (size_t i = 0; i < n; i++)
       want -= lab[i] * log((double)p[i] + 1e-20);
-    expect1("xent_softmax", K->xent_softmax_fwd(rows, cols, p, lab), want / rows, 1e-5);
+    expect1("xent_softmax", xent_softmax1(rows, cols, p, lab), want / rows, 1e-5);
     double *w = dbl(n);
     for (size_t i = 0; i < n; i++)
       w[i] = ((double)p[i] - lab[i]) / rows;
@@ -422,7 +449,7 @@ static void test_xent_sigmoid_mse(void **state) {
       want += fmax(xi, 0) - xi * lab[i] + log1p(exp(-fabs(xi)));
       w[i] = (ref_sigmoid(xi) - lab[i]) / n;
     }
-    float got = K->xent_sigmoid_fwd(rows, cols, x, lab);
+    float got = xent_sigmoid1(rows, cols, x, lab);
     assert_true(isfinite(got));
     expect1("xent_sigmoid", got, want / n, 1e-5);
     K->xent_sigmoid_bwd(rows, cols, x, lab, dx);
@@ -434,7 +461,7 @@ static void test_xent_sigmoid_mse(void **state) {
       want += d * d;
       w[i] = 2 * d / n;
     }
-    expect1("mse", K->mse_fwd(n, x, lab), want / n, 1e-5);
+    expect1("mse", mse1(n, x, lab), want / n, 1e-5);
     K->mse_bwd(n, x, lab, dx);
     expect("mse'", dx, w, n, 1e-6);
     free(x), free(lab), free(dx), free(w);
@@ -447,17 +474,18 @@ static void test_dropout_mask(void **state) {
   (void)state;
   enum { N = 20000 };
   float *mask = malloc(N * 4), *again = malloc(N * 4);
-  nnt_rng r;
   const float rates[] = {0.0f, 0.25f, 0.9f};
   for (size_t t = 0; t < NNT_ARRAY_LEN(rates); t++) {
     float rate = rates[t];
-    nnt_rng_seed(&r, 1);
-    K->dropout_mask(N, rate, &r, mask);
-    nnt_rng_seed(&r, 1);
-    K->dropout_mask(N, rate, &r, again);
-    assert_memory_equal(mask, again, N * 4); /* a function of the rng state */
+    assert_int_equal(K->dropout_mask(N, rate, 11, 3, mask), NNT_OK);
+    assert_int_equal(K->dropout_mask(N, rate, 11, 3, again), NNT_OK);
+    assert_memory_equal(mask, again, N * 4); /* a function of (key, stream) */
     size_t kept = 0;
     for (size_t i = 0; i < N; i++) {
+      /* element i is the generator's value i of the stream, in any order */
+      float keep = nnt_philox_uniform_at(11, 3, i) < rate ? 0.0f : 1 / (1 - rate);
+      if (mask[i] != keep)
+        fail_msg("mask[%zu] = %g, not %g, at rate %g", i, mask[i], keep, rate);
       kept += mask[i] != 0;
       if (mask[i] != 0 && fabsf(mask[i] - 1 / (1 - rate)) > 1e-6f)
         fail_msg("mask[%zu] = %g at rate %g", i, mask[i], rate);
@@ -465,7 +493,18 @@ static void test_dropout_mask(void **state) {
     /* binomial: 5 standard deviations at most */
     double mean = N * (1.0 - rate), sd = sqrt(N * rate * (1.0 - rate));
     assert_true(fabs((double)kept - mean) <= 5 * sd + 0.5);
+    if (rate > 0) {
+      /* another stream or key: another mask; a prefix is the same mask */
+      assert_int_equal(K->dropout_mask(N, rate, 11, 4, again), NNT_OK);
+      assert_true(memcmp(mask, again, N * 4) != 0);
+      assert_int_equal(K->dropout_mask(N, rate, 12, 3, again), NNT_OK);
+      assert_true(memcmp(mask, again, N * 4) != 0);
+      assert_int_equal(K->dropout_mask(7, rate, 11, 3, again), NNT_OK);
+      assert_memory_equal(mask, again, 7 * 4);
+    }
   }
+  assert_int_equal(K->dropout_mask(N, 1.5f, 11, 3, mask), NNT_ERR_INVAL);
+  assert_int_equal(K->dropout_mask(N, 0.5f, 11, 3, NULL), NNT_ERR_INVAL);
   free(mask), free(again);
 }
 

@@ -20,15 +20,10 @@ static uint64_t rec_core;  /* calls made outside any layer's functions */
 static const nnt_kernels *base;
 
 #define MARK(E) (*(rec_into ? rec_into : &rec_core) |= NNT_KOP_BIT(E))
-/* One wrapper per entry: V for entries that return nothing, R for the
- * others. When an entry's signature changes, change its line here. */
+/* One wrapper per entry (every entry returns its status). When an
+ * entry's signature changes, change its line here. */
 #define V(E, n, params, args)                                                             \
-  static void rec_##n params {                                                            \
-    MARK(E);                                                                               \
-    base->n args;                                                                          \
-  }
-#define R(E, n, ret, params, args)                                                        \
-  static ret rec_##n params {                                                             \
+  static int rec_##n params {                                                             \
     MARK(E);                                                                               \
     return base->n args;                                                                   \
   }
@@ -44,8 +39,8 @@ V(AXPY, axpy, (size_t n, float a, cf x, float *y), (n, a, x, y))
 V(ADD, add, (size_t n, cf a, cf b, float *y), (n, a, b, y))
 V(SUB, sub, (size_t n, cf a, cf b, float *y), (n, a, b, y))
 V(MUL, mul, (size_t n, cf a, cf b, float *y), (n, a, b, y))
-R(DOT, dot, float, (size_t n, cf x, cf y), (n, x, y))
-R(SUM, sum, float, (size_t n, cf x), (n, x))
+V(DOT, dot, (size_t n, cf x, cf y, float *o), (n, x, y, o))
+V(SUM, sum, (size_t n, cf x, float *o), (n, x, o))
 V(ADD_ROW_VEC, add_row_vec, (size_t r, size_t c, cf v, float *y), (r, c, v, y))
 V(ADD_COL_VEC, add_col_vec, (size_t r, size_t c, cf v, float *y), (r, c, v, y))
 V(SUM_COLS, sum_cols, (size_t r, size_t c, cf x, float b, float *o), (r, c, x, b, o))
@@ -55,16 +50,21 @@ V(ACT_BWD, act_bwd, (nnt_act a, float al, size_t n, cf x, cf y, cf dy, float *dx
   (a, al, n, x, y, dy, dx))
 V(SOFTMAX_FWD, softmax_fwd, (size_t r, size_t c, cf x, float *y), (r, c, x, y))
 V(SOFTMAX_BWD, softmax_bwd, (size_t r, size_t c, cf y, cf dy, float *dx), (r, c, y, dy, dx))
-R(XENT_SOFTMAX_FWD, xent_softmax_fwd, float, (size_t r, size_t c, cf p, cf l), (r, c, p, l))
+V(NORMALIZE_ROWS, normalize_rows, (size_t r, size_t c, unsigned mode, cf x, float *y),
+  (r, c, mode, x, y))
+V(XENT_SOFTMAX_FWD, xent_softmax_fwd, (size_t r, size_t c, cf p, cf l, float *o),
+  (r, c, p, l, o))
 V(XENT_SOFTMAX_BWD, xent_softmax_bwd, (size_t r, size_t c, cf p, cf l, float *dx),
   (r, c, p, l, dx))
-R(XENT_SIGMOID_FWD, xent_sigmoid_fwd, float, (size_t r, size_t c, cf x, cf l), (r, c, x, l))
+V(XENT_SIGMOID_FWD, xent_sigmoid_fwd, (size_t r, size_t c, cf x, cf l, float *o),
+  (r, c, x, l, o))
 V(XENT_SIGMOID_BWD, xent_sigmoid_bwd, (size_t r, size_t c, cf x, cf l, float *dx),
   (r, c, x, l, dx))
-R(MSE_FWD, mse_fwd, float, (size_t n, cf y, cf l), (n, y, l))
+V(MSE_FWD, mse_fwd, (size_t n, cf y, cf l, float *o), (n, y, l, o))
 V(MSE_BWD, mse_bwd, (size_t n, cf y, cf l, float *dx), (n, y, l, dx))
-V(DROPOUT_MASK, dropout_mask, (size_t n, float rate, nnt_rng *rng, float *mask),
-  (n, rate, rng, mask))
+V(ARGMAX_MATCH, argmax_match, (size_t r, size_t c, cf y, cf l, float *o), (r, c, y, l, o))
+V(DROPOUT_MASK, dropout_mask, (size_t n, float rate, uint64_t key, uint64_t st, float *mask),
+  (n, rate, key, st, mask))
 V(BN_FWD_TRAIN, bn_fwd_train, (size_t o, size_t ch, size_t in, cf x, cf g, cf b, float eps,
                                float *mean, float *var, float *invstd, float *xhat, float *y),
   (o, ch, in, x, g, b, eps, mean, var, invstd, xhat, y))
@@ -157,11 +157,12 @@ static watch *watch_of(const nnt_layer *l) {
 }
 
 #define WRAP(fn)                                                                          \
-  static void w_##fn(nnt_layer *l, nnt_run_ctx *ctx) {                                    \
+  static int w_##fn(nnt_layer *l, nnt_run_ctx *ctx) {                                     \
     watch *w = watch_of(l);                                                               \
     rec_into = &w->seen;                                                                  \
-    w->orig->fn(l, ctx);                                                                  \
+    int rc = w->orig->fn(l, ctx);                                                         \
     rec_into = NULL;                                                                      \
+    return rc;                                                                            \
   }
 WRAP(forward)
 WRAP(calc_gradient)

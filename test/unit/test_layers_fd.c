@@ -77,7 +77,7 @@ static void test_batch_normalization_statistics(void **state) {
   /* moving_mean 0, moving_variance 1, gamma 1, beta 0 as initialized */
   for (int c = 0; c < 2; c++)
     h.w[0].data[c] = 0, h.w[1].data[c] = 1, h.w[2].data[c] = 1, h.w[3].data[c] = 0;
-  h.l->ops->forward(h.l, &h.ctx);
+  assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
   for (int c = 0; c < 2; c++) {
     double s = 0, s2 = 0, y = 0;
     for (int b = 0; b < 4; b++)
@@ -93,7 +93,7 @@ static void test_batch_normalization_statistics(void **state) {
   }
   /* inference uses the moving statistics */
   h.ctx.training = 0;
-  h.l->ops->forward(h.l, &h.ctx);
+  assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
   float want = (float)((h.in.data[0] - h.w[0].data[0]) / sqrt(h.w[1].data[0] + 1e-3));
   assert_float_equal(h.out.data[0], want, 1e-5);
   fd_teardown(&h);
@@ -183,11 +183,11 @@ static unsigned alias_check(const char *type, const char *const *props, nnt_dim 
   assert_int_equal(ni, no);
   /* separate buffers */
   fd_objective(&h);
-  float loss = h.ctx.loss, *out = dupf(h.out.data, no), *gw[NNT_MAX_WEIGHTS];
+  float loss = h.lossv, *out = dupf(h.out.data, no), *gw[NNT_MAX_WEIGHTS];
   memcpy(h.dout.data, h.r, no * sizeof(float));
   if (ops->calc_gradient)
-    ops->calc_gradient(h.l, &h.ctx);
-  ops->calc_derivative(h.l, &h.ctx);
+    assert_int_equal(ops->calc_gradient(h.l, &h.ctx), NNT_OK);
+  assert_int_equal(ops->calc_derivative(h.l, &h.ctx), NNT_OK);
   float *din = dupf(h.din.data, ni);
   for (unsigned w = 0; w < h.fc.n_w; w++)
     gw[w] = dupf(h.gw[w].data, nnt_tensor_len(&h.gw[w]));
@@ -198,20 +198,20 @@ static unsigned alias_check(const char *type, const char *const *props, nnt_dim 
   fd_objective(&h);
   if (tu_max_rel_err(buf, out, no) > 1e-6)
     fail_msg("%s in place: the output differs", type);
-  if (h.loss && !(fabsf(h.ctx.loss - loss) <= 1e-6f * fmaxf(1, fabsf(loss))))
-    fail_msg("%s in place: loss %g, not %g", type, h.ctx.loss, loss);
+  if (h.loss && !(fabsf(h.lossv - loss) <= 1e-6f * fmaxf(1, fabsf(loss))))
+    fail_msg("%s in place: loss %g, not %g", type, h.lossv, loss);
   for (size_t i = 0; i < no; i++)
     dbuf[i] = h.loss ? NAN : h.r[i];
   h.din.data = h.dout.data = dbuf;
   for (unsigned w = 0; w < h.fc.n_w; w++)
     memset(h.gw[w].data, 0, nnt_tensor_len(&h.gw[w]) * sizeof(float));
   if (ops->calc_gradient)
-    ops->calc_gradient(h.l, &h.ctx);
+    assert_int_equal(ops->calc_gradient(h.l, &h.ctx), NNT_OK);
   for (unsigned w = 0; w < h.fc.n_w; w++)
     if (h.fc.w[w].trainable &&
         tu_max_rel_err(h.gw[w].data, gw[w], nnt_tensor_len(&h.gw[w])) > 1e-6)
       fail_msg("%s in place: %s differs", type, h.fc.w[w].name);
-  ops->calc_derivative(h.l, &h.ctx);
+  assert_int_equal(ops->calc_derivative(h.l, &h.ctx), NNT_OK);
   if (tu_max_rel_err(dbuf, din, ni) > 1e-6)
     fail_msg("%s in place: dx differs", type);
   h.in.data = keep[0], h.out.data = keep[1], h.din.data = keep[2], h.dout.data = keep[3];
@@ -263,9 +263,9 @@ static void test_losses_without_label(void **state) {
     for (int pass = 0; pass < 2; pass++) {
       nnt_tensor empty = {.dim = h.label.dim};
       h.ctx.label = pass ? &empty : NULL;
-      h.ctx.loss = 0;
-      h.l->ops->forward(h.l, &h.ctx);
-      assert_true(h.ctx.loss == 0.0f);
+      h.lossv = 0;
+      assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
+      assert_true(h.lossv == 0.0f); /* not written */
       for (size_t r = 0; r < 2; r++) {
         const float *x = h.in.data + r * 4, *y = h.out.data + r * 4;
         double s = 0, m = x[0];
@@ -290,7 +290,7 @@ static void test_input_normalization(void **state) {
   fd_setup(&h, "input", p, nnt_dim_make(3, 1, 2, 4), 0);
   for (int i = 0; i < 8; i++)
     h.in.data[16 + i] = 2.5f; /* a constant sample becomes zeros */
-  h.l->ops->forward(h.l, &h.ctx);
+  assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
   for (int s = 0; s < 2; s++) {
     const float *x = h.in.data + s * 8, *y = h.out.data + s * 8;
     float lo = x[0], hi = x[0];
@@ -304,7 +304,7 @@ static void test_input_normalization(void **state) {
   fd_teardown(&h);
   const char *q[] = {"standardization", "true", NULL};
   fd_setup(&h, "input", q, nnt_dim_make(2, 3, 1, 5), 0);
-  h.l->ops->forward(h.l, &h.ctx);
+  assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
   for (int s = 0; s < 2; s++) {
     double m = 0, v = 0;
     for (int i = 0; i < 15; i++)
@@ -322,11 +322,11 @@ static void test_dropout_inference_is_identity(void **state) {
   const char *d[] = {"dropout_rate", "0.5", NULL};
   fd_setup(&h, "dropout", d, nnt_dim_make(2, 1, 1, 50), 0);
   h.ctx.training = 0;
-  h.l->ops->forward(h.l, &h.ctx);
+  assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
   assert_memory_equal(h.in.data, h.out.data, nnt_tensor_len(&h.in) * sizeof(float));
   h.ctx.training = 1;
-  nnt_rng_seed(&h.rng, 12);
-  h.l->ops->forward(h.l, &h.ctx);
+  h.ctx.stream = 12;
+  assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
   size_t zeros = 0;
   for (size_t i = 0; i < 100; i++) {
     zeros += h.out.data[i] == 0;
@@ -334,6 +334,15 @@ static void test_dropout_inference_is_identity(void **state) {
       assert_float_equal(h.out.data[i], 2 * h.in.data[i], 1e-6);
   }
   assert_in_range(zeros, 25, 75);
+  /* the mask is a function of (seed, stream): the same stream draws it
+   * again, another stream (the next iteration or node) another one */
+  float first[100];
+  memcpy(first, h.out.data, sizeof first);
+  assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
+  assert_memory_equal(first, h.out.data, sizeof first);
+  h.ctx.stream = 13;
+  assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
+  assert_true(memcmp(first, h.out.data, sizeof first) != 0);
   fd_teardown(&h);
 }
 

@@ -126,32 +126,32 @@ static int same_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   return NNT_OK;
 }
 
-static void copy_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+static int copy_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   (void)l;
-  ctx->k->copy(nnt_tensor_len(&ctx->in[0]), ctx->in[0].data, ctx->out[0].data);
+  return ctx->k->copy(nnt_tensor_len(&ctx->in[0]), ctx->in[0].data, ctx->out[0].data);
 }
 
-static void copy_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+static int copy_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   (void)l;
-  ctx->k->copy(nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data);
+  return ctx->k->copy(nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data);
 }
 
 /* forward writes one float past its output */
-static void overrun_forward(nnt_layer *l, nnt_run_ctx *ctx) {
-  copy_forward(l, ctx);
-  ctx->k->fill(1, 1.0f, ctx->out[0].data + nnt_tensor_len(&ctx->out[0]));
+static int overrun_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+  int rc = copy_forward(l, ctx);
+  return rc ? rc : ctx->k->fill(1, 1.0f, ctx->out[0].data + nnt_tensor_len(&ctx->out[0]));
 }
 
 /* calc_derivative writes one float before its d_in */
-static void underrun_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
-  copy_derivative(l, ctx);
-  ctx->k->fill(1, 0.0f, ctx->d_in[0].data - 1);
+static int underrun_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+  int rc = copy_derivative(l, ctx);
+  return rc ? rc : ctx->k->fill(1, 0.0f, ctx->d_in[0].data - 1);
 }
 
 /* calc_derivative gives twice the derivative */
-static void double_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
-  copy_derivative(l, ctx);
-  ctx->k->scale(nnt_tensor_len(&ctx->d_in[0]), 2.0f, ctx->d_in[0].data);
+static int double_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+  int rc = copy_derivative(l, ctx);
+  return rc ? rc : ctx->k->scale(nnt_tensor_len(&ctx->d_in[0]), 2.0f, ctx->d_in[0].data);
 }
 
 /* y = x * w element-wise, with twice the weight gradient */
@@ -162,22 +162,23 @@ static int mul_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   return NNT_OK;
 }
 
-static void mul_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+static int mul_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   (void)l;
-  ctx->k->mul(nnt_tensor_len(&ctx->in[0]), ctx->in[0].data, ctx->w[0].data, ctx->out[0].data);
+  return ctx->k->mul(nnt_tensor_len(&ctx->in[0]), ctx->in[0].data, ctx->w[0].data,
+                     ctx->out[0].data);
 }
 
-static void mul_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
+static int mul_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   (void)l;
   size_t n = nnt_tensor_len(&ctx->in[0]);
-  ctx->k->mul(n, ctx->in[0].data, ctx->d_out[0].data, ctx->gw[0].data);
-  ctx->k->scale(n, 2.0f, ctx->gw[0].data);
+  int rc = ctx->k->mul(n, ctx->in[0].data, ctx->d_out[0].data, ctx->gw[0].data);
+  return rc ? rc : ctx->k->scale(n, 2.0f, ctx->gw[0].data);
 }
 
-static void mul_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+static int mul_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   (void)l;
-  ctx->k->mul(nnt_tensor_len(&ctx->in[0]), ctx->d_out[0].data, ctx->w[0].data,
-              ctx->d_in[0].data);
+  return ctx->k->mul(nnt_tensor_len(&ctx->in[0]), ctx->d_out[0].data, ctx->w[0].data,
+                     ctx->d_in[0].data);
 }
 
 static const nnt_layer_ops mul_ops = {
@@ -236,15 +237,17 @@ static void test_finite_differences_catch_a_wrong_derivative(void **state) {
 
 /* ---- a backend with a broken kernel ---- */
 
-static void copy_one_more(size_t n, const float *x, float *y) {
+static int copy_one_more(size_t n, const float *x, float *y) {
   for (size_t i = 0; i < n; i++)
     y[i] = x[i];
   y[n] = 0; /* one float past */
+  return NNT_OK;
 }
 
-static void relu_off_by_a_bit(nnt_act a, float alpha, size_t n, const float *x, float *y) {
-  nnt_kernels_cpu()->act_fwd(a, alpha, n, x, y);
+static int relu_off_by_a_bit(nnt_act a, float alpha, size_t n, const float *x, float *y) {
+  int rc = nnt_kernels_cpu()->act_fwd(a, alpha, n, x, y);
   y[n / 2] += 0.01f;
+  return rc;
 }
 
 static void test_a_broken_backend_is_caught(void **state) {

@@ -678,6 +678,70 @@ static void test_counters_at_their_end(void **state) {
   feed_free(&f);
 }
 
+/* ---- a kernel that fails ------------------------------------------------ */
+
+/* The CPU table with one entry that refuses its arguments. */
+static nnt_kernels failing;
+static int bad_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a,
+                    size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc) {
+  (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b;
+  (void)ldb, (void)beta, (void)c, (void)ldc;
+  return NNT_ERR_INVAL;
+}
+static int bad_sgd(size_t n, float lr, const float *g, float *w) {
+  (void)n, (void)lr, (void)g, (void)w;
+  return NNT_ERR_INVAL;
+}
+static int bad_argmax(size_t rows, size_t cols, const float *y, const float *l, float *c) {
+  (void)rows, (void)cols, (void)y, (void)l, (void)c;
+  return NNT_ERR_INVAL;
+}
+
+static void use_failing(nnt_model *m) {
+  m->k = &failing;
+  for (size_t i = 0; i < m->n_nodes; i++)
+    m->nodes[i].ctx.k = &failing;
+}
+
+/* A kernel's error code stops training or evaluation with that code and a
+ * message naming the layer and the pass; the weights stay as they were. */
+static void test_kernel_error_named(void **state) {
+  (void)state;
+  const char *props[] = {"batch_size", "4", "epochs", "2", "loss", "cross", NULL};
+  for (int c = 0; c < 3; c++) {
+    failing = *nnt_kernels_cpu();
+    if (c == 0)
+      failing.gemm = bad_gemm;
+    else if (c == 1)
+      failing.sgd_step = bad_sgd;
+    else
+      failing.argmax_match = bad_argmax;
+    feed f;
+    feed_init(&f, 6, 3, 16);
+    nnt_model *m = make(mlp, 3, props, "0.1", &f);
+    float *w0 = malloc(m->wpool_floats * sizeof(float));
+    memcpy(w0, m->wpool, m->wpool_floats * sizeof(float));
+    use_failing(m);
+    nnt_err e = {0};
+    if (c < 2) {
+      assert_int_equal(nnt_model_train(m, NULL, NULL, &e), NNT_ERR_INVAL);
+      tu_assert_contains(e.msg, "train: epoch 1, iteration 1 (batch 1 of the epoch): ");
+      tu_assert_contains(e.msg, c == 0 ? "[fc1] fully_connected: forward failed"
+                                       : "] fully_connected: the optimizer's update failed");
+      if (c == 0)
+        assert_memory_equal(m->wpool, w0, m->wpool_floats * sizeof(float));
+      assert_int_equal(m->iter, 0);
+    } else {
+      float loss, acc;
+      assert_int_equal(nnt_model_evaluate(m, NNT_DS_TRAIN, &loss, &acc, &e), NNT_ERR_INVAL);
+      tu_assert_contains(e.msg, "the accuracy count failed");
+    }
+    free(w0);
+    nnt_model_destroy(m);
+    feed_free(&f);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_input),
@@ -694,6 +758,7 @@ int main(void) {
       cmocka_unit_test(test_stop_before_run),
       cmocka_unit_test(test_cli_sigint),
       cmocka_unit_test(test_counters_at_their_end),
+      cmocka_unit_test(test_kernel_error_named),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

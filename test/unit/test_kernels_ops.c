@@ -1,0 +1,119 @@
+/* The kernel entries the layers and the core added when the table became a
+ * backend op set: normalize_rows (the input layer's per-sample
+ * normalization) and argmax_match (the accuracy count), against double
+ * references; and the status every entry returns: NNT_OK on good
+ * arguments, NNT_ERR_INVAL on those it can see are wrong. */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nntrainer/compute/kernels.h"
+
+static const nnt_kernels *K;
+static nnt_rng R;
+
+static float *rnd(size_t n, float lo, float hi) {
+  float *x = malloc((n ? n : 1) * sizeof *x);
+  tu_fill_uniform(&R, x, n, lo, hi);
+  return x;
+}
+
+static void expect(const char *what, const float *got, const double *want, size_t n,
+                   double tol) {
+  for (size_t i = 0; i < n; i++)
+    if (!(fabs(got[i] - want[i]) <= tol * fmax(1, fabs(want[i]))))
+      fail_msg("%s[%zu]: %.8g, expected %.8g", what, i, got[i], want[i]);
+}
+
+static void test_normalize_rows(void **state) {
+  (void)state;
+  const size_t shapes[][2] = {{1, 1}, {3, 17}, {4, 130}};
+  for (size_t t = 0; t < NNT_ARRAY_LEN(shapes); t++) {
+    size_t rows = shapes[t][0], cols = shapes[t][1], n = rows * cols;
+    float *x = rnd(n, -5, 7), *y = malloc(n * 4), *z = malloc(n * 4);
+    if (rows > 2)
+      for (size_t c = 0; c < cols; c++)
+        x[2 * cols + c] = 3.5f; /* a constant row becomes zeros */
+    for (unsigned mode = 0; mode < 4; mode++) {
+      assert_int_equal(K->normalize_rows(rows, cols, mode, x, y), NNT_OK);
+      memcpy(z, x, n * 4);
+      assert_int_equal(K->normalize_rows(rows, cols, mode, z, z), NNT_OK); /* in place */
+      assert_memory_equal(y, z, n * 4);
+      for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols, *yr = y + r * cols;
+        double v[130], lo = xr[0], hi = xr[0];
+        for (size_t c = 0; c < cols; c++)
+          v[c] = xr[c], lo = fmin(lo, xr[c]), hi = fmax(hi, xr[c]);
+        if (mode & NNT_NORM_MINMAX)
+          for (size_t c = 0; c < cols; c++)
+            v[c] = hi > lo ? (v[c] - lo) / (hi - lo) : 0;
+        if (mode & NNT_NORM_STANDARD) {
+          double mean = 0, var = 0;
+          for (size_t c = 0; c < cols; c++)
+            mean += v[c] / cols;
+          for (size_t c = 0; c < cols; c++)
+            var += (v[c] - mean) * (v[c] - mean) / cols;
+          for (size_t c = 0; c < cols; c++)
+            v[c] = var > 1e-12 ? (v[c] - mean) / sqrt(var) : 0;
+        }
+        expect("normalize_rows", yr, v, cols, 1e-4);
+      }
+    }
+    free(x), free(y), free(z);
+  }
+  float one[2] = {1, 2};
+  assert_int_equal(K->normalize_rows(1, 2, 4, one, one), NNT_ERR_INVAL);
+  assert_int_equal(K->normalize_rows(1, 0, 1, one, one), NNT_ERR_INVAL);
+}
+
+static void test_argmax_match(void **state) {
+  (void)state;
+  /* rows: agree, disagree, a tie (the first largest wins in both), agree */
+  const float y[] = {0.1f, 0.7f, 0.2f, 0.5f, 0.4f, 0.1f, 0.3f, 0.3f, 0.1f, 0, 0, 1};
+  const float lab[] = {0, 1, 0, 0, 1, 0, 1, 0, 1, 0, 0, 1};
+  float count = -1;
+  assert_int_equal(K->argmax_match(4, 3, y, lab, &count), NNT_OK);
+  assert_true(count == 3.0f);
+  assert_int_equal(K->argmax_match(1, 3, y + 3, lab + 3, &count), NNT_OK);
+  assert_true(count == 0.0f);
+  assert_int_equal(K->argmax_match(0, 3, y, lab, &count), NNT_OK);
+  assert_true(count == 0.0f);
+  assert_int_equal(K->argmax_match(4, 3, y, lab, NULL), NNT_ERR_INVAL);
+  assert_int_equal(K->argmax_match(4, 0, y, lab, &count), NNT_ERR_INVAL);
+}
+
+/* Every entry returns NNT_OK on good arguments (the tests above) and
+ * NNT_ERR_INVAL on those it can see are wrong. */
+static void test_invalid_arguments(void **state) {
+  (void)state;
+  float a[4] = {1, 2, 3, 4}, c[4], out;
+  assert_int_equal(K->dot(4, a, a, NULL), NNT_ERR_INVAL);
+  assert_int_equal(K->sum(4, NULL, &out), NNT_ERR_INVAL);
+  assert_int_equal(K->sum(0, NULL, &out), NNT_OK);
+  assert_true(out == 0.0f);
+  assert_int_equal(K->mse_fwd(0, a, a, &out), NNT_ERR_INVAL);
+  assert_int_equal(K->xent_softmax_fwd(0, 2, a, a, &out), NNT_ERR_INVAL);
+  assert_int_equal(K->xent_sigmoid_fwd(2, 2, a, a, NULL), NNT_ERR_INVAL);
+  /* gemm: a leading dimension shorter than a row, a dimension past the limit */
+  assert_int_equal(K->gemm(0, 0, 2, 2, 2, 1, a, 1, a, 2, 0, c, 2), NNT_ERR_INVAL);
+  assert_int_equal(K->gemm(0, 0, 2, 2, 2, 1, a, 2, a, 2, 0, c, 1), NNT_ERR_INVAL);
+  assert_int_equal(K->gemm(0, 0, NNT_GEMM_DIM_MAX + 1, 1, 1, 1, a, 1, a, 1, 0, c, 1),
+                   NNT_ERR_INVAL);
+  assert_int_equal(K->gemm(0, 0, 2, 2, 2, 1, a, 2, a, 2, 0, c, 2), NNT_OK);
+  assert_true(c[0] == 7 && c[3] == 22);
+  nnt_conv_geom g = {1, 2, 2, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1};
+  assert_int_equal(K->pool_fwd(&g, 1, 2, a, &out, &out), NNT_ERR_INVAL);
+  assert_int_equal(K->pool_bwd(&g, 1, 2, a, a, a), NNT_ERR_INVAL);
+}
+int main(void) {
+  K = nnt_kernels_cpu();
+  nnt_rng_seed(&R, 2025);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_normalize_rows),
+      cmocka_unit_test(test_argmax_match),
+      cmocka_unit_test(test_invalid_arguments),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
