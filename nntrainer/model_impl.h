@@ -28,6 +28,24 @@ typedef enum nnt_dmode {
   NNT_D_ADD,        /* fan-out: write a temporary, add into the sum */
 } nnt_dmode;
 
+/* What a step of the schedule runs. */
+typedef enum nnt_step_kind {
+  NNT_STEP_NONE = 0,        /* holds its place in the numbering; runs nothing */
+  NNT_STEP_FORWARD,         /* the node's forward (a loss layer adds its loss) */
+  NNT_STEP_CALC_GRADIENT,   /* dW, regularization, the gradients' finite check */
+  NNT_STEP_CALC_DERIVATIVE, /* dX; fan-out: copy or add it into the producer's sum */
+  NNT_STEP_APPLY_GRADIENT,  /* the optimizer update of the node's weights */
+  NNT_STEP_CLIP_APPLY,      /* clip_grad_by_norm: scale every gradient, update all */
+  NNT_STEP__COUNT
+} nnt_step_kind;
+
+/* One step: a kind and its node (NNT_NO_NODE for the steps of no node).
+ * Its index in the schedule is the execution order of the plan. */
+typedef struct nnt_step {
+  unsigned node;
+  nnt_step_kind kind;
+} nnt_step;
+
 /* One node of the compiled graph, in execution (topological) order. */
 typedef struct nnt_node {
   nnt_layer *layer;
@@ -42,7 +60,6 @@ typedef struct nnt_node {
   int needs_d;                    /* some ancestor or itself trains: d_out wanted */
   int inplace;                    /* out[0] shares in[0] (in-place or view) */
   unsigned label_idx;             /* loss nodes: which label stream */
-  unsigned o_fwd, o_grad, o_deriv, o_apply; /* execution orders */
   /* tensor ids in the current plan (-1: none) */
   int t_in[NNT_MAX_IO], t_out[NNT_MAX_IO];
   int t_din[NNT_MAX_IO], t_dout[NNT_MAX_IO];
@@ -85,7 +102,8 @@ struct nnt_model {
   size_t n_realized;
   nnt_node *nodes;
   size_t n_nodes;
-  unsigned n_orders;
+  nnt_step *sched[2];       /* per mode (nnt_mode): the steps in order */
+  unsigned n_steps[2];
   unsigned n_inputs, n_labels;
   nnt_dim input_dim[NNT_DS_MAX_STREAMS], label_dim[NNT_DS_MAX_STREAMS];
   /* weights (allocated at initialize), in save order */
@@ -127,6 +145,17 @@ void nnt_graph_free(nnt_model *m);
 /* Finalize the compiled graph again for another batch size (shapes and
  * scratch change, weights do not). On failure the model keeps its batch. */
 int nnt_graph_set_batch(nnt_model *m, unsigned batch, nnt_err *e);
+/* schedule.c */
+const char *nnt_step_kind_name(nnt_step_kind k);
+/* The training and inference schedules of the compiled graph. */
+int nnt_schedule_build(nnt_model *m, nnt_err *e);
+void nnt_schedule_free(nnt_model *m);
+/* The steps of the forward pass: the leading forward steps. */
+unsigned nnt_schedule_forward_end(const nnt_model *m, nnt_mode mode);
+/* Insert step at index at of mode's schedule (steps from at move one
+ * later) and release that mode's plan, which plans again from the new
+ * schedule when it next runs. NNT_ERR_INVAL for a bad index or node. */
+int nnt_schedule_insert(nnt_model *m, nnt_mode mode, unsigned at, nnt_step step, nnt_err *e);
 /* plan.c: build the requests of a mode, plan them, bind node contexts. */
 int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e);
 void nnt_model_release_plan(nnt_model *m, nnt_mode mode);

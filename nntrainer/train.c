@@ -1,5 +1,6 @@
-/* The training loop: forward, loss, backward (calc_gradient, calc_derivative,
- * apply_gradient per node, walking backwards), metrics and checkpoints;
+/* The training loop: the steps of the schedule (forward, loss, then
+ * calc_gradient, calc_derivative, apply_gradient per node, walking
+ * backwards), metrics and checkpoints;
  * stopping on request between steps, and on a value that is not finite
  * (the checks are in train_check.c). */
 #include "nntrainer/model_impl.h"
@@ -14,17 +15,12 @@ static double now_s(void) {
   return t.tv_sec + t.tv_nsec / 1e9;
 }
 
+static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, float *loss,
+                     nnt_err *e);
+
 int nnt_model_forward(nnt_model *m, int training, float *loss) {
   float total = 0;
-  nnt_mgr *g = &m->mgr[m->bound_mode];
-  for (size_t i = 0; i < m->n_nodes; i++) {
-    nnt_node *nd = &m->nodes[i];
-    nd->ctx.training = training;
-    nd->ctx.loss = 0;
-    nd->layer->ops->forward(nd->layer, &nd->ctx);
-    total += nd->ctx.loss;
-    nnt_mgr_poison_after(g, nd->o_fwd);
-  }
+  run_steps(m, 0, nnt_schedule_forward_end(m, (nnt_mode)m->bound_mode), training, &total, NULL);
   if (loss)
     *loss = total;
   return NNT_OK;
@@ -100,40 +96,71 @@ static void clip_and_apply(nnt_model *m) {
   }
 }
 
-int nnt_model_backward(nnt_model *m, nnt_err *e) {
+/* The fan-out of node nd's derivatives: each temporary into its sum. */
+static void sum_derivatives(nnt_model *m, nnt_mgr *g, nnt_node *nd) {
+  for (unsigned k = 0; k < nd->n_in; k++) {
+    if (nd->dmode[k] == NNT_D_DIRECT || !nd->din[k].data)
+      continue;
+    float *sum = nnt_mgr_data(g, nd->t_dsum[k]);
+    size_t n = nnt_dim_len(nd->din[k].dim);
+    if (nd->dmode[k] == NNT_D_COPY)
+      m->k->copy(n, nd->din[k].data, sum);
+    else
+      m->k->add(n, sum, nd->din[k].data, sum);
+  }
+}
+
+/* Steps [from, to) of the bound mode's schedule, each followed by the
+ * poison of what dies there; the forward steps add their loss to *loss
+ * when loss is not NULL. */
+static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, float *loss,
+                     nnt_err *e) {
   nnt_mgr *g = &m->mgr[m->bound_mode];
-  int clip = m->clip_grad_norm > 0, rc;
-  for (size_t i = m->n_nodes; i-- > 0;) {
-    nnt_node *nd = &m->nodes[i];
-    if (nd->do_grad) {
+  const nnt_step *steps = m->sched[m->bound_mode];
+  int rc;
+  for (unsigned s = from; s < to; s++) {
+    nnt_node *nd = steps[s].node < m->n_nodes ? &m->nodes[steps[s].node] : NULL;
+    switch (steps[s].kind) {
+    case NNT_STEP_FORWARD:
+      nd->ctx.training = training;
+      nd->ctx.loss = 0;
+      nd->layer->ops->forward(nd->layer, &nd->ctx);
+      if (loss)
+        *loss += nd->ctx.loss;
+      break;
+    case NNT_STEP_CALC_GRADIENT:
+      if (!nd->do_grad)
+        break;
       nd->layer->ops->calc_gradient(nd->layer, &nd->ctx);
       regularize(m, nd);
       /* before the gradient enters the global norm or an update */
       if (m->check_finite && (rc = nnt_check_gradients(nd, e)))
         return rc;
-    }
-    nnt_mgr_poison_after(g, nd->o_grad);
-    if (nd->do_deriv) {
+      break;
+    case NNT_STEP_CALC_DERIVATIVE:
+      if (!nd->do_deriv)
+        break;
       nd->layer->ops->calc_derivative(nd->layer, &nd->ctx);
-      for (unsigned k = 0; k < nd->n_in; k++) {
-        if (nd->dmode[k] == NNT_D_DIRECT || !nd->din[k].data)
-          continue;
-        float *sum = nnt_mgr_data(g, nd->t_dsum[k]);
-        size_t n = nnt_dim_len(nd->din[k].dim);
-        if (nd->dmode[k] == NNT_D_COPY)
-          m->k->copy(n, nd->din[k].data, sum);
-        else
-          m->k->add(n, sum, nd->din[k].data, sum);
-      }
+      sum_derivatives(m, g, nd);
+      break;
+    case NNT_STEP_APPLY_GRADIENT:
+      if (nd->do_grad)
+        apply_node(m, nd);
+      break;
+    case NNT_STEP_CLIP_APPLY:
+      clip_and_apply(m);
+      break;
+    default:
+      break;
     }
-    nnt_mgr_poison_after(g, nd->o_deriv);
-    if (nd->do_grad && !clip)
-      apply_node(m, nd);
-    nnt_mgr_poison_after(g, nd->o_apply);
+    nnt_mgr_poison_after(g, s);
   }
-  if (clip)
-    clip_and_apply(m);
   return NNT_OK;
+}
+
+int nnt_model_backward(nnt_model *m, nnt_err *e) {
+  nnt_mode mode = (nnt_mode)m->bound_mode;
+  return run_steps(m, nnt_schedule_forward_end(m, mode), m->n_steps[mode], 1, NULL, e);
 }
 
 static void ds_shape(const nnt_model *m, nnt_ds_shape *s) {
