@@ -106,18 +106,20 @@ struct nnt_model {
   unsigned n_steps[2];
   unsigned n_inputs, n_labels;
   nnt_dim input_dim[NNT_DS_MAX_STREAMS], label_dim[NNT_DS_MAX_STREAMS];
-  /* weights (allocated at initialize), in save order */
+  /* weights (allocated at initialize), in save order: request i of wmgr */
   size_t n_w;
   nnt_weight_spec *wspec;
   nnt_tensor *w;
   unsigned *w_node;
   size_t weight_bytes;      /* all weights, checked at compile */
-  nnt_buffer *wbuf;         /* the weight pool, a buffer of the backend */
+  nnt_mgr wmgr;             /* the weight pool: NNT_TK_WEIGHT requests */
+  nnt_buffer *wbuf;         /* wmgr's arena, a buffer of the backend */
   float *wpool;             /* its base address (in the backend's space) */
   size_t wpool_floats;
   /* optimizer state, allocated at the first training step: slot s of
    * weight i at opt_pool + s * wpool_floats + (w[i].data - wpool) */
-  nnt_buffer *obuf;
+  nnt_mgr omgr;             /* NNT_TK_OPT_STATE: request s * n_w + i */
+  nnt_buffer *obuf;         /* omgr's arena */
   float *opt_pool;          /* obuf's base address */
   unsigned opt_slots;
   /* per-mode plans */
@@ -159,6 +161,13 @@ int nnt_schedule_insert(nnt_model *m, nnt_mode mode, unsigned at, nnt_step step,
 /* plan.c: build the requests of a mode, plan them, bind node contexts. */
 int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e);
 void nnt_model_release_plan(nnt_model *m, nnt_mode mode);
+/* The persistent pools, planned and allocated into a fresh g (whole-run
+ * lifetime, packed in save order, the basic planner): the weights (request
+ * i: weight i), and `slots` values per weight of optimizer state (request
+ * s * n_w + i: slot s of weight i, so at s * wpool_floats plus the
+ * weight's offset in its pool). NNT_ERR_NOMEM naming the pool. */
+int nnt_model_plan_weights(nnt_model *m, nnt_mgr *g, nnt_err *e);
+int nnt_model_plan_opt_state(nnt_model *m, unsigned slots, nnt_mgr *g, nnt_err *e);
 /* A planned mode plus extra bytes (the datasets' queues, what) against
  * [Model] memory_budget: NNT_ERR_NOMEM naming both when over it. */
 int nnt_model_budget_with(const nnt_model *m, nnt_mode mode, size_t extra, const char *what,

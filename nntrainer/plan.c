@@ -459,6 +459,47 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
   return NNT_OK;
 }
 
+/* slots = 0: the weights; otherwise that many values per weight. */
+static int plan_persistent(nnt_model *m, unsigned slots, nnt_mgr *g, nnt_err *e) {
+  nnt_mgr_init(g);
+  nnt_mgr_set_buffer_type(g, m->be->buft);
+  nnt_mgr_set_align(g, sizeof(float));
+  nnt_tkind kind = slots ? NNT_TK_OPT_STATE : NNT_TK_WEIGHT;
+  int rc = NNT_OK;
+  for (unsigned s = 0; s < (slots ? slots : 1) && !rc; s++)
+    for (size_t i = 0; i < m->n_w && !rc; i++) {
+      char name[NNT_NAME_MAX + 64];
+      if (slots)
+        snprintf(name, sizeof name, "%s:%.40s:state%u", m->nodes[m->w_node[i]].layer->name,
+                 m->wspec[i].name, s);
+      else
+        snprintf(name, sizeof name, "%s:%.40s", m->nodes[m->w_node[i]].layer->name,
+                 m->wspec[i].name);
+      int id = nnt_mgr_request(g, name, kind, m->wspec[i].dim, 0, 0);
+      if (id < 0)
+        rc = nnt_err_set(e, id, "manager: cannot request '%s': %s", name, nnt_strerror(id));
+    }
+  if (!rc)
+    rc = nnt_mgr_plan(g, NNT_PLANNER_BASIC, 0, e);
+  if (!rc)
+    rc = nnt_mgr_alloc(g, slots ? "optimizer state" : "weights", e);
+  if (rc)
+    nnt_mgr_free(g);
+  return rc;
+}
+
+int nnt_model_plan_weights(nnt_model *m, nnt_mgr *g, nnt_err *e) {
+  return plan_persistent(m, 0, g, e);
+}
+
+int nnt_model_plan_opt_state(nnt_model *m, unsigned slots, nnt_mgr *g, nnt_err *e) {
+  if (!slots) {
+    nnt_mgr_init(g);
+    return NNT_OK;
+  }
+  return plan_persistent(m, slots, g, e);
+}
+
 void nnt_model_release_plan(nnt_model *m, nnt_mode mode) {
   nnt_mgr_free(&m->mgr[mode]);
   if (m->bound_mode == (int)mode)

@@ -32,14 +32,15 @@ static int ensure_opt_state(nnt_model *m, nnt_err *e) {
   unsigned slots = nnt_optimizer_state_count(m->opt);
   if (!slots || (m->opt_pool && m->opt_slots == slots))
     return NNT_OK;
-  nnt_buffer_free(m->obuf);
+  nnt_mgr_free(&m->omgr);
   m->obuf = NULL;
   m->opt_pool = NULL;
   m->opt_slots = 0;
-  size_t bytes = (size_t)slots * m->wpool_floats * sizeof(float); /* checked at compile */
-  if (nnt_buffer_alloc(m->be->buft, bytes, "optimizer state", &m->obuf, NULL))
-    return nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate optimizer state (%zu bytes)", bytes);
-  m->opt_pool = nnt_buffer_at(m->obuf, 0);
+  int rc = nnt_model_plan_opt_state(m, slots, &m->omgr, e); /* bytes checked at compile */
+  if (rc)
+    return rc;
+  m->obuf = m->omgr.buf;
+  m->opt_pool = m->omgr.arena;
   m->opt_slots = slots;
   return NNT_OK;
 }

@@ -1,7 +1,8 @@
 /* The schedule: the one list of steps that the planner takes every
  * lifetime from and the training loop walks. A step inserted into a
  * compiled model's schedule extends the plan's lifetimes and runs, and
- * clip_grad_by_norm's update is a step of its own. */
+ * clip_grad_by_norm's update is a step of its own. The manager owns the
+ * weights and the optimizer state as well. */
 #include "test_util.h"
 
 #include <math.h>
@@ -201,12 +202,53 @@ static void test_insert_errors(void **state) {
   nnt_model_destroy(m);
 }
 
+/* The manager owns the weights and the optimizer state too: one request
+ * each in a persistent pool of the backend (whole-run lifetime), packed in
+ * save order, so slot s of weight i lies at s * wpool_floats plus the
+ * weight's offset, as the optimizer and the weight file read them. */
+static void test_persistent_pools(void **state) {
+  (void)state;
+  nnt_model *m = mlp(NULL, NULL, 0);
+  const nnt_mgr *w = &m->wmgr;
+  assert_int_equal(w->n, m->n_w);
+  assert_int_equal(nnt_mgr_kind_bytes(w, NNT_TK_WEIGHT), m->weight_bytes);
+  assert_int_equal(w->arena_bytes, m->weight_bytes);
+  assert_ptr_equal(m->wbuf, w->buf);
+  assert_ptr_equal(m->wpool, w->arena);
+  assert_string_equal(w->t[0].name, "fc1:weight");
+  for (size_t i = 0; i < m->n_w; i++) {
+    assert_int_equal(w->t[i].kind, NNT_TK_WEIGHT);
+    assert_ptr_equal(m->w[i].data, nnt_mgr_data(w, (int)i));
+    assert_ptr_equal(m->w[i].buf, m->wbuf);
+  }
+  assert_null(m->obuf); /* optimizer state waits for the first training step */
+  train_or_fail(m);
+  const nnt_mgr *o = &m->omgr;
+  assert_int_equal(m->opt_slots, 2);
+  assert_int_equal(o->n, 2 * m->n_w);
+  assert_int_equal(nnt_mgr_kind_bytes(o, NNT_TK_OPT_STATE), 2 * m->weight_bytes);
+  assert_ptr_equal(m->opt_pool, o->arena);
+  for (unsigned sl = 0; sl < 2; sl++)
+    for (size_t i = 0; i < m->n_w; i++)
+      assert_ptr_equal(nnt_mgr_data(o, (int)(sl * m->n_w + i)),
+                       m->opt_pool + sl * m->wpool_floats + (m->w[i].data - m->wpool));
+  /* the modes' arenas hold neither */
+  nnt_err e = {0};
+  assert_int_equal(nnt_model_plan(m, NNT_MODE_INFER, &e), NNT_OK);
+  for (int mode = 0; mode < 2; mode++) {
+    assert_int_equal(nnt_mgr_kind_bytes(&m->mgr[mode], NNT_TK_WEIGHT), 0);
+    assert_int_equal(nnt_mgr_kind_bytes(&m->mgr[mode], NNT_TK_OPT_STATE), 0);
+  }
+  nnt_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_inserted_forward_extends_lifetimes),
       cmocka_unit_test(test_inserted_none_shifts),
       cmocka_unit_test(test_clip_is_a_step),
       cmocka_unit_test(test_insert_errors),
+      cmocka_unit_test(test_persistent_pools),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
