@@ -18,7 +18,10 @@ const char *nnt_tkind_name(nnt_tkind k) {
 void nnt_mgr_init(nnt_mgr *m) {
   memset(m, 0, sizeof *m);
   m->buft = nnt_buffer_type_host();
+  m->align = NNT_MGR_ALIGN;
 }
+
+void nnt_mgr_set_align(nnt_mgr *m, size_t align) { m->align = align; }
 
 void nnt_mgr_set_buffer_type(nnt_mgr *m, const nnt_buffer_type *buft) {
   m->buft = buft ? buft : nnt_buffer_type_host();
@@ -127,13 +130,13 @@ int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
       nr++;
     }
   size_t pool = 0;
-  rc = nnt_plan(planner, blk, nr, NNT_MGR_ALIGN, off, &pool, e);
+  rc = nnt_plan(planner, blk, nr, m->align, off, &pool, e);
   if (rc)
     goto out;
 #ifndef NDEBUG
   validate = 1;
 #endif
-  if (validate && (rc = nnt_plan_validate(blk, nr, off, pool, NNT_MGR_ALIGN, e)))
+  if (validate && (rc = nnt_plan_validate(blk, nr, off, pool, m->align, e)))
     goto out;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   m->planning_ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
@@ -243,7 +246,7 @@ int nnt_mgr_validate(const nnt_mgr *m, nnt_err *e) {
         b[n] = (nnt_plan_block){m->t[i].bytes, m->t[i].life_first, m->t[i].life_last};
         off[n++] = m->t[i].offset;
       }
-    rc = nnt_plan_validate(b, n, off, m->arena_bytes, NNT_MGR_ALIGN, e);
+    rc = nnt_plan_validate(b, n, off, m->arena_bytes, m->align, e);
   }
   nnt_free(b);
   nnt_free(off);

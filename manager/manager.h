@@ -49,11 +49,16 @@ typedef struct nnt_mgr {
   int planned;
   int allocated; /* the arena of the current plan exists (nnt_mgr_alloc) */
   int poison; /* fill a tensor with NaN when its lifetime ends (debug) */
+  size_t align; /* of every tensor's offset: NNT_MGR_ALIGN unless set */
 } nnt_mgr;
 
 /* An empty manager whose arena will be a buffer of buft (NULL: host). */
 void nnt_mgr_init(nnt_mgr *m);
 void nnt_mgr_set_buffer_type(nnt_mgr *m, const nnt_buffer_type *buft);
+/* Place tensors at multiples of align (a power of two, at least 4) instead
+ * of NNT_MGR_ALIGN: 4 packs a pool of floats (the weights, as a weight
+ * file holds them). */
+void nnt_mgr_set_align(nnt_mgr *m, size_t align);
 void nnt_mgr_free(nnt_mgr *m); /* frees requests and the arena */
 
 /* Request a tensor of `dim` floats alive over [first, last].

@@ -1,6 +1,6 @@
 /* Graph compile: realize the keys that add nodes (activation=, flatten=,
  * loss=), resolve input_layers, sort topologically, infer shapes through
- * each layer's finalize, and assign execution orders. */
+ * each layer's finalize, and build the schedule (schedule.c). */
 #include "nntrainer/model_impl.h"
 
 #include <stdarg.h>
@@ -518,12 +518,10 @@ static int finalize_each(nnt_model *m, const unsigned *cons, const unsigned *ref
   return NNT_OK;
 }
 
-/* Which backward steps run, the execution orders, and the weight table. */
-static int assign_orders(nnt_model *m, nnt_err *e) {
+/* Which backward steps run, and the weight table. */
+static int assign_work(nnt_model *m, nnt_err *e) {
   size_t n = m->n_nodes;
   m->n_w = 0;
-  if (n > UINT_MAX / 4)
-    return nnt_err_set(e, NNT_ERR_INVAL, "compile: %zu layers are too many", n);
   for (size_t i = 0; i < n; i++) {
     nnt_node *nd = &m->nodes[i];
     for (unsigned o = 0; o < nd->fc.n_out; o++)
@@ -553,13 +551,7 @@ static int assign_orders(nnt_model *m, nnt_err *e) {
                          nd->layer->ops->type);
     nd->w_first = m->n_w;
     m->n_w += nd->fc.n_w;
-    nd->o_fwd = (unsigned)i;
-    unsigned r = (unsigned)(n - 1 - i);
-    nd->o_grad = (unsigned)n + 3 * r;
-    nd->o_deriv = nd->o_grad + 1;
-    nd->o_apply = nd->o_grad + 2;
   }
-  m->n_orders = (unsigned)(4 * n);
   m->wspec = nnt_calloc(m->n_w ? m->n_w : 1, sizeof *m->wspec);
   m->w = nnt_calloc(m->n_w ? m->n_w : 1, sizeof *m->w);
   m->w_node = nnt_calloc(m->n_w ? m->n_w : 1, sizeof *m->w_node);
@@ -690,7 +682,9 @@ int nnt_graph_compile(nnt_model *m, nnt_err *e) {
   if (!rc)
     rc = sort_and_finalize(&b, e);
   if (!rc)
-    rc = assign_orders(m, e);
+    rc = nnt_schedule_build(m, e);
+  if (!rc)
+    rc = assign_work(m, e);
   if (!rc)
     rc = weight_totals(m, e);
   if (!rc)
@@ -752,4 +746,5 @@ void nnt_graph_free(nnt_model *m) {
   m->w = NULL;
   m->w_node = NULL;
   m->n_w = 0;
+  nnt_schedule_free(m);
 }

@@ -26,6 +26,8 @@ int nnt_model_create(nnt_model **out, nnt_err *e) {
   m->poison = p && *p && strcmp(p, "0") != 0;
   nnt_mgr_init(&m->mgr[0]);
   nnt_mgr_init(&m->mgr[1]);
+  nnt_mgr_init(&m->wmgr);
+  nnt_mgr_init(&m->omgr);
   *out = m;
   return NNT_OK;
 }
@@ -43,8 +45,8 @@ void nnt_model_destroy(nnt_model *m) {
   nnt_optimizer_destroy(m->opt);
   nnt_mgr_free(&m->mgr[0]);
   nnt_mgr_free(&m->mgr[1]);
-  nnt_buffer_free(m->wbuf);
-  nnt_buffer_free(m->obuf);
+  nnt_mgr_free(&m->wmgr);
+  nnt_mgr_free(&m->omgr);
   nnt_buffer_free(m->sbuf);
   nnt_backend_free(m->be);
   nnt_free(m->state_copy);
@@ -416,29 +418,29 @@ int nnt_model_initialize(nnt_model *m, nnt_err *e) {
                        "budget of %llu bytes",
                        m->weight_bytes, (unsigned long long)m->memory_budget);
   size_t total = m->weight_bytes / sizeof(float); /* checked at compile */
-  if (nnt_buffer_alloc(m->be->buft, total * sizeof(float), "weights", &m->wbuf, NULL))
-    return nnt_err_set(e, NNT_ERR_NOMEM, "initialize: cannot allocate %zu bytes of weights",
-                       total * sizeof(float));
-  m->wpool = nnt_buffer_at(m->wbuf, 0);
+  int rc0 = nnt_model_plan_weights(m, &m->wmgr, e);
+  if (rc0) {
+    nnt_err_prefix(e, "initialize: ");
+    return rc0;
+  }
+  m->wbuf = m->wmgr.buf;
+  m->wpool = m->wmgr.arena;
   m->wpool_floats = total;
   /* weights are drawn from the seed in graph order, one stream per model */
   nnt_rng r;
   nnt_rng_seed(&r, m->seed);
-  size_t at = 0;
   for (size_t i = 0; i < m->n_w; i++) {
     nnt_weight_spec *s = &m->wspec[i];
-    m->w[i].data = m->wpool + at;
-    m->w[i].buf = m->wbuf;
+    m->w[i] = nnt_mgr_bind(&m->wmgr, (int)i, s->dim);
     size_t n = nnt_dim_len(s->dim);
     nnt_init_fill(s->init, s->fan_in, s->fan_out, &r, m->w[i].data, n);
-    at += n;
   }
   m->initialized = 1;
   if ((m->continue_train || m->load_on_init) && !nothing_at(m->save_path)) {
     int rc = nnt_model_load_weights(m, m->save_path, e);
     if (rc) {
       m->initialized = 0;
-      nnt_buffer_free(m->wbuf);
+      nnt_mgr_free(&m->wmgr);
       m->wbuf = NULL;
       m->wpool = NULL;
       return rc;

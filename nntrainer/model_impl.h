@@ -28,6 +28,24 @@ typedef enum nnt_dmode {
   NNT_D_ADD,        /* fan-out: write a temporary, add into the sum */
 } nnt_dmode;
 
+/* What a step of the schedule runs. */
+typedef enum nnt_step_kind {
+  NNT_STEP_NONE = 0,        /* holds its place in the numbering; runs nothing */
+  NNT_STEP_FORWARD,         /* the node's forward (a loss layer adds its loss) */
+  NNT_STEP_CALC_GRADIENT,   /* dW, regularization, the gradients' finite check */
+  NNT_STEP_CALC_DERIVATIVE, /* dX; fan-out: copy or add it into the producer's sum */
+  NNT_STEP_APPLY_GRADIENT,  /* the optimizer update of the node's weights */
+  NNT_STEP_CLIP_APPLY,      /* clip_grad_by_norm: scale every gradient, update all */
+  NNT_STEP__COUNT
+} nnt_step_kind;
+
+/* One step: a kind and its node (NNT_NO_NODE for the steps of no node).
+ * Its index in the schedule is the execution order of the plan. */
+typedef struct nnt_step {
+  unsigned node;
+  nnt_step_kind kind;
+} nnt_step;
+
 /* One node of the compiled graph, in execution (topological) order. */
 typedef struct nnt_node {
   nnt_layer *layer;
@@ -42,7 +60,6 @@ typedef struct nnt_node {
   int needs_d;                    /* some ancestor or itself trains: d_out wanted */
   int inplace;                    /* out[0] shares in[0] (in-place or view) */
   unsigned label_idx;             /* loss nodes: which label stream */
-  unsigned o_fwd, o_grad, o_deriv, o_apply; /* execution orders */
   /* tensor ids in the current plan (-1: none) */
   int t_in[NNT_MAX_IO], t_out[NNT_MAX_IO];
   int t_din[NNT_MAX_IO], t_dout[NNT_MAX_IO];
@@ -88,21 +105,24 @@ struct nnt_model {
   size_t n_realized;
   nnt_node *nodes;
   size_t n_nodes;
-  unsigned n_orders;
+  nnt_step *sched[2];       /* per mode (nnt_mode): the steps in order */
+  unsigned n_steps[2];
   unsigned n_inputs, n_labels;
   nnt_dim input_dim[NNT_DS_MAX_STREAMS], label_dim[NNT_DS_MAX_STREAMS];
-  /* weights (allocated at initialize), in save order */
+  /* weights (allocated at initialize), in save order: request i of wmgr */
   size_t n_w;
   nnt_weight_spec *wspec;
   nnt_tensor *w;
   unsigned *w_node;
   size_t weight_bytes;      /* all weights, checked at compile */
-  nnt_buffer *wbuf;         /* the weight pool, a buffer of the backend */
+  nnt_mgr wmgr;             /* the weight pool: NNT_TK_WEIGHT requests */
+  nnt_buffer *wbuf;         /* wmgr's arena, a buffer of the backend */
   float *wpool;             /* its base address (in the backend's space) */
   size_t wpool_floats;
   /* optimizer state, allocated at the first training step: slot s of
    * weight i at opt_pool + s * wpool_floats + (w[i].data - wpool) */
-  nnt_buffer *obuf;
+  nnt_mgr omgr;             /* NNT_TK_OPT_STATE: request s * n_w + i */
+  nnt_buffer *obuf;         /* omgr's arena */
   float *opt_pool;          /* obuf's base address */
   unsigned opt_slots;
   /* one float of the backend's memory for a scalar the core reads back
@@ -147,9 +167,27 @@ void nnt_graph_free(nnt_model *m);
 /* Finalize the compiled graph again for another batch size (shapes and
  * scratch change, weights do not). On failure the model keeps its batch. */
 int nnt_graph_set_batch(nnt_model *m, unsigned batch, nnt_err *e);
+/* schedule.c */
+const char *nnt_step_kind_name(nnt_step_kind k);
+/* The training and inference schedules of the compiled graph. */
+int nnt_schedule_build(nnt_model *m, nnt_err *e);
+void nnt_schedule_free(nnt_model *m);
+/* The steps of the forward pass: the leading forward steps. */
+unsigned nnt_schedule_forward_end(const nnt_model *m, nnt_mode mode);
+/* Insert step at index at of mode's schedule (steps from at move one
+ * later) and release that mode's plan, which plans again from the new
+ * schedule when it next runs. NNT_ERR_INVAL for a bad index or node. */
+int nnt_schedule_insert(nnt_model *m, nnt_mode mode, unsigned at, nnt_step step, nnt_err *e);
 /* plan.c: build the requests of a mode, plan them, bind node contexts. */
 int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e);
 void nnt_model_release_plan(nnt_model *m, nnt_mode mode);
+/* The persistent pools, planned and allocated into a fresh g (whole-run
+ * lifetime, packed in save order, the basic planner): the weights (request
+ * i: weight i), and `slots` values per weight of optimizer state (request
+ * s * n_w + i: slot s of weight i, so at s * wpool_floats plus the
+ * weight's offset in its pool). NNT_ERR_NOMEM naming the pool. */
+int nnt_model_plan_weights(nnt_model *m, nnt_mgr *g, nnt_err *e);
+int nnt_model_plan_opt_state(nnt_model *m, unsigned slots, nnt_mgr *g, nnt_err *e);
 /* A planned mode plus extra bytes (the datasets' queues, what) against
  * [Model] memory_budget: NNT_ERR_NOMEM naming both when over it. */
 int nnt_model_budget_with(const nnt_model *m, nnt_mode mode, size_t extra, const char *what,

@@ -1,22 +1,22 @@
 /* From the compiled graph to tensor requests for one mode: lifetimes from
- * execution orders and from what each backward step reads, in-place and
- * view decisions from the graph, then the manager's plan and the binding
- * of every node's run context to the planned memory. */
+ * the mode's schedule (the first and last step that reads or writes each
+ * tensor), in-place and view decisions from the graph, then the manager's
+ * plan and the binding of every node's run context to the planned memory. */
 #include "nntrainer/model_impl.h"
 
 #include <stdio.h>
 #include <string.h>
 
+/* A request; its lifetime comes from the schedule (touch_steps). */
 static int req(nnt_mgr *g, const char *layer, const char *what, unsigned idx,
-               nnt_tkind kind, nnt_dim dim, unsigned first, unsigned last,
-               nnt_err *e) {
+               nnt_tkind kind, nnt_dim dim, nnt_err *e) {
   char name[NNT_NAME_MAX + 48];
   snprintf(name, sizeof name, "%s:%s%u", layer, what, idx);
   /* compile checked every shape; this names a tensor that slipped past */
   int id = nnt_dim_check(dim, name, NULL, NULL, e);
   if (id < 0)
     return id;
-  id = nnt_mgr_request(g, name, kind, dim, first, last);
+  id = nnt_mgr_request(g, name, kind, dim, 0, 0);
   if (id < 0)
     return nnt_err_set(e, id, "manager: cannot request '%s': %s", name, nnt_strerror(id));
   return id;
@@ -63,9 +63,8 @@ static int can_run_inplace(const nnt_model *m, size_t i, nnt_mode mode) {
 
 static int request_forward(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
   int opt = m->memory_optimization;
-  unsigned last_order = mode == NNT_MODE_TRAIN ? m->n_orders - 1 : (unsigned)m->n_nodes - 1;
   for (unsigned s = 0; s < m->n_inputs; s++) {
-    int id = req(g, "model", "input", s, NNT_TK_INPUT, m->input_dim[s], 0, 0, e);
+    int id = req(g, "model", "input", s, NNT_TK_INPUT, m->input_dim[s], e);
     if (id < 0)
       return id;
     m->input_t[s] = id;
@@ -73,65 +72,42 @@ static int request_forward(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) 
   for (size_t i = 0; i < m->n_nodes; i++) {
     nnt_node *nd = &m->nodes[i];
     const char *name = nd->layer->name;
-    int bwd = mode == NNT_MODE_TRAIN && (nd->do_grad || nd->do_deriv);
-    unsigned bwd_first = nd->do_grad ? nd->o_grad : nd->o_deriv;
-    for (unsigned k = 0; k < nd->n_in; k++) {
+    for (unsigned k = 0; k < nd->n_in; k++)
       nd->t_in[k] = nd->in_node[k] == NNT_NO_NODE
                         ? m->input_t[nd->in_idx[k]]
                         : m->nodes[nd->in_node[k]].t_out[nd->in_idx[k]];
-      nnt_mgr_use(g, nd->t_in[k], nd->o_fwd);
-      if (bwd && (nd->fc.flags & NNT_LF_BWD_READS_INPUT)) {
-        nnt_mgr_use(g, nd->t_in[k], bwd_first);
-        nnt_mgr_use(g, nd->t_in[k], nd->o_deriv);
-      }
-    }
     nd->inplace = 0;
     if (opt && (nd->fc.flags & NNT_LF_VIEW))
       nd->inplace = 1;
     else if (opt && can_run_inplace(m, i, mode))
       nd->inplace = 1;
     for (unsigned o = 0; o < nd->fc.n_out; o++) {
-      int id = req(g, name, "out", o, NNT_TK_ACTIVATION, nd->fc.out_dim[o], nd->o_fwd,
-                   nd->o_fwd, e);
+      int id = req(g, name, "out", o, NNT_TK_ACTIVATION, nd->fc.out_dim[o], e);
       if (id < 0)
         return id;
       nd->t_out[o] = id;
       if (o == 0 && nd->inplace)
         nnt_mgr_merge(g, id, nd->t_in[0]);
-      if (bwd && (nd->fc.flags & NNT_LF_BWD_READS_OUTPUT)) {
-        nnt_mgr_use(g, id, bwd_first);
-        nnt_mgr_use(g, id, nd->o_deriv);
-      }
-      if (!nd->n_consumers[o])
-        nnt_mgr_use(g, id, last_order); /* model outputs stay readable */
     }
     for (unsigned s = 0; s < nd->fc.n_scratch; s++) {
-      unsigned f = nd->o_fwd, l = nd->o_fwd;
-      nnt_scratch_life life = nd->fc.scratch_life[s];
-      if (mode == NNT_MODE_TRAIN && life == NNT_SCRATCH_ITER)
-        l = nd->o_deriv;
-      if (mode == NNT_MODE_TRAIN && life == NNT_SCRATCH_BWD)
-        f = bwd_first, l = nd->o_deriv;
-      int id = req(g, name, "scratch", s, NNT_TK_SCRATCH, nd->fc.scratch_dim[s], f, l, e);
+      int id = req(g, name, "scratch", s, NNT_TK_SCRATCH, nd->fc.scratch_dim[s], e);
       if (id < 0)
         return id;
       nd->t_scratch[s] = id;
     }
     nd->t_label = -1;
     if (nd->fc.flags & NNT_LF_LOSS) {
-      unsigned l = mode == NNT_MODE_TRAIN ? nd->o_deriv : nd->o_fwd;
-      int id = req(g, name, "label", 0, NNT_TK_LABEL, m->label_dim[nd->label_idx], 0, l, e);
+      int id = req(g, name, "label", 0, NNT_TK_LABEL, m->label_dim[nd->label_idx], e);
       if (id < 0)
         return id;
       nd->t_label = id;
       m->label_t[nd->label_idx] = id;
     }
     /* the loss value: from this node's forward until train.c has read it,
-     * after the forward pass (order n_nodes, the first after it) */
+     * after the forward pass (touch_steps) */
     nd->t_loss = -1;
     if (nd->fc.flags & NNT_LF_LOSS) {
-      int id = req(g, name, "loss", 0, NNT_TK_SCRATCH, nnt_dim_make(1, 1, 1, 1), nd->o_fwd,
-                   (unsigned)m->n_nodes, e);
+      int id = req(g, name, "loss", 0, NNT_TK_SCRATCH, nnt_dim_make(1, 1, 1, 1), e);
       if (id < 0)
         return id;
       nd->t_loss = id;
@@ -169,9 +145,7 @@ static int request_backward(nnt_model *m, nnt_mgr *g, nnt_err *e) {
       nd->t_gw[w] = -1;
       if (!nd->do_grad || !nd->fc.w[w].trainable)
         continue;
-      unsigned last = m->clip_grad_norm > 0 ? m->n_orders - 1 : nd->o_apply;
-      int id = req(g, nd->layer->name, "grad", w, NNT_TK_GRADIENT, nd->fc.w[w].dim,
-                   nd->o_grad, last, e);
+      int id = req(g, nd->layer->name, "grad", w, NNT_TK_GRADIENT, nd->fc.w[w].dim, e);
       if (id < 0)
         return id;
       nd->t_gw[w] = id;
@@ -193,10 +167,8 @@ static int request_backward(nnt_model *m, nnt_mgr *g, nnt_err *e) {
       unsigned pi = c->in_idx[k];
       if (!p->needs_d)
         continue;
-      unsigned p_last = p->o_deriv;
       if (p->n_consumers[pi] == 1) {
-        int id = req(g, c->layer->name, "d_in", k, NNT_TK_DERIVATIVE, c->fc.in_dim[k],
-                     c->o_deriv, p_last, e);
+        int id = req(g, c->layer->name, "d_in", k, NNT_TK_DERIVATIVE, c->fc.in_dim[k], e);
         if (id < 0)
           return id;
         c->t_din[k] = id;
@@ -205,7 +177,7 @@ static int request_backward(nnt_model *m, nnt_mgr *g, nnt_err *e) {
         if (p->t_dout[pi] < 0) {
           /* the first consumer in backward order is the last in forward */
           int id = req(g, p->layer->name, "d_out", pi, NNT_TK_DERIVATIVE,
-                       p->fc.out_dim[pi], c->o_deriv, p_last, e);
+                       p->fc.out_dim[pi], e);
           if (id < 0)
             return id;
           p->t_dout[pi] = id;
@@ -213,8 +185,7 @@ static int request_backward(nnt_model *m, nnt_mgr *g, nnt_err *e) {
         } else {
           c->dmode[k] = NNT_D_ADD;
         }
-        int id = req(g, c->layer->name, "d_in", k, NNT_TK_DERIVATIVE, c->fc.in_dim[k],
-                     c->o_deriv, c->o_deriv, e);
+        int id = req(g, c->layer->name, "d_in", k, NNT_TK_DERIVATIVE, c->fc.in_dim[k], e);
         if (id < 0)
           return id;
         c->t_din[k] = id;
@@ -229,6 +200,102 @@ static int request_backward(nnt_model *m, nnt_mgr *g, nnt_err *e) {
       if (nd->inplace && nd->t_din[0] >= 0 && nd->t_dout[0] >= 0)
         nnt_mgr_merge(g, nd->t_din[0], nd->t_dout[0]);
     }
+  return NNT_OK;
+}
+
+static void use(nnt_mgr *g, int id, unsigned step) {
+  if (id >= 0)
+    nnt_mgr_use(g, id, step);
+}
+
+/* The tensors step st (at index s) reads or writes, in mode. A node's
+ * backward (its calc_gradient step where it computes dW, and its
+ * calc_derivative step) reads what its layer's flags say, its output's
+ * derivative and its backward scratch; the calc_derivative step ends it,
+ * and holds the label and the iteration's scratch even where the node
+ * computes no dX. */
+static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
+                       const nnt_step *st) {
+  int train = mode == NNT_MODE_TRAIN;
+  if (st->kind == NNT_STEP_CLIP_APPLY) {
+    for (size_t i = 0; train && i < m->n_nodes; i++)
+      for (unsigned w = 0; w < m->nodes[i].fc.n_w; w++)
+        use(g, m->nodes[i].t_gw[w], s);
+    return;
+  }
+  if (st->kind == NNT_STEP_NONE)
+    return;
+  nnt_node *nd = &m->nodes[st->node];
+  unsigned flags = nd->fc.flags;
+  int grad = st->kind == NNT_STEP_CALC_GRADIENT, deriv = st->kind == NNT_STEP_CALC_DERIVATIVE;
+  if (st->kind == NNT_STEP_FORWARD) {
+    for (unsigned k = 0; k < nd->n_in; k++)
+      use(g, nd->t_in[k], s);
+    for (unsigned o = 0; o < nd->fc.n_out; o++)
+      use(g, nd->t_out[o], s);
+    for (unsigned c = 0; c < nd->fc.n_scratch; c++)
+      if (!train || nd->fc.scratch_life[c] != NNT_SCRATCH_BWD)
+        use(g, nd->t_scratch[c], s);
+    use(g, nd->t_label, s);
+    use(g, nd->t_loss, s);
+  } else if (train && st->kind == NNT_STEP_APPLY_GRADIENT) {
+    for (unsigned w = 0; w < nd->fc.n_w; w++)
+      use(g, nd->t_gw[w], s);
+  } else if (train && (grad || deriv)) {
+    int bwd = grad ? nd->do_grad : nd->do_grad || nd->do_deriv;
+    if (deriv)
+      use(g, nd->t_label, s);
+    for (unsigned c = 0; c < nd->fc.n_scratch; c++)
+      if ((bwd || deriv) && nd->fc.scratch_life[c] != NNT_SCRATCH_FWD)
+        use(g, nd->t_scratch[c], s);
+    if (!bwd)
+      return;
+    for (unsigned k = 0; k < nd->n_in; k++) {
+      if (flags & NNT_LF_BWD_READS_INPUT)
+        use(g, nd->t_in[k], s);
+      if (deriv && nd->do_deriv) {
+        use(g, nd->t_din[k], s);
+        use(g, nd->t_dsum[k], s);
+      }
+    }
+    for (unsigned o = 0; o < nd->fc.n_out; o++) {
+      if (flags & NNT_LF_BWD_READS_OUTPUT)
+        use(g, nd->t_out[o], s);
+      use(g, nd->t_dout[o], s);
+    }
+    for (unsigned w = 0; grad && w < nd->fc.n_w; w++)
+      use(g, nd->t_gw[w], s);
+  }
+}
+
+/* Every lifetime from the schedule: the batch (inputs, labels) is written
+ * before step 0, each step touches what it reads or writes, and the model's
+ * outputs stay readable to the last step. */
+static int touch_steps(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
+  unsigned n = m->n_steps[mode];
+  for (size_t i = 0; i < g->n; i++) {
+    g->t[i].first = UINT_MAX;
+    g->t[i].last = 0;
+  }
+  for (unsigned s = 0; s < m->n_inputs; s++)
+    use(g, m->input_t[s], 0);
+  for (unsigned s = 0; s < m->n_labels; s++)
+    use(g, m->label_t[s], 0);
+  for (unsigned s = 0; s < n; s++)
+    touch_step(m, mode, g, s, &m->sched[mode][s]);
+  for (size_t i = 0; n && i < m->n_nodes; i++)
+    for (unsigned o = 0; o < m->nodes[i].fc.n_out; o++)
+      if (!m->nodes[i].n_consumers[o])
+        use(g, m->nodes[i].t_out[o], n - 1);
+  /* train.c reads the loss values when the forward steps are done: at the
+   * step after them (past the end of an inference schedule) */
+  unsigned fwd_end = nnt_schedule_forward_end(m, mode);
+  for (size_t i = 0; i < m->n_nodes; i++)
+    use(g, m->nodes[i].t_loss, fwd_end);
+  for (size_t i = 0; i < g->n; i++)
+    if (g->t[i].first > g->t[i].last)
+      return nnt_err_set(e, NNT_ERR_INVAL, "schedule: no step of the %s schedule touches '%s'",
+                         mode == NNT_MODE_TRAIN ? "training" : "inference", g->t[i].name);
   return NNT_OK;
 }
 
@@ -368,6 +435,8 @@ static int build_requests(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
   int rc = request_forward(m, mode, g, e);
   if (!rc && mode == NNT_MODE_TRAIN)
     rc = request_backward(m, g, e);
+  if (!rc)
+    rc = touch_steps(m, mode, g, e);
   return rc;
 }
 
@@ -405,6 +474,47 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
   }
   bind_contexts(m, mode);
   return NNT_OK;
+}
+
+/* slots = 0: the weights; otherwise that many values per weight. */
+static int plan_persistent(nnt_model *m, unsigned slots, nnt_mgr *g, nnt_err *e) {
+  nnt_mgr_init(g);
+  nnt_mgr_set_buffer_type(g, m->be->buft);
+  nnt_mgr_set_align(g, sizeof(float));
+  nnt_tkind kind = slots ? NNT_TK_OPT_STATE : NNT_TK_WEIGHT;
+  int rc = NNT_OK;
+  for (unsigned s = 0; s < (slots ? slots : 1) && !rc; s++)
+    for (size_t i = 0; i < m->n_w && !rc; i++) {
+      char name[NNT_NAME_MAX + 64];
+      if (slots)
+        snprintf(name, sizeof name, "%s:%.40s:state%u", m->nodes[m->w_node[i]].layer->name,
+                 m->wspec[i].name, s);
+      else
+        snprintf(name, sizeof name, "%s:%.40s", m->nodes[m->w_node[i]].layer->name,
+                 m->wspec[i].name);
+      int id = nnt_mgr_request(g, name, kind, m->wspec[i].dim, 0, 0);
+      if (id < 0)
+        rc = nnt_err_set(e, id, "manager: cannot request '%s': %s", name, nnt_strerror(id));
+    }
+  if (!rc)
+    rc = nnt_mgr_plan(g, NNT_PLANNER_BASIC, 0, e);
+  if (!rc)
+    rc = nnt_mgr_alloc(g, slots ? "optimizer state" : "weights", e);
+  if (rc)
+    nnt_mgr_free(g);
+  return rc;
+}
+
+int nnt_model_plan_weights(nnt_model *m, nnt_mgr *g, nnt_err *e) {
+  return plan_persistent(m, 0, g, e);
+}
+
+int nnt_model_plan_opt_state(nnt_model *m, unsigned slots, nnt_mgr *g, nnt_err *e) {
+  if (!slots) {
+    nnt_mgr_init(g);
+    return NNT_OK;
+  }
+  return plan_persistent(m, slots, g, e);
 }
 
 void nnt_model_release_plan(nnt_model *m, nnt_mode mode) {

@@ -1,5 +1,6 @@
-/* The training loop: forward, loss, backward (calc_gradient, calc_derivative,
- * apply_gradient per node, walking backwards), metrics and checkpoints;
+/* The training loop: the steps of the schedule (forward, loss, then
+ * calc_gradient, calc_derivative, apply_gradient per node, walking
+ * backwards), metrics and checkpoints;
  * stopping on request between steps, and on a value that is not finite
  * (the checks are in train_check.c). */
 #include "nntrainer/model_impl.h"
@@ -20,19 +21,12 @@ static int pass_failed(const nnt_node *nd, const char *pass, int rc, nnt_err *e)
                      pass, nnt_strerror(rc));
 }
 
+static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt_err *e);
+
 int nnt_model_forward(nnt_model *m, int training, float *loss, nnt_err *e) {
-  nnt_mgr *g = &m->mgr[m->bound_mode];
-  int rc;
-  for (size_t i = 0; i < m->n_nodes; i++) {
-    nnt_node *nd = &m->nodes[i];
-    nd->ctx.training = training;
-    nd->ctx.stream = nnt_run_stream(m->iter, i);
-    if ((rc = nd->layer->ops->forward(nd->layer, &nd->ctx)))
-      return pass_failed(nd, "forward", rc, e);
-    nnt_mgr_poison_after(g, nd->o_fwd);
-  }
-  if (!loss)
-    return NNT_OK;
+  int rc = run_steps(m, 0, nnt_schedule_forward_end(m, (nnt_mode)m->bound_mode), training, e);
+  if (rc || !loss)
+    return rc;
   /* in node order, as the values were summed when layers returned them */
   float total = 0;
   for (size_t i = 0; i < m->n_nodes; i++) {
@@ -67,14 +61,15 @@ static int ensure_opt_state(nnt_model *m, nnt_err *e) {
   unsigned slots = nnt_optimizer_state_count(m->opt);
   if (!slots || (m->opt_pool && m->opt_slots == slots))
     return NNT_OK;
-  nnt_buffer_free(m->obuf);
+  nnt_mgr_free(&m->omgr);
   m->obuf = NULL;
   m->opt_pool = NULL;
   m->opt_slots = 0;
-  size_t bytes = (size_t)slots * m->wpool_floats * sizeof(float); /* checked at compile */
-  if (nnt_buffer_alloc(m->be->buft, bytes, "optimizer state", &m->obuf, NULL))
-    return nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate optimizer state (%zu bytes)", bytes);
-  m->opt_pool = nnt_buffer_at(m->obuf, 0);
+  int rc = nnt_model_plan_opt_state(m, slots, &m->omgr, e); /* bytes checked at compile */
+  if (rc)
+    return rc;
+  m->obuf = m->omgr.buf;
+  m->opt_pool = m->omgr.arena;
   m->opt_slots = slots;
   return NNT_OK;
 }
@@ -147,12 +142,40 @@ static int clip_and_apply(nnt_model *m, nnt_err *e) {
   return NNT_OK;
 }
 
-int nnt_model_backward(nnt_model *m, nnt_err *e) {
+/* The fan-out of node nd's derivatives: each temporary into its sum. */
+static int sum_derivatives(nnt_model *m, nnt_mgr *g, nnt_node *nd) {
+  int rc = NNT_OK;
+  for (unsigned k = 0; k < nd->n_in && !rc; k++) {
+    if (nd->dmode[k] == NNT_D_DIRECT || !nd->din[k].data)
+      continue;
+    float *sum = nnt_mgr_data(g, nd->t_dsum[k]);
+    size_t n = nnt_dim_len(nd->din[k].dim);
+    if (nd->dmode[k] == NNT_D_COPY)
+      rc = m->k->copy(n, nd->din[k].data, sum);
+    else
+      rc = m->k->add(n, sum, nd->din[k].data, sum);
+  }
+  return rc;
+}
+
+/* Steps [from, to) of the bound mode's schedule, each followed by the
+ * poison of what dies there. */
+static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt_err *e) {
   nnt_mgr *g = &m->mgr[m->bound_mode];
-  int clip = m->clip_grad_norm > 0, rc;
-  for (size_t i = m->n_nodes; i-- > 0;) {
-    nnt_node *nd = &m->nodes[i];
-    if (nd->do_grad) {
+  const nnt_step *steps = m->sched[m->bound_mode];
+  int rc = NNT_OK;
+  for (unsigned s = from; s < to; s++) {
+    nnt_node *nd = steps[s].node < m->n_nodes ? &m->nodes[steps[s].node] : NULL;
+    switch (steps[s].kind) {
+    case NNT_STEP_FORWARD:
+      nd->ctx.training = training;
+      nd->ctx.stream = nnt_run_stream(m->iter, steps[s].node);
+      if ((rc = nd->layer->ops->forward(nd->layer, &nd->ctx)))
+        return pass_failed(nd, "forward", rc, e);
+      break;
+    case NNT_STEP_CALC_GRADIENT:
+      if (!nd->do_grad)
+        break;
       if ((rc = nd->layer->ops->calc_gradient(nd->layer, &nd->ctx)))
         return pass_failed(nd, "calc_gradient", rc, e);
       if ((rc = regularize(m, nd, e)))
@@ -160,30 +183,34 @@ int nnt_model_backward(nnt_model *m, nnt_err *e) {
       /* before the gradient enters the global norm or an update */
       if (m->check_finite && (rc = nnt_check_gradients(nd, e)))
         return rc;
-    }
-    nnt_mgr_poison_after(g, nd->o_grad);
-    if (nd->do_deriv) {
+      break;
+    case NNT_STEP_CALC_DERIVATIVE:
+      if (!nd->do_deriv)
+        break;
       if ((rc = nd->layer->ops->calc_derivative(nd->layer, &nd->ctx)))
         return pass_failed(nd, "calc_derivative", rc, e);
-      for (unsigned k = 0; k < nd->n_in; k++) {
-        if (nd->dmode[k] == NNT_D_DIRECT || !nd->din[k].data)
-          continue;
-        float *sum = nnt_mgr_data(g, nd->t_dsum[k]);
-        size_t n = nnt_dim_len(nd->din[k].dim);
-        if (nd->dmode[k] == NNT_D_COPY)
-          rc = m->k->copy(n, nd->din[k].data, sum);
-        else
-          rc = m->k->add(n, sum, nd->din[k].data, sum);
-        if (rc)
-          return pass_failed(nd, "the derivative sum", rc, e);
-      }
+      if ((rc = sum_derivatives(m, g, nd)))
+        return pass_failed(nd, "the derivative sum", rc, e);
+      break;
+    case NNT_STEP_APPLY_GRADIENT:
+      if (nd->do_grad && (rc = apply_node(m, nd, e)))
+        return rc;
+      break;
+    case NNT_STEP_CLIP_APPLY:
+      if ((rc = clip_and_apply(m, e)))
+        return rc;
+      break;
+    default:
+      break;
     }
-    nnt_mgr_poison_after(g, nd->o_deriv);
-    if (nd->do_grad && !clip && (rc = apply_node(m, nd, e)))
-      return rc;
-    nnt_mgr_poison_after(g, nd->o_apply);
+    nnt_mgr_poison_after(g, s);
   }
-  return clip ? clip_and_apply(m, e) : NNT_OK;
+  return NNT_OK;
+}
+
+int nnt_model_backward(nnt_model *m, nnt_err *e) {
+  nnt_mode mode = (nnt_mode)m->bound_mode;
+  return run_steps(m, nnt_schedule_forward_end(m, mode), m->n_steps[mode], 1, e);
 }
 
 static void ds_shape(const nnt_model *m, nnt_ds_shape *s) {

@@ -132,11 +132,12 @@ static int replay(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
   for (unsigned i = 0; i < m->n_labels && !rc; i++)
     rc = check_stream("label", i, label[i], m->batch, nnt_dim_feature_len(m->label_dim[i]),
                       loss, e);
-  for (size_t i = 0; i < m->n_nodes && !rc; i++) {
-    nnt_node *nd = &m->nodes[i];
+  unsigned fwd_end = nnt_schedule_forward_end(m, (nnt_mode)m->bound_mode);
+  for (unsigned st = 0; st < fwd_end && !rc; st++) {
+    nnt_node *nd = &m->nodes[m->sched[m->bound_mode][st].node];
     nd->ctx.training = 1;
     /* the step's own stream: dropout draws the same mask again */
-    nd->ctx.stream = nnt_run_stream(m->iter, i);
+    nd->ctx.stream = nnt_run_stream(m->iter, m->sched[m->bound_mode][st].node);
     if ((rc = nd->layer->ops->forward(nd->layer, &nd->ctx))) {
       rc = nnt_err_set(e, rc, "the loss is %s: replaying it, [%s] %s: forward failed: %s",
                        nnt_nonfinite_name(loss), nd->layer->name, nd->layer->ops->type,
@@ -161,7 +162,7 @@ static int replay(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
                        "the loss is %s: layer '%s' (%s) is the first whose loss value is not "
                        "finite",
                        nnt_nonfinite_name(loss), nd->layer->name, nd->layer->ops->type);
-    nnt_mgr_poison_after(g, nd->o_fwd);
+    nnt_mgr_poison_after(g, st);
   }
   nnt_check_restore_states(m);
   if (!rc)

@@ -288,13 +288,13 @@ static int check_file(const nnt_model *m, const char *path, const uint8_t *buf,
   return NNT_OK;
 }
 
-/* The moments of the file at buf + off in a new optimizer pool (a buffer
- * of the model's backend): NNT_OK and *out, or an error. */
-static int moments_pool(const nnt_model *m, const uint8_t *buf, size_t off, nnt_buffer **out,
+/* The moments of the file at buf + off in a new optimizer pool (the
+ * manager's persistent pool, a buffer of the model's backend): NNT_OK and
+ * *out, or an error. */
+static int moments_pool(nnt_model *m, const uint8_t *buf, size_t off, nnt_mgr *out,
                         nnt_err *e) {
-  nnt_buffer *pool;
-  int rc = nnt_buffer_alloc(m->be->buft, 2 * m->wpool_floats * sizeof(float),
-                            "the optimizer state", &pool, e);
+  int rc = nnt_model_plan_opt_state(m, 2, out, e);
+  nnt_buffer *pool = out->buf;
   for (size_t i = 0; !rc && i < m->n_w; i++) {
     if (!has_moments(m, i))
       continue;
@@ -304,9 +304,7 @@ static int moments_pool(const nnt_model *m, const uint8_t *buf, size_t off, nnt_
                            n * sizeof(float), e);
   }
   if (rc)
-    nnt_buffer_free(pool);
-  else
-    *out = pool;
+    nnt_mgr_free(out);
   return rc;
 }
 
@@ -347,7 +345,8 @@ int nnt_model_load_weights(nnt_model *m, const char *path, nnt_err *e) {
       bswap_floats(buf + mom_off, (l->bytes - mom_off - 8) / sizeof(float));
     rc = check_file(m, path, buf, l, e);
   }
-  nnt_buffer *pool = NULL;
+  nnt_mgr pool;
+  nnt_mgr_init(&pool);
   if (!rc && l->moments && is_adam(m) && nnt_optimizer_state_count(m->opt) == 2 &&
       moments_pool(m, buf, mom_off, &pool, NULL))
     rc = nnt_err_set(e, NNT_ERR_NOMEM, "load: out of memory for the optimizer state of '%s'",
@@ -355,17 +354,18 @@ int nnt_model_load_weights(nnt_model *m, const char *path, nnt_err *e) {
   /* the weights go in through the buffer; a backend that cannot take them
    * fails here, before anything else changes */
   if (!rc && (rc = m->wbuf->type->set(m->wbuf, 0, buf, w_bytes, e)))
-    nnt_buffer_free(pool);
+    nnt_mgr_free(&pool);
   if (rc) {
     nnt_free(buf);
     return rc;
   }
   /* commit: the model now holds the file's state; what the file lacks
    * starts afresh (moments of other weights would not fit these) */
-  nnt_buffer_free(m->obuf);
-  m->obuf = pool;
-  m->opt_pool = nnt_buffer_at(pool, 0);
-  m->opt_slots = pool ? 2 : 0;
+  nnt_mgr_free(&m->omgr);
+  m->omgr = pool;
+  m->obuf = pool.buf;
+  m->opt_pool = pool.arena;
+  m->opt_slots = pool.buf ? 2 : 0;
   m->epoch_idx = m->iter = 0;
   if (l->counters) {
     const uint8_t *c = buf + l->bytes - 8;

@@ -16,6 +16,9 @@ typedef struct cli_plan_info {
   size_t unoptimized_arena;  /* the same mode with memory_optimization=false */
   size_t weight_bytes, optimizer_bytes;
   uint64_t memory_budget;    /* [Model] memory_budget; 0: none */
+  const nnt_step *steps;     /* the mode's schedule (--verbose, --json) */
+  unsigned n_steps;
+  const nnt_node *nodes;
 } cli_plan_info;
 
 void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose);

@@ -17,6 +17,16 @@ static void json_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+/* The node of step i: its layer's name, or none (JSON null, text "-"). */
+static void step_node(FILE *out, const cli_plan_info *pi, unsigned i, int json) {
+  unsigned n = pi->steps[i].node;
+  const char *name = n == NNT_NO_NODE ? NULL : pi->nodes[n].layer->name;
+  if (json && name)
+    json_str(out, name);
+  else
+    fputs(name ? name : json ? "null" : "-", out);
+}
+
 void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose) {
   const nnt_mgr *g = pi->mgr;
   char a[32], b[32];
@@ -46,6 +56,12 @@ void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose) 
                    "\"view\":%s}",
               nnt_tkind_name(t->kind), t->bytes, t->first, t->last, t->offset,
               t->parent >= 0 ? "true" : "false");
+    }
+    fprintf(out, "],\"schedule\":[");
+    for (unsigned i = 0; i < pi->n_steps; i++) {
+      fprintf(out, "%s{\"step\":%u,\"node\":", i ? "," : "", i);
+      step_node(out, pi, i, 1);
+      fprintf(out, ",\"kind\":\"%s\"}", nnt_step_kind_name(pi->steps[i].kind));
     }
     fprintf(out, "]}\n");
     return;
@@ -82,6 +98,12 @@ void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose) 
     const nnt_mgr_tensor *t = &g->t[i];
     fprintf(out, "%-48s %-11s %12zu %6u %6u %12zu%s\n", t->name, nnt_tkind_name(t->kind),
             t->bytes, t->life_first, t->life_last, t->offset, t->parent >= 0 ? "  (shared)" : "");
+  }
+  fprintf(out, "\n%6s  %-16s %s\n", "step", "kind", "node");
+  for (unsigned i = 0; i < pi->n_steps; i++) {
+    fprintf(out, "%6u  %-16s ", i, nnt_step_kind_name(pi->steps[i].kind));
+    step_node(out, pi, i, 0);
+    fputc('\n', out);
   }
 }
 

@@ -406,7 +406,10 @@ static int cmd_plan(int argc, char **argv) {
   cli_plan_info pi = {0};
   pi.mode = mode == NNT_MODE_TRAIN ? "train" : "infer";
   pi.mgr = &m->mgr[mode];
-  pi.orders = mode == NNT_MODE_TRAIN ? m->n_orders : (unsigned)m->n_nodes;
+  pi.orders = m->n_steps[mode];
+  pi.n_steps = m->n_steps[mode];
+  pi.steps = m->sched[mode];
+  pi.nodes = m->nodes;
   pi.unoptimized_arena = base->mgr[mode].arena_bytes;
   pi.memory_budget = m->memory_budget;
   size_t wfloats = 0;

@@ -54,6 +54,15 @@ static void check_app(const char *path) {
     assert_true(ratio <= 1.05);
   }
   assert_true(m->mgr[NNT_MODE_INFER].arena_bytes < m->mgr[NNT_MODE_TRAIN].arena_bytes);
+  /* inference plans no backward: no gradient, no derivative, and labels
+   * only as the loss layers' forward reads them (evaluate's loss) */
+  const nnt_mgr *inf = &m->mgr[NNT_MODE_INFER];
+  assert_int_equal(nnt_mgr_kind_bytes(inf, NNT_TK_GRADIENT), 0);
+  assert_int_equal(nnt_mgr_kind_bytes(inf, NNT_TK_DERIVATIVE), 0);
+  size_t label_bytes = 0;
+  for (unsigned i = 0; i < m->n_labels; i++)
+    label_bytes += nnt_dim_len(m->label_dim[i]) * sizeof(float);
+  assert_int_equal(nnt_mgr_kind_bytes(inf, NNT_TK_LABEL), label_bytes);
   nnt_model_destroy(m);
   /* bitwise equality with memory_optimization off, and poison mode clean;
    * at batch 4 so the sanitizer build stays quick on ResNet-18 */

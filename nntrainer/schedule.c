@@ -1,0 +1,103 @@
+/* The schedule: the one list of steps a mode runs, in order. Graph compile
+ * builds it; the planner takes every lifetime from it (a step's index is
+ * its execution order) and the training loop walks it. Inserting a step
+ * (recomputation, accumulation) is an edit of this list only. */
+#include "nntrainer/model_impl.h"
+
+#include <string.h>
+
+const char *nnt_step_kind_name(nnt_step_kind k) {
+  switch (k) {
+  case NNT_STEP_NONE:
+    return "none";
+  case NNT_STEP_FORWARD:
+    return "forward";
+  case NNT_STEP_CALC_GRADIENT:
+    return "calc_gradient";
+  case NNT_STEP_CALC_DERIVATIVE:
+    return "calc_derivative";
+  case NNT_STEP_APPLY_GRADIENT:
+    return "apply_gradient";
+  case NNT_STEP_CLIP_APPLY:
+    return "clip_and_apply";
+  default:
+    return "?";
+  }
+}
+
+/* Training: every node forwards in graph order; then, walking back from
+ * the last node, each node has three steps: calc_gradient, calc_derivative
+ * and apply_gradient (a node without such work does nothing in that step,
+ * which keeps the numbering of the plans as it was). With clip_grad_by_norm
+ * no node applies alone: the last step clips the global norm of every
+ * gradient and applies them all. Inference: the forward steps. */
+int nnt_schedule_build(nnt_model *m, nnt_err *e) {
+  size_t n = m->n_nodes;
+  nnt_schedule_free(m);
+  if (n > UINT_MAX / 4)
+    return nnt_err_set(e, NNT_ERR_INVAL, "compile: %zu layers are too many", n);
+  nnt_step *tr = nnt_malloc((n ? 4 * n : 1) * sizeof *tr);
+  nnt_step *inf = nnt_malloc((n ? n : 1) * sizeof *inf);
+  if (!tr || !inf) {
+    nnt_free(tr), nnt_free(inf);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
+  }
+  int clip = m->clip_grad_norm > 0;
+  size_t s = 0;
+  for (size_t i = 0; i < n; i++) {
+    tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_FORWARD};
+    inf[i] = (nnt_step){(unsigned)i, NNT_STEP_FORWARD};
+  }
+  for (size_t i = n; i-- > 0;) {
+    tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_CALC_GRADIENT};
+    tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_CALC_DERIVATIVE};
+    tr[s++] = (nnt_step){(unsigned)i, clip ? NNT_STEP_NONE : NNT_STEP_APPLY_GRADIENT};
+  }
+  if (clip && s)
+    tr[s - 1] = (nnt_step){NNT_NO_NODE, NNT_STEP_CLIP_APPLY};
+  m->sched[NNT_MODE_TRAIN] = tr;
+  m->n_steps[NNT_MODE_TRAIN] = (unsigned)s;
+  m->sched[NNT_MODE_INFER] = inf;
+  m->n_steps[NNT_MODE_INFER] = (unsigned)n;
+  return NNT_OK;
+}
+
+void nnt_schedule_free(nnt_model *m) {
+  for (int i = 0; i < 2; i++) {
+    nnt_free(m->sched[i]);
+    m->sched[i] = NULL;
+    m->n_steps[i] = 0;
+  }
+}
+
+unsigned nnt_schedule_forward_end(const nnt_model *m, nnt_mode mode) {
+  unsigned s = 0;
+  while (s < m->n_steps[mode] && m->sched[mode][s].kind == NNT_STEP_FORWARD)
+    s++;
+  return s;
+}
+
+int nnt_schedule_insert(nnt_model *m, nnt_mode mode, unsigned at, nnt_step step, nnt_err *e) {
+  if (!m->compiled)
+    return nnt_err_set(e, NNT_ERR_INVAL, "schedule: compile the model first");
+  unsigned n = m->n_steps[mode];
+  int per_node = step.kind != NNT_STEP_NONE && step.kind != NNT_STEP_CLIP_APPLY;
+  if (at > n || step.kind >= NNT_STEP__COUNT || (per_node && step.node >= m->n_nodes) ||
+      (mode == NNT_MODE_INFER && per_node && step.kind != NNT_STEP_FORWARD))
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "schedule: cannot insert a %s step of node %u at %u (%u steps, %zu "
+                       "nodes)",
+                       nnt_step_kind_name(step.kind), step.node, at, n, m->n_nodes);
+  if (n == UINT_MAX)
+    return nnt_err_set(e, NNT_ERR_INVAL, "schedule: too many steps");
+  nnt_step *s = nnt_realloc(m->sched[mode], ((size_t)n + 1) * sizeof *s);
+  if (!s)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "schedule: out of memory");
+  memmove(s + at + 1, s + at, (size_t)(n - at) * sizeof *s);
+  s[at] = step;
+  m->sched[mode] = s;
+  m->n_steps[mode] = n + 1;
+  /* the lifetimes change: the mode plans again when it next runs */
+  nnt_model_release_plan(m, mode);
+  return NNT_OK;
+}
