@@ -121,6 +121,15 @@ struct nnt_model {
   size_t state_floats;
 };
 
+/* Slot s of weight i's optimizer state as a tensor of the state buffer:
+ * it starts at opt_pool + s * wpool_floats + (w[i].data - wpool). Only an
+ * address: it is reached through tensor_host.h or nnt_tensor_get/set. */
+static inline nnt_tensor nnt_model_state_tensor(const nnt_model *m, unsigned s, size_t i) {
+  nnt_tensor t = {.dim = m->wspec[i].dim, .buf = m->obuf};
+  t.data = m->opt_pool + s * m->wpool_floats + (m->w[i].data - m->wpool);
+  return t;
+}
+
 /* graph.c */
 int nnt_graph_compile(nnt_model *m, nnt_err *e);
 void nnt_graph_free(nnt_model *m);
@@ -148,6 +157,13 @@ int nnt_model_backward(nnt_model *m, nnt_err *e);
  * *loss its loss. Does not count the iteration. */
 int nnt_model_train_step(nnt_model *m, nnt_dataset *ds, float *loss, nnt_err *e);
 
+/* The batch into the input and label tensors of the bound plan, one
+ * nnt_tensor_set per tensor (a device backend gets one upload each): in[i]
+ * holds batch samples of input i, label[j] of label j; label NULL (or
+ * label[j] NULL) sets zeros. */
+int nnt_model_set_batch(nnt_model *m, const float *const *in, const float *const *label,
+                        nnt_err *e);
+
 /* train_check.c: the non-finite checks of a training step. */
 /* Allocate the copy the checks need (once per model; then a no-op). */
 int nnt_check_prepare(nnt_model *m, nnt_err *e);
@@ -157,8 +173,8 @@ size_t nnt_first_nonfinite(const float *x, size_t n);
 const char *nnt_nonfinite_name(float v);
 /* Copy the non-trainable weights (moving statistics, which forward
  * updates) aside before a step, and put them back. */
-void nnt_check_save_states(nnt_model *m);
-void nnt_check_restore_states(nnt_model *m);
+int nnt_check_save_states(nnt_model *m, nnt_err *e);
+int nnt_check_restore_states(nnt_model *m, nnt_err *e);
 /* After forward: NNT_OK when the loss and the moving statistics are
  * finite; otherwise the statistics are put back and NNT_ERR_RANGE says
  * where it began: a weight (an update that overflowed), the batch, or the
