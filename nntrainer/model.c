@@ -1,6 +1,7 @@
 /* The model: building (the one path shared by the INI loader and the C API),
  * [Model] properties, compile and initialize. */
 #include "nntrainer/model_impl.h"
+#include "nntrainer/tensor_host.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -364,21 +365,33 @@ int nnt_model_initialize(nnt_model *m, nnt_err *e) {
                        total * sizeof(float));
   m->wpool = nnt_buffer_at(m->wbuf, 0);
   m->wpool_floats = total;
-  /* weights are drawn from the seed in graph order, one stream per model */
-  nnt_rng r;
-  nnt_rng_seed(&r, m->seed);
+  /* weight i is Philox stream i under the seed, made on the host a chunk
+   * at a time and written through the buffer */
   size_t at = 0;
-  for (size_t i = 0; i < m->n_w; i++) {
+  int rc = NNT_OK;
+  float stage[NNT_STAGE_FLOATS];
+  for (size_t i = 0; !rc && i < m->n_w; i++) {
     nnt_weight_spec *s = &m->wspec[i];
     m->w[i].data = m->wpool + at;
     m->w[i].buf = m->wbuf;
     size_t n = nnt_dim_len(s->dim);
-    nnt_init_fill(s->init, s->fan_in, s->fan_out, &r, m->w[i].data, n);
+    for (size_t j = 0; !rc && j < n; j += NNT_STAGE_FLOATS) {
+      size_t c = n - j < NNT_STAGE_FLOATS ? n - j : NNT_STAGE_FLOATS;
+      nnt_init_fill(s->init, s->fan_in, s->fan_out, m->seed, i, j, stage, c);
+      rc = nnt_tensor_set(&m->w[i], j, stage, c, e);
+    }
     at += n;
+  }
+  if (rc) {
+    nnt_err_prefix(e, "initialize: ");
+    nnt_buffer_free(m->wbuf);
+    m->wbuf = NULL;
+    m->wpool = NULL;
+    return rc;
   }
   m->initialized = 1;
   if ((m->continue_train || m->load_on_init) && !nothing_at(m->save_path)) {
-    int rc = nnt_model_load_weights(m, m->save_path, e);
+    rc = nnt_model_load_weights(m, m->save_path, e);
     if (rc) {
       m->initialized = 0;
       nnt_buffer_free(m->wbuf);
