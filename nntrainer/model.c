@@ -360,7 +360,8 @@ int nnt_model_initialize(nnt_model *m, nnt_err *e) {
                        "budget of %llu bytes",
                        m->weight_bytes, (unsigned long long)m->memory_budget);
   size_t total = m->weight_bytes / sizeof(float); /* checked at compile */
-  if (nnt_buffer_alloc(m->be->buft, total * sizeof(float), "weights", &m->wbuf, NULL))
+  if (nnt_buffer_alloc(nnt_model_state_buft(m), total * sizeof(float), "weights", &m->wbuf,
+                       NULL))
     return nnt_err_set(e, NNT_ERR_NOMEM, "initialize: cannot allocate %zu bytes of weights",
                        total * sizeof(float));
   m->wpool = nnt_buffer_at(m->wbuf, 0);
@@ -400,6 +401,22 @@ int nnt_model_initialize(nnt_model *m, nnt_err *e) {
       return rc;
     }
   }
+  return NNT_OK;
+}
+
+int nnt_model_set_backend(nnt_model *m, nnt_backend *be, const nnt_buffer_type *state_buft,
+                          nnt_err *e) {
+  if (m->compiled)
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "set backend: the model is compiled; set the backend before compile");
+  if (!be || !be->k || !be->buft)
+    return nnt_err_set(e, NNT_ERR_INVAL, "set backend: a backend with kernels and a buffer "
+                       "type is needed");
+  if (be != m->be)
+    nnt_backend_free(m->be);
+  m->be = be;
+  m->k = be->k;
+  m->state_buft = state_buft;
   return NNT_OK;
 }
 

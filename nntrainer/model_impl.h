@@ -111,6 +111,9 @@ struct nnt_model {
   unsigned iter;            /* iterations done */
   nnt_rng rng;              /* dropout and the like */
   nnt_backend *be;          /* computes every op and owns every buffer */
+  /* where the weights and the optimizer state live; NULL: be->buft (the
+   * arenas are always be->buft) */
+  const nnt_buffer_type *state_buft;
   const nnt_kernels *k;     /* be->k */
   int poison;
   int keep_train_arena;     /* keep the training arena after training */
@@ -120,6 +123,19 @@ struct nnt_model {
   float *state_copy;        /* check_finite: moving statistics before a step */
   size_t state_floats;
 };
+
+/* The buffer type of the weights and the optimizer state. */
+static inline const nnt_buffer_type *nnt_model_state_buft(const nnt_model *m) {
+  return m->state_buft ? m->state_buft : m->be->buft;
+}
+
+/* Run the model on be (its ops, and its buffer type for the arenas) with
+ * the weights and optimizer state in buffers of state_buft (NULL: be's).
+ * Only before compile: NNT_ERR_INVAL after. The model frees be with
+ * nnt_backend_free. Tests use it to keep the state off the host while the
+ * CPU kernels compute (test_nonhost.c). */
+int nnt_model_set_backend(nnt_model *m, nnt_backend *be, const nnt_buffer_type *state_buft,
+                          nnt_err *e);
 
 /* Slot s of weight i's optimizer state as a tensor of the state buffer:
  * it starts at opt_pool + s * wpool_floats + (w[i].data - wpool). Only an

@@ -41,7 +41,7 @@ static int ensure_opt_state(nnt_model *m, nnt_err *e) {
   m->opt_pool = NULL;
   m->opt_slots = 0;
   size_t bytes = (size_t)slots * m->wpool_floats * sizeof(float); /* checked at compile */
-  if (nnt_buffer_alloc(m->be->buft, bytes, "optimizer state", &m->obuf, NULL))
+  if (nnt_buffer_alloc(nnt_model_state_buft(m), bytes, "optimizer state", &m->obuf, NULL))
     return nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate optimizer state (%zu bytes)", bytes);
   m->opt_pool = nnt_buffer_at(m->obuf, 0);
   m->opt_slots = slots;

@@ -287,7 +287,7 @@ static int check_file(const nnt_model *m, const char *path, const uint8_t *buf,
 static int moments_pool(const nnt_model *m, const uint8_t *buf, size_t off, nnt_buffer **out,
                         nnt_err *e) {
   nnt_buffer *pool;
-  int rc = nnt_buffer_alloc(m->be->buft, 2 * m->wpool_floats * sizeof(float),
+  int rc = nnt_buffer_alloc(nnt_model_state_buft(m), 2 * m->wpool_floats * sizeof(float),
                             "the optimizer state", &pool, e);
   for (size_t i = 0; !rc && i < m->n_w; i++) {
     if (!has_moments(m, i))
