@@ -58,13 +58,10 @@ int main(int argc, char **argv) {
   m->opt_slots = slots;
   double *ms = malloc(sizeof(double) * (size_t)steps);
   for (int s = 0; s < warmup + steps; s++) {
-    float *in[NNT_DS_MAX_STREAMS], *lab[NNT_DS_MAX_STREAMS];
-    for (unsigned i = 0; i < m->n_inputs; i++)
-      in[i] = nnt_mgr_data(&m->mgr[NNT_MODE_TRAIN], m->input_t[i]);
-    for (unsigned i = 0; i < m->n_labels; i++)
-      lab[i] = nnt_mgr_data(&m->mgr[NNT_MODE_TRAIN], m->label_t[i]);
+    const float *in[NNT_DS_MAX_STREAMS], *lab[NNT_DS_MAX_STREAMS];
     int end;
-    if (nnt_dataset_next_batch(ds, in, lab, &end, &e) || end)
+    if (nnt_dataset_next_batch_view(ds, in, lab, &end, &e) || end ||
+        nnt_model_set_batch(m, in, lab, &e))
       goto fail;
     double t0 = now_ms();
     float loss;

@@ -425,20 +425,31 @@ int nnt_dataset_epoch_begin(nnt_dataset *d, nnt_err *e) {
   return NNT_OK;
 }
 
-static void copy_out(const nnt_dataset *d, float **in, float **label) {
+/* The held slot's streams: in[i] and label[j] point into it. */
+static void view_of(const nnt_dataset *d, const float **in, const float **label) {
   const float *slot = d->slots + (size_t)d->head * d->slot_floats;
   const nnt_ds_shape *sh = &d->shape;
   for (unsigned i = 0; i < sh->n_in; i++)
-    memcpy(in[i], slot + d->off[i], d->batch * sh->in_len[i] * sizeof(float));
+    in[i] = slot + d->off[i];
   for (unsigned i = 0; label && i < sh->n_label; i++)
-    if (label[i])
-      memcpy(label[i], slot + d->off[sh->n_in + i], d->batch * sh->label_len[i] * sizeof(float));
+    label[i] = slot + d->off[sh->n_in + i];
 }
 
-/* Gives the batch held back to the producer, then copies the oldest full
- * batch into in[i] (batch * in_len[i] floats) and label[j] (skipped when
- * label or label[j] is NULL) and holds it. */
-int nnt_dataset_next_batch(nnt_dataset *d, float **in, float **label, int *end, nnt_err *e) {
+static void copy_out(const nnt_dataset *d, float **in, float **label) {
+  const float *vin[NNT_DS_MAX_STREAMS], *vlabel[NNT_DS_MAX_STREAMS];
+  const nnt_ds_shape *sh = &d->shape;
+  view_of(d, vin, vlabel);
+  for (unsigned i = 0; i < sh->n_in; i++)
+    memcpy(in[i], vin[i], d->batch * sh->in_len[i] * sizeof(float));
+  for (unsigned i = 0; label && i < sh->n_label; i++)
+    if (label[i])
+      memcpy(label[i], vlabel[i], d->batch * sh->label_len[i] * sizeof(float));
+}
+
+/* Gives the batch held back to the producer, then holds the oldest full
+ * batch and points in[i] and label[j] at it. */
+int nnt_dataset_next_batch_view(nnt_dataset *d, const float **in, const float **label,
+                                int *end, nnt_err *e) {
   if (!d || !in || !end)
     return nnt_err_set(e, NNT_ERR_INVAL,
                        "dataset: next_batch needs a dataset, inputs and an end flag");
@@ -467,18 +478,35 @@ int nnt_dataset_next_batch(nnt_dataset *d, float **in, float **label, int *end, 
   pthread_cond_signal(&d->not_full);
   pthread_mutex_unlock(&d->mu);
   /* the slot at head is the consumer's until it is given back */
-  copy_out(d, in, label);
+  view_of(d, in, label);
   return NNT_OK;
 }
 
-int nnt_dataset_reread_batch(nnt_dataset *d, float **in, float **label, nnt_err *e) {
+int nnt_dataset_next_batch(nnt_dataset *d, float **in, float **label, int *end, nnt_err *e) {
+  const float *vin[NNT_DS_MAX_STREAMS], *vlabel[NNT_DS_MAX_STREAMS];
+  int rc = nnt_dataset_next_batch_view(d, vin, vlabel, end, e);
+  if (!rc && !*end)
+    copy_out(d, in, label);
+  return rc;
+}
+
+int nnt_dataset_held_batch(nnt_dataset *d, const float **in, const float **label,
+                           nnt_err *e) {
   if (!d || !in)
     return nnt_err_set(e, NNT_ERR_INVAL, "dataset: reread_batch needs a dataset and inputs");
   if (!d->running || !d->held)
     return nnt_err_set(e, NNT_ERR_INVAL, "dataset: '%s': no batch to read again",
                        d->src->name);
-  copy_out(d, in, label);
+  view_of(d, in, label);
   return NNT_OK;
+}
+
+int nnt_dataset_reread_batch(nnt_dataset *d, float **in, float **label, nnt_err *e) {
+  const float *vin[NNT_DS_MAX_STREAMS];
+  int rc = nnt_dataset_held_batch(d, in ? vin : NULL, NULL, e);
+  if (!rc)
+    copy_out(d, in, label);
+  return rc;
 }
 
 /* Stops and joins the producer. Safe at any time, idempotent, NULL ok. */

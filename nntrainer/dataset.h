@@ -86,6 +86,15 @@ int nnt_dataset_epoch_begin(nnt_dataset *ds, nnt_err *e);
  * is 0). */
 int nnt_dataset_next_batch(nnt_dataset *ds, float **in, float **label,
                            int *end, nnt_err *e);
+/* next_batch without the copy: in[i] and label[j] (label may be NULL)
+ * point at the batch in the queue, host memory that stays the caller's
+ * until the next next_batch or epoch_end. The model writes it into its
+ * input and label tensors with one nnt_tensor_set each. */
+int nnt_dataset_next_batch_view(nnt_dataset *ds, const float **in, const float **label,
+                                int *end, nnt_err *e);
+/* The batch the last next_batch (or its view) gave, again, as a view. */
+int nnt_dataset_held_batch(nnt_dataset *ds, const float **in, const float **label,
+                           nnt_err *e);
 /* Copy the batch the last next_batch gave again (it stays in the queue
  * until the next next_batch or epoch_end): the training loop replays a
  * step with it to find where a value stopped being finite. */

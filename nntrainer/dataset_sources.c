@@ -5,6 +5,7 @@
 #include "nntrainer/dataset_impl.h"
 
 #include "nntrainer/file_io.h"
+#include "nntrainer/philox.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -528,12 +529,12 @@ int nnt_ds_src_idx(const char *images, const char *labels, nnt_ds_src **out, nnt
 }
 
 /* ------------------------------------------------------------------ */
-/* Synthetic: sample k is drawn from an RNG seeded by the create seed and */
-/* k alone, so it is the same in any order and in every pass. The seed  */
-/* given to prepare only orders the samples (dataset.c): the training   */
-/* loop prepares with one seed to train and another to evaluate, and    */
-/* evaluating the training set must see the samples trained on.         */
-
+/* Synthetic: sample k is drawn from Philox (philox.h) under the create  */
+/* seed with stream k, so any thread or backend makes sample k alone, in */
+/* any order and in every pass. The seed given to prepare only orders   */
+/* the samples (dataset.c): the training loop prepares with one seed to */
+/* train and another to evaluate, and evaluating the training set must  */
+/* see the samples trained on.                                          */
 typedef struct syn_src {
   nnt_ds_src base;
   unsigned samples;
@@ -552,22 +553,27 @@ static int syn_fetch(nnt_ds_src *s, size_t idx, float **in, float **label, bool 
   (void)last;
   syn_src *y = (syn_src *)s;
   (void)e;
-  nnt_rng r;
-  nnt_rng_seed(&r, nnt_ds_mix64(y->seed ^ nnt_ds_mix64((uint64_t)idx)));
-  /* about N(0, 1) at the cost of one draw: the sum of four 16-bit uniforms
+  /* about N(0, 1) at the cost of 64 bits: the sum of four 16-bit uniforms
    * (mean 2, variance 1/3), centred and scaled; no log or cos, so data
-   * making does not take the cores from training in benchmarks */
+   * making does not take the cores from training in benchmarks. Input
+   * value v (counted across the input streams) takes words 2(v % 2) and
+   * 2(v % 2) + 1 of counter (k, v / 2); label stream i's class is word 0
+   * of counter (k, 2^63 + i), scaled to [0, width). */
+  uint64_t v = 0;
+  nnt_philox_out r = {{0}};
   for (unsigned i = 0; i < s->shape.n_in; i++)
-    for (size_t j = 0; j < s->shape.in_len[i]; j++) {
-      uint64_t v = nnt_rng_next(&r);
-      uint32_t sum = (uint32_t)(v & 0xffff) + (uint32_t)((v >> 16) & 0xffff) +
-                     (uint32_t)((v >> 32) & 0xffff) + (uint32_t)(v >> 48);
+    for (size_t j = 0; j < s->shape.in_len[i]; j++, v++) {
+      if (!(v & 1))
+        r = nnt_philox(y->seed, idx, v >> 1);
+      uint32_t a = r.v[2 * (v & 1)], b = r.v[2 * (v & 1) + 1];
+      uint32_t sum = (a & 0xffff) + (a >> 16) + (b & 0xffff) + (b >> 16);
       in[i][j] = ((float)sum * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
     }
   for (unsigned i = 0; i < s->shape.n_label; i++) {
     size_t w = s->shape.label_len[i];
+    uint32_t u = nnt_philox(y->seed, idx, (1ull << 63) + i).v[0];
     memset(label[i], 0, w * sizeof(float));
-    label[i][nnt_rng_below(&r, (uint32_t)w)] = 1.0f;
+    label[i][((uint64_t)u * (uint32_t)w) >> 32] = 1.0f;
   }
   return NNT_OK;
 }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "nntrainer/file_io.h"
+#include "nntrainer/tensor_host.h"
 
 /* Tensor names carry '/' and ':'; file names get '_' instead. */
 static void file_name(char *out, size_t n, const char *name) {
@@ -22,7 +23,7 @@ static void file_name(char *out, size_t n, const char *name) {
 typedef struct dump_item {
   char name[NNT_NAME_MAX + 40];
   const char *kind;
-  const float *data;
+  nnt_tensor t; /* its values, read through the buffer */
   size_t floats;
 } dump_item;
 
@@ -31,7 +32,7 @@ static void item(nnt_model *m, size_t k, dump_item *it) {
     snprintf(it->name, sizeof it->name, "%s:%s", m->nodes[m->w_node[k]].layer->name,
              m->wspec[k].name);
     it->kind = "weight";
-    it->data = m->w[k].data;
+    it->t = m->w[k];
     it->floats = nnt_dim_len(m->wspec[k].dim);
     return;
   }
@@ -39,15 +40,13 @@ static void item(nnt_model *m, size_t k, dump_item *it) {
   size_t i = k - m->n_w;
   snprintf(it->name, sizeof it->name, "%s", g->t[i].name);
   it->kind = nnt_tkind_name(g->t[i].kind);
-  it->data = nnt_mgr_data(g, (int)i);
   it->floats = g->t[i].bytes / sizeof(float);
+  it->t = nnt_mgr_bind(g, (int)i, nnt_dim_make(1, 1, 1, (unsigned)it->floats));
 }
 
 static int write_raw(FILE *f, void *ud, nnt_err *e) {
   const dump_item *it = ud;
-  (void)e;
-  fwrite(it->data, sizeof(float), it->floats, f);
-  return NNT_OK;
+  return nnt_tensor_fwrite(f, &it->t, e);
 }
 
 static int write_index(FILE *f, void *ud, nnt_err *e) {

@@ -1,5 +1,6 @@
 /* Layer instances, the registry, the shared properties and initializers. */
 #include "nntrainer/layer.h"
+#include "nntrainer/philox.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -60,9 +61,17 @@ const char *nnt_init_name(nnt_init i) {
  * sqrt(1/fan_in) (lecun), sqrt(2/(fan_in+fan_out)) (xavier), sqrt(2/fan_in)
  * (he); uniform ones from [-limit, limit] with limit sqrt(6/(fan_in+fan_out))
  * (xavier), sqrt(6/fan_in) (he) and sqrt(1/fan_in) (lecun: NNTrainer's
- * value; Keras' lecun_uniform uses sqrt(3/fan_in)). A zero fan counts as 1. */
-void nnt_init_fill(nnt_init init, unsigned fan_in, unsigned fan_out, nnt_rng *rng,
-                   float *w, size_t n) {
+ * value; Keras' lecun_uniform uses sqrt(3/fan_in)). A zero fan counts as 1.
+ *
+ * The numbers come from Philox (philox.h) under key, stream: value i of
+ * the tensor is a pure function of (key, stream, i), so any backend or
+ * chunk computes its part alone. Uniform value i is (2u - 1) * limit with
+ * u = nnt_philox_uniform_at(key, stream, i) (word i % 4 of counter
+ * (stream, i / 4)); normal value i is Box-Muller on uniforms 2i and 2i + 1
+ * of the stream (words 2(i % 2) and 2(i % 2) + 1 of counter (stream,
+ * i / 2)): std * sqrt(-2 ln(1 - u0)) * cos(2 pi u1). */
+void nnt_init_fill(nnt_init init, unsigned fan_in, unsigned fan_out, uint64_t key,
+                   uint64_t stream, size_t first, float *w, size_t n) {
   double fi = fan_in ? fan_in : 1, fo = fan_out ? fan_out : 1;
   double std = 0, limit = 0;
   int normal = 0;
@@ -91,9 +100,22 @@ void nnt_init_fill(nnt_init init, unsigned fan_in, unsigned fan_out, nnt_rng *rn
     limit = sqrt(6.0 / fi);
     break;
   }
-  for (size_t i = 0; i < n; i++)
-    w[i] = normal ? (float)(std * nnt_rng_normal(rng))
-                  : (float)((2.0 * nnt_rng_uniform(rng) - 1.0) * limit);
+  /* one Philox call gives 4 uniforms: 4 uniform values or 2 normal ones */
+  unsigned per = normal ? 2 : 4;
+  nnt_philox_out r = {{0}};
+  uint64_t ctr = UINT64_MAX;
+  for (size_t j = 0; j < n; j++) {
+    uint64_t i = (uint64_t)first + j;
+    if (i / per != ctr)
+      ctr = i / per, r = nnt_philox(key, stream, ctr);
+    unsigned word = (unsigned)(i % per) * (normal ? 2 : 1);
+    if (normal) {
+      double u0 = nnt_philox_u01(r.v[word]), u1 = nnt_philox_u01(r.v[word + 1]);
+      w[j] = (float)(std * sqrt(-2.0 * log(1.0 - u0)) * cos(6.283185307179586 * u1));
+    } else {
+      w[j] = (float)((2.0 * nnt_philox_u01(r.v[word]) - 1.0) * limit);
+    }
+  }
 }
 
 /* NNTrainer's defaults: xavier_uniform weights, zero biases, no

@@ -28,9 +28,12 @@ typedef enum nnt_init {
 } nnt_init;
 int nnt_init_from_name(const char *name, nnt_init *out);
 const char *nnt_init_name(nnt_init i);
-/* Fill n values of w by the initializer, drawing from rng. */
-void nnt_init_fill(nnt_init init, unsigned fan_in, unsigned fan_out,
-                   nnt_rng *rng, float *w, size_t n);
+/* Values [first, first + n) of a weight by the initializer into w (host
+ * memory), drawn from Philox under key (the model's seed) and stream (the
+ * weight's index in save order): value i depends on (key, stream, i)
+ * alone (layer.c says which counters), so a weight is filled in chunks. */
+void nnt_init_fill(nnt_init init, unsigned fan_in, unsigned fan_out, uint64_t key,
+                   uint64_t stream, size_t first, float *w, size_t n);
 
 /* The weight-related properties shared by fully_connected, conv2d, ...:
  * weight_initializer, bias_initializer, weight_regularizer,

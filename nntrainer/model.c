@@ -1,6 +1,7 @@
 /* The model: building (the one path shared by the INI loader and the C API),
  * [Model] properties, compile and initialize. */
 #include "nntrainer/model_impl.h"
+#include "nntrainer/tensor_host.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -418,26 +419,37 @@ int nnt_model_initialize(nnt_model *m, nnt_err *e) {
                        "budget of %llu bytes",
                        m->weight_bytes, (unsigned long long)m->memory_budget);
   size_t total = m->weight_bytes / sizeof(float); /* checked at compile */
-  int rc0 = nnt_model_plan_weights(m, &m->wmgr, e);
-  if (rc0) {
+  int rc = nnt_model_plan_weights(m, &m->wmgr, e);
+  if (rc) {
     nnt_err_prefix(e, "initialize: ");
-    return rc0;
+    return rc;
   }
   m->wbuf = m->wmgr.buf;
   m->wpool = m->wmgr.arena;
   m->wpool_floats = total;
-  /* weights are drawn from the seed in graph order, one stream per model */
-  nnt_rng r;
-  nnt_rng_seed(&r, m->seed);
-  for (size_t i = 0; i < m->n_w; i++) {
+  /* weight i is Philox stream i under the seed, made on the host a chunk
+   * at a time and written through the buffer */
+  float stage[NNT_STAGE_FLOATS];
+  for (size_t i = 0; !rc && i < m->n_w; i++) {
     nnt_weight_spec *s = &m->wspec[i];
     m->w[i] = nnt_mgr_bind(&m->wmgr, (int)i, s->dim);
     size_t n = nnt_dim_len(s->dim);
-    nnt_init_fill(s->init, s->fan_in, s->fan_out, &r, m->w[i].data, n);
+    for (size_t j = 0; !rc && j < n; j += NNT_STAGE_FLOATS) {
+      size_t c = n - j < NNT_STAGE_FLOATS ? n - j : NNT_STAGE_FLOATS;
+      nnt_init_fill(s->init, s->fan_in, s->fan_out, m->seed, i, j, stage, c);
+      rc = nnt_tensor_set(&m->w[i], j, stage, c, e);
+    }
+  }
+  if (rc) {
+    nnt_err_prefix(e, "initialize: ");
+    nnt_mgr_free(&m->wmgr);
+    m->wbuf = NULL;
+    m->wpool = NULL;
+    return rc;
   }
   m->initialized = 1;
   if ((m->continue_train || m->load_on_init) && !nothing_at(m->save_path)) {
-    int rc = nnt_model_load_weights(m, m->save_path, e);
+    rc = nnt_model_load_weights(m, m->save_path, e);
     if (rc) {
       m->initialized = 0;
       nnt_mgr_free(&m->wmgr);
@@ -446,6 +458,15 @@ int nnt_model_initialize(nnt_model *m, nnt_err *e) {
       return rc;
     }
   }
+  return NNT_OK;
+}
+
+int nnt_model_set_state_buffer_type(nnt_model *m, const nnt_buffer_type *state_buft,
+                                    nnt_err *e) {
+  if (m->compiled)
+    return nnt_err_set(e, NNT_ERR_INVAL, "set state buffer type: the model is compiled; set "
+                       "it before compile");
+  m->state_buft = state_buft;
   return NNT_OK;
 }
 

@@ -139,6 +139,9 @@ struct nnt_model {
   unsigned iter;            /* iterations done */
   nnt_rng rng;              /* dropout and the like */
   nnt_backend *be;          /* computes every op and owns every buffer */
+  /* where the weights and the optimizer state live; NULL: be->buft (the
+   * arenas are always be->buft) */
+  const nnt_buffer_type *state_buft;
   const nnt_kernels *k;     /* be->k */
   int poison;
   int keep_train_arena;     /* keep the training arena after training */
@@ -156,6 +159,26 @@ struct nnt_model {
  * engine (a test's) is the one compile checks and runs on; otherwise
  * compile replaces it with nnt_backend_get's. The model owns be. */
 int nnt_model_set_backend(nnt_model *m, nnt_backend *be, nnt_err *e);
+/* The buffer type of the weights and the optimizer state. */
+static inline const nnt_buffer_type *nnt_model_state_buft(const nnt_model *m) {
+  return m->state_buft ? m->state_buft : m->be->buft;
+}
+
+/* Keep the weights and optimizer state in buffers of state_buft (NULL: the
+ * backend's) while the backend's buffer type holds the arenas. Only before
+ * compile: NNT_ERR_INVAL after. Tests use it to keep the state off the
+ * host while the CPU kernels compute (test_nonhost.c). */
+int nnt_model_set_state_buffer_type(nnt_model *m, const nnt_buffer_type *state_buft,
+                                    nnt_err *e);
+
+/* Slot s of weight i's optimizer state as a tensor of the state buffer:
+ * it starts at opt_pool + s * wpool_floats + (w[i].data - wpool). Only an
+ * address: it is reached through tensor_host.h or nnt_tensor_get/set. */
+static inline nnt_tensor nnt_model_state_tensor(const nnt_model *m, unsigned s, size_t i) {
+  nnt_tensor t = {.dim = m->wspec[i].dim, .buf = m->obuf};
+  t.data = m->opt_pool + s * m->wpool_floats + (m->w[i].data - m->wpool);
+  return t;
+}
 
 /* graph.c */
 int nnt_graph_compile(nnt_model *m, nnt_err *e);
@@ -208,6 +231,13 @@ int nnt_model_backward(nnt_model *m, nnt_err *e);
  * *loss its loss. Does not count the iteration. */
 int nnt_model_train_step(nnt_model *m, nnt_dataset *ds, float *loss, nnt_err *e);
 
+/* The batch into the input and label tensors of the bound plan, one
+ * nnt_tensor_set per tensor (a device backend gets one upload each): in[i]
+ * holds batch samples of input i, label[j] of label j; label NULL (or
+ * label[j] NULL) sets zeros. */
+int nnt_model_set_batch(nnt_model *m, const float *const *in, const float *const *label,
+                        nnt_err *e);
+
 /* train_check.c: the non-finite checks of a training step. */
 /* Allocate the copy the checks need (once per model; then a no-op). */
 int nnt_check_prepare(nnt_model *m, nnt_err *e);
@@ -217,8 +247,8 @@ size_t nnt_first_nonfinite(const float *x, size_t n);
 const char *nnt_nonfinite_name(float v);
 /* Copy the non-trainable weights (moving statistics, which forward
  * updates) aside before a step, and put them back. */
-void nnt_check_save_states(nnt_model *m);
-void nnt_check_restore_states(nnt_model *m);
+int nnt_check_save_states(nnt_model *m, nnt_err *e);
+int nnt_check_restore_states(nnt_model *m, nnt_err *e);
 /* After forward: NNT_OK when the loss and the moving statistics are
  * finite; otherwise the statistics are put back and NNT_ERR_RANGE says
  * where it began: a weight (an update that overflowed), the batch, or the

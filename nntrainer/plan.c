@@ -479,7 +479,7 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
 /* slots = 0: the weights; otherwise that many values per weight. */
 static int plan_persistent(nnt_model *m, unsigned slots, nnt_mgr *g, nnt_err *e) {
   nnt_mgr_init(g);
-  nnt_mgr_set_buffer_type(g, m->be->buft);
+  nnt_mgr_set_buffer_type(g, nnt_model_state_buft(m));
   nnt_mgr_set_align(g, sizeof(float));
   nnt_tkind kind = slots ? NNT_TK_OPT_STATE : NNT_TK_WEIGHT;
   int rc = NNT_OK;

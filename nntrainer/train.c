@@ -223,12 +223,22 @@ static void ds_shape(const nnt_model *m, nnt_ds_shape *s) {
     s->label_len[i] = nnt_dim_feature_len(m->label_dim[i]);
 }
 
-static void batch_ptrs(nnt_model *m, float **in, float **label) {
-  nnt_mgr *g = &m->mgr[m->bound_mode];
-  for (unsigned i = 0; i < m->n_inputs; i++)
-    in[i] = nnt_mgr_data(g, m->input_t[i]);
-  for (unsigned i = 0; i < m->n_labels; i++)
-    label[i] = nnt_mgr_data(g, m->label_t[i]);
+/* One stream of the batch into its tensor (id in the bound plan, dim one
+ * sample's shape); src NULL: zeros. */
+static int set_stream(nnt_model *m, int id, nnt_dim dim, const float *src, nnt_err *e) {
+  dim.b = m->batch;
+  nnt_tensor t = nnt_mgr_bind(&m->mgr[m->bound_mode], id, dim);
+  return src ? nnt_tensor_set(&t, 0, src, nnt_tensor_len(&t), e) : nnt_tensor_memset(&t, 0, e);
+}
+
+int nnt_model_set_batch(nnt_model *m, const float *const *in, const float *const *label,
+                        nnt_err *e) {
+  int rc = NNT_OK;
+  for (unsigned i = 0; !rc && i < m->n_inputs; i++)
+    rc = set_stream(m, m->input_t[i], m->input_dim[i], in[i], e);
+  for (unsigned i = 0; !rc && i < m->n_labels; i++)
+    rc = set_stream(m, m->label_t[i], m->label_dim[i], label ? label[i] : NULL, e);
+  return rc;
 }
 
 /* The queues of the datasets that hold one (prepared), against the budget
@@ -315,7 +325,7 @@ static int evaluate(nnt_model *m, nnt_ds_mode mode, float *loss, float *accuracy
     return rc;
   if ((rc = epoch_begin(m, ds, e)))
     return rc;
-  float *in[NNT_DS_MAX_STREAMS], *label[NNT_DS_MAX_STREAMS];
+  const float *in[NNT_DS_MAX_STREAMS], *label[NNT_DS_MAX_STREAMS];
   double sum = 0;
   size_t batches = 0, correct = 0;
   for (int end = 0;;) {
@@ -324,8 +334,8 @@ static int evaluate(nnt_model *m, nnt_ds_mode mode, float *loss, float *accuracy
                        batches);
       break;
     }
-    batch_ptrs(m, in, label);
-    if ((rc = nnt_dataset_next_batch(ds, in, label, &end, e)) || end)
+    if ((rc = nnt_dataset_next_batch_view(ds, in, label, &end, e)) || end ||
+        (rc = nnt_model_set_batch(m, in, label, e)))
       break;
     float l;
     size_t ok;
@@ -370,7 +380,8 @@ int nnt_model_train_step(nnt_model *m, nnt_dataset *ds, float *loss, nnt_err *e)
   if (m->check_finite) {
     if ((rc = nnt_check_prepare(m, e)))
       return rc;
-    nnt_check_save_states(m);
+    if ((rc = nnt_check_save_states(m, e)))
+      return rc;
   }
   if ((rc = nnt_model_forward(m, 1, loss, e)))
     return rc;
@@ -411,7 +422,7 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
       (rc = queues_fit(m, NNT_MODE_TRAIN, e)))
     return rc;
   size_t per_epoch = nnt_dataset_samples(ds) / m->batch;
-  float *in[NNT_DS_MAX_STREAMS], *label[NNT_DS_MAX_STREAMS];
+  const float *in[NNT_DS_MAX_STREAMS], *label[NNT_DS_MAX_STREAMS];
   double t0 = now_s();
   size_t samples_done = 0;
   /* counted in 64 bits: epochs = 4294967295 must not wrap to 0 and go on */
@@ -425,11 +436,10 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
     for (int end = 0;;) {
       if ((stopped = stop_requested(m)))
         break;
-      batch_ptrs(m, in, label);
-      rc = nnt_dataset_next_batch(ds, in, label, &end, e);
+      rc = nnt_dataset_next_batch_view(ds, in, label, &end, e);
       /* the producer saw the request (a generator's own -125 is its error) */
       stopped = rc == NNT_ERR_CANCELED && stop_requested(m) && !(e && e->from_callback);
-      if (rc || end)
+      if (rc || end || (rc = nnt_model_set_batch(m, in, label, e)))
         break;
       /* a weight file's counter must stay below its largest value, which
        * no load accepts (training on from it would wrap) */
@@ -563,23 +573,9 @@ int nnt_model_infer(nnt_model *m, const float *const *in, float *const *out, nnt
     rc = backend_ready(m, e);
   if (rc)
     return rc;
-  /* through the backend's buffer: the tensors need not be host memory */
-  const nnt_mgr *g = &m->mgr[m->bound_mode];
-  for (unsigned i = 0; i < m->n_inputs && !rc; i++) {
-    nnt_dim d = m->input_dim[i];
-    d.b = m->batch;
-    nnt_tensor t = nnt_mgr_bind(g, m->input_t[i], d);
-    rc = nnt_tensor_set(&t, 0, in[i], nnt_tensor_len(&t), e);
-  }
-  for (unsigned i = 0; i < m->n_labels && !rc; i++) {
-    nnt_dim d = m->label_dim[i];
-    d.b = m->batch;
-    nnt_tensor t = nnt_mgr_bind(g, m->label_t[i], d);
-    rc = nnt_tensor_memset(&t, 0, e);
-  }
-  if (rc || (rc = nnt_model_forward(m, 0, NULL, e)))
+  if ((rc = nnt_model_set_batch(m, in, NULL, e)) || (rc = nnt_model_forward(m, 0, NULL, e)))
     return rc;
-  for (unsigned i = 0; i < n_out && !rc; i++) {
+  for (unsigned i = 0; !rc && i < n_out; i++) {
     const nnt_tensor *t = &nodes[i]->out[idx[i]];
     rc = nnt_tensor_get(t, 0, out[i], nnt_tensor_len(t), e);
   }

@@ -15,6 +15,7 @@
  * far too large): it is caught at the next step, or before the epoch's
  * checkpoint when it was the epoch's last, naming the weight. */
 #include "nntrainer/model_impl.h"
+#include "nntrainer/tensor_host.h"
 
 #include <math.h>
 #include <string.h>
@@ -78,24 +79,30 @@ int nnt_check_prepare(nnt_model *m, nnt_err *e) {
   return NNT_OK;
 }
 
-void nnt_check_save_states(nnt_model *m) {
+/* Through the buffer: a few floats per batch-norm channel, so staging
+ * costs nothing worth a mapped view. */
+int nnt_check_save_states(nnt_model *m, nnt_err *e) {
   float *p = m->state_copy;
-  for (size_t i = 0; i < m->n_w; i++)
+  int rc = NNT_OK;
+  for (size_t i = 0; !rc && i < m->n_w; i++)
     if (!m->wspec[i].trainable) {
       size_t n = nnt_dim_len(m->wspec[i].dim);
-      memcpy(p, m->w[i].data, n * sizeof(float));
+      rc = nnt_tensor_get(&m->w[i], 0, p, n, e);
       p += n;
     }
+  return rc;
 }
 
-void nnt_check_restore_states(nnt_model *m) {
+int nnt_check_restore_states(nnt_model *m, nnt_err *e) {
   const float *p = m->state_copy;
-  for (size_t i = 0; i < m->n_w; i++)
+  int rc = NNT_OK;
+  for (size_t i = 0; !rc && i < m->n_w; i++)
     if (!m->wspec[i].trainable) {
       size_t n = nnt_dim_len(m->wspec[i].dim);
-      memcpy(m->w[i].data, p, n * sizeof(float));
+      rc = nnt_tensor_set(&m->w[i], 0, p, n, e);
       p += n;
     }
+  return rc;
 }
 
 /* Data of the batch: input or label stream s (b samples of len floats). */
@@ -113,18 +120,16 @@ static int check_stream(const char *what, unsigned s, const float *x, size_t b, 
  * soon as it is made (later layers may reuse or overwrite its memory). */
 static int replay(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
   nnt_mgr *g = &m->mgr[m->bound_mode];
-  float *in[NNT_DS_MAX_STREAMS], *label[NNT_DS_MAX_STREAMS];
-  for (unsigned i = 0; i < m->n_inputs; i++)
-    in[i] = nnt_mgr_data(g, m->input_t[i]);
-  for (unsigned i = 0; i < m->n_labels; i++)
-    label[i] = nnt_mgr_data(g, m->label_t[i]);
+  const float *in[NNT_DS_MAX_STREAMS], *label[NNT_DS_MAX_STREAMS];
   /* an update that overflowed in the previous step */
   int rc = nnt_check_weights(m, e);
   if (rc) {
     nnt_err_prefix(e, "the loss is %s: ", nnt_nonfinite_name(loss));
     return rc;
   }
-  if (!ds || nnt_dataset_reread_batch(ds, in, label, NULL))
+  /* the batch is checked in the dataset's queue (host memory), then
+   * written into the input tensors again */
+  if (!ds || nnt_dataset_held_batch(ds, in, label, NULL))
     return nnt_err_set(e, NNT_ERR_RANGE, "the loss is %s", nnt_nonfinite_name(loss));
   for (unsigned i = 0; i < m->n_inputs && !rc; i++)
     rc = check_stream("input", i, in[i], m->batch, nnt_dim_feature_len(m->input_dim[i]), loss,
@@ -132,6 +137,8 @@ static int replay(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
   for (unsigned i = 0; i < m->n_labels && !rc; i++)
     rc = check_stream("label", i, label[i], m->batch, nnt_dim_feature_len(m->label_dim[i]),
                       loss, e);
+  if (!rc)
+    rc = nnt_model_set_batch(m, in, label, e);
   unsigned fwd_end = nnt_schedule_forward_end(m, (nnt_mode)m->bound_mode);
   for (unsigned st = 0; st < fwd_end && !rc; st++) {
     nnt_node *nd = &m->nodes[m->sched[m->bound_mode][st].node];
@@ -146,13 +153,14 @@ static int replay(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
     }
     for (unsigned o = 0; o < nd->fc.n_out && !rc; o++) {
       const nnt_tensor *t = &nd->out[o];
-      size_t n = nnt_tensor_len(t), k = nnt_first_nonfinite(t->data, n);
-      if (k < n)
+      size_t n = nnt_tensor_len(t), k;
+      float v;
+      if (!(rc = nnt_tensor_find_nonfinite(t, &k, &v, e)) && k < n)
         rc = nnt_err_set(e, NNT_ERR_RANGE,
                          "the loss is %s: layer '%s' (%s) is the first whose output is not "
                          "finite (%s in sample %zu of %u, output %u)",
                          nnt_nonfinite_name(loss), nd->layer->name, nd->layer->ops->type,
-                         nnt_nonfinite_name(t->data[k]), k / (n / m->batch), m->batch, o);
+                         nnt_nonfinite_name(v), k / (n / m->batch), m->batch, o);
     }
     float lv = 0;
     if (!rc && nd->ctx.loss)
@@ -164,7 +172,9 @@ static int replay(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
                        nnt_nonfinite_name(loss), nd->layer->name, nd->layer->ops->type);
     nnt_mgr_poison_after(g, st);
   }
-  nnt_check_restore_states(m);
+  int rs = nnt_check_restore_states(m, rc ? NULL : e);
+  if (!rc && rs)
+    rc = rs;
   if (!rc)
     rc = nnt_err_set(e, NNT_ERR_RANGE,
                      "the loss is %s, though a replay of the step on the same batch gave "
@@ -173,16 +183,24 @@ static int replay(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
   return rc;
 }
 
+/* Per step: the moving statistics are a few floats per channel; the
+ * gradients and (per epoch) the weights and optimizer state are read in
+ * place through the mapped view when their buffer is host memory, staged
+ * through nnt_tensor_get otherwise (tensor_host.h). */
 int nnt_check_forward(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
+  int rc;
   if (isfinite(loss)) {
     for (size_t i = 0; i < m->n_w; i++) {
       if (m->wspec[i].trainable)
         continue;
-      size_t n = nnt_dim_len(m->wspec[i].dim), k = nnt_first_nonfinite(m->w[i].data, n);
+      size_t n = nnt_dim_len(m->wspec[i].dim), k;
+      float v;
+      if ((rc = nnt_tensor_find_nonfinite(&m->w[i], &k, &v, e)))
+        return rc;
       if (k == n)
         continue;
-      float v = m->w[i].data[k];
-      nnt_check_restore_states(m);
+      if ((rc = nnt_check_restore_states(m, e)))
+        return rc;
       return nnt_err_set(e, NNT_ERR_RANGE,
                          "the forward pass made weight '%s' of layer '%s' not finite (%s at "
                          "element %zu of %zu); it was put back",
@@ -191,7 +209,8 @@ int nnt_check_forward(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
     }
     return NNT_OK;
   }
-  nnt_check_restore_states(m);
+  if ((rc = nnt_check_restore_states(m, e)))
+    return rc;
   return replay(m, ds, loss, e);
 }
 
@@ -200,13 +219,16 @@ int nnt_check_gradients(const nnt_node *nd, nnt_err *e) {
     const nnt_tensor *gw = &nd->gw[w];
     if (!gw->data)
       continue;
-    size_t n = nnt_tensor_len(gw), k = nnt_first_nonfinite(gw->data, n);
+    size_t n = nnt_tensor_len(gw), k;
+    float v;
+    int rc = nnt_tensor_find_nonfinite(gw, &k, &v, e);
+    if (rc)
+      return rc;
     if (k < n)
       return nnt_err_set(e, NNT_ERR_RANGE,
                          "the gradient of weight '%s' of layer '%s' is not finite (%s at "
                          "element %zu of %zu); it was not applied",
-                         nd->fc.w[w].name, nd->layer->name, nnt_nonfinite_name(gw->data[k]), k,
-                         n);
+                         nd->fc.w[w].name, nd->layer->name, nnt_nonfinite_name(v), k, n);
   }
   return NNT_OK;
 }
@@ -214,16 +236,19 @@ int nnt_check_gradients(const nnt_node *nd, nnt_err *e) {
 int nnt_check_weights(const nnt_model *m, nnt_err *e) {
   for (unsigned s = 0; s <= m->opt_slots; s++)
     for (size_t i = 0; i < m->n_w; i++) {
-      const float *x = s ? m->opt_pool + (s - 1) * m->wpool_floats + (m->w[i].data - m->wpool)
-                         : m->w[i].data;
-      size_t n = nnt_dim_len(m->wspec[i].dim), k = nnt_first_nonfinite(x, n);
+      nnt_tensor x = s ? nnt_model_state_tensor(m, s - 1, i) : m->w[i];
+      size_t n = nnt_dim_len(m->wspec[i].dim), k;
+      float v;
+      int rc = nnt_tensor_find_nonfinite(&x, &k, &v, e);
+      if (rc)
+        return rc;
       if (k < n)
         return nnt_err_set(e, NNT_ERR_RANGE,
                            "%s '%s' of layer '%s' is not finite (%s at element %zu of %zu): "
                            "an update overflowed from a finite gradient (learning rate too "
                            "large?)",
                            s ? "the optimizer state of weight" : "weight", m->wspec[i].name,
-                           m->nodes[m->w_node[i]].layer->name, nnt_nonfinite_name(x[k]), k, n);
+                           m->nodes[m->w_node[i]].layer->name, nnt_nonfinite_name(v), k, n);
     }
   return NNT_OK;
 }

@@ -3,8 +3,8 @@
  * taken out of the source first and put into the destination after, so
  * the C API never holds two models at once. */
 #include "nntrainer/model_impl.h"
+#include "nntrainer/tensor_host.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -68,19 +68,21 @@ int nnt_model_weights_take(nnt_model *src, const char *const *layers, size_t n,
       w->index = k;
       w->count = nd->fc.n_w;
       w->dim = nd->fc.w[k].dim;
-      for (size_t j = 0; j < len; j++)
-        if (!isfinite(t->data[j])) {
-          rc = nnt_err_set(e, NNT_ERR_INVAL,
-                           "copy weights: layer '%s' weight '%s' of the source model holds %g "
-                           "at index %zu",
-                           w->layer, w->name, t->data[j], j);
-          break;
-        }
+      size_t bad;
+      float v;
+      rc = nnt_tensor_find_nonfinite(t, &bad, &v, e);
+      if (!rc && bad < len)
+        rc = nnt_err_set(e, NNT_ERR_INVAL,
+                         "copy weights: layer '%s' weight '%s' of the source model holds %g "
+                         "at index %zu",
+                         w->layer, w->name, v, bad);
       if (!rc && !(w->data = nnt_malloc(len * sizeof(float) + 1)))
         rc = nnt_err_set(e, NNT_ERR_NOMEM, "copy weights: out of memory");
-      if (!rc) {
-        memcpy(w->data, t->data, len * sizeof(float));
+      if (!rc && !(rc = nnt_tensor_get(t, 0, w->data, len, e)))
         c->n++;
+      else if (w->data) {
+        nnt_free(w->data);
+        w->data = NULL;
       }
     }
   }
@@ -120,11 +122,16 @@ int nnt_model_weights_put(nnt_model *dst, const nnt_wcopy *c, nnt_err *e) {
     const wc_weight *w = &c->w[i];
     const nnt_node *nd = find_node(dst, w->layer);
     size_t wi = nd->w_first + w->index, len = nnt_dim_len(w->dim);
-    memcpy(dst->w[wi].data, w->data, len * sizeof(float));
+    int rc = nnt_tensor_set(&dst->w[wi], 0, w->data, len, e);
     /* optimizer state kept for the old values would not fit the new ones */
-    size_t off = (size_t)(dst->w[wi].data - dst->wpool);
-    for (unsigned s = 0; dst->opt_pool && s < dst->opt_slots; s++)
-      memset(dst->opt_pool + s * dst->wpool_floats + off, 0, len * sizeof(float));
+    for (unsigned s = 0; !rc && dst->opt_pool && s < dst->opt_slots; s++) {
+      nnt_tensor t = nnt_model_state_tensor(dst, s, wi);
+      rc = nnt_tensor_memset(&t, 0, e);
+    }
+    if (rc) {
+      nnt_err_prefix(e, "copy weights: layer '%s' weight '%s': ", w->layer, w->name);
+      return rc;
+    }
   }
   return NNT_OK;
 }

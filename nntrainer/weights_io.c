@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "nntrainer/file_io.h"
+#include "nntrainer/tensor_host.h"
 
 static int is_adam(const nnt_model *m) { return m->opt && m->opt->type == NNT_OPT_ADAM; }
 
@@ -39,13 +40,9 @@ static const char *layer_of(const nnt_model *m, size_t i) {
 
 static size_t wlen(const nnt_model *m, size_t i) { return nnt_dim_len(m->wspec[i].dim); }
 
-/* Where slot s of weight i's optimizer state lives, or NULL when there is
- * no such state yet. */
-static float *moment(const nnt_model *m, size_t i, unsigned s) {
-  if (!m->opt_pool || m->opt_slots != 2)
-    return NULL;
-  return m->opt_pool + s * m->wpool_floats + (size_t)(m->w[i].data - m->wpool);
-}
+/* Whether the model holds Adam's two moments (the optimizer state exists:
+ * it is made at the first step or by a load). */
+static int has_state(const nnt_model *m) { return m->opt_pool && m->opt_slots == 2; }
 
 /* The index of the first value of p[0..n) that is not finite, or n. */
 static size_t first_bad(const float *p, size_t n) {
@@ -96,23 +93,6 @@ typedef struct save_job {
   int with_state;
 } save_job;
 
-static int put_floats(FILE *f, const float *p, size_t n) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  float buf[1024];
-  while (n) {
-    size_t k = n < 1024 ? n : 1024;
-    memcpy(buf, p, k * sizeof(float));
-    bswap_floats(buf, k);
-    if (fwrite(buf, sizeof(float), k, f) != k)
-      return 0;
-    p += k, n -= k;
-  }
-  return 1;
-#else
-  return fwrite(p, sizeof(float), n, f) == n;
-#endif
-}
-
 static int put_zeros(FILE *f, size_t n) {
   static const float zero[256];
   for (size_t k; n; n -= k) {
@@ -126,46 +106,60 @@ static int put_zeros(FILE *f, size_t n) {
 static int write_bin(FILE *f, void *ud, nnt_err *e) {
   const save_job *j = ud;
   const nnt_model *m = j->m;
-  (void)e; /* write errors are the stream's, seen by nnt_file_save */
-  int ok = put_floats(f, m->wpool, m->wpool_floats);
-  if (!j->with_state)
-    return NNT_OK;
+  /* the values are staged through the buffer (the mapped view when it is
+   * host memory); write errors are the stream's, seen by nnt_file_save */
+  int rc = NNT_OK;
+  for (size_t i = 0; !rc && !ferror(f) && i < m->n_w; i++)
+    rc = nnt_tensor_fwrite(f, &m->w[i], e);
+  if (rc || !j->with_state)
+    return rc;
+  int ok = !ferror(f);
   if (ok && is_adam(m)) {
     ok = fwrite("adam", 1, 4, f) == 4;
-    for (size_t i = 0; ok && i < m->n_w; i++)
-      for (unsigned s = 0; ok && s < 2 && has_moments(m, i); s++)
-        ok = moment(m, i, s) ? put_floats(f, moment(m, i, s), wlen(m, i))
-                             : put_zeros(f, wlen(m, i));
+    for (size_t i = 0; !rc && ok && i < m->n_w; i++)
+      for (unsigned s = 0; !rc && ok && s < 2 && has_moments(m, i); s++) {
+        nnt_tensor t = nnt_model_state_tensor(m, s, i);
+        if (has_state(m))
+          rc = nnt_tensor_fwrite(f, &t, e), ok = !ferror(f);
+        else
+          ok = put_zeros(f, wlen(m, i));
+      }
   }
   uint8_t c[8];
   uint32_t v[2] = {m->epoch_idx, m->iter};
   for (int k = 0; k < 8; k++)
     c[k] = (uint8_t)(v[k / 4] >> (8 * (k % 4)));
-  if (ok)
+  if (!rc && ok)
     fwrite(c, 1, 8, f);
-  return NNT_OK;
+  return rc;
 }
 
 /* A value that is not finite must not replace good weights on disk. */
 static int check_before_save(const nnt_model *m, const char *path, int with_state,
                              nnt_err *e) {
+  size_t k;
+  float v;
+  int rc;
   for (size_t i = 0; i < m->n_w; i++) {
-    size_t k = first_bad(m->w[i].data, wlen(m, i));
+    if ((rc = nnt_tensor_find_nonfinite(&m->w[i], &k, &v, e)))
+      return rc;
     if (k < wlen(m, i))
       return nnt_err_set(e, NNT_ERR_INVAL,
                          "save: not writing '%s': layer '%s' weight '%s' holds %g at index "
                          "%zu (training diverged?); the file on disk is left as it was",
-                         path, layer_of(m, i), m->wspec[i].name, m->w[i].data[k], k);
+                         path, layer_of(m, i), m->wspec[i].name, v, k);
   }
-  for (size_t i = 0; with_state && is_adam(m) && i < m->n_w; i++)
-    for (unsigned s = 0; s < 2 && has_moments(m, i) && moment(m, i, s); s++) {
-      size_t k = first_bad(moment(m, i, s), wlen(m, i));
+  for (size_t i = 0; with_state && is_adam(m) && has_state(m) && i < m->n_w; i++)
+    for (unsigned s = 0; s < 2 && has_moments(m, i); s++) {
+      nnt_tensor t = nnt_model_state_tensor(m, s, i);
+      if ((rc = nnt_tensor_find_nonfinite(&t, &k, &v, e)))
+        return rc;
       if (k < wlen(m, i))
         return nnt_err_set(e, NNT_ERR_INVAL,
                            "save: not writing '%s': Adam's %s moment of layer '%s' weight "
                            "'%s' holds %g at index %zu; the file on disk is left as it was",
-                           path, s ? "second" : "first", layer_of(m, i), m->wspec[i].name,
-                           moment(m, i, s)[k], k);
+                           path, s ? "second" : "first", layer_of(m, i), m->wspec[i].name, v,
+                           k);
     }
   return NNT_OK;
 }

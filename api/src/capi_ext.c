@@ -296,8 +296,20 @@ int ml_train_ext_model_get_layer_tensor(ml_train_model_h model, const char *laye
     rc = capi_new_tensors(what, 1, &d, &ti, &td);
   }
   if (!rc) {
+    /* through the arena's buffer, which need not be host memory */
     size_t bytes = td->size[0] < g->t[id].bytes ? td->size[0] : g->t[id].bytes;
-    memcpy(td->buf[0], nnt_mgr_data(g, id), bytes);
+    size_t n = bytes / sizeof(float);
+    nnt_tensor t = nnt_mgr_bind(g, id, nnt_dim_make(1, 1, 1, (unsigned)n));
+    nnt_err e;
+    nnt_err_clear(&e);
+    if (nnt_tensor_get(&t, 0, td->buf[0], n, &e)) {
+      nnt_err_prefix(&e, "%s: layer '%s': ", what, layer_name);
+      rc = nnt_api_fail_err(&e);
+      nnt_api_lock();
+      nnt_tinfo_free_locked(ti);
+      nnt_tdata_free_locked(td);
+      nnt_api_unlock();
+    }
   }
   capi_leave(cm);
   if (!rc) {

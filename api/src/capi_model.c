@@ -610,8 +610,22 @@ int ml_train_model_get_weight(ml_train_model_h model, const char *layer_name,
       d[w] = nd->fc.w[w].dim;
     rc = capi_new_tensors(what, nd->fc.n_w, d, &ti, &td);
   }
-  for (unsigned w = 0; !rc && w < nd->fc.n_w; w++)
-    memcpy(td->buf[w], m->w[nd->w_first + w].data, td->size[w]);
+  /* through the weight buffer: the model's backend may keep it off the host */
+  for (unsigned w = 0; !rc && w < nd->fc.n_w; w++) {
+    const nnt_tensor *t = &m->w[nd->w_first + w];
+    nnt_err e;
+    nnt_err_clear(&e);
+    if (nnt_tensor_get(t, 0, td->buf[w], nnt_tensor_len(t), &e)) {
+      nnt_err_prefix(&e, "%s: layer '%s' weight %u: ", what, layer_name, w);
+      rc = nnt_api_fail_err(&e);
+    }
+  }
+  if (rc && td) {
+    nnt_api_lock();
+    nnt_tinfo_free_locked(ti);
+    nnt_tdata_free_locked(td);
+    nnt_api_unlock();
+  }
   capi_leave(cm);
   if (!rc) {
     *weight = td;

@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "nntrainer/dataset.h"
+#include "nntrainer/philox.h"
 
 #define FMNIST "/usr/share/datasets/fashion-mnist/"
 
@@ -686,6 +687,18 @@ static void test_synthetic_determinism(void **state) {
   assert_true(var > 0.7 && var < 1.3);
   for (int c = 0; c < 4; c++)
     assert_true(classes[c] > 4); /* 16 expected per class */
+  /* sample k is Philox stream k under the create seed, as dataset_sources.c
+   * documents: anyone (a thread, a backend) makes it from k alone */
+  for (uint64_t k = 0; k < SYN_N; k++) {
+    for (uint64_t v = 0; v < 5; v++) {
+      nnt_philox_out o = nnt_philox(3, k, v / 2);
+      uint32_t a = o.v[2 * (v % 2)], b = o.v[2 * (v % 2) + 1];
+      uint32_t sum = (a & 0xffff) + (a >> 16) + (b & 0xffff) + (b >> 16);
+      assert_true(ref[k][v] == ((float)sum * (1.0f / 65536.0f) - 2.0f) * 1.7320508f);
+    }
+    uint32_t u = nnt_philox(3, k, (1ull << 63)).v[0];
+    assert_true(ref[k][5 + (((uint64_t)u * 4) >> 32)] == 1.0f);
+  }
 }
 
 /* ---- epochs, stopping, properties --------------------------------- */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "nntrainer/layer.h"
+#include "nntrainer/philox.h"
 
 /* Max-like layers are piecewise linear: a smaller step keeps perturbations
  * from swapping which input is largest.
@@ -586,11 +587,27 @@ static void test_initializers(void **state) {
       {NNT_INIT_XAVIER_UNIFORM, 0, sqrt(6.0 / (fi + fo))},
       {NNT_INIT_HE_UNIFORM, 0, sqrt(6.0 / fi)},
   };
-  float *w = malloc(N * sizeof *w);
-  nnt_rng r;
-  nnt_rng_seed(&r, 3);
+  float *w = malloc(N * sizeof *w), *part = malloc(N * sizeof *part);
   for (size_t c = 0; c < NNT_ARRAY_LEN(cases); c++) {
-    nnt_init_fill(cases[c].init, fi, fo, &r, w, N);
+    nnt_init_fill(cases[c].init, fi, fo, 3, c, 0, w, N);
+    /* value i depends on i alone: any split into chunks gives the same */
+    for (size_t at = 0, k = 1; at < N; at += k, k = k * 3 + 1)
+      nnt_init_fill(cases[c].init, fi, fo, 3, c, at, part + at, at + k > N ? N - at : k);
+    assert_memory_equal(part, w, N * sizeof *w);
+    /* the documented counters: uniform value i is word i % 4 of counter
+     * (stream, i / 4); normal value i is Box-Muller on words 2(i % 2) and
+     * 2(i % 2) + 1 of counter (stream, i / 2) */
+    for (size_t i = 0; i < 9; i++) {
+      double want;
+      if (cases[c].normal) {
+        nnt_philox_out o = nnt_philox(3, c, i / 2);
+        double u0 = nnt_philox_u01(o.v[2 * (i % 2)]), u1 = nnt_philox_u01(o.v[2 * (i % 2) + 1]);
+        want = cases[c].scale * sqrt(-2 * log(1 - u0)) * cos(2 * M_PI * u1);
+      } else {
+        want = (2.0 * nnt_philox_uniform_at(3, c, i) - 1) * cases[c].scale;
+      }
+      assert_true(w[i] == (float)want);
+    }
     double s = 0, s2 = 0, mx = 0;
     for (size_t i = 0; i < N; i++)
       s += w[i], s2 += (double)w[i] * w[i], mx = fmax(mx, fabs(w[i]));
@@ -604,9 +621,9 @@ static void test_initializers(void **state) {
     else
       assert_true(mx > 3 * want_sd); /* not truncated */
   }
-  nnt_init_fill(NNT_INIT_ONES, 1, 1, &r, w, 4);
+  nnt_init_fill(NNT_INIT_ONES, 1, 1, 3, 0, 0, w, 4);
   assert_true(w[0] == 1.0f && w[3] == 1.0f);
-  nnt_init_fill(NNT_INIT_ZEROS, 1, 1, &r, w, 4);
+  nnt_init_fill(NNT_INIT_ZEROS, 1, 1, 3, 0, 0, w, 4);
   assert_true(w[0] == 0.0f && w[3] == 0.0f);
   nnt_init i;
   for (int k = NNT_INIT_ZEROS; k <= NNT_INIT_HE_UNIFORM; k++) {
@@ -616,6 +633,7 @@ static void test_initializers(void **state) {
   assert_int_equal(nnt_init_from_name("He_Normal", &i), NNT_OK);
   assert_int_equal(nnt_init_from_name("glorot", &i), NNT_ERR_INVAL);
   free(w);
+  free(part);
 }
 
 int main(void) {
