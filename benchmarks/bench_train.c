@@ -53,8 +53,10 @@ int main(int argc, char **argv) {
   if (nnt_dataset_prepare(ds, &shape, batch, 1, &e) || nnt_dataset_epoch_begin(ds, &e))
     goto fail;
   unsigned slots = nnt_optimizer_state_count(m->opt);
-  if (slots && !(m->opt_pool = calloc((size_t)slots * m->wpool_floats + 1, sizeof(float))))
+  if (nnt_model_plan_opt_state(m, slots, &m->omgr, &e))
     goto fail;
+  m->obuf = m->omgr.buf;
+  m->opt_pool = m->omgr.arena;
   m->opt_slots = slots;
   double *ms = malloc(sizeof(double) * (size_t)steps);
   for (int s = 0; s < warmup + steps; s++) {
