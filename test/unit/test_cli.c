@@ -8,20 +8,6 @@
 #include <sys/wait.h>
 
 
-/* Run the CLI with args and the environment assignments env ("" for
- * none); capture stdout+stderr into out; return the exit code. */
-static int run_cli_env(const char *env, const char *args, char *out, size_t n) {
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, "cd %s && env %s %s %s 2>&1", tu_dir, env, NNT_CLI_PATH, args);
-  FILE *p = popen(cmd, "r");
-  assert_non_null(p);
-  size_t got = fread(out, 1, n - 1, p);
-  out[got] = '\0';
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static int run_cli(const char *args, char *out, size_t n) { return run_cli_env("", args, out, n); }
 
 static int exists(const char *name) {
   char path[1024];
@@ -42,11 +28,11 @@ static const char *good_ini =
 static void test_version_and_help(void **state) {
   (void)state;
   char out[8192];
-  assert_int_equal(run_cli("--version", out, sizeof out), 0);
+  assert_int_equal(tu_run_cli("--version", out, sizeof out), 0);
   tu_assert_contains(out, "nntrainer ");
-  assert_int_equal(run_cli("--help", out, sizeof out), 0);
+  assert_int_equal(tu_run_cli("--help", out, sizeof out), 0);
   tu_assert_contains(out, "train CONFIG");
-  assert_int_not_equal(run_cli("frobnicate", out, sizeof out), 0);
+  assert_int_not_equal(tu_run_cli("frobnicate", out, sizeof out), 0);
   tu_assert_contains(out, "unknown command");
 }
 
@@ -54,14 +40,14 @@ static void test_train_writes_weights(void **state) {
   (void)state;
   char out[65536];
   tu_write_text("good.ini", good_ini);
-  int rc = run_cli("train good.ini", out, sizeof out);
+  int rc = tu_run_cli("train good.ini", out, sizeof out);
   if (rc)
     fail_msg("exit %d: %s", rc, out);
   tu_assert_contains(out, "planned memory");
   tu_assert_contains(out, "epoch 2/2");
   assert_true(exists("out.bin"));
   /* overrides and --synthetic */
-  rc = run_cli("train good.ini epochs=1 fc1.unit=4 --synthetic=32 --seed 3", out, sizeof out);
+  rc = tu_run_cli("train good.ini epochs=1 fc1.unit=4 --synthetic=32 --seed 3", out, sizeof out);
   if (rc)
     fail_msg("exit %d: %s", rc, out);
   tu_assert_contains(out, "epoch 1/1");
@@ -71,7 +57,7 @@ static void test_summary(void **state) {
   (void)state;
   char out[65536];
   tu_write_text("good.ini", good_ini);
-  assert_int_equal(run_cli("summary good.ini", out, sizeof out), 0);
+  assert_int_equal(tu_run_cli("summary good.ini", out, sizeof out), 0);
   tu_assert_contains(out, "fc1");
   tu_assert_contains(out, "fully_connected");
   tu_assert_contains(out, "cross_softmax");
@@ -86,17 +72,17 @@ static void test_errors_name_file_section_key(void **state) {
   char *p = strstr(ini, "unit = 6");
   memcpy(p, "unit = x", 8);
   tu_write_text("bad.ini", ini);
-  assert_int_not_equal(run_cli("train bad.ini", out, sizeof out), 0);
+  assert_int_not_equal(tu_run_cli("train bad.ini", out, sizeof out), 0);
   tu_assert_contains(out, "bad.ini");
   tu_assert_contains(out, "[fc1]");
   tu_assert_contains(out, "unit");
   assert_false(exists("out.bin"));
   /* a bad override is reported too, and nothing is written */
   tu_write_text("good.ini", good_ini);
-  assert_int_not_equal(run_cli("train good.ini fc1.unit=abc", out, sizeof out), 0);
+  assert_int_not_equal(tu_run_cli("train good.ini fc1.unit=abc", out, sizeof out), 0);
   tu_assert_contains(out, "unit");
   assert_false(exists("out.bin"));
-  assert_int_not_equal(run_cli("train missing.ini", out, sizeof out), 0);
+  assert_int_not_equal(tu_run_cli("train missing.ini", out, sizeof out), 0);
   tu_assert_contains(out, "missing.ini");
 }
 
@@ -127,7 +113,7 @@ static void test_numeric_options(void **state) {
   tu_write_text("good.ini", good_ini);
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     snprintf(args, sizeof args, "train good.ini %s", cases[i].args);
-    int rc = run_cli(args, out, sizeof out);
+    int rc = tu_run_cli(args, out, sizeof out);
     if (rc == 0)
       fail_msg("'%s' was accepted: %s", cases[i].args, out);
     tu_assert_contains(out, cases[i].expect);
@@ -137,14 +123,14 @@ static void test_numeric_options(void **state) {
                                         "NNTRAINER_THREADS=4294967297",
                                         "NNTRAINER_THREADS= OPENBLAS_NUM_THREADS=abc"};
   for (size_t i = 0; i < sizeof threads / sizeof *threads; i++) {
-    if (!run_cli_env(threads[i], "train good.ini epochs=1", out, sizeof out))
+    if (!tu_run_cli_env(threads[i], "train good.ini epochs=1", out, sizeof out))
       fail_msg("%s was accepted: %s", threads[i], out);
     tu_assert_contains(out, strchr(threads[i], 'O') ? "OPENBLAS_NUM_THREADS: 'abc'"
                                                      : "NNTRAINER_THREADS: '");
     assert_false(exists("out.bin"));
   }
   /* the largest values are accepted */
-  int rc = run_cli("train good.ini epochs=1 --seed 4294967295 --synthetic=16", out, sizeof out);
+  int rc = tu_run_cli("train good.ini epochs=1 --seed 4294967295 --synthetic=16", out, sizeof out);
   if (rc)
     fail_msg("exit %d: %s", rc, out);
   assert_true(exists("out.bin"));
@@ -154,10 +140,10 @@ static void test_plan(void **state) {
   (void)state;
   char out[1 << 16];
   tu_write_text("good.ini", good_ini);
-  assert_int_equal(run_cli("plan good.ini", out, sizeof out), 0);
+  assert_int_equal(tu_run_cli("plan good.ini", out, sizeof out), 0);
   tu_assert_contains(out, "arena / lower bound");
   tu_assert_contains(out, "saving");
-  assert_int_equal(run_cli("plan good.ini --json --mode infer --planner pool", out, sizeof out), 0);
+  assert_int_equal(tu_run_cli("plan good.ini --json --mode infer --planner pool", out, sizeof out), 0);
   const char *fields[] = {"\"mode\":\"infer\"", "\"planner\":\"pool\"", "\"arena_bytes\":",
                           "\"lower_bound_bytes\":", "\"unoptimized_arena_bytes\":",
                           "\"weight_bytes\":", "\"optimizer_bytes\":", "\"total_bytes\":",
@@ -165,17 +151,17 @@ static void test_plan(void **state) {
                           "\"offset\":"};
   for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
     tu_assert_contains(out, fields[i]);
-  assert_int_equal(run_cli("plan good.ini --svg plan.svg --verbose", out, sizeof out), 0);
+  assert_int_equal(tu_run_cli("plan good.ini --svg plan.svg --verbose", out, sizeof out), 0);
   tu_assert_contains(out, "fc1:out0");
   assert_true(exists("plan.svg"));
   /* written as every file of the library: a folder is refused by name */
   char sub[1024];
   snprintf(sub, sizeof sub, "%s/svgdir", tu_dir);
   assert_int_equal(mkdir(sub, 0700), 0);
-  assert_int_not_equal(run_cli("plan good.ini --svg svgdir", out, sizeof out), 0);
+  assert_int_not_equal(tu_run_cli("plan good.ini --svg svgdir", out, sizeof out), 0);
   tu_assert_contains(out, "'svgdir': it is a directory");
   assert_int_equal(rmdir(sub), 0);
-  assert_int_not_equal(run_cli("plan good.ini --planner fancy", out, sizeof out), 0);
+  assert_int_not_equal(tu_run_cli("plan good.ini --planner fancy", out, sizeof out), 0);
   tu_assert_contains(out, "fancy");
 }
 
@@ -183,7 +169,7 @@ static void test_dump(void **state) {
   (void)state;
   char out[1 << 16];
   tu_write_text("good.ini", good_ini);
-  int rc = run_cli("train good.ini epochs=1 --dump dumped", out, sizeof out);
+  int rc = tu_run_cli("train good.ini epochs=1 --dump dumped", out, sizeof out);
   if (rc)
     fail_msg("exit %d: %s", rc, out);
   assert_true(exists("dumped/index.tsv"));

@@ -151,35 +151,25 @@ static void test_compile_engines(void **state) {
 
 /* ---- the CLI and the C API ------------------------------------------------ */
 
-static int run_cli(const char *args, char *out, size_t n) {
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, "cd %s && %s %s 2>&1", tu_dir, NNT_CLI_PATH, args);
-  FILE *p = popen(cmd, "r");
-  assert_non_null(p);
-  size_t got = fread(out, 1, n - 1, p);
-  out[got] = '\0';
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static void test_cli_override(void **state) {
   (void)state;
   char out[16384];
   tu_write_text("m.ini", mlp("", "sgd", ""));
-  assert_int_equal(run_cli("train m.ini engine=gpu", out, sizeof out), 1);
+  assert_int_equal(tu_run_cli("train m.ini engine=gpu", out, sizeof out), 1);
   tu_assert_contains(out, "nntrainer: error: [Model] engine 'gpu': this build has no GPU "
                           "backend (only 'cpu')");
-  assert_int_equal(run_cli("summary m.ini Model.engine=QNN", out, sizeof out), 1);
+  assert_int_equal(tu_run_cli("summary m.ini Model.engine=QNN", out, sizeof out), 1);
   tu_assert_contains(out, "[Model] engine 'qnn': this build has no QNN backend");
-  assert_int_equal(run_cli("train m.ini fc1.engine=gpu", out, sizeof out), 1);
+  assert_int_equal(tu_run_cli("train m.ini fc1.engine=gpu", out, sizeof out), 1);
   tu_assert_contains(out, "layer 'fc1': engine 'gpu': this build has no GPU backend");
-  assert_int_equal(run_cli("train m.ini engine=tpu", out, sizeof out), 1);
+  assert_int_equal(tu_run_cli("train m.ini engine=tpu", out, sizeof out), 1);
   tu_assert_contains(out, "[model] engine: unknown engine 'tpu' (cpu, gpu, qnn) (from "
                           "override 'engine=tpu')");
-  int rc = run_cli("train m.ini engine=CPU fc1.engine=cpu", out, sizeof out);
+  int rc = tu_run_cli("train m.ini engine=CPU fc1.engine=cpu", out, sizeof out);
   if (rc)
     fail_msg("exit %d: %s", rc, out);
-  assert_int_equal(run_cli("--help", out, sizeof out), 0);
+  assert_int_equal(tu_run_cli("--help", out, sizeof out), 0);
   tu_assert_contains(out, "engine=cpu|gpu|qnn");
 }
 

@@ -498,34 +498,24 @@ static void test_budget_capi(void **state) {
   assert_int_equal(ml_train_model_destroy(model), ML_ERROR_NONE);
 }
 
-static int run_cli(const char *args, char *out, size_t n) {
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, "cd %s && %s %s 2>&1", tu_dir, NNT_CLI_PATH, args);
-  FILE *p = popen(cmd, "r");
-  assert_non_null(p);
-  size_t got = fread(out, 1, n - 1, p);
-  out[got] = '\0';
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 /* `nntrainer plan` shows the budget; an override sets it; over it fails. */
 static void test_budget_cli(void **state) {
   (void)state;
   char out[65536];
   tu_write_text("mlp.ini", mlp_ini);
-  assert_int_equal(run_cli("plan mlp.ini", out, sizeof out), 0);
+  assert_int_equal(tu_run_cli("plan mlp.ini", out, sizeof out), 0);
   tu_assert_contains(out, "budget       none");
-  assert_int_equal(run_cli("plan mlp.ini memory_budget=1M", out, sizeof out), 0);
+  assert_int_equal(tu_run_cli("plan mlp.ini memory_budget=1M", out, sizeof out), 0);
   tu_assert_contains(out, "budget            1048576 bytes");
-  assert_int_equal(run_cli("plan mlp.ini --json memory_budget=1M", out, sizeof out), 0);
+  assert_int_equal(tu_run_cli("plan mlp.ini --json memory_budget=1M", out, sizeof out), 0);
   tu_assert_contains(out, "\"memory_budget_bytes\":1048576,");
-  assert_int_equal(run_cli("plan mlp.ini --json", out, sizeof out), 0);
+  assert_int_equal(tu_run_cli("plan mlp.ini --json", out, sizeof out), 0);
   tu_assert_contains(out, "\"memory_budget_bytes\":null,");
-  assert_int_equal(run_cli("plan mlp.ini memory_budget=4K", out, sizeof out), 1);
+  assert_int_equal(tu_run_cli("plan mlp.ini memory_budget=4K", out, sizeof out), 1);
   tu_assert_contains(out, "memory_budget");
   tu_assert_contains(out, "(4096 bytes)");
-  assert_int_equal(run_cli("train mlp.ini memory_budget=12Q", out, sizeof out), 1);
+  assert_int_equal(tu_run_cli("train mlp.ini memory_budget=12Q", out, sizeof out), 1);
   tu_assert_contains(out, "memory_budget");
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 void tu_fill_uniform(nnt_rng *r, float *x, size_t n, float lo, float hi) {
@@ -156,3 +157,16 @@ int tu_log_count(int level) {
     k += tu_logged.level[i] == level;
   return k;
 }
+
+int tu_run_cli_env(const char *env, const char *args, char *out, size_t n) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "cd %s && env %s %s %s 2>&1", tu_dir, env, NNT_CLI_PATH, args);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t got = fread(out, 1, n - 1, p);
+  out[got] = '\0';
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int tu_run_cli(const char *args, char *out, size_t n) { return tu_run_cli_env("", args, out, n); }

@@ -31,6 +31,11 @@ int tu_dir_teardown(void **state);
  * path, in a static buffer. tu_write_text writes a string. */
 const char *tu_write(const char *name, const void *data, size_t n);
 const char *tu_write_text(const char *name, const char *text);
+/* Run the nntrainer tool in tu_dir with args and the environment
+ * assignments env ("" for none); capture stdout and stderr into out;
+ * @return the exit code (-1 when it did not exit). */
+int tu_run_cli_env(const char *env, const char *args, char *out, size_t n);
+int tu_run_cli(const char *args, char *out, size_t n);
 /* Log messages captured through nnt_log_set: tu_log_start clears the
  * record and installs the capture, tu_log_stop removes it and sets the
  * level back to notice. All messages are counted, the first TU_LOG_MAX
