@@ -6,7 +6,8 @@
  * validates, evaluates, infers and saves with bitwise the CPU's weights,
  * losses, accuracies, outputs and files; so do continue_train, a save
  * loaded back, check_finite's message on a NaN, a dump, memory
- * optimization off and the C API's training, inference and tensor reads.
+ * optimization off, poison mode and the C API's training, inference and
+ * tensor reads.
  * The op harness runs every case on it too, and a layer that reads an
  * address, or hands a host pointer to a kernel, is caught. */
 #include "test_util.h"
@@ -54,6 +55,8 @@ static void on_progress(const nnt_progress *p, void *ud) {
 /* The model of the INI at path with overrides, on the fake device (fake)
  * or the CPU. synth: replace its datasets with synthetic ones (train:
  * two batches, valid: one). */
+static int poison; /* the next models poison what dies (NNT_POISON) */
+
 static nnt_model *load(const char *path, int fake, const char *const *ov, size_t nov,
                        int synth) {
   nnt_model *m;
@@ -75,6 +78,7 @@ static nnt_model *load(const char *path, int fake, const char *const *ov, size_t
   }
   if (fake)
     assert_int_equal(nnt_model_set_backend(m, fdev_backend(), &e), NNT_OK);
+  m->poison = poison;
   if (nnt_model_compile(m, &e) || nnt_model_initialize(m, &e))
     fail_msg("%s on %s: %s", path, fake ? "fakedev" : "cpu", e.msg);
   assert_ptr_equal(m->be, fake ? fdev_backend() : nnt_backend_cpu());
@@ -242,7 +246,8 @@ static void test_applications(void **state) {
   assert_true(count >= 8);
 }
 
-/* Every layer type, memory optimization on and off. */
+/* Every layer type, memory optimization on and off, and with the poison
+ * of dead tensors (written through the buffer's memset). */
 static void test_every_layer_type(void **state) {
   (void)state;
   for (size_t i = 0; i < tu_n_type_models; i++) {
@@ -250,6 +255,9 @@ static void test_every_layer_type(void **state) {
     const char *off[] = {"memory_optimization=false"};
     both(path, NULL, 0, 0);
     both(path, off, 1, 0);
+    poison = 1;
+    both(path, NULL, 0, 0);
+    poison = 0;
   }
 }
 
