@@ -336,13 +336,17 @@ int nnt_model_set_backend(nnt_model *m, nnt_backend *be, nnt_err *e) {
   return NNT_OK;
 }
 
+static const char *engine_of(const nnt_backend *be) {
+  return be->engine ? be->engine : be->name;
+}
+
 /* The backend of the model's engine (kept when the model has it already),
  * and every layer's engine against it: a model runs on one backend. */
 static int select_backend(nnt_model *m, nnt_err *e) {
   const char *want = nnt_engine_name(m->engine);
   nnt_backend *be;
   int rc;
-  if (strcmp(m->be->name, want)) {
+  if (strcmp(engine_of(m->be), want)) {
     if ((rc = nnt_backend_get(m->engine, &be, e))) {
       nnt_err_prefix(e, "[Model] ");
       return rc;
@@ -355,13 +359,13 @@ static int select_backend(nnt_model *m, nnt_err *e) {
   for (size_t i = 0; i < m->n_layers; i++) {
     const nnt_layer *l = m->layers[i];
     const char *name = nnt_engine_name(l->engine);
-    if (!l->has_engine || !strcmp(name, m->be->name))
+    if (!l->has_engine || !strcmp(name, engine_of(m->be)))
       continue;
     if ((rc = nnt_backend_get(l->engine, &be, e))) {
       nnt_err_prefix(e, "layer '%s': ", l->name);
       return rc;
     }
-    int same = !strcmp(be->name, m->be->name);
+    int same = !strcmp(engine_of(be), engine_of(m->be));
     nnt_backend_free(be);
     if (!same)
       return nnt_err_set(e, NNT_ERR_NOT_SUPPORTED,

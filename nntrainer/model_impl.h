@@ -155,8 +155,9 @@ struct nnt_model {
 /* model.c: make be the model's backend (m->be, and m->k = be->k), freeing
  * the one it had (nnt_backend_free). Before compile only: the model's
  * buffers are the backend's (NNT_ERR_INVAL after). Compile keeps it when
- * its name is the model's engine's ("cpu"), so a backend set here for the
- * engine (a test's) is the one compile checks and runs on; otherwise
+ * its engine (be->engine, or its name when that is NULL) is the model's
+ * ("cpu"), so a backend set here for the engine (a test's) is the one
+ * compile checks and runs on; otherwise
  * compile replaces it with nnt_backend_get's. The model owns be. */
 int nnt_model_set_backend(nnt_model *m, nnt_backend *be, nnt_err *e);
 /* The buffer type of the weights and the optimizer state. */

@@ -86,7 +86,11 @@ const char *nnt_kop_name(nnt_kop op);
 #define NNT_KOP_BIT(E) (1ull << NNT_KOP_##E)
 
 struct nnt_backend {
-  const char *name;             /* the engine value: "cpu" */
+  const char *name;             /* in messages: "cpu" */
+  /* The engine value it serves ("cpu"); NULL: its name. Compile keeps a
+   * backend set on the model whose engine is the model's, so a test's
+   * backend named otherwise ("fakedev") can stand in for the CPU. */
+  const char *engine;
   const nnt_buffer_type *buft;  /* memory the ops compute on */
   const nnt_kernels *k;         /* the ops; addresses are in buft's space */
   /* Wait until every op issued so far has finished and its results are

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fake_device.h"
 #include "fd_harness.h"
 
 #define OH_GUARD_MIN 64 /* bytes of pattern around every tensor, at least */
@@ -18,6 +19,9 @@
 unsigned oh_backends(const nnt_backend *out[OH_MAX_BACKENDS]) {
   unsigned n = 0;
   out[n++] = nnt_backend_cpu();
+  /* memory the host cannot dereference, computed on by the CPU's kernels:
+   * a layer reading a tensor's address faults here (fake_device.h) */
+  out[n++] = fdev_backend();
   /* a Vulkan backend, when this build has one, is one more entry here */
   return n;
 }

@@ -42,8 +42,9 @@ typedef struct oh_report {
   char msg[512];
 } oh_report;
 
-/* The backends to test, into out; @return how many. The CPU backend
- * today; a Vulkan backend is one more entry. */
+/* The backends to test, into out; @return how many. The CPU backend and
+ * the fake device (fake_device.h) today; a Vulkan backend is one more
+ * entry. */
 #define OH_MAX_BACKENDS 4
 unsigned oh_backends(const nnt_backend *out[OH_MAX_BACKENDS]);
 

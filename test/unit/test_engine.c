@@ -377,6 +377,25 @@ static void test_set_backend(void **state) {
   tu_assert_contains(e.msg, "set_backend: the model is already compiled");
   t->free(t);
   nnt_model_destroy(m);
+  /* the engine it serves decides, not its name: one named otherwise that
+   * serves "cpu" is kept (a layer's engine = cpu agrees with it), one
+   * named "cpu" that serves "gpu" is replaced */
+  for (int serves_cpu = 0; serves_cpu < 2; serves_cpu++) {
+    freed = 0;
+    m = load_ok(mlp("", "sgd", "engine = cpu\n"));
+    t = new_test_backend(0, &freed);
+    t->name = serves_cpu ? "stand-in" : "cpu";
+    t->engine = serves_cpu ? "cpu" : "gpu";
+    assert_int_equal(nnt_model_set_backend(m, t, &e), NNT_OK);
+    assert_int_equal(nnt_model_compile(m, &e), NNT_OK);
+    assert_int_equal(freed, !serves_cpu);
+    if (serves_cpu)
+      assert_ptr_equal(m->be, t);
+    else
+      assert_ptr_equal(m->be, nnt_backend_cpu());
+    nnt_model_destroy(m);
+    assert_int_equal(freed, 1);
+  }
 }
 
 int main(void) {

@@ -1,7 +1,8 @@
-/* Weights and optimizer state in memory the host cannot dereference: a
- * test-only buffer type whose addresses fault when read (the real bytes
- * are in a private allocation that set/get/memset copy) holds them, on a
- * copy of the CPU backend whose arenas stay host memory for the kernels.
+/* Weights and optimizer state in memory the host cannot dereference: the
+ * fake device's opaque buffer type (fake_device.h: addresses that fault
+ * when read, the real bytes in a private allocation that set/get/memset
+ * copy) holds them, on the CPU backend whose arenas stay host memory for
+ * the kernels.
  * Initializing, saving, loading and copying weights, the C API's weight
  * getter and the non-finite checks must all work and give the same bytes
  * and messages as with the host buffer type: nothing outside the backend
@@ -15,118 +16,16 @@
 
 #include "api/src/capi.h"
 #include "capi_harness.h"
+#include "fake_device.h"
 #include "nntrainer/model_impl.h"
-
-/* ---- the opaque buffer type ------------------------------------------ */
-
-/* Non-canonical on x86-64, and beyond 48 bits once aarch64 drops the top
- * byte: a read through such an address faults on both. Buffer k has base
- * OPAQUE_BASE + k * 2^32, so a mix-up between buffers is seen too. */
-#define OPAQUE_BASE 0x8000800000000000ull
-
-typedef struct opaque_mem {
-  uintptr_t base;
-  char bytes[];
-} opaque_mem;
-
-static struct {
-  unsigned buffers;
-  size_t sets, gets, memsets;
-} opq;
-
-static int opq_alloc(const nnt_buffer_type *t, size_t size, const char *what, nnt_buffer **out,
-                     nnt_err *e) {
-  nnt_buffer *b = nnt_calloc(1, sizeof *b);
-  opaque_mem *mem = b ? nnt_calloc(1, sizeof *mem + size) : NULL;
-  if (!mem) {
-    nnt_free(b);
-    return nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate %s (%zu bytes)", what, size);
-  }
-  mem->base = (uintptr_t)(OPAQUE_BASE + ((uint64_t)++opq.buffers << 32));
-  b->type = t;
-  b->size = size;
-  b->ctx = mem;
-  *out = b;
-  return NNT_OK;
-}
-
-static void opq_free(nnt_buffer *b) {
-  nnt_free(b->ctx);
-  nnt_free(b);
-}
-
-static size_t opq_alignment(const nnt_buffer_type *t) {
-  (void)t;
-  return 64;
-}
-
-static size_t opq_max_size(const nnt_buffer_type *t) {
-  (void)t;
-  return (size_t)1 << 32;
-}
-
-static int opq_is_host(const nnt_buffer_type *t) {
-  (void)t;
-  return 0;
-}
-
-static char *opq_base(const nnt_buffer *b) {
-  return (char *)((const opaque_mem *)b->ctx)->base;
-}
-
-static int opq_range(const nnt_buffer *b, size_t off, size_t n, nnt_err *e) {
-  if (off > b->size || n > b->size - off)
-    return nnt_err_set(e, NNT_ERR_INVAL, "opaque buffer: bytes [%zu, %zu) outside %zu", off,
-                       off + n, b->size);
-  return NNT_OK;
-}
-
-static int opq_set(nnt_buffer *b, size_t off, const void *src, size_t n, nnt_err *e) {
-  int rc = opq_range(b, off, n, e);
-  if (!rc && n)
-    memcpy(((opaque_mem *)b->ctx)->bytes + off, src, n);
-  opq.sets++;
-  return rc;
-}
-
-static int opq_get(const nnt_buffer *b, size_t off, void *dst, size_t n, nnt_err *e) {
-  int rc = opq_range(b, off, n, e);
-  if (!rc && n)
-    memcpy(dst, ((const opaque_mem *)b->ctx)->bytes + off, n);
-  opq.gets++;
-  return rc;
-}
-
-static int opq_memset(nnt_buffer *b, size_t off, int v, size_t n, nnt_err *e) {
-  int rc = opq_range(b, off, n, e);
-  if (!rc && n)
-    memset(((opaque_mem *)b->ctx)->bytes + off, v, n);
-  opq.memsets++;
-  return rc;
-}
-
-static const nnt_buffer_type opaque_type = {
-    .name = "opaque (test)",
-    .alloc = opq_alloc,
-    .free = opq_free,
-    .alignment = opq_alignment,
-    .max_size = opq_max_size,
-    .is_host = opq_is_host,
-    .base = opq_base,
-    .set = opq_set,
-    .get = opq_get,
-    .memset = opq_memset,
-};
 
 /* The CPU backend (its kernels and host arenas) with the weights and the
  * optimizer state in opaque memory. */
 static void off_host(nnt_model *m) {
   nnt_err e = {0};
-  if (nnt_model_set_state_buffer_type(m, &opaque_type, &e))
+  if (nnt_model_set_state_buffer_type(m, fdev_buffer_type(), &e))
     fail_msg("%s", e.msg);
 }
-
-static int is_opaque(const void *p) { return (uintptr_t)p >= OPAQUE_BASE; }
 
 /* ---- models ------------------------------------------------------------ */
 
@@ -226,7 +125,7 @@ static void test_initialize(void **state) {
   (void)state;
   nnt_model *h = model(0), *o = model(1);
   for (size_t i = 0; i < o->n_w; i++) {
-    assert_true(is_opaque(o->w[i].data));
+    assert_true(fdev_is_opaque(o->w[i].data));
     assert_null(nnt_tensor_host(&o->w[i]));
     assert_non_null(nnt_tensor_host(&h->w[i]));
   }
@@ -246,16 +145,16 @@ static void test_save_load(void **state) {
     fail_msg("%s", e.msg);
   const char *hp = path_in("host.bin"), *op = path_in("opaque.bin");
   assert_int_equal(nnt_model_save_weights(h, hp, 1, &e), NNT_OK);
-  size_t gets = opq.gets, sets = opq.sets;
+  size_t gets = fdev_count.gets, sets = fdev_count.sets;
   assert_int_equal(nnt_model_load_weights(o, hp, &e), NNT_OK);
-  assert_true(opq.sets > sets);
+  assert_true(fdev_count.sets > sets);
   assert_non_null(o->obuf);
-  assert_ptr_equal(o->obuf->type, &opaque_type);
-  assert_true(is_opaque(o->opt_pool));
+  assert_ptr_equal(o->obuf->type, fdev_buffer_type());
+  assert_true(fdev_is_opaque(o->opt_pool));
   assert_int_equal(o->iter, h->iter);
   assert_same_weights(h, o);
   assert_int_equal(nnt_model_save_weights(o, op, 1, &e), NNT_OK);
-  assert_true(opq.gets > gets); /* staged through get, never read in place */
+  assert_true(fdev_count.gets > gets); /* staged through get, never read in place */
   assert_same_file(hp, op);
   assert_int_equal(nnt_model_save_weights(h, hp, 0, &e), NNT_OK);
   assert_int_equal(nnt_model_save_weights(o, op, 0, &e), NNT_OK);
@@ -402,15 +301,15 @@ static void test_capi_get_weight(void **state) {
   off_host(((capi_model *)mo)->m);
   OK(ml_train_model_compile(mh, NULL));
   OK(ml_train_model_compile(mo, NULL));
-  assert_true(is_opaque(((capi_model *)mo)->m->w[0].data));
+  assert_true(fdev_is_opaque(((capi_model *)mo)->m->w[0].data));
   const char *names[] = {"fc1", "fc2"};
   for (int l = 0; l < 2; l++) {
     ml_tensors_data_h dh, dop;
     ml_tensors_info_h ih, io;
-    size_t gets = opq.gets;
+    size_t gets = fdev_count.gets;
     OK(ml_train_model_get_weight(mh, names[l], &dh, &ih));
     OK(ml_train_model_get_weight(mo, names[l], &dop, &io));
-    assert_true(opq.gets >= gets + 2);
+    assert_true(fdev_count.gets >= gets + 2);
     for (unsigned t = 0; t < 2; t++) {
       void *ph, *po;
       size_t sh, so;
@@ -434,7 +333,7 @@ static void test_hook_before_compile(void **state) {
   (void)state;
   nnt_model *o = model(1);
   nnt_err e = {0};
-  assert_int_equal(nnt_model_set_state_buffer_type(o, &opaque_type, &e), NNT_ERR_INVAL);
+  assert_int_equal(nnt_model_set_state_buffer_type(o, fdev_buffer_type(), &e), NNT_ERR_INVAL);
   tu_assert_contains(e.msg, "set it before compile");
   nnt_model_destroy(o);
 }

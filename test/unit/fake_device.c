@@ -1,0 +1,282 @@
+/* The fake device (fake_device.h): the opaque buffer type, its registry of
+ * live buffers by address, and the "fakedev" backend whose kernels map
+ * every tensor address to the buffer's private bytes and run the CPU's
+ * kernel there. */
+#include "fake_device.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+fdev_counts fdev_count;
+
+/* ---- the opaque buffer type ---------------------------------------------- */
+
+#define FDEV_ALIGN 64
+#define FDEV_SPAN ((uint64_t)1 << 32) /* address space of one buffer */
+
+typedef struct opaque_mem {
+  unsigned k;  /* index in the registry */
+  char *bytes; /* the real bytes, FDEV_ALIGN-aligned like the host's */
+} opaque_mem;
+
+/* Live buffers by index k (base FDEV_BASE + k * FDEV_SPAN); NULL once
+ * freed. Buffers may be made and freed on other threads than the one
+ * computing, hence the lock. */
+static struct {
+  pthread_mutex_t lock;
+  nnt_buffer **live;
+  size_t cap;
+} reg = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
+
+static int opq_alloc(const nnt_buffer_type *t, size_t size, const char *what, nnt_buffer **out,
+                     nnt_err *e) {
+  nnt_buffer *b = nnt_calloc(1, sizeof *b);
+  opaque_mem *mem = b ? nnt_calloc(1, sizeof *mem) : NULL;
+  char *bytes = mem ? nnt_aligned_alloc(FDEV_ALIGN, size ? size : 1) : NULL;
+  if (!bytes) {
+    nnt_free(mem);
+    nnt_free(b);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate %s (%zu bytes)", what, size);
+  }
+  memset(bytes, 0, size ? size : 1);
+  pthread_mutex_lock(&reg.lock);
+  unsigned k = ++fdev_count.buffers;
+  if (k >= reg.cap) {
+    size_t cap = reg.cap ? 2 * reg.cap : 256;
+    while (cap <= k)
+      cap *= 2;
+    nnt_buffer **live = realloc(reg.live, cap * sizeof *live);
+    if (!live)
+      abort();
+    memset(live + reg.cap, 0, (cap - reg.cap) * sizeof *live);
+    reg.live = live;
+    reg.cap = cap;
+  }
+  reg.live[k] = b;
+  pthread_mutex_unlock(&reg.lock);
+  mem->k = k;
+  mem->bytes = bytes;
+  b->type = t;
+  b->size = size;
+  b->ctx = mem;
+  *out = b;
+  return NNT_OK;
+}
+
+static void opq_free(nnt_buffer *b) {
+  opaque_mem *mem = b->ctx;
+  pthread_mutex_lock(&reg.lock);
+  reg.live[mem->k] = NULL;
+  pthread_mutex_unlock(&reg.lock);
+  nnt_free(mem->bytes);
+  nnt_free(mem);
+  nnt_free(b);
+}
+
+static size_t opq_alignment(const nnt_buffer_type *t) {
+  (void)t;
+  return FDEV_ALIGN;
+}
+
+static size_t opq_max_size(const nnt_buffer_type *t) {
+  (void)t;
+  return (size_t)(FDEV_SPAN - FDEV_ALIGN);
+}
+
+static int opq_is_host(const nnt_buffer_type *t) {
+  (void)t;
+  return 0;
+}
+
+static char *opq_base(const nnt_buffer *b) {
+  const opaque_mem *mem = b->ctx;
+  return (char *)(uintptr_t)(FDEV_BASE + (uint64_t)mem->k * FDEV_SPAN);
+}
+
+static int opq_range(const nnt_buffer *b, size_t off, size_t n, nnt_err *e) {
+  if (off > b->size || n > b->size - off)
+    return nnt_err_set(e, NNT_ERR_INVAL, "opaque buffer: bytes [%zu, %zu) outside %zu", off,
+                       off + n, b->size);
+  return NNT_OK;
+}
+
+static int opq_set(nnt_buffer *b, size_t off, const void *src, size_t n, nnt_err *e) {
+  int rc = opq_range(b, off, n, e);
+  if (!rc && n)
+    memcpy(((opaque_mem *)b->ctx)->bytes + off, src, n);
+  fdev_count.sets++;
+  return rc;
+}
+
+static int opq_get(const nnt_buffer *b, size_t off, void *dst, size_t n, nnt_err *e) {
+  int rc = opq_range(b, off, n, e);
+  if (!rc && n)
+    memcpy(dst, ((const opaque_mem *)b->ctx)->bytes + off, n);
+  fdev_count.gets++;
+  return rc;
+}
+
+static int opq_memset(nnt_buffer *b, size_t off, int v, size_t n, nnt_err *e) {
+  int rc = opq_range(b, off, n, e);
+  if (!rc && n)
+    memset(((opaque_mem *)b->ctx)->bytes + off, v, n);
+  fdev_count.memsets++;
+  return rc;
+}
+
+static const nnt_buffer_type opaque_type = {
+    .name = "opaque (test)",
+    .alloc = opq_alloc,
+    .free = opq_free,
+    .alignment = opq_alignment,
+    .max_size = opq_max_size,
+    .is_host = opq_is_host,
+    .base = opq_base,
+    .set = opq_set,
+    .get = opq_get,
+    .memset = opq_memset,
+};
+
+const nnt_buffer_type *fdev_buffer_type(void) { return &opaque_type; }
+
+int fdev_is_opaque(const void *p) { return (uintptr_t)p >= FDEV_BASE; }
+
+static void die(const char *op, const char *arg, const void *p, const char *why) {
+  fprintf(stderr, "fakedev: op '%s': argument '%s' = %p %s: a host pointer (or a stale "
+          "address) was handed to a kernel\n", op, arg, p, why);
+  fflush(stderr);
+  abort();
+}
+
+void *fdev_host(const void *p, const char *op, const char *arg) {
+  if (!p)
+    return NULL;
+  uintptr_t a = (uintptr_t)p;
+  if (a < FDEV_BASE)
+    die(op, arg, p, "is not a device address");
+  uint64_t k = (a - FDEV_BASE) / FDEV_SPAN, off = (a - FDEV_BASE) % FDEV_SPAN;
+  char *host = NULL;
+  pthread_mutex_lock(&reg.lock);
+  nnt_buffer *b = k < reg.cap ? reg.live[k] : NULL;
+  if (b && off <= b->size) /* the end of a buffer: an empty tensor */
+    host = ((opaque_mem *)b->ctx)->bytes + off;
+  pthread_mutex_unlock(&reg.lock);
+  if (!host)
+    die(op, arg, p, b ? "lies past the end of its buffer" : "lies in no live buffer");
+  return host;
+}
+
+/* ---- the kernels ----------------------------------------------------------- */
+
+static const nnt_kernels *cpu;
+
+/* Every tensor address through fdev_host; host arrays (permute3's d and
+ * perm, the convolution geometry) and scalars as they are. */
+#define H(p) fdev_host((p), op_name, #p)
+#define F(n, params, args)                                                                \
+  static int fd_##n params {                                                              \
+    static const char op_name[] = #n;                                                     \
+    fdev_count.ops++;                                                                     \
+    return cpu->n args;                                                                   \
+  }
+typedef const float *cf;
+typedef const struct nnt_conv_geom *cg;
+F(gemm, (int ta, int tb, size_t m, size_t n, size_t k, float al, cf a, size_t lda, cf b,
+         size_t ldb, float be, float *c, size_t ldc),
+  (ta, tb, m, n, k, al, H(a), lda, H(b), ldb, be, H(c), ldc))
+F(fill, (size_t n, float v, float *y), (n, v, H(y)))
+F(copy, (size_t n, cf x, float *y), (n, H(x), H(y)))
+F(scale, (size_t n, float a, float *y), (n, a, H(y)))
+F(axpy, (size_t n, float a, cf x, float *y), (n, a, H(x), H(y)))
+F(add, (size_t n, cf a, cf b, float *y), (n, H(a), H(b), H(y)))
+F(sub, (size_t n, cf a, cf b, float *y), (n, H(a), H(b), H(y)))
+F(mul, (size_t n, cf a, cf b, float *y), (n, H(a), H(b), H(y)))
+F(dot, (size_t n, cf x, cf y, float *o), (n, H(x), H(y), H(o)))
+F(sum, (size_t n, cf x, float *o), (n, H(x), H(o)))
+F(add_row_vec, (size_t r, size_t c, cf v, float *y), (r, c, H(v), H(y)))
+F(add_col_vec, (size_t r, size_t c, cf v, float *y), (r, c, H(v), H(y)))
+F(sum_cols, (size_t r, size_t c, cf x, float b, float *o), (r, c, H(x), b, H(o)))
+F(sum_rows, (size_t r, size_t c, cf x, float b, float *o), (r, c, H(x), b, H(o)))
+F(act_fwd, (nnt_act a, float al, size_t n, cf x, float *y), (a, al, n, H(x), H(y)))
+F(act_bwd, (nnt_act a, float al, size_t n, cf x, cf y, cf dy, float *dx),
+  (a, al, n, H(x), H(y), H(dy), H(dx)))
+F(softmax_fwd, (size_t r, size_t c, cf x, float *y), (r, c, H(x), H(y)))
+F(softmax_bwd, (size_t r, size_t c, cf y, cf dy, float *dx), (r, c, H(y), H(dy), H(dx)))
+F(normalize_rows, (size_t r, size_t c, unsigned mode, cf x, float *y), (r, c, mode, H(x), H(y)))
+F(xent_softmax_fwd, (size_t r, size_t c, cf p, cf l, float *o), (r, c, H(p), H(l), H(o)))
+F(xent_softmax_bwd, (size_t r, size_t c, cf p, cf l, float *dx), (r, c, H(p), H(l), H(dx)))
+F(xent_sigmoid_fwd, (size_t r, size_t c, cf x, cf l, float *o), (r, c, H(x), H(l), H(o)))
+F(xent_sigmoid_bwd, (size_t r, size_t c, cf x, cf l, float *dx), (r, c, H(x), H(l), H(dx)))
+F(mse_fwd, (size_t n, cf y, cf l, float *o), (n, H(y), H(l), H(o)))
+F(mse_bwd, (size_t n, cf y, cf l, float *dx), (n, H(y), H(l), H(dx)))
+F(argmax_match, (size_t r, size_t c, cf y, cf l, float *o), (r, c, H(y), H(l), H(o)))
+F(dropout_mask, (size_t n, float rate, uint64_t key, uint64_t st, float *mask),
+  (n, rate, key, st, H(mask)))
+F(bn_fwd_train, (size_t o, size_t ch, size_t in, cf x, cf g, cf b, float eps, float *mean,
+                 float *var, float *invstd, float *xhat, float *y),
+  (o, ch, in, H(x), H(g), H(b), eps, H(mean), H(var), H(invstd), H(xhat), H(y)))
+F(bn_fwd_infer, (size_t o, size_t ch, size_t in, cf x, cf mean, cf var, cf g, cf b, float eps,
+                 float *y),
+  (o, ch, in, H(x), H(mean), H(var), H(g), H(b), eps, H(y)))
+F(bn_bwd, (size_t o, size_t ch, size_t in, cf dy, cf xhat, cf invstd, cf g, float *dx,
+           float *dg, float *db),
+  (o, ch, in, H(dy), H(xhat), H(invstd), H(g), H(dx), H(dg), H(db)))
+F(permute3, (size_t b, const unsigned d[3], const unsigned p[3], cf x, float *y),
+  (b, d, p, H(x), H(y)))
+F(upsample_nearest_fwd, (size_t r, size_t h, size_t w, size_t kh, size_t kw, cf x, float *y),
+  (r, h, w, kh, kw, H(x), H(y)))
+F(upsample_nearest_bwd, (size_t r, size_t h, size_t w, size_t kh, size_t kw, cf dy, float *dx),
+  (r, h, w, kh, kw, H(dy), H(dx)))
+F(im2col, (cg g, cf x, float *col), (g, H(x), H(col)))
+F(col2im, (cg g, cf col, float *dx), (g, H(col), H(dx)))
+F(pool_fwd, (cg g, size_t n, int mode, cf x, float *y, float *idx),
+  (g, n, mode, H(x), H(y), H(idx)))
+F(pool_bwd, (cg g, size_t n, int mode, cf dy, cf idx, float *dx),
+  (g, n, mode, H(dy), H(idx), H(dx)))
+F(sgd_step, (size_t n, float lr, cf g, float *w), (n, lr, H(g), H(w)))
+F(adam_step, (size_t n, float lr, float b1, float b2, float eps, cf g, float *m, float *v,
+              float *w),
+  (n, lr, b1, b2, eps, H(g), H(m), H(v), H(w)))
+#undef F
+#undef H
+
+static nnt_kernels table;
+
+/* ---- the backend ----------------------------------------------------------- */
+
+static int fdev_synchronize(nnt_backend *be, nnt_err *e) {
+  (void)be, (void)e; /* every op has finished when it returns */
+  return NNT_OK;
+}
+
+static int fdev_supports(const nnt_backend *be, nnt_kop op) {
+  (void)be;
+  return (unsigned)op < NNT_KOP__COUNT;
+}
+
+static nnt_backend fake = {
+    .name = "fakedev",
+    .engine = "cpu",
+    .buft = &opaque_type,
+    .k = &table,
+    .synchronize = fdev_synchronize,
+    .supports = fdev_supports,
+};
+
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void make_table(void) {
+  cpu = nnt_kernels_cpu();
+  table = *cpu; /* name and prepare */
+  table.name = "fakedev";
+#define SET(E, n) table.n = fd_##n;
+  NNT_KOP_LIST(SET)
+#undef SET
+}
+
+nnt_backend *fdev_backend(void) {
+  pthread_once(&table_once, make_table);
+  return &fake;
+}
