@@ -25,8 +25,8 @@ int nnt_model_create(nnt_model **out, nnt_err *e) {
   m->k = m->be->k;
   const char *p = getenv("NNTRAINER_POISON");
   m->poison = p && *p && strcmp(p, "0") != 0;
-  nnt_mgr_init(&m->mgr[0]);
-  nnt_mgr_init(&m->mgr[1]);
+  for (int i = 0; i < NNT_MODE__COUNT; i++)
+    nnt_mgr_init(&m->mgr[i]);
   nnt_mgr_init(&m->wmgr);
   nnt_mgr_init(&m->omgr);
   *out = m;
@@ -44,8 +44,8 @@ void nnt_model_destroy(nnt_model *m) {
   nnt_free(m->layers);
   nnt_name_index_free(&m->layer_names);
   nnt_optimizer_destroy(m->opt);
-  nnt_mgr_free(&m->mgr[0]);
-  nnt_mgr_free(&m->mgr[1]);
+  for (int i = 0; i < NNT_MODE__COUNT; i++)
+    nnt_mgr_free(&m->mgr[i]);
   nnt_mgr_free(&m->wmgr);
   nnt_mgr_free(&m->omgr);
   nnt_buffer_free(m->sbuf);
@@ -146,6 +146,7 @@ static int set_batch(nnt_model *m, unsigned batch, nnt_err *e) {
   }
   nnt_model_release_plan(m, NNT_MODE_TRAIN);
   nnt_model_release_plan(m, NNT_MODE_INFER);
+  nnt_model_release_plan(m, NNT_MODE_EVAL);
   return NNT_OK;
 }
 
@@ -400,6 +401,7 @@ void nnt_model_uncompile(nnt_model *m) {
     return;
   nnt_model_release_plan(m, NNT_MODE_TRAIN);
   nnt_model_release_plan(m, NNT_MODE_INFER);
+  nnt_model_release_plan(m, NNT_MODE_EVAL);
   nnt_graph_free(m);
   m->compiled = 0;
 }

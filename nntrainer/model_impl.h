@@ -75,7 +75,16 @@ typedef struct nnt_node {
   nnt_run_ctx ctx;
 } nnt_node;
 
-typedef enum nnt_mode { NNT_MODE_TRAIN = 0, NNT_MODE_INFER = 1 } nnt_mode;
+/* The plans: training (forward, loss, backward, update); inference (the
+ * forward steps, no label and no loss value: loss layers give their output
+ * only); evaluation (the forward steps with the labels and the loss
+ * values: what evaluate needs outside a training run). */
+typedef enum nnt_mode {
+  NNT_MODE_TRAIN = 0,
+  NNT_MODE_INFER = 1,
+  NNT_MODE_EVAL = 2,
+} nnt_mode;
+#define NNT_MODE__COUNT 3
 
 struct nnt_model {
   /* as built */
@@ -105,8 +114,8 @@ struct nnt_model {
   size_t n_realized;
   nnt_node *nodes;
   size_t n_nodes;
-  nnt_step *sched[2];       /* per mode (nnt_mode): the steps in order */
-  unsigned n_steps[2];
+  nnt_step *sched[NNT_MODE__COUNT]; /* per mode (nnt_mode): the steps in order */
+  unsigned n_steps[NNT_MODE__COUNT];
   unsigned n_inputs, n_labels;
   nnt_dim input_dim[NNT_DS_MAX_STREAMS], label_dim[NNT_DS_MAX_STREAMS];
   /* weights (allocated at initialize), in save order: request i of wmgr */
@@ -131,9 +140,9 @@ struct nnt_model {
   nnt_buffer *sbuf;
   nnt_tensor scalar;
   /* per-mode plans */
-  nnt_mgr mgr[2];
+  nnt_mgr mgr[NNT_MODE__COUNT];
   int bound_mode;           /* which plan the nodes' contexts point into; -1 */
-  int input_t[NNT_DS_MAX_STREAMS], label_t[NNT_DS_MAX_STREAMS];
+  int input_t[NNT_DS_MAX_STREAMS], label_t[NNT_DS_MAX_STREAMS]; /* label_t: -1 in inference */
   /* counters */
   unsigned epoch_idx;       /* epochs done */
   unsigned iter;            /* iterations done */
@@ -193,7 +202,9 @@ void nnt_graph_free(nnt_model *m);
 int nnt_graph_set_batch(nnt_model *m, unsigned batch, nnt_err *e);
 /* schedule.c */
 const char *nnt_step_kind_name(nnt_step_kind k);
-/* The training and inference schedules of the compiled graph. */
+/* "training", "inference", "evaluation". */
+const char *nnt_mode_name(nnt_mode mode);
+/* The training, inference and evaluation schedules of the compiled graph. */
 int nnt_schedule_build(nnt_model *m, nnt_err *e);
 void nnt_schedule_free(nnt_model *m);
 /* The steps of the forward pass: the leading forward steps. */

@@ -63,6 +63,8 @@ static int can_run_inplace(const nnt_model *m, size_t i, nnt_mode mode) {
 
 static int request_forward(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
   int opt = m->memory_optimization;
+  for (unsigned s = 0; s < NNT_DS_MAX_STREAMS; s++)
+    m->label_t[s] = -1;
   for (unsigned s = 0; s < m->n_inputs; s++) {
     int id = req(g, "model", "input", s, NNT_TK_INPUT, m->input_dim[s], e);
     if (id < 0)
@@ -95,8 +97,11 @@ static int request_forward(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) 
         return id;
       nd->t_scratch[s] = id;
     }
+    /* inference holds no label and no loss value: a loss layer gives its
+     * output only (ctx->label and ctx->loss are NULL) */
+    int with_loss = (nd->fc.flags & NNT_LF_LOSS) && mode != NNT_MODE_INFER;
     nd->t_label = -1;
-    if (nd->fc.flags & NNT_LF_LOSS) {
+    if (with_loss) {
       int id = req(g, name, "label", 0, NNT_TK_LABEL, m->label_dim[nd->label_idx], e);
       if (id < 0)
         return id;
@@ -106,7 +111,7 @@ static int request_forward(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) 
     /* the loss value: from this node's forward until train.c has read it,
      * after the forward pass (touch_steps) */
     nd->t_loss = -1;
-    if (nd->fc.flags & NNT_LF_LOSS) {
+    if (with_loss) {
       int id = req(g, name, "loss", 0, NNT_TK_SCRATCH, nnt_dim_make(1, 1, 1, 1), e);
       if (id < 0)
         return id;
@@ -295,7 +300,7 @@ static int touch_steps(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
   for (size_t i = 0; i < g->n; i++)
     if (g->t[i].first > g->t[i].last)
       return nnt_err_set(e, NNT_ERR_INVAL, "schedule: no step of the %s schedule touches '%s'",
-                         mode == NNT_MODE_TRAIN ? "training" : "inference", g->t[i].name);
+                         nnt_mode_name(mode), g->t[i].name);
   return NNT_OK;
 }
 
@@ -367,7 +372,7 @@ int nnt_model_budget_with(const nnt_model *m, nnt_mode mode, size_t extra, const
   return nnt_err_set(e, NNT_ERR_NOMEM,
                      "[Model] memory_budget: the %s plan (%s) and %s (%s) need more than the "
                      "budget of %llu bytes; lower buffer_size or raise the budget",
-                     mode == NNT_MODE_TRAIN ? "training" : "inference",
+                     nnt_mode_name(mode),
                      nnt_bytes_str(parts[0] + parts[1] + parts[2], a, sizeof a), what,
                      extra == SIZE_MAX ? "more than SIZE_MAX bytes" : nnt_bytes_str(extra, b, sizeof b),
                      (unsigned long long)m->memory_budget);
@@ -390,7 +395,7 @@ static int fit_budget(const nnt_model *m, nnt_mode mode, const nnt_mgr *g, nnt_e
   int wrapped = mode_total(m, mode, g, parts, &total);
   if (!m->memory_budget || (!wrapped && total <= m->memory_budget))
     return NNT_OK;
-  const char *mname = mode == NNT_MODE_TRAIN ? "training" : "inference";
+  const char *mname = nnt_mode_name(mode);
   char a[64], b[64], c[64];
   char msg[NNT_ERR_MSG_MAX];
   int n = snprintf(msg, sizeof msg, "[Model] memory_budget: the %s plan needs %s, more than "
@@ -467,7 +472,7 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
   if (!rc)
     rc = fit_budget(m, mode, g, e);
   if (!rc)
-    rc = nnt_mgr_alloc(g, mode == NNT_MODE_TRAIN ? "training" : "inference", e);
+    rc = nnt_mgr_alloc(g, nnt_mode_name(mode), e);
   if (rc) {
     nnt_mgr_free(g);
     return rc;

@@ -25,12 +25,17 @@ const char *nnt_step_kind_name(nnt_step_kind k) {
   }
 }
 
+const char *nnt_mode_name(nnt_mode mode) {
+  return mode == NNT_MODE_TRAIN ? "training" : mode == NNT_MODE_EVAL ? "evaluation" : "inference";
+}
+
 /* Training: every node forwards in graph order; then, walking back from
  * the last node, each node has three steps: calc_gradient, calc_derivative
  * and apply_gradient (a node without such work does nothing in that step,
  * which keeps the numbering of the plans as it was). With clip_grad_by_norm
  * no node applies alone: the last step clips the global norm of every
- * gradient and applies them all. Inference: the forward steps. */
+ * gradient and applies them all. Inference and evaluation: the forward
+ * steps (they differ in what their plans hold, not in what runs). */
 int nnt_schedule_build(nnt_model *m, nnt_err *e) {
   size_t n = m->n_nodes;
   nnt_schedule_free(m);
@@ -38,15 +43,16 @@ int nnt_schedule_build(nnt_model *m, nnt_err *e) {
     return nnt_err_set(e, NNT_ERR_INVAL, "compile: %zu layers are too many", n);
   nnt_step *tr = nnt_malloc((n ? 4 * n : 1) * sizeof *tr);
   nnt_step *inf = nnt_malloc((n ? n : 1) * sizeof *inf);
-  if (!tr || !inf) {
-    nnt_free(tr), nnt_free(inf);
+  nnt_step *ev = nnt_malloc((n ? n : 1) * sizeof *ev);
+  if (!tr || !inf || !ev) {
+    nnt_free(tr), nnt_free(inf), nnt_free(ev);
     return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
   }
   int clip = m->clip_grad_norm > 0;
   size_t s = 0;
   for (size_t i = 0; i < n; i++) {
     tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_FORWARD};
-    inf[i] = (nnt_step){(unsigned)i, NNT_STEP_FORWARD};
+    inf[i] = ev[i] = (nnt_step){(unsigned)i, NNT_STEP_FORWARD};
   }
   for (size_t i = n; i-- > 0;) {
     tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_CALC_GRADIENT};
@@ -59,11 +65,13 @@ int nnt_schedule_build(nnt_model *m, nnt_err *e) {
   m->n_steps[NNT_MODE_TRAIN] = (unsigned)s;
   m->sched[NNT_MODE_INFER] = inf;
   m->n_steps[NNT_MODE_INFER] = (unsigned)n;
+  m->sched[NNT_MODE_EVAL] = ev;
+  m->n_steps[NNT_MODE_EVAL] = (unsigned)n;
   return NNT_OK;
 }
 
 void nnt_schedule_free(nnt_model *m) {
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < NNT_MODE__COUNT; i++) {
     nnt_free(m->sched[i]);
     m->sched[i] = NULL;
     m->n_steps[i] = 0;
@@ -83,7 +91,7 @@ int nnt_schedule_insert(nnt_model *m, nnt_mode mode, unsigned at, nnt_step step,
   unsigned n = m->n_steps[mode];
   int per_node = step.kind != NNT_STEP_NONE && step.kind != NNT_STEP_CLIP_APPLY;
   if (at > n || step.kind >= NNT_STEP__COUNT || (per_node && step.node >= m->n_nodes) ||
-      (mode == NNT_MODE_INFER && per_node && step.kind != NNT_STEP_FORWARD))
+      (mode != NNT_MODE_TRAIN && per_node && step.kind != NNT_STEP_FORWARD))
     return nnt_err_set(e, NNT_ERR_INVAL,
                        "schedule: cannot insert a %s step of node %u at %u (%u steps, %zu "
                        "nodes)",

@@ -314,7 +314,10 @@ static int evaluate(nnt_model *m, nnt_ds_mode mode, float *loss, float *accuracy
   nnt_dataset *ds = nnt_model_dataset(m, mode);
   if (!ds)
     return nnt_err_set(e, NNT_ERR_INVAL, "evaluate: no dataset for this mode");
-  nnt_mode pm = m->mgr[NNT_MODE_TRAIN].planned ? NNT_MODE_TRAIN : NNT_MODE_INFER;
+  /* validation in a training run uses the training arena, which holds
+   * everything a forward with labels and losses needs: a run holds one
+   * arena; otherwise the evaluation plan */
+  nnt_mode pm = m->mgr[NNT_MODE_TRAIN].planned ? NNT_MODE_TRAIN : NNT_MODE_EVAL;
   if ((rc = nnt_model_plan(m, pm, e)) || (rc = backend_ready(m, e)) ||
       (rc = ensure_scalar(m, e)))
     return rc;
@@ -558,6 +561,33 @@ unsigned nnt_model_output_dims(const nnt_model *m, nnt_dim *dims, unsigned max) 
   return n;
 }
 
+/* The plan inference runs on: the inference plan, unless the model holds
+ * a training arena (kept after training) or an evaluation arena already
+ * and no inference one: each holds what inference needs, so inference
+ * runs there instead of allocating one arena more. */
+static nnt_mode infer_mode(const nnt_model *m) {
+  if (m->mgr[NNT_MODE_INFER].planned)
+    return NNT_MODE_INFER;
+  if (m->mgr[NNT_MODE_TRAIN].planned)
+    return NNT_MODE_TRAIN;
+  return m->mgr[NNT_MODE_EVAL].planned ? NNT_MODE_EVAL : NNT_MODE_INFER;
+}
+
+/* The forward pass of inference: a loss layer gives its output only, with
+ * ctx->label and ctx->loss NULL, whichever plan the contexts are bound to
+ * (on a training or evaluation plan, its label and loss stay untouched). */
+static int infer_forward(nnt_model *m, nnt_err *e) {
+  for (size_t i = 0; i < m->n_nodes; i++)
+    m->nodes[i].ctx.label = NULL, m->nodes[i].ctx.loss = NULL;
+  int rc = nnt_model_forward(m, 0, NULL, e);
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    nnt_node *nd = &m->nodes[i];
+    nd->ctx.label = nd->t_label >= 0 ? &nd->label : NULL;
+    nd->ctx.loss = nd->t_loss >= 0 ? &nd->loss : NULL;
+  }
+  return rc;
+}
+
 int nnt_model_infer(nnt_model *m, const float *const *in, float *const *out, nnt_err *e) {
   if (!m->initialized)
     return nnt_err_set(e, NNT_ERR_INVAL, "infer: compile the model first");
@@ -567,13 +597,15 @@ int nnt_model_infer(nnt_model *m, const float *const *in, float *const *out, nnt
   if (n_out > NNT_DS_MAX_STREAMS)
     return nnt_err_set(e, NNT_ERR_NOT_SUPPORTED, "infer: more than %d outputs",
                        NNT_DS_MAX_STREAMS);
-  nnt_mode pm = m->mgr[NNT_MODE_TRAIN].planned ? NNT_MODE_TRAIN : NNT_MODE_INFER;
-  int rc = nnt_model_plan(m, pm, e);
+  int rc = nnt_model_plan(m, infer_mode(m), e);
   if (!rc)
     rc = backend_ready(m, e);
   if (rc)
     return rc;
-  if ((rc = nnt_model_set_batch(m, in, NULL, e)) || (rc = nnt_model_forward(m, 0, NULL, e)))
+  /* the inputs only: an inference plan holds no labels */
+  for (unsigned i = 0; i < m->n_inputs && !rc; i++)
+    rc = set_stream(m, m->input_t[i], m->input_dim[i], in[i], e);
+  if (rc || (rc = infer_forward(m, e)))
     return rc;
   for (unsigned i = 0; !rc && i < n_out; i++) {
     const nnt_tensor *t = &nodes[i]->out[idx[i]];

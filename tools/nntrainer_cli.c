@@ -33,7 +33,7 @@ static void usage(FILE *out) {
           "        weight, output, derivative and gradient of the last step to DIR.\n"
           "  summary CONFIG [Section.key=value ...]\n"
           "        print the compiled layer table and parameter counts\n"
-          "  plan CONFIG [--mode train|infer] [--planner basic|pool|best_fit] [--json]\n"
+          "  plan CONFIG [--mode train|eval|infer] [--planner basic|pool|best_fit] [--json]\n"
           "       [--svg FILE] [--verbose] [Section.key=value ...]\n"
           "        print the memory plan: bytes per kind, the arena, its lower\n"
           "        bound, the saving against memory_optimization=false\n"
@@ -54,7 +54,7 @@ typedef struct cli_opts {
   int seed_set;
   unsigned seed;
   /* plan */
-  const char *mode;         /* train | infer */
+  const char *mode;         /* train | eval | infer */
   const char *planner;
   const char *svg;
   const char *dump;         /* train: write every tensor after training */
@@ -376,8 +376,10 @@ static int cmd_plan(int argc, char **argv) {
   nnt_mode mode = NNT_MODE_TRAIN;
   if (o.mode && !strcmp(o.mode, "infer"))
     mode = NNT_MODE_INFER;
+  else if (o.mode && !strcmp(o.mode, "eval"))
+    mode = NNT_MODE_EVAL;
   else if (o.mode && strcmp(o.mode, "train")) {
-    fprintf(stderr, "nntrainer: --mode: '%s' is not train or infer\n", o.mode);
+    fprintf(stderr, "nntrainer: --mode: '%s' is not train, eval or infer\n", o.mode);
     return 2;
   }
   nnt_err e = {0};
@@ -404,7 +406,7 @@ static int cmd_plan(int argc, char **argv) {
     return fail(&e);
   }
   cli_plan_info pi = {0};
-  pi.mode = mode == NNT_MODE_TRAIN ? "train" : "infer";
+  pi.mode = mode == NNT_MODE_TRAIN ? "train" : mode == NNT_MODE_EVAL ? "eval" : "infer";
   pi.mgr = &m->mgr[mode];
   pi.orders = m->n_steps[mode];
   pi.n_steps = m->n_steps[mode];

@@ -27,7 +27,9 @@ enum {
 /* Which plan a memory report describes. */
 typedef enum {
   ML_TRAIN_EXT_MODE_TRAIN = 0, /* forward and backward */
-  ML_TRAIN_EXT_MODE_INFER = 1, /* forward only */
+  ML_TRAIN_EXT_MODE_INFER = 1, /* forward only: no labels, no loss values */
+  ML_TRAIN_EXT_MODE_EVAL = 2,  /* forward with the labels and loss values
+                                  (evaluation outside a training run) */
 } ml_train_ext_mode_e;
 
 /* Codes for ml_train_model_get_summary() beyond Tizen's verbosities, with

@@ -25,7 +25,7 @@ int ml_train_ext_model_get_memory_report(ml_train_model_h model, ml_train_ext_mo
   const char *what = "ml_train_ext_model_get_memory_report";
   if (!report)
     return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: report is NULL", what);
-  if ((unsigned)mode > ML_TRAIN_EXT_MODE_INFER)
+  if ((unsigned)mode > ML_TRAIN_EXT_MODE_EVAL)
     return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: mode %d is not a mode", what,
                         (int)mode);
   capi_model *cm;
@@ -33,7 +33,9 @@ int ml_train_ext_model_get_memory_report(ml_train_model_h model, ml_train_ext_mo
   if (rc)
     return rc;
   nnt_model *m = cm->m;
-  nnt_mode pm = mode == ML_TRAIN_EXT_MODE_TRAIN ? NNT_MODE_TRAIN : NNT_MODE_INFER;
+  nnt_mode pm = mode == ML_TRAIN_EXT_MODE_TRAIN   ? NNT_MODE_TRAIN
+                : mode == ML_TRAIN_EXT_MODE_EVAL ? NNT_MODE_EVAL
+                                                 : NNT_MODE_INFER;
   nnt_mgr *g = &m->mgr[pm];
   int was_planned = g->planned;
   nnt_err e;

@@ -250,6 +250,8 @@ static void queries(script *s) {
         ml_train_ext_model_get_memory_report(s->model, ML_TRAIN_EXT_MODE_TRAIN, &r));
   check("ml_train_ext_model_get_memory_report",
         ml_train_ext_model_get_memory_report(s->model, ML_TRAIN_EXT_MODE_INFER, &r));
+  check("ml_train_ext_model_get_memory_report",
+        ml_train_ext_model_get_memory_report(s->model, ML_TRAIN_EXT_MODE_EVAL, &r));
   check("ml_train_ext_model_get_layer_names",
         rc = ml_train_ext_model_get_layer_names(s->model, &names));
   if (!rc)

@@ -97,8 +97,7 @@ static int plan_checked(nnt_model *m, nnt_mode mode, nnt_err *e) {
     return rc;
   nnt_err v = {0};
   if (nnt_mgr_validate(&m->mgr[mode], &v))
-    nnt_fuzz_fail("the %s plan is invalid: %s", mode == NNT_MODE_TRAIN ? "training" : "inference",
-                  v.msg);
+    nnt_fuzz_fail("the %s plan is invalid: %s", nnt_mode_name(mode), v.msg);
   return NNT_OK;
 }
 
@@ -138,7 +137,7 @@ static int run(nnt_model *m, nnt_err *e) {
     return rc;
   if (nnt_model_dataset(m, NNT_DS_TEST)) {
     float loss, acc;
-    if ((rc = plan_checked(m, NNT_MODE_INFER, e)) ||
+    if ((rc = plan_checked(m, NNT_MODE_INFER, e)) || (rc = plan_checked(m, NNT_MODE_EVAL, e)) ||
         (rc = nnt_model_evaluate(m, NNT_DS_TEST, &loss, &acc, e)))
       return rc;
     if (!(acc >= 0 && acc <= 1))

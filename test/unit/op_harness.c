@@ -14,7 +14,7 @@
 
 #define OH_GUARD_MIN 64 /* bytes of pattern around every tensor, at least */
 #define OH_MAX_SLOTS (4 * NNT_MAX_IO + 2 * NNT_MAX_WEIGHTS + NNT_MAX_SCRATCH + 2)
-#define OH_MAX_VALS (3 * NNT_MAX_IO + 2 * NNT_MAX_WEIGHTS + 1)
+#define OH_MAX_VALS (4 * NNT_MAX_IO + 2 * NNT_MAX_WEIGHTS + 1)
 
 unsigned oh_backends(const nnt_backend *out[OH_MAX_BACKENDS]) {
   unsigned n = 0;
@@ -256,9 +256,12 @@ static int check_guards(oh_run *u, const char *call) {
 
 /* ---- running ---- */
 
-typedef enum oh_step { OH_FWD_INFER, OH_FWD_TRAIN, OH_GRAD, OH_DERIV } oh_step;
+/* OH_FWD_BARE: a loss layer's forward as inference runs it, without a
+ * label and a loss value (ctx->label and ctx->loss NULL) */
+typedef enum oh_step { OH_FWD_INFER, OH_FWD_TRAIN, OH_GRAD, OH_DERIV, OH_FWD_BARE } oh_step;
 static const char *const step_name[] = {"forward (inference)", "forward (training)",
-                                        "calc_gradient", "calc_derivative"};
+                                        "calc_gradient", "calc_derivative",
+                                        "forward (inference, no label)"};
 
 /* The one place the harness calls a layer's entries: each returns the
  * first kernel error; a loss layer writes its value into ctx->loss (the
@@ -269,10 +272,17 @@ static int layer_call(oh_run *u, oh_step s) {
   nnt_run_ctx *ctx = &u->ctx;
   switch (s) {
   case OH_FWD_INFER:
-  case OH_FWD_TRAIN: {
+  case OH_FWD_TRAIN:
+  case OH_FWD_BARE: {
     ctx->training = s == OH_FWD_TRAIN;
     ctx->seed = 5;
     ctx->stream = 0;
+    if (s == OH_FWD_BARE) {
+      ctx->label = ctx->loss = NULL;
+      int rc = l->ops->forward(l, ctx);
+      ctx->label = &u->label, ctx->loss = &u->loss_t;
+      return rc;
+    }
     int rc = l->ops->forward(l, ctx);
     if (!rc && u->is_loss) {
       nnt_err e = {0};
@@ -442,11 +452,44 @@ static void keep_loss(oh_run *u, oh_vals *v, const char *after) {
   v->v[k][0] = u->loss;
 }
 
+/* A loss layer's forward without a label (inference) writes no loss
+ * value: the slot keeps load's fill. */
+static int check_no_loss(oh_run *u) {
+  float f;
+  unsigned char b[sizeof f];
+  nnt_err e = {0};
+  if (nnt_tensor_get(&u->loss_t, 0, &f, 1, &e))
+    return oh_fail(u->r, "%s: reading the loss: %s", u->what, e.msg);
+  memcpy(b, &f, sizeof b);
+  for (size_t i = 0; i < sizeof b; i++)
+    if (b[i] != 0xff)
+      return oh_fail(u->r, "%s: %s wrote the loss value", u->what, step_name[OH_FWD_BARE]);
+  return 0;
+}
+
+/* ... and gives the same output, bit for bit, as with one. Its outputs
+ * are v's first values, those of the inference forward with a label the
+ * n_out after them. */
+static int check_bare(oh_run *u, const oh_vals *v) {
+  for (unsigned o = 0; o < u->fc.n_out; o++)
+    if (memcmp(v->v[o], v->v[u->fc.n_out + o], v->len[o] * sizeof(float)))
+      return oh_fail(u->r, "%s: %s differs from %s", u->what, v->name[o],
+                     v->name[u->fc.n_out + o]);
+  return 0;
+}
+
 /* Every call once; results into v. */
 static int execute(oh_run *u, const oh_data *d, oh_vals *v) {
   const nnt_finalize_ctx *fc = &u->fc;
   if (load(u, d))
     return 1;
+  if (u->is_loss) {
+    if (call(u, OH_FWD_BARE) || check_no_loss(u))
+      return 1;
+    for (unsigned o = 0; o < fc->n_out; o++)
+      if (keep(u, v, &u->out[o], step_name[OH_FWD_BARE], "out[%u]", o))
+        return 1;
+  }
   for (oh_step s = OH_FWD_INFER; s <= OH_FWD_TRAIN; s++) {
     if (call(u, s))
       return 1;
@@ -455,6 +498,8 @@ static int execute(oh_run *u, const oh_data *d, oh_vals *v) {
         return 1;
     if (u->is_loss)
       keep_loss(u, v, step_name[s]);
+    if (s == OH_FWD_INFER && u->is_loss && check_bare(u, v))
+      return 1;
   }
   for (unsigned w = 0; w < fc->n_w; w++) /* moving statistics change in training */
     if (keep(u, v, &u->w[w], step_name[OH_FWD_TRAIN], "weight %u", w))

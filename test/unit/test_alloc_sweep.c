@@ -186,9 +186,9 @@ static int core_job(void *vc, sw_out *out, char *msg) {
   sw_put(out, "accuracy", &acc, sizeof acc);
   sw_put(out, "inference", y, sizeof y);
   sw_put(out, "summary", sum, sum_len);
-  const nnt_mgr *g = &m->mgr[NNT_MODE_INFER]; /* what evaluate planned */
+  const nnt_mgr *g = &m->mgr[NNT_MODE_EVAL]; /* what evaluate planned (inference ran in it) */
   size_t plan[2] = {g->arena_bytes, g->lower_bound};
-  sw_put(out, "inference plan", plan, sizeof plan);
+  sw_put(out, "evaluation plan", plan, sizeof plan);
   sw_put(out, "weights of the second model", m2->wpool, m2->wpool_floats * sizeof(float));
   sw_put(out, "adam of the second model", m2->opt_pool,
          (size_t)m2->opt_slots * m2->wpool_floats * sizeof(float));

@@ -135,6 +135,19 @@ static void test_train_and_inspect(void **state) {
   OK(ml_train_ext_model_get_memory_report(b.model, ML_TRAIN_EXT_MODE_INFER, &ri));
   assert_true(ri.arena_bytes < r.arena_bytes);
   assert_int_equal(ri.optimizer_bytes, 0);
+  /* evaluation: inference's tensors, the labels (batch 8 x 3 classes) and
+   * the loss value; neither has a gradient or a derivative */
+  ml_train_ext_memory_report_s re;
+  OK(ml_train_ext_model_get_memory_report(b.model, ML_TRAIN_EXT_MODE_EVAL, &re));
+  assert_int_equal(re.input_bytes, ri.input_bytes + 8 * 3 * sizeof(float));
+  assert_int_equal(re.scratch_bytes, ri.scratch_bytes + sizeof(float));
+  assert_int_equal(re.activation_bytes, ri.activation_bytes);
+  assert_true(ri.arena_bytes < re.arena_bytes && re.arena_bytes < r.arena_bytes);
+  assert_int_equal(re.optimizer_bytes + re.gradient_bytes + re.derivative_bytes, 0);
+  assert_int_equal(ri.gradient_bytes + ri.derivative_bytes, 0);
+  assert_int_equal(ml_train_ext_model_get_memory_report(b.model, ML_TRAIN_EXT_MODE_EVAL + 1, &re),
+                   ML_ERROR_INVALID_PARAMETER);
+  assert_error("mode 3 is not a mode");
 
   char **names;
   OK(ml_train_ext_model_get_layer_names(b.model, &names));

@@ -151,6 +151,17 @@ static void test_plan(void **state) {
                           "\"offset\":"};
   for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
     tu_assert_contains(out, fields[i]);
+  /* the evaluation plan holds the labels and the loss value, inference
+   * neither */
+  tu_assert_contains(out, "\"kinds\"");
+  assert_null(strstr(out, "\"kind\":\"label\""));
+  assert_null(strstr(out, ":loss0\""));
+  assert_int_equal(tu_run_cli("plan good.ini --json --mode eval", out, sizeof out), 0);
+  tu_assert_contains(out, "\"mode\":\"eval\"");
+  tu_assert_contains(out, "\"kind\":\"label\"");
+  tu_assert_contains(out, ":loss0\"");
+  assert_int_not_equal(tu_run_cli("plan good.ini --mode test", out, sizeof out), 0);
+  tu_assert_contains(out, "--mode: 'test' is not train, eval or infer");
   assert_int_equal(tu_run_cli("plan good.ini --svg plan.svg --verbose", out, sizeof out), 0);
   tu_assert_contains(out, "fc1:out0");
   assert_true(exists("plan.svg"));

@@ -194,6 +194,32 @@ static const nnt_layer_ops double_ops = {
     .type = "test_double", .ml_type = -1, .finalize = same_finalize,
     .forward = copy_forward, .calc_derivative = double_derivative};
 
+/* a loss layer (mse) whose output needs its label: without one (as in
+ * inference) it gives zeros */
+static int loss_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
+  same_finalize(l, ctx, e);
+  ctx->flags = NNT_LF_LOSS | NNT_LF_BWD_READS_OUTPUT;
+  return NNT_OK;
+}
+
+static int label_bound_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+  size_t n = nnt_tensor_len(&ctx->in[0]);
+  if (!ctx->label)
+    return ctx->k->fill(n, 0.0f, ctx->out[0].data);
+  int rc = copy_forward(l, ctx);
+  return rc ? rc : ctx->k->mse_fwd(n, ctx->out[0].data, ctx->label->data, ctx->loss->data);
+}
+
+static int loss_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+  (void)l;
+  return ctx->k->mse_bwd(nnt_tensor_len(&ctx->out[0]), ctx->out[0].data, ctx->label->data,
+                         ctx->d_in[0].data);
+}
+
+static const nnt_layer_ops label_bound_ops = {
+    .type = "test_label_bound", .ml_type = -1, .finalize = loss_finalize,
+    .forward = label_bound_forward, .calc_derivative = loss_derivative};
+
 static void expect_failure(const oh_case *c, const nnt_backend *be, const char *a, const char *b,
                            const char *d) {
   oh_report r;
@@ -233,6 +259,15 @@ static void test_finite_differences_catch_a_wrong_derivative(void **state) {
   /* a wrong weight gradient, dX right */
   oh_case m = {.type = "test_mul", .ops = &mul_ops, .in = {"4"}};
   expect_failure(&m, nnt_backend_cpu(), "test_mul factor[0]: analytic", "numeric", "cpu:");
+}
+
+/* Every loss layer runs a forward without a label and a loss value (as
+ * inference does): a layer whose output then differs is reported. */
+static void test_a_loss_layer_without_label(void **state) {
+  (void)state;
+  oh_case c = {.type = "test_label_bound", .ops = &label_bound_ops, .in = {"3"}, .batch = 2};
+  expect_failure(&c, nnt_backend_cpu(), "out[0] after forward (inference, no label) differs",
+                 "from out[0] after forward (inference)", "cpu:");
 }
 
 /* ---- a backend with a broken kernel ---- */
@@ -278,6 +313,7 @@ int main(void) {
       cmocka_unit_test(test_cases),
       cmocka_unit_test(test_guard_catches_a_layer_writing_past_its_tensor),
       cmocka_unit_test(test_finite_differences_catch_a_wrong_derivative),
+      cmocka_unit_test(test_a_loss_layer_without_label),
       cmocka_unit_test(test_a_broken_backend_is_caught),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

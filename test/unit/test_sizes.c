@@ -346,7 +346,8 @@ static void test_budget_parser(void **state) {
 
 static void test_budget_under_and_over(void **state) {
   (void)state;
-  for (int mode = NNT_MODE_TRAIN; mode <= NNT_MODE_INFER; mode++) {
+  static const char *const plan_name[] = {"training plan", "inference plan", "evaluation plan"};
+  for (int mode = NNT_MODE_TRAIN; mode < NNT_MODE__COUNT; mode++) {
     size_t total = mlp_total((nnt_mode)mode);
     char under[32], over[32];
     snprintf(under, sizeof under, "memory_budget=%zu", total);
@@ -372,6 +373,16 @@ static void test_budget_under_and_over(void **state) {
       if ((rc = nnt_model_train(m, NULL, NULL, &e)))
         fail_msg("train at budget %zu + %zu: %s", total, q, e.msg);
     }
+    if (mode == NNT_MODE_EVAL) {
+      /* so does evaluation, against its own plan */
+      float loss, acc;
+      assert_int_equal(nnt_model_evaluate(m, NNT_DS_TRAIN, &loss, &acc, &e), NNT_ERR_NOMEM);
+      tu_assert_contains(e.msg, "the evaluation plan");
+      tu_assert_contains(e.msg, "the datasets' queues");
+      m->memory_budget = total + nnt_dataset_queue_bytes(m->ds[NNT_DS_TRAIN]);
+      if ((rc = nnt_model_evaluate(m, NNT_DS_TRAIN, &loss, &acc, &e)))
+        fail_msg("evaluate: %s", e.msg);
+    }
     nnt_model_destroy(m);
     /* one byte less: refused before the arena exists, naming the parts */
     const char *ov2[] = {over};
@@ -384,7 +395,7 @@ static void test_budget_under_and_over(void **state) {
     char num[32];
     snprintf(num, sizeof num, "(%zu bytes)", total);
     tu_assert_contains(e.msg, "[Model] memory_budget");
-    tu_assert_contains(e.msg, mode == NNT_MODE_TRAIN ? "training plan" : "inference plan");
+    tu_assert_contains(e.msg, plan_name[mode]);
     tu_assert_contains(e.msg, num);
     snprintf(num, sizeof num, "(%zu bytes)", total - 1);
     tu_assert_contains(e.msg, num);
