@@ -118,6 +118,14 @@ static void test_structure(void **state) {
   assert_int_equal(apply_a, 1);
   assert_int_equal(apply_b, 0);
   assert_string_equal(nnt_step_kind_name(NNT_STEP_ACCUMULATE_GRADIENT), "accumulate_gradient");
+  /* the summary counts the shared weight once: 30 + 18 parameters */
+  FILE *f = tmpfile();
+  nnt_model_print_summary(f, m, 0);
+  char text[4096] = {0};
+  rewind(f);
+  assert_true(fread(text, 1, sizeof text - 1, f) > 0);
+  fclose(f);
+  tu_assert_contains(text, "parameters: 48 (trainable 48,");
   /* an accumulate step of a node that shares nothing is refused */
   assert_int_equal(nnt_schedule_insert(m, NNT_MODE_TRAIN, n,
                                        (nnt_step){node_of(m, "out"), NNT_STEP_ACCUMULATE_GRADIENT},
