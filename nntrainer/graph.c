@@ -518,10 +518,9 @@ static int finalize_each(nnt_model *m, const unsigned *cons, const unsigned *ref
   return NNT_OK;
 }
 
-/* Which backward steps run, and the weight table. */
+/* Which backward steps run, and the weight table (share.c). */
 static int assign_work(nnt_model *m, nnt_err *e) {
   size_t n = m->n_nodes;
-  m->n_w = 0;
   for (size_t i = 0; i < n; i++) {
     nnt_node *nd = &m->nodes[i];
     for (unsigned o = 0; o < nd->fc.n_out; o++)
@@ -549,23 +548,8 @@ static int assign_work(nnt_model *m, nnt_err *e) {
       return nnt_err_set(e, NNT_ERR_NOT_SUPPORTED,
                          "[%s] layer type '%s' has no backward pass", nd->layer->name,
                          nd->layer->ops->type);
-    nd->w_first = m->n_w;
-    m->n_w += nd->fc.n_w;
   }
-  m->wspec = nnt_calloc(m->n_w ? m->n_w : 1, sizeof *m->wspec);
-  m->w = nnt_calloc(m->n_w ? m->n_w : 1, sizeof *m->w);
-  m->w_node = nnt_calloc(m->n_w ? m->n_w : 1, sizeof *m->w_node);
-  if (!m->wspec || !m->w || !m->w_node)
-    return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
-  for (size_t i = 0; i < n; i++) {
-    nnt_node *nd = &m->nodes[i];
-    for (unsigned w = 0; w < nd->fc.n_w; w++) {
-      m->wspec[nd->w_first + w] = nd->fc.w[w];
-      m->w[nd->w_first + w].dim = nd->fc.w[w].dim;
-      m->w_node[nd->w_first + w] = (unsigned)i;
-    }
-  }
-  return NNT_OK;
+  return nnt_graph_weights(m, e);
 }
 
 /* The weight pool and the optimizer state are one allocation each: their
@@ -612,6 +596,10 @@ uint64_t nnt_graph_core_kops(const nnt_model *m) {
     for (unsigned o = 0; o < m->nodes[i].fc.n_out; o++)
       if (m->nodes[i].n_consumers[o] > 1)
         k |= NNT_KOP_BIT(COPY) | NNT_KOP_BIT(ADD);
+  /* shared weights trained by several layers: their gradients are summed */
+  for (size_t i = 0; i < m->n_nodes; i++)
+    if (m->nodes[i].do_grad && m->nodes[i].grad_sum != i)
+      k |= NNT_KOP_BIT(ADD);
   return k;
 }
 
@@ -659,6 +647,9 @@ static int check_backend_ops(const nnt_model *m, nnt_err *e) {
         rc = need_ops(be, NNT_KOP_BIT(COPY) | NNT_KOP_BIT(ADD), e, "layer '%s': the sum of "
                       "the derivatives of its output %u, which %u layers read", l->name, o,
                       nd->n_consumers[o]);
+    if (!rc && nd->do_grad && nd->grad_sum != i)
+      rc = need_ops(be, NNT_KOP_BIT(ADD), e, "layer '%s': the sum of the gradients of the "
+                    "weights it shares with '%s'", l->name, m->nodes[nd->w_owner].layer->name);
   }
   if (!rc && m->opt)
     rc = need_ops(be, nnt_optimizer_kops(m->opt), e, "the optimizer '%s'",
@@ -682,9 +673,9 @@ int nnt_graph_compile(nnt_model *m, nnt_err *e) {
   if (!rc)
     rc = sort_and_finalize(&b, e);
   if (!rc)
-    rc = nnt_schedule_build(m, e);
-  if (!rc)
     rc = assign_work(m, e);
+  if (!rc)
+    rc = nnt_schedule_build(m, e);
   if (!rc)
     rc = weight_totals(m, e);
   if (!rc)
@@ -710,8 +701,7 @@ int nnt_graph_set_batch(nnt_model *m, unsigned batch, nnt_err *e) {
    * invalidate the ones already allocated */
   for (size_t i = 0; !rc && i < m->n_nodes; i++) {
     const nnt_node *nd = &m->nodes[i];
-    size_t n_w = (i + 1 < m->n_nodes ? m->nodes[i + 1].w_first : m->n_w) - nd->w_first;
-    int same = nd->fc.n_w == n_w;
+    int same = nd->fc.n_w == nd->n_w;
     for (unsigned w = 0; same && w < nd->fc.n_w; w++)
       same = nnt_dim_eq(nd->fc.w[w].dim, m->wspec[nd->w_first + w].dim);
     if (!same)

@@ -378,6 +378,12 @@ static int set_property(nnt_layer *l, const char *key, const char *value, nnt_er
     return nnt_parse_bool(key, value, &l->flatten, e);
   if (nnt_streq(key, "trainable"))
     return nnt_parse_bool(key, value, &l->trainable, e);
+  if (nnt_streq(key, "shared_from")) {
+    if (!clean_name(value, l->shared_from, sizeof l->shared_from))
+      return nnt_err_set(e, NNT_ERR_INVAL, "key 'shared_from': '%s' is empty or too long",
+                         value);
+    return NNT_OK;
+  }
   if (nnt_streq(key, "engine")) {
     if (nnt_engine_from_name(value, &l->engine))
       return nnt_err_set(e, NNT_ERR_INVAL, "key 'engine': unknown engine '%s' (cpu, gpu, qnn)",

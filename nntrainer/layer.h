@@ -224,6 +224,7 @@ struct nnt_layer {
   int trainable;                      /* default 1 */
   int has_engine;                     /* engine given */
   nnt_engine engine;                  /* engine = cpu | gpu | qnn */
+  char shared_from[NNT_NAME_MAX];     /* shared_from: use this layer's weights ("": own) */
   int owned;                          /* added to a model */
   /* the properties as given (lowercase key, value), for writing the model
    * back as an INI; name and type are not among them */

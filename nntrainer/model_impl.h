@@ -36,6 +36,9 @@ typedef enum nnt_step_kind {
   NNT_STEP_CALC_DERIVATIVE, /* dX; fan-out: copy or add it into the producer's sum */
   NNT_STEP_APPLY_GRADIENT,  /* the optimizer update of the node's weights */
   NNT_STEP_CLIP_APPLY,      /* clip_grad_by_norm: scale every gradient, update all */
+  /* shared weights: add the node's weight gradients into the summed
+   * gradients (those of node grad_sum) */
+  NNT_STEP_ACCUMULATE_GRADIENT,
   NNT_STEP__COUNT
 } nnt_step_kind;
 
@@ -54,7 +57,17 @@ typedef struct nnt_node {
   unsigned in_idx[NNT_MAX_IO];    /* producer's output, or model input index */
   unsigned n_consumers[NNT_MAX_IO]; /* per output */
   nnt_finalize_ctx fc;
-  size_t w_first;                 /* index of its first weight in the model */
+  /* its weights are m->w[w_first .. w_first + n_w): its own, or with
+   * shared_from those of the weights' owner, which every node sharing them
+   * points at (a layer shares all its weights, so the range is whole) */
+  size_t w_first;
+  unsigned n_w;
+  unsigned w_owner;               /* the node that owns its weights (itself) */
+  /* weight sharing (itself when the node shares nothing): grad_sum is the
+   * node whose gradients hold the summed gradient of the weights (the
+   * first that computes one in backward order); grad_apply the node whose
+   * apply_gradient step updates them (the last sharer in backward order) */
+  unsigned grad_sum, grad_apply;
   int do_grad;                    /* calc_gradient runs */
   int do_deriv;                   /* calc_derivative runs */
   int needs_d;                    /* some ancestor or itself trains: d_out wanted */
@@ -122,7 +135,7 @@ struct nnt_model {
   size_t n_w;
   nnt_weight_spec *wspec;
   nnt_tensor *w;
-  unsigned *w_node;
+  unsigned *w_node;         /* the node at whose position the weight is saved */
   size_t weight_bytes;      /* all weights, checked at compile */
   nnt_mgr wmgr;             /* the weight pool: NNT_TK_WEIGHT requests */
   nnt_buffer *wbuf;         /* wmgr's arena, a buffer of the backend */
@@ -192,6 +205,11 @@ static inline nnt_tensor nnt_model_state_tensor(const nnt_model *m, unsigned s, 
 
 /* graph.c */
 int nnt_graph_compile(nnt_model *m, nnt_err *e);
+/* share.c: resolve shared_from and build the weight table (m->n_w, wspec,
+ * w, w_node; each node's w_first, n_w, w_owner, grad_sum, grad_apply),
+ * after finalize and after do_grad is known. A shared weight is in the
+ * table once, at the position NNTrainer saves it (share.c). */
+int nnt_graph_weights(nnt_model *m, nnt_err *e);
 /* The kernel ops the core calls for this compiled model besides its
  * layers' (the optimizer's step, the sums of fan-out derivatives, the
  * regularizers, clip_grad_by_norm), as NNT_KOP_BIT(...)s. */

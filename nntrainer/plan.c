@@ -223,8 +223,9 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
                        const nnt_step *st) {
   int train = mode == NNT_MODE_TRAIN;
   if (st->kind == NNT_STEP_CLIP_APPLY) {
+    /* every weight's gradient once: a shared weight's sum */
     for (size_t i = 0; train && i < m->n_nodes; i++)
-      for (unsigned w = 0; w < m->nodes[i].fc.n_w; w++)
+      for (unsigned w = 0; m->nodes[i].grad_sum == i && w < m->nodes[i].fc.n_w; w++)
         use(g, m->nodes[i].t_gw[w], s);
     return;
   }
@@ -244,8 +245,15 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
     use(g, nd->t_label, s);
     use(g, nd->t_loss, s);
   } else if (train && st->kind == NNT_STEP_APPLY_GRADIENT) {
-    for (unsigned w = 0; w < nd->fc.n_w; w++)
+    /* the gradients that hold the sums (the node's own unless it shares) */
+    const nnt_node *src = &m->nodes[nd->grad_sum];
+    for (unsigned w = 0; w < src->fc.n_w; w++)
+      use(g, src->t_gw[w], s);
+  } else if (train && st->kind == NNT_STEP_ACCUMULATE_GRADIENT) {
+    for (unsigned w = 0; w < nd->fc.n_w; w++) {
       use(g, nd->t_gw[w], s);
+      use(g, m->nodes[nd->grad_sum].t_gw[w], s);
+    }
   } else if (train && (grad || deriv)) {
     int bwd = grad ? nd->do_grad : nd->do_grad || nd->do_deriv;
     if (deriv)

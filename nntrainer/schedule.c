@@ -20,6 +20,8 @@ const char *nnt_step_kind_name(nnt_step_kind k) {
     return "apply_gradient";
   case NNT_STEP_CLIP_APPLY:
     return "clip_and_apply";
+  case NNT_STEP_ACCUMULATE_GRADIENT:
+    return "accumulate_gradient";
   default:
     return "?";
   }
@@ -29,19 +31,32 @@ const char *nnt_mode_name(nnt_mode mode) {
   return mode == NNT_MODE_TRAIN ? "training" : mode == NNT_MODE_EVAL ? "evaluation" : "inference";
 }
 
+/* Does node i add its weight gradients into shared weights' sums? */
+static int accumulates(const nnt_model *m, size_t i) {
+  const nnt_node *nd = &m->nodes[i];
+  return nd->do_grad && nd->grad_sum != i;
+}
+
 /* Training: every node forwards in graph order; then, walking back from
  * the last node, each node has three steps: calc_gradient, calc_derivative
  * and apply_gradient (a node without such work does nothing in that step,
  * which keeps the numbering of the plans as it was). With clip_grad_by_norm
  * no node applies alone: the last step clips the global norm of every
  * gradient and applies them all. Inference and evaluation: the forward
- * steps (they differ in what their plans hold, not in what runs). */
+ * steps (they differ in what their plans hold, not in what runs).
+ * Shared weights (share.c): the first node in backward order to compute
+ * their gradients writes the sums; each later one computes its own and
+ * adds them in, in an accumulate_gradient step right after its
+ * calc_gradient; the group's one apply_gradient is that of its last
+ * member in backward order, and the other members' are none. */
 int nnt_schedule_build(nnt_model *m, nnt_err *e) {
-  size_t n = m->n_nodes;
+  size_t n = m->n_nodes, acc = 0;
   nnt_schedule_free(m);
-  if (n > UINT_MAX / 4)
+  for (size_t i = 0; i < n; i++)
+    acc += accumulates(m, i);
+  if (n > (UINT_MAX - acc) / 4)
     return nnt_err_set(e, NNT_ERR_INVAL, "compile: %zu layers are too many", n);
-  nnt_step *tr = nnt_malloc((n ? 4 * n : 1) * sizeof *tr);
+  nnt_step *tr = nnt_malloc((n ? 4 * n + acc : 1) * sizeof *tr);
   nnt_step *inf = nnt_malloc((n ? n : 1) * sizeof *inf);
   nnt_step *ev = nnt_malloc((n ? n : 1) * sizeof *ev);
   if (!tr || !inf || !ev) {
@@ -55,9 +70,13 @@ int nnt_schedule_build(nnt_model *m, nnt_err *e) {
     inf[i] = ev[i] = (nnt_step){(unsigned)i, NNT_STEP_FORWARD};
   }
   for (size_t i = n; i-- > 0;) {
+    const nnt_node *nd = &m->nodes[i];
     tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_CALC_GRADIENT};
+    if (accumulates(m, i))
+      tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_ACCUMULATE_GRADIENT};
     tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_CALC_DERIVATIVE};
-    tr[s++] = (nnt_step){(unsigned)i, clip ? NNT_STEP_NONE : NNT_STEP_APPLY_GRADIENT};
+    int apply = !clip && nd->grad_apply == i;
+    tr[s++] = (nnt_step){(unsigned)i, apply ? NNT_STEP_APPLY_GRADIENT : NNT_STEP_NONE};
   }
   if (clip && s)
     tr[s - 1] = (nnt_step){NNT_NO_NODE, NNT_STEP_CLIP_APPLY};
@@ -91,7 +110,8 @@ int nnt_schedule_insert(nnt_model *m, nnt_mode mode, unsigned at, nnt_step step,
   unsigned n = m->n_steps[mode];
   int per_node = step.kind != NNT_STEP_NONE && step.kind != NNT_STEP_CLIP_APPLY;
   if (at > n || step.kind >= NNT_STEP__COUNT || (per_node && step.node >= m->n_nodes) ||
-      (mode != NNT_MODE_TRAIN && per_node && step.kind != NNT_STEP_FORWARD))
+      (mode != NNT_MODE_TRAIN && per_node && step.kind != NNT_STEP_FORWARD) ||
+      (step.kind == NNT_STEP_ACCUMULATE_GRADIENT && !accumulates(m, step.node)))
     return nnt_err_set(e, NNT_ERR_INVAL,
                        "schedule: cannot insert a %s step of node %u at %u (%u steps, %zu "
                        "nodes)",

@@ -51,13 +51,17 @@ void nnt_model_print_summary(FILE *out, nnt_model *m, int verbosity) {
   for (size_t i = 0; i < m->n_nodes; i++) {
     nnt_node *nd = &m->nodes[i];
     size_t params = 0;
+    /* weights shared by several layers count once, at the layer where the
+     * table holds them (which trains them if any sharer does) */
+    int counts = nd->fc.n_w && m->w_node[nd->w_first] == i;
     for (unsigned w = 0; w < nd->fc.n_w; w++) {
       size_t n = nnt_dim_len(nd->fc.w[w].dim);
       params += n;
-      if (nd->fc.w[w].trainable && nd->layer->trainable)
+      if (counts && nd->fc.w[w].trainable && nd->layer->trainable)
         trainable += n;
     }
-    total += params;
+    if (counts)
+      total += params;
     nnt_dim in = nd->fc.in_dim[0], o = nd->fc.out_dim[0];
     fprintf(out, "%-34s %-16s %-18s %-18s %10zu\n", nd->layer->name, nd->layer->ops->type,
             nnt_dim_str(in, a, sizeof a), nnt_dim_str(o, b, sizeof b), params);

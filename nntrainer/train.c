@@ -92,14 +92,18 @@ static int apply_node(nnt_model *m, nnt_node *nd, nnt_err *e) {
 }
 
 /* Regularization adds to the gradient before the update, as NNTrainer does
- * in apply_gradient: l2norm adds constant * w, weight decay adds decay * w. */
+ * in apply_gradient: l2norm adds constant * w, weight decay adds decay * w.
+ * Once per weight: a shared weight's by the node that holds its sum, with
+ * its owner's keys (m->wspec). */
 static int regularize(nnt_model *m, nnt_node *nd, nnt_err *e) {
   int rc = NNT_OK;
+  if (&m->nodes[nd->grad_sum] != nd)
+    return NNT_OK;
   for (unsigned w = 0; w < nd->fc.n_w && !rc; w++) {
     nnt_tensor *gw = &nd->gw[w];
     if (!gw->data)
       continue;
-    const nnt_weight_spec *s = &nd->fc.w[w];
+    const nnt_weight_spec *s = &m->wspec[nd->w_first + w];
     size_t n = nnt_dim_len(gw->dim);
     if (s->l2 > 0)
       rc = m->k->axpy(n, s->l2, nd->ctx.w[w].data, gw->data);
@@ -114,8 +118,9 @@ static int clip_and_apply(nnt_model *m, nnt_err *e) {
   if (rc)
     return rc;
   double sq = 0;
+  /* each weight once: a shared weight's gradient is its sum's node's */
   for (size_t i = 0; i < m->n_nodes; i++)
-    for (unsigned w = 0; w < m->nodes[i].fc.n_w; w++) {
+    for (unsigned w = 0; m->nodes[i].grad_sum == i && w < m->nodes[i].fc.n_w; w++) {
       nnt_tensor *gw = &m->nodes[i].gw[w];
       float v;
       if (!gw->data)
@@ -130,7 +135,7 @@ static int clip_and_apply(nnt_model *m, nnt_err *e) {
   float scale = norm > m->clip_grad_norm ? (float)(m->clip_grad_norm / norm) : 1.0f;
   for (size_t i = 0; i < m->n_nodes; i++) {
     nnt_node *nd = &m->nodes[i];
-    if (!nd->do_grad)
+    if (!nd->do_grad || nd->grad_sum != i)
       continue;
     for (unsigned w = 0; w < nd->fc.n_w; w++)
       if (nd->gw[w].data && scale != 1.0f &&
@@ -154,6 +159,17 @@ static int sum_derivatives(nnt_model *m, nnt_mgr *g, nnt_node *nd) {
       rc = m->k->copy(n, nd->din[k].data, sum);
     else
       rc = m->k->add(n, sum, nd->din[k].data, sum);
+  }
+  return rc;
+}
+
+/* Shared weights: node nd's weight gradients into the sums. */
+static int accumulate(nnt_model *m, nnt_node *nd) {
+  int rc = NNT_OK;
+  for (unsigned w = 0; w < nd->fc.n_w && !rc; w++) {
+    const nnt_tensor *own = &nd->gw[w], *sum = &m->nodes[nd->grad_sum].gw[w];
+    if (own->data && sum->data)
+      rc = m->k->add(nnt_dim_len(own->dim), sum->data, own->data, sum->data);
   }
   return rc;
 }
@@ -193,8 +209,13 @@ static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt
         return pass_failed(nd, "the derivative sum", rc, e);
       break;
     case NNT_STEP_APPLY_GRADIENT:
-      if (nd->do_grad && (rc = apply_node(m, nd, e)))
+      /* a shared weight's update uses the node that holds the sums */
+      if (m->nodes[nd->grad_sum].do_grad && (rc = apply_node(m, &m->nodes[nd->grad_sum], e)))
         return rc;
+      break;
+    case NNT_STEP_ACCUMULATE_GRADIENT:
+      if ((rc = accumulate(m, nd)))
+        return pass_failed(nd, "the sum of a shared weight's gradients", rc, e);
       break;
     case NNT_STEP_CLIP_APPLY:
       if ((rc = clip_and_apply(m, e)))
