@@ -25,6 +25,10 @@ void nnt_mgr_set_align(nnt_mgr *m, size_t align) { m->align = align; }
 
 void nnt_mgr_set_buffer_type(nnt_mgr *m, const nnt_buffer_type *buft) {
   m->buft = buft ? buft : nnt_buffer_type_host();
+  /* every offset is one the buffer type can address a tensor at */
+  size_t a = m->buft->alignment(m->buft);
+  if (a > m->align)
+    m->align = a;
 }
 
 static void release_arena(nnt_mgr *m) {

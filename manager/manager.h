@@ -52,8 +52,10 @@ typedef struct nnt_mgr {
   size_t align; /* of every tensor's offset: NNT_MGR_ALIGN unless set */
 } nnt_mgr;
 
-/* An empty manager whose arena will be a buffer of buft (NULL: host). */
+/* An empty manager whose arena will be a host buffer. */
 void nnt_mgr_init(nnt_mgr *m);
+/* The arena will be a buffer of buft (NULL: host); offsets become
+ * multiples of buft's alignment where that is larger than the manager's. */
 void nnt_mgr_set_buffer_type(nnt_mgr *m, const nnt_buffer_type *buft);
 /* Place tensors at multiples of align (a power of two, at least 4) instead
  * of NNT_MGR_ALIGN: 4 packs a pool of floats (the weights, as a weight

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "manager/manager.h"
 #include "manager/planner.h"
 
 static void random_blocks(nnt_rng *r, nnt_plan_block *b, size_t n, unsigned orders) {
@@ -425,6 +426,33 @@ static void test_bad_input(void **state) {
   assert_int_equal(nnt_planner_from_name("fancy", &k), NNT_ERR_INVAL);
 }
 
+/* A buffer type that wants 256-byte offsets (as some GPUs do for storage
+ * buffers) gets them from the manager's plan. */
+static size_t align_256(const nnt_buffer_type *t) {
+  (void)t;
+  return 256;
+}
+
+static void test_plan_follows_buffer_alignment(void **state) {
+  (void)state;
+  nnt_buffer_type t = *nnt_buffer_type_host();
+  t.alignment = align_256;
+  nnt_mgr g;
+  nnt_err e = {0};
+  nnt_mgr_init(&g);
+  nnt_mgr_set_buffer_type(&g, &t);
+  int a = nnt_mgr_request(&g, "a", NNT_TK_ACTIVATION, nnt_dim_make(1, 1, 1, 3), 0, 2);
+  int b = nnt_mgr_request(&g, "b", NNT_TK_ACTIVATION, nnt_dim_make(1, 1, 1, 5), 1, 3);
+  int c = nnt_mgr_request(&g, "c", NNT_TK_ACTIVATION, nnt_dim_make(1, 1, 1, 70), 2, 4);
+  assert_true(a >= 0 && b >= 0 && c >= 0);
+  assert_int_equal(nnt_mgr_plan(&g, NNT_PLANNER_BEST_FIT, 1, &e), NNT_OK);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(g.t[i].offset % 256, 0);
+  assert_true(g.arena_bytes >= 3 * 256);
+  assert_int_equal(nnt_mgr_alloc(&g, "test", &e), NNT_OK);
+  nnt_mgr_free(&g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_plans_valid),
@@ -434,6 +462,7 @@ int main(void) {
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_fast_planners_match_reference),
       cmocka_unit_test(test_planners_out_of_memory),
+      cmocka_unit_test(test_plan_follows_buffer_alignment),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
