@@ -29,11 +29,14 @@ in the backward pass, i.e. at the sharer that comes last in the graph
 bias), out (weight, bias): 42 + 42 + 28 = 112 floats.
 
 NNTrainer's conventions (softmax cross-entropy with 1e-20, its Adam) are
-reproduced as in gen_training.py.
+reproduced as in gen_training.py (the optimizer steps and file writers are
+shared with it in golden_train.py).
 """
 import os
 
 import torch
+
+from golden_train import batches, f32, train, write_case
 
 torch.set_num_threads(1)
 torch.manual_seed(20261124)
@@ -47,10 +50,6 @@ CASES = [
 ]
 
 
-def f32(t):
-    return t.to(torch.float32).to(torch.float64)
-
-
 def initial_weights():
     """Parameters in file order: mid.w, mid.b, shared.w, shared.b, out.w,
     out.b (weights [in, out])."""
@@ -61,21 +60,6 @@ def initial_weights():
     mid = layer(6, 6)
     out = layer(6, 4)
     return mid + shared + out
-
-
-def batches():
-    out = []
-    for _ in range(STEPS):
-        x = f32(torch.randn(BATCH, 6))
-        label = torch.nn.functional.one_hot(torch.randint(0, 4, (BATCH,)), 4)
-        out.append((x, label.to(torch.float64)))
-    return out
-
-
-def write_floats(path, arrays):
-    with open(path, "wb") as f:
-        for a in arrays:
-            f.write(a.detach().to(torch.float32).contiguous().numpy().tobytes())
 
 
 def write_ini(path, name, opt, lr, extra):
@@ -139,45 +123,15 @@ def forward_backward(params, x, label):
     return loss.item(), [q.grad.detach() for q in ps]
 
 
-def train(params, data, opt, lr):
-    params = [p.clone() for p in params]
-    m = [torch.zeros_like(p) for p in params]
-    v = [torch.zeros_like(p) for p in params]
-    b1, b2, eps = 0.9, 0.999, 1e-7
-    losses, after = [], []
-    for it, (x, label) in enumerate(data):
-        loss, grads = forward_backward(params, x, label)
-        t = it + 1
-        lr_t = lr * (1 - b2 ** t) ** 0.5 / (1 - b1 ** t)
-        for i, g in enumerate(grads):
-            if opt == "sgd":
-                params[i] = params[i] - lr * g
-                continue
-            m[i] = b1 * m[i] + (1 - b1) * g
-            v[i] = b2 * v[i] + (1 - b2) * g * g
-            params[i] = params[i] - lr_t * m[i] / (v[i].sqrt() + eps)
-        losses.append(loss)
-        after.append([p.clone() for p in params])
-    return losses, after
-
-
 def main():
     params = initial_weights()
-    data = batches()
-    records = []
-    for x, label in data:
-        for r in range(BATCH):
-            records += [x[r], label[r]]
+    data = batches(STEPS, BATCH, 6, 4)
     for name, opt, lr, extra in CASES:
         d = os.path.join(ROOT, name)
         os.makedirs(d, exist_ok=True)
         write_ini(os.path.join(d, "model.ini"), name, opt, lr, extra)
-        write_floats(os.path.join(d, "init.bin"), params)
-        write_floats(os.path.join(d, "train.dat"), records)
-        losses, after = train(params, data, opt, lr)
-        write_floats(os.path.join(d, "losses.bin"), [torch.tensor(losses)])
-        for k, ws in enumerate(after, start=1):
-            write_floats(os.path.join(d, "step_%d.bin" % k), ws)
+        losses, after = train(params, data, opt, lr, forward_backward)
+        write_case(d, params, data, losses, after)
         print("%-10s losses %s" % (name, " ".join("%.6f" % l for l in losses)))
     print("golden training data written to", ROOT)
 

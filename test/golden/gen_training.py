@@ -49,6 +49,8 @@ import os
 
 import torch
 
+from golden_train import batches, f32, train, write_case
+
 torch.set_num_threads(1)
 torch.manual_seed(20251207)
 
@@ -68,12 +70,6 @@ CASES = [
 ]
 
 
-def f32(t):
-    """Round to float32 and back, so the reference starts from exactly the
-    values written to the files."""
-    return t.to(torch.float32).to(torch.float64)
-
-
 def initial_weights():
     params = []
     for i, o in SIZES:
@@ -81,21 +77,6 @@ def initial_weights():
         params.append(f32((torch.rand(i, o) * 2 - 1) * bound))  # [in, out]
         params.append(f32((torch.rand(o) * 2 - 1) * 0.1))
     return params
-
-
-def batches():
-    out = []
-    for _ in range(STEPS):
-        x = f32(torch.randn(BATCH, 8))
-        label = torch.nn.functional.one_hot(torch.randint(0, 4, (BATCH,)), 4)
-        out.append((x, label.to(torch.float64)))
-    return out
-
-
-def write_floats(path, arrays):
-    with open(path, "wb") as f:
-        for a in arrays:
-            f.write(a.detach().to(torch.float32).contiguous().numpy().tobytes())
 
 
 def write_ini(path, name, opt, lr, loss, extra):
@@ -159,49 +140,19 @@ def forward_backward(params, x, label, loss_name):
     return loss.item(), [q.grad.detach() for q in ps]
 
 
-def train(params, data, opt, lr, loss_name, extra):
-    params = [p.clone() for p in params]
-    m = [torch.zeros_like(p) for p in params]
-    v = [torch.zeros_like(p) for p in params]
-    b1, b2 = 0.9, 0.999
-    eps = float(extra.get("epsilon", "1e-7"))
-    wd = float(extra.get("weight_decay", "0"))
-    losses, after = [], []
-    for it, (x, label) in enumerate(data):
-        loss, grads = forward_backward(params, x, label, loss_name)
-        t = it + 1
-        lr_t = lr * (1 - b2 ** t) ** 0.5 / (1 - b1 ** t)
-        for i, g in enumerate(grads):
-            if opt == "sgd":
-                params[i] = params[i] - lr * g
-                continue
-            if opt == "adamw":
-                params[i] = params[i] * (1 - lr * wd)
-            m[i] = b1 * m[i] + (1 - b1) * g
-            v[i] = b2 * v[i] + (1 - b2) * g * g
-            params[i] = params[i] - lr_t * m[i] / (v[i].sqrt() + eps)
-        losses.append(loss)
-        after.append([p.clone() for p in params])
-    return losses, after
-
-
 def main():
     params = initial_weights()
-    data = batches()
-    records = []
-    for x, label in data:
-        for r in range(BATCH):
-            records += [x[r], label[r]]
+    data = batches(STEPS, BATCH, 8, 4)
     for name, opt, lr, loss_name, extra in CASES:
         d = os.path.join(ROOT, name)
         os.makedirs(d, exist_ok=True)
         write_ini(os.path.join(d, "model.ini"), name, opt, lr, loss_name, extra)
-        write_floats(os.path.join(d, "init.bin"), params)
-        write_floats(os.path.join(d, "train.dat"), records)
-        losses, after = train(params, data, opt, lr, loss_name, extra)
-        write_floats(os.path.join(d, "losses.bin"), [torch.tensor(losses)])
-        for k, ws in enumerate(after, start=1):
-            write_floats(os.path.join(d, "step_%d.bin" % k), ws)
+        losses, after = train(
+            params, data, opt, lr,
+            lambda p, x, label: forward_backward(p, x, label, loss_name),
+            eps=float(extra.get("epsilon", "1e-7")),
+            wd=float(extra.get("weight_decay", "0")))
+        write_case(d, params, data, losses, after)
         print("%-12s losses %s" % (name, " ".join("%.6f" % l for l in losses)))
     print("golden training data written to", ROOT)
 
