@@ -268,28 +268,6 @@ static int feed_cb(float **in, float **label, bool *last, void *ud) {
   return 0;
 }
 
-typedef struct watch {
-  nnt_model *m;
-  const float *steps; /* per step: loss, weights */
-  size_t wfloats;
-  unsigned step;
-  double worst_w, worst_loss;
-} watch;
-
-static void watch_cb(const nnt_progress *p, void *ud) {
-  watch *w = ud;
-  if (p->epoch_done)
-    return;
-  const float *want = w->steps + w->step * (1 + w->wfloats);
-  double le = fabs(p->batch_loss - want[0]) / fmax(1, fabs(want[0]));
-  double we = tu_max_rel_err(w->m->wpool, want + 1, w->wfloats);
-  if (le > w->worst_loss)
-    w->worst_loss = le;
-  if (we > w->worst_w)
-    w->worst_w = we;
-  w->step++;
-}
-
 /* The generic feed: batches of (x [4, in], label [4, lab]) in golden data. */
 typedef struct feed2 {
   const float *data;
@@ -330,8 +308,8 @@ static void resnet_case(const char *opt) {
   assert_int_equal(n, wfloats + steps * 4 * (in + lab) + steps * (1 + wfloats));
   memcpy(m->wpool, g, wfloats * sizeof(float));
   f.data = g + wfloats;
-  watch w = {m, g + wfloats + steps * 4 * (in + lab), wfloats, 0, 0, 0};
-  if (nnt_model_train(m, watch_cb, &w, &e))
+  tu_watch w = {m, g + wfloats + steps * 4 * (in + lab), wfloats, 0, 0, 0};
+  if (nnt_model_train(m, tu_watch_cb, &w, &e))
     fail_msg("%s", e.msg);
   assert_int_equal(w.step, steps);
   print_message("%s: worst relative error over %zu steps: loss %.2g, weights %.2g\n", name,
@@ -396,8 +374,8 @@ static void train_case(const char *name, const char *opt, const char *lr, const 
   assert_int_equal(fwrite(g, sizeof(float), wfloats, wf), wfloats);
   fclose(wf);
   assert_int_equal(nnt_model_load_weights(m, path, &e), NNT_OK);
-  watch w = {m, g + wfloats + 5 * 48, wfloats, 0, 0, 0};
-  if (nnt_model_train(m, watch_cb, &w, &e))
+  tu_watch w = {m, g + wfloats + 5 * 48, wfloats, 0, 0, 0};
+  if (nnt_model_train(m, tu_watch_cb, &w, &e))
     fail_msg("%s", e.msg);
   assert_int_equal(w.step, 5);
   print_message("%s: worst relative error over 5 steps: loss %.2g, weights %.2g\n", name,
@@ -413,41 +391,8 @@ static void train_case(const char *name, const char *opt, const char *lr, const 
 /* The cases of test/golden/gen_training.py: an INI with a raw-file dataset,
  * initial weights, and the loss and weights after every step. */
 static void ini_case(const char *name) {
-  char dir[1024], path[1200];
-  snprintf(dir, sizeof dir, "%s", tu_data_path("golden/training/%s", name));
-  nnt_model *m;
-  nnt_err e = {0};
-  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
-  assert_int_equal(nnt_model_set_base_dir(m, dir, &e), NNT_OK);
-  snprintf(path, sizeof path, "%s/model.ini", dir);
-  if (nnt_ini_load(m, path, NULL, 0, &e) || nnt_model_compile(m, &e) ||
-      nnt_model_initialize(m, &e))
-    fail_msg("%s: %s", name, e.msg);
-  snprintf(path, sizeof path, "%s/init.bin", dir);
-  assert_int_equal(nnt_model_load_weights(m, path, &e), NNT_OK);
-  size_t nl, wf = m->wpool_floats;
-  snprintf(path, sizeof path, "%s/losses.bin", dir);
-  float *losses = tu_read_floats(path, &nl);
-  /* expected per step: loss then weights, as the watcher reads them */
-  float *steps = malloc(nl * (1 + wf) * sizeof(float));
-  for (size_t k = 0; k < nl; k++) {
-    size_t n;
-    snprintf(path, sizeof path, "%s/step_%zu.bin", dir, k + 1);
-    float *w = tu_read_floats(path, &n);
-    assert_int_equal(n, wf);
-    steps[k * (1 + wf)] = losses[k];
-    memcpy(steps + k * (1 + wf) + 1, w, wf * sizeof(float));
-    free(w);
-  }
-  watch w = {m, steps, wf, 0, 0, 0};
-  if (nnt_model_train(m, watch_cb, &w, &e))
-    fail_msg("%s: %s", name, e.msg);
-  assert_int_equal(w.step, nl);
-  print_message("%s: worst relative error: loss %.2g, weights %.2g\n", name, w.worst_loss,
-                w.worst_w);
-  assert_true(w.worst_loss < 1e-5 && w.worst_w < 1e-5);
-  free(losses);
-  free(steps);
+  nnt_model *m = tu_golden_model(name, NULL, 0);
+  tu_golden_train(m, name);
   nnt_model_destroy(m);
 }
 

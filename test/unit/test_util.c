@@ -1,6 +1,9 @@
 /* Helpers shared by the cmocka tests. */
 #include "test_util.h"
 
+#include "nntrainer/ini.h"
+#include "nntrainer/model_impl.h"
+
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -170,3 +173,60 @@ int tu_run_cli_env(const char *env, const char *args, char *out, size_t n) {
 }
 
 int tu_run_cli(const char *args, char *out, size_t n) { return tu_run_cli_env("", args, out, n); }
+
+void tu_watch_cb(const nnt_progress *p, void *ud) {
+  tu_watch *w = ud;
+  if (p->epoch_done)
+    return;
+  const float *want = w->steps + w->step * (1 + w->wfloats);
+  double le = fabs(p->batch_loss - want[0]) / fmax(1, fabs(want[0]));
+  double we = tu_max_rel_err(w->m->wpool, want + 1, w->wfloats);
+  w->worst_loss = fmax(w->worst_loss, le);
+  w->worst_w = fmax(w->worst_w, we);
+  w->step++;
+}
+
+nnt_model *tu_golden_model(const char *name, const char *const *overrides, size_t n_over) {
+  char dir[1024], path[1200];
+  snprintf(dir, sizeof dir, "%s", tu_data_path("golden/training/%s", name));
+  nnt_model *m;
+  nnt_err e = {0};
+  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
+  assert_int_equal(nnt_model_set_base_dir(m, dir, &e), NNT_OK);
+  snprintf(path, sizeof path, "%s/model.ini", dir);
+  if (nnt_ini_load(m, path, overrides, n_over, &e) || nnt_model_compile(m, &e) ||
+      nnt_model_initialize(m, &e))
+    fail_msg("%s: %s", name, e.msg);
+  snprintf(path, sizeof path, "%s/init.bin", dir);
+  assert_int_equal(nnt_model_load_weights(m, path, &e), NNT_OK);
+  return m;
+}
+
+void tu_golden_train(nnt_model *m, const char *name) {
+  char dir[1024], path[1200];
+  snprintf(dir, sizeof dir, "%s", tu_data_path("golden/training/%s", name));
+  size_t nl, wf = m->wpool_floats;
+  snprintf(path, sizeof path, "%s/losses.bin", dir);
+  float *losses = tu_read_floats(path, &nl);
+  /* expected per step: loss then weights, as the watcher reads them */
+  float *steps = malloc(nl * (1 + wf) * sizeof(float));
+  for (size_t k = 0; k < nl; k++) {
+    size_t n;
+    snprintf(path, sizeof path, "%s/step_%zu.bin", dir, k + 1);
+    float *w = tu_read_floats(path, &n);
+    assert_int_equal(n, wf);
+    steps[k * (1 + wf)] = losses[k];
+    memcpy(steps + k * (1 + wf) + 1, w, wf * sizeof(float));
+    free(w);
+  }
+  tu_watch w = {m, steps, wf, 0, 0, 0};
+  nnt_err e = {0};
+  if (nnt_model_train(m, tu_watch_cb, &w, &e))
+    fail_msg("%s: %s", name, e.msg);
+  assert_int_equal(w.step, nl);
+  print_message("%s: worst relative error: loss %.2g, weights %.2g\n", name, w.worst_loss,
+                w.worst_w);
+  assert_true(w.worst_loss < 1e-5 && w.worst_w < 1e-5);
+  free(losses);
+  free(steps);
+}

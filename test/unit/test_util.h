@@ -57,6 +57,30 @@ const char *tu_log_expect(int level, const char *a, const char *b, const char *c
 /* How many kept messages have level. */
 int tu_log_count(int level);
 
+/* Training against golden steps. steps holds per step the loss, then the
+ * weight pool's wfloats floats; tu_watch_cb (a training progress callback,
+ * ud a tu_watch) keeps the worst relative error of each (tu_max_rel_err's
+ * measure) and counts the steps. */
+typedef struct nnt_model nnt_model;
+struct nnt_progress;
+typedef struct tu_watch {
+  nnt_model *m;
+  const float *steps;
+  size_t wfloats;
+  unsigned step;
+  double worst_w, worst_loss;
+} tu_watch;
+void tu_watch_cb(const struct nnt_progress *p, void *ud);
+/* The model of test/golden/training/<name>/model.ini (INI overrides as
+ * nnt_ini_load takes them), its folder the base directory, compiled and
+ * initialized, init.bin loaded; fails the test on any error. */
+nnt_model *tu_golden_model(const char *name, const char *const *overrides, size_t n_over);
+/* Train m (from tu_golden_model) one epoch and check the loss and every
+ * weight after each step against losses.bin and step_<k>.bin of
+ * test/golden/training/<name>: as many steps as losses, each within a
+ * relative error of 1e-5. */
+void tu_golden_train(nnt_model *m, const char *name);
+
 /* Assert that an error message contains a substring, printing both. */
 #define tu_assert_contains(haystack, needle)                                   \
   do {                                                                         \

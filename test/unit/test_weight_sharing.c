@@ -174,73 +174,12 @@ static void test_fd_summed_gradient(void **state) {
   nnt_model_destroy(m);
 }
 
-typedef struct watch {
-  nnt_model *m;
-  const float *steps; /* per step: loss, weights */
-  size_t wfloats;
-  unsigned step;
-  double worst_w, worst_loss;
-} watch;
-
-static void watch_cb(const nnt_progress *p, void *ud) {
-  watch *w = ud;
-  if (p->epoch_done)
-    return;
-  const float *want = w->steps + w->step * (1 + w->wfloats);
-  double le = fabs(p->batch_loss - want[0]) / fmax(1, fabs(want[0]));
-  double we = tu_max_rel_err(w->m->wpool, want + 1, w->wfloats);
-  w->worst_loss = fmax(w->worst_loss, le);
-  w->worst_w = fmax(w->worst_w, we);
-  w->step++;
-}
-
-/* A golden case's model (INI), with its initial weights loaded. */
-static nnt_model *golden_model(const char *name, const char *const *overrides, size_t n_over) {
-  char dir[1024], path[1200];
-  snprintf(dir, sizeof dir, "%s", tu_data_path("golden/training/%s", name));
-  nnt_model *m;
-  nnt_err e = {0};
-  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
-  assert_int_equal(nnt_model_set_base_dir(m, dir, &e), NNT_OK);
-  snprintf(path, sizeof path, "%s/model.ini", dir);
-  if (nnt_ini_load(m, path, overrides, n_over, &e) || nnt_model_compile(m, &e) ||
-      nnt_model_initialize(m, &e))
-    fail_msg("%s: %s", name, e.msg);
-  snprintf(path, sizeof path, "%s/init.bin", dir);
-  assert_int_equal(nnt_model_load_weights(m, path, &e), NNT_OK);
-  return m;
-}
-
 /* (b) the tied MLP of gen_shared.py, 5 steps of sgd and of adam: the loss
  * and every weight after every step against PyTorch. */
 static void golden_case(const char *name) {
-  nnt_model *m = golden_model(name, NULL, 0);
-  char path[1200];
-  size_t nl, wf = m->wpool_floats;
-  assert_int_equal(wf, 112);
-  snprintf(path, sizeof path, "%s/losses.bin", tu_data_path("golden/training/%s", name));
-  float *losses = tu_read_floats(path, &nl);
-  float *steps = malloc(nl * (1 + wf) * sizeof(float));
-  for (size_t k = 0; k < nl; k++) {
-    size_t n;
-    snprintf(path, sizeof path, "%s/step_%zu.bin", tu_data_path("golden/training/%s", name),
-             k + 1);
-    float *w = tu_read_floats(path, &n);
-    assert_int_equal(n, wf);
-    steps[k * (1 + wf)] = losses[k];
-    memcpy(steps + k * (1 + wf) + 1, w, wf * sizeof(float));
-    free(w);
-  }
-  watch w = {m, steps, wf, 0, 0, 0};
-  nnt_err e = {0};
-  if (nnt_model_train(m, watch_cb, &w, &e))
-    fail_msg("%s: %s", name, e.msg);
-  assert_int_equal(w.step, nl);
-  print_message("%s: worst relative error: loss %.2g, weights %.2g\n", name, w.worst_loss,
-                w.worst_w);
-  assert_true(w.worst_loss < 1e-5 && w.worst_w < 1e-5);
-  free(losses);
-  free(steps);
+  nnt_model *m = tu_golden_model(name, NULL, 0);
+  assert_int_equal(m->wpool_floats, 112);
+  tu_golden_train(m, name);
   nnt_model_destroy(m);
 }
 
@@ -268,7 +207,7 @@ static long file_size(const char *path) {
  * with adam's moments, once per weight. */
 static void test_weight_file(void **state) {
   (void)state;
-  nnt_model *m = golden_model("tied_adam", NULL, 0);
+  nnt_model *m = tu_golden_model("tied_adam", NULL, 0);
   assert_int_equal(m->n_w, 6);
   assert_string_equal(m->nodes[m->w_node[0]].layer->name, "mid");
   assert_string_equal(m->nodes[m->w_node[2]].layer->name, "fc2");
@@ -294,7 +233,7 @@ static void test_weight_file(void **state) {
   assert_int_equal(nnt_model_save_weights(m, spath, 1, &e), NNT_OK);
   /* weights, "adam", m and v of the 6 weights, epoch and iteration */
   assert_int_equal(file_size(spath), 112 * 4 + 4 + 2 * 112 * 4 + 8);
-  nnt_model *r = golden_model("tied_adam", NULL, 0);
+  nnt_model *r = tu_golden_model("tied_adam", NULL, 0);
   assert_int_equal(nnt_model_load_weights(r, spath, &e), NNT_OK);
   assert_memory_equal(r->wpool, m->wpool, 112 * sizeof(float));
   assert_non_null(r->opt_pool);
@@ -477,7 +416,7 @@ static void test_clip_and_regularization_once(void **state) {
 /* The key through the INI loader and back through its writer. */
 static void test_ini_round_trip(void **state) {
   (void)state;
-  nnt_model *m = golden_model("tied_sgd", NULL, 0);
+  nnt_model *m = tu_golden_model("tied_sgd", NULL, 0);
   char *dir = tu_mkdtemp(), path[1200];
   snprintf(path, sizeof path, "%s/saved.ini", dir);
   nnt_err e = {0};
