@@ -6,7 +6,6 @@
  * clean under poison mode; memory_optimization on and off bitwise equal. */
 #include "test_util.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,32 +105,14 @@ static void check_app(const char *path) {
   nnt_model_destroy(b);
 }
 
-static void walk(const char *dir, size_t *count) {
-  DIR *d = opendir(dir);
-  assert_non_null(d);
-  struct dirent *ent;
-  while ((ent = readdir(d))) {
-    if (ent->d_name[0] == '.')
-      continue;
-    char p[2048];
-    snprintf(p, sizeof p, "%s/%s", dir, ent->d_name);
-    size_t n = strlen(ent->d_name);
-    if (ent->d_type == DT_DIR)
-      walk(p, count);
-    else if (n > 4 && !strcmp(ent->d_name + n - 4, ".ini")) {
-      check_app(p);
-      (*count)++;
-    }
-  }
-  closedir(d);
+static void check_one(const char *path, void *ud) {
+  (void)ud;
+  check_app(path);
 }
 
 static void test_every_application(void **state) {
   (void)state;
-  size_t count = 0;
-  walk(NNT_SOURCE_DIR "/Applications", &count);
-  walk(NNT_SOURCE_DIR "/benchmarks/models", &count);
-  assert_true(count >= 8);
+  assert_true(tu_each_app_ini(check_one, NULL) >= 8);
 }
 
 int main(void) {

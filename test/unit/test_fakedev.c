@@ -217,33 +217,15 @@ static void both(const char *path, const char *const *ov, size_t nov, int synth)
 
 /* ---- every model ------------------------------------------------------------ */
 
-static void walk(const char *dir, size_t *count) {
-  DIR *d = opendir(dir);
-  assert_non_null(d);
-  struct dirent *ent;
-  while ((ent = readdir(d))) {
-    if (ent->d_name[0] == '.')
-      continue;
-    char p[2048];
-    snprintf(p, sizeof p, "%s/%s", dir, ent->d_name);
-    size_t n = strlen(ent->d_name);
-    if (ent->d_type == DT_DIR) {
-      walk(p, count);
-    } else if (n > 4 && !strcmp(ent->d_name + n - 4, ".ini")) {
-      const char *ov[] = {"epochs=1", "save_path=", "batch_size=2"};
-      both(p, ov, NNT_ARRAY_LEN(ov), 1);
-      (*count)++;
-    }
-  }
-  closedir(d);
+static void both_app(const char *path, void *ud) {
+  (void)ud;
+  const char *ov[] = {"epochs=1", "save_path=", "batch_size=2"};
+  both(path, ov, NNT_ARRAY_LEN(ov), 1);
 }
 
 static void test_applications(void **state) {
   (void)state;
-  size_t count = 0;
-  walk(NNT_SOURCE_DIR "/Applications", &count);
-  walk(NNT_SOURCE_DIR "/benchmarks/models", &count);
-  assert_true(count >= 8);
+  assert_true(tu_each_app_ini(both_app, NULL) >= 8);
 }
 
 /* Every layer type, memory optimization on and off, and with the poison

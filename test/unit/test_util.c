@@ -230,3 +230,31 @@ void tu_golden_train(nnt_model *m, const char *name) {
   free(losses);
   free(steps);
 }
+
+static void walk_ini(const char *dir, void (*fn)(const char *path, void *ud), void *ud,
+                     size_t *count) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  struct dirent *ent;
+  while ((ent = readdir(d))) {
+    if (ent->d_name[0] == '.')
+      continue;
+    char p[2048];
+    snprintf(p, sizeof p, "%s/%s", dir, ent->d_name);
+    size_t n = strlen(ent->d_name);
+    if (ent->d_type == DT_DIR) {
+      walk_ini(p, fn, ud, count);
+    } else if (n > 4 && !strcmp(ent->d_name + n - 4, ".ini")) {
+      fn(p, ud);
+      (*count)++;
+    }
+  }
+  closedir(d);
+}
+
+size_t tu_each_app_ini(void (*fn)(const char *path, void *ud), void *ud) {
+  size_t count = 0;
+  walk_ini(NNT_SOURCE_DIR "/Applications", fn, ud, &count);
+  walk_ini(NNT_SOURCE_DIR "/benchmarks/models", fn, ud, &count);
+  return count;
+}

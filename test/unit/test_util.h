@@ -81,6 +81,11 @@ nnt_model *tu_golden_model(const char *name, const char *const *overrides, size_
  * relative error of 1e-5. */
 void tu_golden_train(nnt_model *m, const char *name);
 
+/* Call fn(path, ud) for every .ini file under Applications/ and
+ * benchmarks/models/ of the source tree (folders walked recursively,
+ * dot-names skipped); @return how many. */
+size_t tu_each_app_ini(void (*fn)(const char *path, void *ud), void *ud);
+
 /* Assert that an error message contains a substring, printing both. */
 #define tu_assert_contains(haystack, needle)                                   \
   do {                                                                         \
