@@ -85,59 +85,15 @@ static nnt_model *load(const char *path, int fake, const char *const *ov, size_t
   return m;
 }
 
-static float *weights_of(nnt_model *m) {
-  float *w = malloc(m->wpool_floats * sizeof *w + 1);
-  assert_non_null(w);
-  nnt_err e = {0};
-  size_t at = 0;
-  for (size_t i = 0; i < m->n_w; i++) {
-    size_t n = nnt_tensor_len(&m->w[i]);
-    assert_int_equal(nnt_tensor_get(&m->w[i], 0, w + at, n, &e), NNT_OK);
-    at += n;
-  }
-  return w;
-}
-
 static void assert_same_weights(nnt_model *c, nnt_model *f, const char *what) {
   assert_int_equal(c->n_w, f->n_w);
   assert_int_equal(c->wpool_floats, f->wpool_floats);
-  float *x = weights_of(c), *y = weights_of(f);
+  float *x = tu_weights_of(c), *y = tu_weights_of(f);
   for (size_t i = 0; i < c->wpool_floats; i++)
     if (memcmp(&x[i], &y[i], sizeof *x))
       fail_msg("%s: weight float %zu: cpu %.9g, fakedev %.9g", what, i, x[i], y[i]);
   free(x);
   free(y);
-}
-
-static unsigned char *file_bytes(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    fail_msg("cannot open %s", path);
-  fseek(f, 0, SEEK_END);
-  *n = (size_t)ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *p = malloc(*n + 1);
-  assert_non_null(p);
-  assert_int_equal(fread(p, 1, *n, f), *n);
-  fclose(f);
-  return p;
-}
-
-static void assert_same_file(const char *a, const char *b) {
-  size_t na, nb;
-  unsigned char *x = file_bytes(a, &na), *y = file_bytes(b, &nb);
-  if (na != nb || memcmp(x, y, na))
-    fail_msg("%s (%zu bytes) and %s (%zu bytes) differ", a, na, b, nb);
-  free(x);
-  free(y);
-}
-
-static const char *path_in(const char *name) {
-  static char p[4][512];
-  static int k;
-  k = (k + 1) % 4;
-  snprintf(p[k], sizeof p[k], "%s/%s", tu_dir, name);
-  return p[k];
 }
 
 /* Train both, then evaluate, infer and save both: the same bits. */
@@ -200,10 +156,10 @@ static void evaluate_infer_save(nnt_model *c, nnt_model *f, const char *what) {
     free(yc[o]), free(yf[o]);
   /* the files, with the optimizer state and without */
   for (int st = 0; st < 2; st++) {
-    const char *pc = path_in("cpu.bin"), *pf = path_in("fake.bin");
+    const char *pc = tu_path_in("cpu.bin"), *pf = tu_path_in("fake.bin");
     if (nnt_model_save_weights(c, pc, st, &e) || nnt_model_save_weights(f, pf, st, &e))
       fail_msg("%s: save: %s", what, e.msg);
-    assert_same_file(pc, pf);
+    tu_assert_same_file(pc, pf);
   }
 }
 
@@ -279,9 +235,9 @@ static void test_load_and_continue(void **state) {
   nnt_err e = {0};
   const char *path = tu_write_text("feature.ini", feature_ini);
   char base[512], pc[512], pf[512], ovc[600], ovf[600];
-  snprintf(base, sizeof base, "%s", path_in("base.bin"));
-  snprintf(pc, sizeof pc, "%s", path_in("cont_cpu.bin"));
-  snprintf(pf, sizeof pf, "%s", path_in("cont_fake.bin"));
+  snprintf(base, sizeof base, "%s", tu_path_in("base.bin"));
+  snprintf(pc, sizeof pc, "%s", tu_path_in("cont_cpu.bin"));
+  snprintf(pf, sizeof pf, "%s", tu_path_in("cont_fake.bin"));
   nnt_model *m = load(path, 0, NULL, 0, 0);
   if (nnt_model_train(m, NULL, NULL, &e) || nnt_model_save_weights(m, base, 1, &e))
     fail_msg("%s", e.msg);
@@ -299,7 +255,7 @@ static void test_load_and_continue(void **state) {
   nnt_model_destroy(f);
   /* continue_train from the same file under two names */
   size_t n;
-  unsigned char *bytes = file_bytes(base, &n);
+  unsigned char *bytes = tu_file_bytes(base, &n);
   FILE *o = fopen(pc, "wb");
   assert_int_equal(fwrite(bytes, 1, n, o), n);
   fclose(o);
@@ -316,7 +272,7 @@ static void test_load_and_continue(void **state) {
   assert_true(c->iter > 0);
   assert_int_equal(c->iter, f->iter);
   train_both(c, f, "continue_train");
-  assert_same_file(pc, pf);
+  tu_assert_same_file(pc, pf);
   nnt_model_destroy(c);
   nnt_model_destroy(f);
 }
@@ -353,8 +309,8 @@ static void test_dump(void **state) {
   c->keep_train_arena = f->keep_train_arena = 1; /* what a dump reads */
   train_both(c, f, "dump");
   char dc[512], df[512];
-  snprintf(dc, sizeof dc, "%s", path_in("dump_cpu"));
-  snprintf(df, sizeof df, "%s", path_in("dump_fake"));
+  snprintf(dc, sizeof dc, "%s", tu_path_in("dump_cpu"));
+  snprintf(df, sizeof df, "%s", tu_path_in("dump_fake"));
   if (nnt_model_dump(c, dc, &e) || nnt_model_dump(f, df, &e))
     fail_msg("%s", e.msg);
   DIR *d = opendir(dc);
@@ -367,7 +323,7 @@ static void test_dump(void **state) {
     char a[1024], b[1024];
     snprintf(a, sizeof a, "%s/%s", dc, ent->d_name);
     snprintf(b, sizeof b, "%s/%s", df, ent->d_name);
-    assert_same_file(a, b);
+    tu_assert_same_file(a, b);
     files++;
   }
   closedir(d);

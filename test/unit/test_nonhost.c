@@ -68,53 +68,12 @@ static nnt_model *model(int opaque) {
   return m;
 }
 
-/* Every weight of m, through the buffer, into a new array. */
-static float *weights_of(nnt_model *m) {
-  float *w = malloc(m->wpool_floats * sizeof *w + 1);
-  nnt_err e = {0};
-  size_t at = 0;
-  for (size_t i = 0; i < m->n_w; i++) {
-    assert_int_equal(nnt_tensor_get(&m->w[i], 0, w + at, nnt_tensor_len(&m->w[i]), &e), NNT_OK);
-    at += nnt_tensor_len(&m->w[i]);
-  }
-  return w;
-}
-
 static void assert_same_weights(nnt_model *a, nnt_model *b) {
   assert_int_equal(a->wpool_floats, b->wpool_floats);
-  float *x = weights_of(a), *y = weights_of(b);
+  float *x = tu_weights_of(a), *y = tu_weights_of(b);
   assert_memory_equal(x, y, a->wpool_floats * sizeof *x);
   free(x);
   free(y);
-}
-
-static unsigned char *file_bytes(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  *n = (size_t)ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *p = malloc(*n + 1);
-  assert_int_equal(fread(p, 1, *n, f), *n);
-  fclose(f);
-  return p;
-}
-
-static void assert_same_file(const char *a, const char *b) {
-  size_t na, nb;
-  unsigned char *x = file_bytes(a, &na), *y = file_bytes(b, &nb);
-  assert_int_equal(na, nb);
-  assert_memory_equal(x, y, na);
-  free(x);
-  free(y);
-}
-
-static const char *path_in(const char *name) {
-  static char p[4][512];
-  static int k;
-  k = (k + 1) % 4;
-  snprintf(p[k], sizeof p[k], "%s/%s", tu_dir, name);
-  return p[k];
 }
 
 /* ---- tests ------------------------------------------------------------- */
@@ -143,7 +102,7 @@ static void test_save_load(void **state) {
   nnt_err e = {0};
   if (nnt_model_train(h, NULL, NULL, &e))
     fail_msg("%s", e.msg);
-  const char *hp = path_in("host.bin"), *op = path_in("opaque.bin");
+  const char *hp = tu_path_in("host.bin"), *op = tu_path_in("opaque.bin");
   assert_int_equal(nnt_model_save_weights(h, hp, 1, &e), NNT_OK);
   size_t gets = fdev_count.gets, sets = fdev_count.sets;
   assert_int_equal(nnt_model_load_weights(o, hp, &e), NNT_OK);
@@ -155,10 +114,10 @@ static void test_save_load(void **state) {
   assert_same_weights(h, o);
   assert_int_equal(nnt_model_save_weights(o, op, 1, &e), NNT_OK);
   assert_true(fdev_count.gets > gets); /* staged through get, never read in place */
-  assert_same_file(hp, op);
+  tu_assert_same_file(hp, op);
   assert_int_equal(nnt_model_save_weights(h, hp, 0, &e), NNT_OK);
   assert_int_equal(nnt_model_save_weights(o, op, 0, &e), NNT_OK);
-  assert_same_file(hp, op);
+  tu_assert_same_file(hp, op);
   nnt_model_destroy(h);
   nnt_model_destroy(o);
 }
@@ -179,7 +138,7 @@ static void test_check_finite(void **state) {
   nnt_err e = {0}, eh = {0};
   if (nnt_model_train(h, NULL, NULL, &e))
     fail_msg("%s", e.msg);
-  const char *hp = path_in("host.bin");
+  const char *hp = tu_path_in("host.bin");
   assert_int_equal(nnt_model_save_weights(h, hp, 1, &e), NNT_OK);
   assert_int_equal(nnt_model_load_weights(o, hp, &e), NNT_OK);
   assert_int_equal(nnt_check_weights(o, &e), NNT_OK);
@@ -210,8 +169,8 @@ static void test_check_finite(void **state) {
     assert_int_equal(nnt_check_weights(o, &e), NNT_ERR_RANGE);
     tu_assert_contains(e.msg, cases[c].words);
     assert_string_equal(e.msg, eh.msg);
-    assert_int_equal(nnt_model_save_weights(h, path_in("bad.bin"), 1, &eh), NNT_ERR_INVAL);
-    assert_int_equal(nnt_model_save_weights(o, path_in("bad.bin"), 1, &e), NNT_ERR_INVAL);
+    assert_int_equal(nnt_model_save_weights(h, tu_path_in("bad.bin"), 1, &eh), NNT_ERR_INVAL);
+    assert_int_equal(nnt_model_save_weights(o, tu_path_in("bad.bin"), 1, &e), NNT_ERR_INVAL);
     tu_assert_contains(e.msg, "not writing");
     assert_string_equal(e.msg, eh.msg);
     poke(h, last, cases[c].slot, cases[c].k, keep_h);
@@ -221,7 +180,7 @@ static void test_check_finite(void **state) {
   /* the moving statistics are copied aside before a step and put back
    * through the buffer */
   assert_int_equal(nnt_check_prepare(o, &e), NNT_OK);
-  float *before = weights_of(o);
+  float *before = tu_weights_of(o);
   assert_int_equal(nnt_check_save_states(o, &e), NNT_OK);
   size_t changed = 0;
   for (size_t i = 0; i < o->n_w; i++)
@@ -231,10 +190,10 @@ static void test_check_finite(void **state) {
       changed++;
     }
   assert_int_equal(changed, 2); /* bn's moving mean and variance */
-  float *poked = weights_of(o);
+  float *poked = tu_weights_of(o);
   assert_memory_not_equal(before, poked, o->wpool_floats * sizeof *before);
   assert_int_equal(nnt_check_restore_states(o, &e), NNT_OK);
-  float *after = weights_of(o);
+  float *after = tu_weights_of(o);
   assert_memory_equal(before, after, o->wpool_floats * sizeof *before);
   free(before);
   free(poked);
@@ -264,7 +223,7 @@ static void test_copy_layers(void **state) {
   assert_int_equal(nnt_model_copy_layer_weights(h, o, fc1, 1, &e), NNT_ERR_INVAL);
   tu_assert_contains(e.msg, "layer 'fc1' weight 'bias' of the source model holds nan at index 3");
   /* the optimizer state of copied weights starts afresh */
-  const char *hp = path_in("host.bin");
+  const char *hp = tu_path_in("host.bin");
   assert_int_equal(nnt_model_save_weights(src, hp, 1, &e), NNT_OK);
   assert_int_equal(nnt_model_load_weights(o2, hp, &e), NNT_OK);
   const char *fc3[] = {"fc3"};

@@ -258,3 +258,47 @@ size_t tu_each_app_ini(void (*fn)(const char *path, void *ud), void *ud) {
   walk_ini(NNT_SOURCE_DIR "/benchmarks/models", fn, ud, &count);
   return count;
 }
+
+float *tu_weights_of(nnt_model *m) {
+  float *w = malloc(m->wpool_floats * sizeof *w + 1);
+  assert_non_null(w);
+  nnt_err e = {0};
+  size_t at = 0;
+  for (size_t i = 0; i < m->n_w; i++) {
+    size_t n = nnt_tensor_len(&m->w[i]);
+    assert_int_equal(nnt_tensor_get(&m->w[i], 0, w + at, n, &e), NNT_OK);
+    at += n;
+  }
+  return w;
+}
+
+unsigned char *tu_file_bytes(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    fail_msg("cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  *n = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *p = malloc(*n + 1);
+  assert_non_null(p);
+  assert_int_equal(fread(p, 1, *n, f), *n);
+  fclose(f);
+  return p;
+}
+
+void tu_assert_same_file(const char *a, const char *b) {
+  size_t na, nb;
+  unsigned char *x = tu_file_bytes(a, &na), *y = tu_file_bytes(b, &nb);
+  if (na != nb || memcmp(x, y, na))
+    fail_msg("%s (%zu bytes) and %s (%zu bytes) differ", a, na, b, nb);
+  free(x);
+  free(y);
+}
+
+const char *tu_path_in(const char *name) {
+  static char p[4][512];
+  static int k;
+  k = (k + 1) % 4;
+  snprintf(p[k], sizeof p[k], "%s/%s", tu_dir, name);
+  return p[k];
+}

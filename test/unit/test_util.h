@@ -81,6 +81,16 @@ nnt_model *tu_golden_model(const char *name, const char *const *overrides, size_
  * relative error of 1e-5. */
 void tu_golden_train(nnt_model *m, const char *name);
 
+/* Every weight of m, read through its buffer (nnt_tensor_get) in weight
+ * order, into a malloc'd array of m->wpool_floats floats. */
+float *tu_weights_of(nnt_model *m);
+/* A whole file into a malloc'd array, its size in *n; fails the test when
+ * it cannot be read. */
+unsigned char *tu_file_bytes(const char *path, size_t *n);
+/* Fails the test unless files a and b hold the same bytes. */
+void tu_assert_same_file(const char *a, const char *b);
+/* tu_dir/name, in one of 4 static buffers used in turn. */
+const char *tu_path_in(const char *name);
 /* Call fn(path, ud) for every .ini file under Applications/ and
  * benchmarks/models/ of the source tree (folders walked recursively,
  * dot-names skipped); @return how many. */
