@@ -651,3 +651,20 @@ void oh_missing_types(const oh_case *cases, size_t n, char *missing, size_t len)
       k += (size_t)snprintf(missing + k, len - k, "%s%s", k ? ", " : "", (*p)->type);
   }
 }
+
+int oh_same_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
+  (void)l, (void)e;
+  ctx->out_dim[0] = ctx->in_dim[0];
+  ctx->flags = 0;
+  return NNT_OK;
+}
+
+int oh_copy_forward(nnt_layer *l, nnt_run_ctx *ctx) {
+  (void)l;
+  return ctx->k->copy(nnt_tensor_len(&ctx->in[0]), ctx->in[0].data, ctx->out[0].data);
+}
+
+int oh_copy_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
+  (void)l;
+  return ctx->k->copy(nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data);
+}

@@ -59,4 +59,12 @@ int oh_run_case(const oh_case *c, const nnt_backend *be, int fd, oh_report *r);
  * separated, in missing (empty when every type has one). */
 void oh_missing_types(const oh_case *cases, size_t n, char *missing, size_t len);
 
+/* Pieces of a test-only identity layer (one input, one output of the same
+ * shape, no flags), to build layers with one defect each: the finalize,
+ * a forward that copies in to out and a calc_derivative that copies d_out
+ * to d_in, both through the context's kernels. */
+int oh_same_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e);
+int oh_copy_forward(nnt_layer *l, nnt_run_ctx *ctx);
+int oh_copy_derivative(nnt_layer *l, nnt_run_ctx *ctx);
+
 #endif

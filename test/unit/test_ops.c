@@ -119,44 +119,27 @@ static void test_cases(void **state) {
 
 /* ---- test-only layers: an identity with one defect each ---- */
 
-static int same_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
-  (void)l, (void)e;
-  ctx->out_dim[0] = ctx->in_dim[0];
-  ctx->flags = 0;
-  return NNT_OK;
-}
-
-static int copy_forward(nnt_layer *l, nnt_run_ctx *ctx) {
-  (void)l;
-  return ctx->k->copy(nnt_tensor_len(&ctx->in[0]), ctx->in[0].data, ctx->out[0].data);
-}
-
-static int copy_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
-  (void)l;
-  return ctx->k->copy(nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data);
-}
-
 /* forward writes one float past its output */
 static int overrun_forward(nnt_layer *l, nnt_run_ctx *ctx) {
-  int rc = copy_forward(l, ctx);
+  int rc = oh_copy_forward(l, ctx);
   return rc ? rc : ctx->k->fill(1, 1.0f, ctx->out[0].data + nnt_tensor_len(&ctx->out[0]));
 }
 
 /* calc_derivative writes one float before its d_in */
 static int underrun_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
-  int rc = copy_derivative(l, ctx);
+  int rc = oh_copy_derivative(l, ctx);
   return rc ? rc : ctx->k->fill(1, 0.0f, ctx->d_in[0].data - 1);
 }
 
 /* calc_derivative gives twice the derivative */
 static int double_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
-  int rc = copy_derivative(l, ctx);
+  int rc = oh_copy_derivative(l, ctx);
   return rc ? rc : ctx->k->scale(nnt_tensor_len(&ctx->d_in[0]), 2.0f, ctx->d_in[0].data);
 }
 
 /* y = x * w element-wise, with twice the weight gradient */
 static int mul_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
-  same_finalize(l, ctx, e);
+  oh_same_finalize(l, ctx, e);
   nnt_fctx_add_weight(ctx, "factor", ctx->in_dim[0], NNT_INIT_ZEROS, 1, 1, 0, 0, 1);
   ctx->flags = NNT_LF_BWD_READS_INPUT;
   return NNT_OK;
@@ -185,19 +168,19 @@ static const nnt_layer_ops mul_ops = {
     .type = "test_mul", .ml_type = -1, .finalize = mul_finalize, .forward = mul_forward,
     .calc_gradient = mul_gradient, .calc_derivative = mul_derivative};
 static const nnt_layer_ops overrun_ops = {
-    .type = "test_overrun", .ml_type = -1, .finalize = same_finalize,
-    .forward = overrun_forward, .calc_derivative = copy_derivative};
+    .type = "test_overrun", .ml_type = -1, .finalize = oh_same_finalize,
+    .forward = overrun_forward, .calc_derivative = oh_copy_derivative};
 static const nnt_layer_ops underrun_ops = {
-    .type = "test_underrun", .ml_type = -1, .finalize = same_finalize,
-    .forward = copy_forward, .calc_derivative = underrun_derivative};
+    .type = "test_underrun", .ml_type = -1, .finalize = oh_same_finalize,
+    .forward = oh_copy_forward, .calc_derivative = underrun_derivative};
 static const nnt_layer_ops double_ops = {
-    .type = "test_double", .ml_type = -1, .finalize = same_finalize,
-    .forward = copy_forward, .calc_derivative = double_derivative};
+    .type = "test_double", .ml_type = -1, .finalize = oh_same_finalize,
+    .forward = oh_copy_forward, .calc_derivative = double_derivative};
 
 /* a loss layer (mse) whose output needs its label: without one (as in
  * inference) it gives zeros */
 static int loss_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
-  same_finalize(l, ctx, e);
+  oh_same_finalize(l, ctx, e);
   ctx->flags = NNT_LF_LOSS | NNT_LF_BWD_READS_OUTPUT;
   return NNT_OK;
 }
@@ -206,7 +189,7 @@ static int label_bound_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   size_t n = nnt_tensor_len(&ctx->in[0]);
   if (!ctx->label)
     return ctx->k->fill(n, 0.0f, ctx->out[0].data);
-  int rc = copy_forward(l, ctx);
+  int rc = oh_copy_forward(l, ctx);
   return rc ? rc : ctx->k->mse_fwd(n, ctx->out[0].data, ctx->label->data, ctx->loss->data);
 }
 
@@ -244,8 +227,8 @@ static void test_guard_catches_a_layer_writing_past_its_tensor(void **state) {
   expect_failure(&u, cpu, "calc_derivative wrote guard bytes", "and 'd_in[0]'", "cpu:");
   /* the layer without its defect passes */
   static const nnt_layer_ops good = {
-      .type = "test_copy", .ml_type = -1, .finalize = same_finalize, .forward = copy_forward,
-      .calc_derivative = copy_derivative};
+      .type = "test_copy", .ml_type = -1, .finalize = oh_same_finalize, .forward = oh_copy_forward,
+      .calc_derivative = oh_copy_derivative};
   oh_case g = {.type = "test_copy", .ops = &good, .in = {"2:3"}};
   oh_report r;
   if (oh_run_case(&g, cpu, 1, &r))
