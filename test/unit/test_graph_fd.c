@@ -55,14 +55,7 @@ static void check_graph(const lspec *g, size_t n, const char *loss, unsigned in_
       float *x = m->w[nd->w_first + w].data, *gw = nd->gw[w].data;
       size_t len = nnt_dim_len(nd->fc.w[w].dim);
       for (size_t j = 0; j < len; j += 1 + len / 12) {
-        float keep = x[j], lp, lm;
-        const float eps = 1e-2f;
-        x[j] = keep + eps;
-        assert_int_equal(nnt_model_forward(m, 1, &lp, NULL), NNT_OK);
-        x[j] = keep - eps;
-        assert_int_equal(nnt_model_forward(m, 1, &lm, NULL), NNT_OK);
-        x[j] = keep;
-        double num = ((double)lp - lm) / (2 * eps);
+        double num = tu_model_fd(m, x, j, 1e-2f);
         if (fabs(num - gw[j]) > 3e-3 * fmax(1, fabs(num)))
           fail_msg("%s:%s[%zu]: analytic %g, numeric %g", nd->layer->name, nd->fc.w[w].name, j,
                    gw[j], num);

@@ -302,3 +302,13 @@ const char *tu_path_in(const char *name) {
   snprintf(p[k], sizeof p[k], "%s/%s", tu_dir, name);
   return p[k];
 }
+
+double tu_model_fd(nnt_model *m, float *x, size_t j, float eps) {
+  float keep = x[j], lp, lm;
+  x[j] = keep + eps;
+  assert_int_equal(nnt_model_forward(m, 1, &lp, NULL), NNT_OK);
+  x[j] = keep - eps;
+  assert_int_equal(nnt_model_forward(m, 1, &lm, NULL), NNT_OK);
+  x[j] = keep;
+  return ((double)lp - lm) / (2 * eps);
+}

@@ -81,6 +81,10 @@ nnt_model *tu_golden_model(const char *name, const char *const *overrides, size_
  * relative error of 1e-5. */
 void tu_golden_train(nnt_model *m, const char *name);
 
+/* Central difference of m's training-mode forward loss (nnt_model_forward)
+ * in x[j], a host float the forward reads: (J(x[j] + eps) - J(x[j] - eps))
+ * / 2 eps in double, x[j] put back after. */
+double tu_model_fd(nnt_model *m, float *x, size_t j, float eps);
 /* Every weight of m, read through its buffer (nnt_tensor_get) in weight
  * order, into a malloc'd array of m->wpool_floats floats. */
 float *tu_weights_of(nnt_model *m);

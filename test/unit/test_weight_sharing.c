@@ -153,14 +153,7 @@ static void test_fd_summed_gradient(void **state) {
     size_t len = nnt_dim_len(m->wspec[m->nodes[a].w_first + w].dim);
     double apart = 0;
     for (size_t j = 0; j < len; j++) {
-      float keep = x[j], lp, lm;
-      const float eps = 1e-2f;
-      x[j] = keep + eps;
-      assert_int_equal(nnt_model_forward(m, 1, &lp, NULL), NNT_OK);
-      x[j] = keep - eps;
-      assert_int_equal(nnt_model_forward(m, 1, &lm, NULL), NNT_OK);
-      x[j] = keep;
-      double num = ((double)lp - lm) / (2 * eps);
+      double num = tu_model_fd(m, x, j, 1e-2f);
       if (fabs(num - sum[j]) > 3e-3 * fmax(1, fabs(num)))
         fail_msg("%s[%zu]: summed %g, numeric %g", m->wspec[m->nodes[a].w_first + w].name, j,
                  sum[j], num);
