@@ -41,16 +41,6 @@ static nnt_model *load_app(const char *path, int memopt, int poison, const char 
   return m;
 }
 
-/* The loss values a plan holds: its tensors named "<layer>:loss0". */
-static unsigned loss_values(const nnt_mgr *g) {
-  unsigned n = 0;
-  for (size_t i = 0; i < g->n; i++) {
-    size_t len = strlen(g->t[i].name);
-    n += len > 6 && !strcmp(g->t[i].name + len - 6, ":loss0");
-  }
-  return n;
-}
-
 static void check_app(const char *path) {
   nnt_err e = {0};
   /* plans: valid and near the lower bound, in both modes */
@@ -72,21 +62,19 @@ static void check_app(const char *path) {
   assert_int_equal(nnt_mgr_kind_bytes(inf, NNT_TK_GRADIENT), 0);
   assert_int_equal(nnt_mgr_kind_bytes(inf, NNT_TK_DERIVATIVE), 0);
   assert_int_equal(nnt_mgr_kind_bytes(inf, NNT_TK_LABEL), 0);
-  assert_int_equal(loss_values(inf), 0);
+  assert_int_equal(tu_loss_tensors(inf), 0);
   if (nnt_model_plan(m, NNT_MODE_EVAL, &e) || nnt_mgr_validate(ev, &e))
     fail_msg("%s: %s", path, e.msg);
   assert_true(ev->arena_bytes <= (size_t)(1.05 * (double)ev->lower_bound));
   assert_int_equal(nnt_mgr_kind_bytes(ev, NNT_TK_GRADIENT), 0);
   assert_int_equal(nnt_mgr_kind_bytes(ev, NNT_TK_DERIVATIVE), 0);
   size_t label_bytes = 0;
-  unsigned losses = 0;
+  unsigned losses = tu_loss_nodes(m);
   for (unsigned i = 0; i < m->n_labels; i++)
     label_bytes += nnt_dim_len(m->label_dim[i]) * sizeof(float);
-  for (size_t i = 0; i < m->n_nodes; i++)
-    losses += (m->nodes[i].fc.flags & NNT_LF_LOSS) != 0;
   assert_true(label_bytes > 0);
   assert_int_equal(nnt_mgr_kind_bytes(ev, NNT_TK_LABEL), label_bytes);
-  assert_int_equal(loss_values(ev), losses);
+  assert_int_equal(tu_loss_tensors(ev), losses);
   assert_int_equal(nnt_mgr_kind_bytes(ev, NNT_TK_ACTIVATION),
                    nnt_mgr_kind_bytes(inf, NNT_TK_ACTIVATION));
   assert_true(ev->arena_bytes < m->mgr[NNT_MODE_TRAIN].arena_bytes);

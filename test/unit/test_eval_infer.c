@@ -108,23 +108,6 @@ static void test_evaluation_matches_validation(void **state) {
   }
 }
 
-/* The loss values a plan holds: its tensors named "<layer>:loss0". */
-static unsigned loss_tensors(const nnt_mgr *g) {
-  unsigned n = 0;
-  for (size_t i = 0; i < g->n; i++) {
-    size_t len = strlen(g->t[i].name);
-    n += len > 6 && !strcmp(g->t[i].name + len - 6, ":loss0");
-  }
-  return n;
-}
-
-static unsigned loss_nodes(const nnt_model *m) {
-  unsigned n = 0;
-  for (size_t i = 0; i < m->n_nodes; i++)
-    n += (m->nodes[i].fc.flags & NNT_LF_LOSS) != 0;
-  return n;
-}
-
 /* Inference: no label, no loss value, no gradient, no derivative; the
  * loss layers' contexts have neither. Evaluation: exactly the label
  * streams and one loss value per loss layer, and no backward. */
@@ -133,14 +116,14 @@ static void test_plans_hold_what_they_run(void **state) {
   nnt_err e = {0};
   for (size_t k = 0; k < N_MODELS; k++) {
     nnt_model *m = load(k);
-    assert_int_equal(loss_nodes(m), 1);
+    assert_int_equal(tu_loss_nodes(m), 1);
     assert_int_equal(nnt_model_plan(m, NNT_MODE_INFER, &e), NNT_OK);
     const nnt_mgr *inf = &m->mgr[NNT_MODE_INFER], *ev = &m->mgr[NNT_MODE_EVAL];
     assert_int_equal(nnt_mgr_validate(inf, &e), NNT_OK);
     assert_int_equal(nnt_mgr_kind_bytes(inf, NNT_TK_LABEL), 0);
     assert_int_equal(nnt_mgr_kind_bytes(inf, NNT_TK_GRADIENT), 0);
     assert_int_equal(nnt_mgr_kind_bytes(inf, NNT_TK_DERIVATIVE), 0);
-    assert_int_equal(loss_tensors(inf), 0);
+    assert_int_equal(tu_loss_tensors(inf), 0);
     for (size_t i = 0; i < m->n_nodes; i++) {
       assert_null(m->nodes[i].ctx.label);
       assert_null(m->nodes[i].ctx.loss);
@@ -155,7 +138,7 @@ static void test_plans_hold_what_they_run(void **state) {
     assert_int_equal(nnt_mgr_kind_bytes(ev, NNT_TK_LABEL), label_bytes);
     assert_int_equal(nnt_mgr_kind_bytes(ev, NNT_TK_GRADIENT), 0);
     assert_int_equal(nnt_mgr_kind_bytes(ev, NNT_TK_DERIVATIVE), 0);
-    assert_int_equal(loss_tensors(ev), 1);
+    assert_int_equal(tu_loss_tensors(ev), 1);
     /* the same forward tensors, plus the labels and the loss values */
     assert_int_equal(ev->n, inf->n + m->n_labels + 1);
     assert_int_equal(nnt_mgr_kind_bytes(ev, NNT_TK_ACTIVATION),

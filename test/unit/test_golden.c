@@ -348,14 +348,8 @@ static void train_case(const char *name, const char *opt, const char *lr, const 
       {"fully_connected", "fc2", "unit", "12", "activation", "sigmoid", NULL},
       {"fully_connected", "fc3", "unit", "4", "activation", last_act, NULL},
   };
-  for (size_t i = 0; i < 4; i++) {
-    nnt_layer *l;
-    assert_int_equal(nnt_layer_create(layers[i][0], &l, &e), NNT_OK);
-    assert_int_equal(nnt_layer_set_property(l, "name", layers[i][1], &e), NNT_OK);
-    for (size_t k = 2; layers[i][k]; k += 2)
-      assert_int_equal(nnt_layer_set_property(l, layers[i][k], layers[i][k + 1], &e), NNT_OK);
-    assert_int_equal(nnt_model_add_layer(m, l, &e), NNT_OK);
-  }
+  for (size_t i = 0; i < 4; i++)
+    tu_add_layer(m, layers[i], NNT_ARRAY_LEN(layers[i]), &e);
   nnt_optimizer *o;
   assert_int_equal(nnt_optimizer_create(opt, &o, &e), NNT_OK);
   assert_int_equal(nnt_optimizer_set_property(o, "learning_rate", lr, &e), NNT_OK);

@@ -30,14 +30,8 @@ static nnt_model *mlp(const char *mprop, const char *mval, int poison) {
                          mval};
   for (size_t i = 0; i + 1 < NNT_ARRAY_LEN(props) && props[i]; i += 2)
     assert_int_equal(nnt_model_set_property(m, props[i], props[i + 1], &e), NNT_OK);
-  for (size_t i = 0; i < NNT_ARRAY_LEN(layers); i++) {
-    nnt_layer *l;
-    assert_int_equal(nnt_layer_create(layers[i][0], &l, &e), NNT_OK);
-    assert_int_equal(nnt_layer_set_property(l, "name", layers[i][1], &e), NNT_OK);
-    for (size_t k = 2; layers[i][k]; k += 2)
-      assert_int_equal(nnt_layer_set_property(l, layers[i][k], layers[i][k + 1], &e), NNT_OK);
-    assert_int_equal(nnt_model_add_layer(m, l, &e), NNT_OK);
-  }
+  for (size_t i = 0; i < NNT_ARRAY_LEN(layers); i++)
+    tu_add_layer(m, layers[i], NNT_ARRAY_LEN(layers[i]), &e);
   nnt_optimizer *o;
   assert_int_equal(nnt_optimizer_create("adam", &o, &e), NNT_OK);
   assert_int_equal(nnt_model_set_optimizer(m, o, &e), NNT_OK);

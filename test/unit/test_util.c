@@ -312,3 +312,28 @@ double tu_model_fd(nnt_model *m, float *x, size_t j, float eps) {
   x[j] = keep;
   return ((double)lp - lm) / (2 * eps);
 }
+
+void tu_add_layer(nnt_model *m, const char *const *row, size_t n, nnt_err *e) {
+  nnt_layer *l;
+  assert_int_equal(nnt_layer_create(row[0], &l, e), NNT_OK);
+  assert_int_equal(nnt_layer_set_property(l, "name", row[1], e), NNT_OK);
+  for (size_t k = 2; k + 1 < n && row[k]; k += 2)
+    assert_int_equal(nnt_layer_set_property(l, row[k], row[k + 1], e), NNT_OK);
+  assert_int_equal(nnt_model_add_layer(m, l, e), NNT_OK);
+}
+
+unsigned tu_loss_tensors(const nnt_mgr *g) {
+  unsigned n = 0;
+  for (size_t i = 0; i < g->n; i++) {
+    size_t len = strlen(g->t[i].name);
+    n += len > 6 && !strcmp(g->t[i].name + len - 6, ":loss0");
+  }
+  return n;
+}
+
+unsigned tu_loss_nodes(const nnt_model *m) {
+  unsigned n = 0;
+  for (size_t i = 0; i < m->n_nodes; i++)
+    n += (m->nodes[i].fc.flags & NNT_LF_LOSS) != 0;
+  return n;
+}

@@ -81,6 +81,15 @@ nnt_model *tu_golden_model(const char *name, const char *const *overrides, size_
  * relative error of 1e-5. */
 void tu_golden_train(nnt_model *m, const char *name);
 
+/* Add to m a layer from a table row of n strings: type, name, then key,
+ * value pairs up to a NULL or the row's end; every call is asserted to
+ * succeed (e receives the messages). */
+void tu_add_layer(nnt_model *m, const char *const *row, size_t n, nnt_err *e);
+/* The loss values a plan holds (its tensors named "<layer>:loss0"), and
+ * the loss layers of a model. */
+struct nnt_mgr;
+unsigned tu_loss_tensors(const struct nnt_mgr *g);
+unsigned tu_loss_nodes(const nnt_model *m);
 /* Central difference of m's training-mode forward loss (nnt_model_forward)
  * in x[j], a host float the forward reads: (J(x[j] + eps) - J(x[j] - eps))
  * / 2 eps in double, x[j] put back after. */

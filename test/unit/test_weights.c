@@ -37,14 +37,8 @@ static int model_rc(unsigned units, const char *opt, const char *const *extra,
     assert_int_equal(nnt_model_set_property(m, props[i], props[i + 1], e), NNT_OK);
   for (size_t i = 0; extra && extra[i]; i += 2)
     assert_int_equal(nnt_model_set_property(m, extra[i], extra[i + 1], e), NNT_OK);
-  for (size_t i = 0; i < NNT_ARRAY_LEN(layers); i++) {
-    nnt_layer *l;
-    assert_int_equal(nnt_layer_create(layers[i][0], &l, e), NNT_OK);
-    assert_int_equal(nnt_layer_set_property(l, "name", layers[i][1], e), NNT_OK);
-    for (size_t k = 2; layers[i][k]; k += 2)
-      assert_int_equal(nnt_layer_set_property(l, layers[i][k], layers[i][k + 1], e), NNT_OK);
-    assert_int_equal(nnt_model_add_layer(m, l, e), NNT_OK);
-  }
+  for (size_t i = 0; i < NNT_ARRAY_LEN(layers); i++)
+    tu_add_layer(m, layers[i], NNT_ARRAY_LEN(layers[i]), e);
   nnt_optimizer *o;
   assert_int_equal(nnt_optimizer_create(opt, &o, e), NNT_OK);
   assert_int_equal(nnt_optimizer_set_property(o, "learning_rate", "0.01", e), NNT_OK);
