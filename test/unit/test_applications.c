@@ -16,13 +16,8 @@
 
 /* Load an application INI with synthetic data instead of its datasets. */
 static nnt_model *load_app(const char *path, int memopt, int poison, const char *batch) {
-  nnt_model *m;
+  nnt_model *m = tu_model_for_ini(path);
   nnt_err e = {0};
-  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
-  char dir[1024];
-  snprintf(dir, sizeof dir, "%s", path);
-  *strrchr(dir, '/') = '\0';
-  assert_int_equal(nnt_model_set_base_dir(m, dir, &e), NNT_OK);
   const char *ov[] = {"epochs=1", "save_path=",
                       memopt ? "memory_optimization=true" : "memory_optimization=false", batch};
   if (nnt_ini_load(m, path, ov, batch ? 4 : 3, &e))

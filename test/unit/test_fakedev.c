@@ -59,13 +59,8 @@ static int poison; /* the next models poison what dies (NNT_POISON) */
 
 static nnt_model *load(const char *path, int fake, const char *const *ov, size_t nov,
                        int synth) {
-  nnt_model *m;
+  nnt_model *m = tu_model_for_ini(path);
   nnt_err e = {0};
-  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
-  char dir[1024];
-  snprintf(dir, sizeof dir, "%s", path);
-  *strrchr(dir, '/') = '\0';
-  assert_int_equal(nnt_model_set_base_dir(m, dir, &e), NNT_OK);
   if (nnt_ini_load(m, path, ov, nov, &e))
     fail_msg("%s: %s", path, e.msg);
   for (int mode = 0; synth && mode < 3; mode++) {

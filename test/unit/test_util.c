@@ -337,3 +337,14 @@ unsigned tu_loss_nodes(const nnt_model *m) {
     n += (m->nodes[i].fc.flags & NNT_LF_LOSS) != 0;
   return n;
 }
+
+nnt_model *tu_model_for_ini(const char *path) {
+  nnt_model *m;
+  nnt_err e = {0};
+  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s", path);
+  *strrchr(dir, '/') = '\0';
+  assert_int_equal(nnt_model_set_base_dir(m, dir, &e), NNT_OK);
+  return m;
+}

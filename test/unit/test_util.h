@@ -81,6 +81,9 @@ nnt_model *tu_golden_model(const char *name, const char *const *overrides, size_
  * relative error of 1e-5. */
 void tu_golden_train(nnt_model *m, const char *name);
 
+/* A new model whose base directory is the folder of the INI at path (the
+ * INI is not loaded). */
+nnt_model *tu_model_for_ini(const char *path);
 /* Add to m a layer from a table row of n strings: type, name, then key,
  * value pairs up to a NULL or the row's end; every call is asserted to
  * succeed (e receives the messages). */
