@@ -118,11 +118,13 @@ static int write_bin(FILE *f, void *ud, nnt_err *e) {
     ok = fwrite("adam", 1, 4, f) == 4;
     for (size_t i = 0; !rc && ok && i < m->n_w; i++)
       for (unsigned s = 0; !rc && ok && s < 2 && has_moments(m, i); s++) {
-        nnt_tensor t = nnt_model_state_tensor(m, s, i);
-        if (has_state(m))
+        if (has_state(m)) {
+          /* only an address in the state's buffer, which exists here */
+          nnt_tensor t = nnt_model_state_tensor(m, s, i);
           rc = nnt_tensor_fwrite(f, &t, e), ok = !ferror(f);
-        else
+        } else {
           ok = put_zeros(f, wlen(m, i));
+        }
       }
   }
   uint8_t c[8];
