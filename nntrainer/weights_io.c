@@ -349,7 +349,7 @@ int nnt_model_load_weights(nnt_model *m, const char *path, nnt_err *e) {
                      path);
   /* the weights go in through the buffer; a backend that cannot take them
    * fails here, before anything else changes */
-  if (!rc && (rc = m->wbuf->type->set(m->wbuf, 0, buf, w_bytes, e)))
+  if (!rc && w_bytes && (rc = m->wbuf->type->set(m->wbuf, 0, buf, w_bytes, e)))
     nnt_mgr_free(&pool);
   if (rc) {
     nnt_free(buf);
