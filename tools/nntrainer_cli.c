@@ -305,6 +305,8 @@ static int cmd_train(int argc, char **argv) {
   const nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
   size_t wbytes = m->wpool_floats * sizeof(float);
   size_t obytes = (size_t)nnt_optimizer_state_count(m->opt) * wbytes;
+  if (m->be->device) /* engine=gpu: which device computes */
+    fprintf(stderr, "device: %s, backend '%s'\n", m->be->device, m->be->name);
   fprintf(stderr, "model: %zu layers, %zu parameters; planned memory %s (weights %s, "
                   "training arena %s",
           m->n_nodes, m->wpool_floats, nnt_bytes_str(wbytes + obytes + g->arena_bytes, a, sizeof a),
