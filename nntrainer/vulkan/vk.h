@@ -16,5 +16,8 @@ int nnt_backend_vulkan(nnt_backend **out, nnt_err *e);
 /* The warnings and errors the validation layer reported since the process
  * started: their count, and the first one's text in first (may be NULL). */
 size_t nnt_vulkan_validation_messages(char *first, size_t n);
+/* 1 once a device was opened with the validation layer and its messenger
+ * (NNTRAINER_VULKAN_VALIDATION=1 and the layer installed). */
+int nnt_vulkan_validation_listening(void);
 
 #endif

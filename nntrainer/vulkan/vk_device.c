@@ -20,8 +20,16 @@ vk_global nnt_vk = {PTHREAD_MUTEX_INITIALIZER, NULL};
 static struct {
   pthread_mutex_t lock;
   size_t count;
+  int listening; /* a messenger was installed */
   char first[512];
-} vrec = {PTHREAD_MUTEX_INITIALIZER, 0, ""};
+} vrec = {PTHREAD_MUTEX_INITIALIZER, 0, 0, ""};
+
+int nnt_vulkan_validation_listening(void) {
+  pthread_mutex_lock(&vrec.lock);
+  int on = vrec.listening;
+  pthread_mutex_unlock(&vrec.lock);
+  return on;
+}
 
 void nnt_vk_validation_record(const char *msg) {
   pthread_mutex_lock(&vrec.lock);
@@ -196,6 +204,11 @@ static int create_instance(vk_ctx *c, nnt_err *e) {
     if (c->f.vkCreateDebugUtilsMessengerEXT && c->f.vkDestroyDebugUtilsMessengerEXT &&
         c->f.vkCreateDebugUtilsMessengerEXT(c->inst, &mi, NULL, &c->messenger) != VK_SUCCESS)
       c->messenger = VK_NULL_HANDLE;
+    if (c->messenger && use_layer) {
+      pthread_mutex_lock(&vrec.lock);
+      vrec.listening = 1;
+      pthread_mutex_unlock(&vrec.lock);
+    }
   }
   return NNT_OK;
 }

@@ -176,6 +176,13 @@ static int v_add_row_vec(size_t rows, size_t cols, const float *bias, float *y) 
   return ew("add_vec", rows * cols, ARGS(bias, y), &pc);
 }
 
+static int v_add_col_vec(size_t rows, size_t cols, const float *v, float *y) {
+  if (cols > UINT32_MAX || (rows && cols > SIZE_MAX / rows))
+    return NNT_ERR_INVAL;
+  vk_push pc = {.cols = (uint32_t)cols, .i0 = 1};
+  return ew("add_vec", rows * cols, ARGS(v, y), &pc);
+}
+
 static int sum_axis(unsigned mode, size_t rows, size_t cols, const float *x, float beta,
                     float *out) {
   uint32_t gx, gy;
@@ -287,6 +294,7 @@ static const nnt_kernels vk_kernels = {
     .dot = v_dot,
     .sum = v_sum,
     .add_row_vec = v_add_row_vec,
+    .add_col_vec = v_add_col_vec,
     .sum_cols = v_sum_cols,
     .sum_rows = v_sum_rows,
     .act_fwd = v_act_fwd,
@@ -310,7 +318,7 @@ int nnt_vk_supports(const nnt_backend *be, nnt_kop op) {
   switch (op) {
   case NNT_KOP_GEMM: case NNT_KOP_FILL: case NNT_KOP_COPY: case NNT_KOP_SCALE:
   case NNT_KOP_AXPY: case NNT_KOP_ADD: case NNT_KOP_SUB: case NNT_KOP_MUL: case NNT_KOP_DOT:
-  case NNT_KOP_SUM: case NNT_KOP_ADD_ROW_VEC: case NNT_KOP_SUM_ROWS: case NNT_KOP_SUM_COLS:
+  case NNT_KOP_SUM: case NNT_KOP_ADD_ROW_VEC: case NNT_KOP_ADD_COL_VEC: case NNT_KOP_SUM_ROWS: case NNT_KOP_SUM_COLS:
   case NNT_KOP_ACT_FWD: case NNT_KOP_ACT_BWD: case NNT_KOP_SOFTMAX_FWD:
   case NNT_KOP_SOFTMAX_BWD: case NNT_KOP_NORMALIZE_ROWS: case NNT_KOP_XENT_SOFTMAX_FWD: case NNT_KOP_XENT_SOFTMAX_BWD:
   case NNT_KOP_MSE_FWD: case NNT_KOP_MSE_BWD: case NNT_KOP_ARGMAX_MATCH:
