@@ -31,6 +31,30 @@ static void test_built_without_vulkan(void **state) {
   tu_assert_contains(e.msg, "engine 'gpu': this build has no GPU backend (built without Vulkan");
 }
 
+/* Runs after the silent check: the record does catch a misuse (a buffer
+ * of size 0, which the specification forbids), so an empty record means
+ * something. */
+static void test_validation_catches_misuse(void **state) {
+  (void)state;
+  nnt_backend *be = gpu();
+  char first[512];
+  size_t before = nnt_vulkan_validation_messages(NULL, 0);
+  pthread_mutex_lock(&nnt_vk.lock);
+  vk_ctx *c = nnt_vk.ctx;
+  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                           .size = 0,
+                           .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                           .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+  VkBuffer buf = VK_NULL_HANDLE;
+  VkResult r = c->f.vkCreateBuffer(c->dev, &bi, NULL, &buf);
+  if (r == VK_SUCCESS && buf)
+    c->f.vkDestroyBuffer(c->dev, buf, NULL);
+  pthread_mutex_unlock(&nnt_vk.lock);
+  assert_true(nnt_vulkan_validation_messages(first, sizeof first) > before);
+  tu_assert_contains(first, "VUID-VkBufferCreateInfo-size");
+  nnt_backend_free(be);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_built_without_vulkan)};
   return cmocka_run_group_tests(tests, NULL, NULL);
@@ -392,6 +416,30 @@ static void test_validation_is_silent(void **state) {
     fail_msg("the validation layer reported %zu messages; the first: %s", n, first);
 }
 
+/* Runs after the silent check: the record does catch a misuse (a buffer
+ * of size 0, which the specification forbids), so an empty record means
+ * something. */
+static void test_validation_catches_misuse(void **state) {
+  (void)state;
+  nnt_backend *be = gpu();
+  char first[512];
+  size_t before = nnt_vulkan_validation_messages(NULL, 0);
+  pthread_mutex_lock(&nnt_vk.lock);
+  vk_ctx *c = nnt_vk.ctx;
+  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                           .size = 0,
+                           .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                           .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+  VkBuffer buf = VK_NULL_HANDLE;
+  VkResult r = c->f.vkCreateBuffer(c->dev, &bi, NULL, &buf);
+  if (r == VK_SUCCESS && buf)
+    c->f.vkDestroyBuffer(c->dev, buf, NULL);
+  pthread_mutex_unlock(&nnt_vk.lock);
+  assert_true(nnt_vulkan_validation_messages(first, sizeof first) > before);
+  tu_assert_contains(first, "VUID-VkBufferCreateInfo-size");
+  nnt_backend_free(be);
+}
+
 int main(void) {
   setenv("NNTRAINER_VULKAN_VALIDATION", "1", 1);
   /* Mesa's lavapipe leaks a little on its own, which test/lsan-vulkan.supp
@@ -408,6 +456,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_conv_is_refused, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_cli_names_the_device, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test(test_validation_is_silent),
+      cmocka_unit_test(test_validation_catches_misuse),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
