@@ -180,6 +180,10 @@ static int create_instance(vk_ctx *c, nnt_err *e) {
     validate = 0;
     r = c->f.vkCreateInstance(&ci, NULL, &c->inst);
   }
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER) /* the loader found no driver */
+    return nnt_err_set(e, NNT_ERR_NOT_SUPPORTED,
+                       "engine 'gpu': no Vulkan device: the Vulkan loader found no driver "
+                       "(VK_ERROR_INCOMPATIBLE_DRIVER)");
   if (r != VK_SUCCESS)
     return nnt_err_set(e, NNT_ERR_NOT_SUPPORTED,
                        "engine 'gpu': cannot create a Vulkan instance (VkResult %d)", (int)r);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capi_harness.h"
 #include "nntrainer/compute/backend.h"
 #include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
@@ -29,30 +30,6 @@ static void test_built_without_vulkan(void **state) {
   nnt_err e = {0};
   assert_int_equal(nnt_backend_get(NNT_ENGINE_GPU, &be, &e), NNT_ERR_NOT_SUPPORTED);
   tu_assert_contains(e.msg, "engine 'gpu': this build has no GPU backend (built without Vulkan");
-}
-
-/* Runs after the silent check: the record does catch a misuse (a buffer
- * of size 0, which the specification forbids), so an empty record means
- * something. */
-static void test_validation_catches_misuse(void **state) {
-  (void)state;
-  nnt_backend *be = gpu();
-  char first[512];
-  size_t before = nnt_vulkan_validation_messages(NULL, 0);
-  pthread_mutex_lock(&nnt_vk.lock);
-  vk_ctx *c = nnt_vk.ctx;
-  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-                           .size = 0,
-                           .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
-                           .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
-  VkBuffer buf = VK_NULL_HANDLE;
-  VkResult r = c->f.vkCreateBuffer(c->dev, &bi, NULL, &buf);
-  if (r == VK_SUCCESS && buf)
-    c->f.vkDestroyBuffer(c->dev, buf, NULL);
-  pthread_mutex_unlock(&nnt_vk.lock);
-  assert_true(nnt_vulkan_validation_messages(first, sizeof first) > before);
-  tu_assert_contains(first, "VUID-VkBufferCreateInfo-size");
-  nnt_backend_free(be);
 }
 
 int main(void) {
@@ -77,6 +54,20 @@ static void test_no_loader(void **state) {
   unsetenv("NNTRAINER_VULKAN_LOADER");
   tu_assert_contains(e.msg, "engine 'gpu': no Vulkan loader (/nonexistent/libvulkan.so.1): ");
   tu_assert_contains(e.msg, "/nonexistent/libvulkan.so.1: cannot open shared object file");
+}
+
+/* A loader without any driver: no device, said so. */
+static void test_no_driver(void **state) {
+  (void)state;
+  nnt_backend *be;
+  nnt_err e = {0};
+  setenv("VK_DRIVER_FILES", "/nonexistent/icd.json", 1);
+  setenv("VK_ICD_FILENAMES", "/nonexistent/icd.json", 1); /* older loaders' name */
+  int rc = nnt_backend_get(NNT_ENGINE_GPU, &be, &e);
+  unsetenv("VK_DRIVER_FILES");
+  unsetenv("VK_ICD_FILENAMES");
+  assert_int_equal(rc, NNT_ERR_NOT_SUPPORTED);
+  tu_assert_contains(e.msg, "engine 'gpu': no Vulkan device");
 }
 
 static void test_device_choice(void **state) {
@@ -406,6 +397,45 @@ static void test_cli_names_the_device(void **state) {
   assert_null(strstr(out, "device: "));
 }
 
+/* The C API selects it with engine=gpu at compile: a model trains and
+ * infers on it (softmax rows sum to 1, read back through the C API). */
+static void test_capi_selects_it(void **state) {
+  (void)state;
+  const char *ini = tu_write_text("c.ini",
+      "[Model]\ntype = NeuralNetwork\nbatch_size = 8\nepochs = 2\nloss = cross\n"
+      "[Optimizer]\ntype = adam\n[in]\ntype = input\ninput_shape = 1:1:8\n"
+      "[fc1]\ntype = fully_connected\nunit = 16\nactivation = relu\n"
+      "[out]\ntype = fully_connected\nunit = 3\nactivation = softmax\n");
+  ml_train_model_h model;
+  ml_train_dataset_h ds;
+  gen g;
+  gen_init(&g, 32, 5);
+  OK(ml_train_model_construct_with_conf(ini, &model));
+  OK(ml_train_dataset_create(&ds));
+  OK(ml_train_dataset_add_generator(ds, ML_TRAIN_DATASET_MODE_TRAIN, gen_cb, &g));
+  OK(ml_train_model_set_dataset(model, ds));
+  OK(ml_train_model_compile(model, "engine=gpu", NULL));
+  OK(ml_train_model_run(model, NULL));
+  ml_tensors_info_h info;
+  ml_tensors_data_h in, out;
+  OK(ml_train_model_get_input_tensors_info(model, &info));
+  OK(ml_tensors_data_create(info, &in));
+  OK(ml_tensors_info_destroy(info));
+  float *x, *y;
+  size_t xs, ys;
+  OK(ml_tensors_data_get_tensor_data(in, 0, (void **)&x, &xs));
+  for (size_t i = 0; i < xs / sizeof(float); i++)
+    x[i] = (float)(i % 7) / 7.0f - 0.5f;
+  OK(ml_train_ext_model_infer(model, in, &out));
+  OK(ml_tensors_data_get_tensor_data(out, 0, (void **)&y, &ys));
+  assert_int_equal(ys, 8 * 3 * sizeof(float));
+  for (int r = 0; r < 8; r++)
+    assert_true(fabsf(y[3 * r] + y[3 * r + 1] + y[3 * r + 2] - 1.0f) < 1e-5f);
+  OK(ml_tensors_data_destroy(out));
+  OK(ml_tensors_data_destroy(in));
+  OK(ml_train_model_destroy(model));
+}
+
 /* Runs last: every test above ran with the validation layer listening. */
 static void test_validation_is_silent(void **state) {
   (void)state;
@@ -448,6 +478,7 @@ int main(void) {
   (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_no_loader),
+      cmocka_unit_test(test_no_driver),
       cmocka_unit_test(test_device_choice),
       cmocka_unit_test(test_buffers),
       cmocka_unit_test(test_gemm),
@@ -455,6 +486,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_mlp_trains_like_the_cpu, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_conv_is_refused, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_cli_names_the_device, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_capi_selects_it, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test(test_validation_is_silent),
       cmocka_unit_test(test_validation_catches_misuse),
   };
