@@ -5,8 +5,12 @@ set -euo pipefail
 
 # clang-14 and libclang-rt-14-dev (libFuzzer and clang's sanitizer
 # runtimes) build the fuzz targets of scripts/fuzz.sh (docs/fuzzing.md).
+# libvulkan-dev and glslc build the Vulkan backend; mesa-vulkan-drivers
+# (lavapipe, a CPU Vulkan device) and vulkan-validationlayers run its tests
+# (docs/gpu.md); vulkan-tools has vulkaninfo.
 PKGS=(build-essential cmake pkg-config libopenblas-dev libcmocka-dev
-      zlib1g-dev dataset-fashion-mnist clang-14 libclang-rt-14-dev)
+      zlib1g-dev dataset-fashion-mnist clang-14 libclang-rt-14-dev
+      libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers vulkan-tools)
 
 missing=()
 for p in "${PKGS[@]}"; do

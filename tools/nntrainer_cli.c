@@ -26,8 +26,9 @@ static void usage(FILE *out) {
           "  train CONFIG [Section.key=value ...] [--synthetic[=SAMPLES]] [--seed N]\n"
           "        [--dump DIR]\n"
           "        train the model of CONFIG (an INI file); a bare key=value sets\n"
-          "        a [Model] key (engine=cpu|gpu|qnn picks the compute engine; this\n"
-          "        build has cpu). --synthetic replaces the datasets with seeded\n"
+          "        a [Model] key (engine=cpu|gpu|qnn picks the compute engine: gpu\n"
+          "        is Vulkan where this build and machine have it, docs/gpu.md).\n"
+          "        --synthetic replaces the datasets with seeded\n"
           "        random data of the model's shapes (default 1024 samples).\n"
           "        --dump trains with memory_optimization=false and writes every\n"
           "        weight, output, derivative and gradient of the last step to DIR.\n"
@@ -305,6 +306,8 @@ static int cmd_train(int argc, char **argv) {
   const nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
   size_t wbytes = m->wpool_floats * sizeof(float);
   size_t obytes = (size_t)nnt_optimizer_state_count(m->opt) * wbytes;
+  if (m->be->device) /* engine=gpu: which device computes */
+    fprintf(stderr, "device: %s, backend '%s'\n", m->be->device, m->be->name);
   fprintf(stderr, "model: %zu layers, %zu parameters; planned memory %s (weights %s, "
                   "training arena %s",
           m->n_nodes, m->wpool_floats, nnt_bytes_str(wbytes + obytes + g->arena_bytes, a, sizeof a),

@@ -5,6 +5,10 @@
 
 #include <string.h>
 
+#ifdef NNT_HAVE_VULKAN
+#include "nntrainer/vulkan/vk.h"
+#endif
+
 static const char *const kop_names[] = {
 #define NNT_KOP_NAME(E, n) #n,
     NNT_KOP_LIST(NNT_KOP_NAME)
@@ -140,8 +144,13 @@ int nnt_backend_get(nnt_engine en, nnt_backend **out, nnt_err *e) {
     *out = nnt_backend_cpu();
     return NNT_OK;
   case NNT_ENGINE_GPU:
+#ifdef NNT_HAVE_VULKAN
+    return nnt_backend_vulkan(out, e);
+#else
     return nnt_err_set(e, NNT_ERR_NOT_SUPPORTED,
-                       "engine 'gpu': this build has no GPU backend (only 'cpu')");
+                       "engine 'gpu': this build has no GPU backend (built without Vulkan: "
+                       "NNT_VULKAN=OFF); only 'cpu'");
+#endif
   case NNT_ENGINE_QNN:
     return nnt_err_set(e, NNT_ERR_NOT_SUPPORTED,
                        "engine 'qnn': this build has no QNN backend (only 'cpu')");

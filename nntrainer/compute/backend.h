@@ -93,6 +93,7 @@ struct nnt_backend {
   const char *engine;
   const nnt_buffer_type *buft;  /* memory the ops compute on */
   const nnt_kernels *k;         /* the ops; addresses are in buft's space */
+  const char *device;           /* the device in words, for the CLI; NULL: none */
   /* Wait until every op issued so far has finished and its results are
    * visible to get. */
   int (*synchronize)(nnt_backend *be, nnt_err *e);

@@ -22,7 +22,19 @@ unsigned oh_backends(const nnt_backend *out[OH_MAX_BACKENDS]) {
   /* memory the host cannot dereference, computed on by the CPU's kernels:
    * a layer reading a tensor's address faults here (fake_device.h) */
   out[n++] = fdev_backend();
-  /* a Vulkan backend, when this build has one, is one more entry here */
+#ifdef NNT_HAVE_VULKAN
+  static nnt_backend *gpu; /* kept for the process: one device open for every case */
+  static int tried;
+  if (!tried) {
+    nnt_err e = {0};
+    tried = 1;
+    setenv("NNTRAINER_VULKAN_VALIDATION", "1", 0);
+    if (nnt_backend_get(NNT_ENGINE_GPU, &gpu, &e))
+      gpu = NULL; /* no device here: the harness runs without it */
+  }
+  if (gpu)
+    out[n++] = gpu;
+#endif
   return n;
 }
 
@@ -615,8 +627,26 @@ static int fd_run(oh_run *u, const oh_case *c, const oh_data *d, const oh_vals *
   return 0;
 }
 
+/* The layer type of c (its test-only ops or the registry's), NULL if none. */
+static const nnt_layer_ops *case_ops(const oh_case *c) {
+  if (c->ops)
+    return c->ops;
+  for (const nnt_layer_ops *const *p = nnt_layer_ops_all(); *p; p++)
+    if (nnt_streq(c->type, (*p)->type))
+      return *p;
+  return NULL;
+}
+
 int oh_run_case(const oh_case *c, const nnt_backend *be, int fd, oh_report *r) {
   memset(r, 0, sizeof *r);
+  const nnt_layer_ops *lo = case_ops(c);
+  for (unsigned op = 0; lo && op < NNT_KOP__COUNT; op++)
+    if ((lo->kops >> op & 1) && !be->supports(be, (nnt_kop)op)) {
+      r->skipped = 1;
+      snprintf(r->msg, sizeof r->msg, "%s: backend '%s' does not support the op '%s'", c->type,
+               be->name, nnt_kop_name((nnt_kop)op));
+      return 0;
+    }
   oh_run *u = calloc(2, sizeof *u);
   oh_vals *v = calloc(2, sizeof *v);
   oh_data d;

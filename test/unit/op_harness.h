@@ -39,12 +39,14 @@ typedef struct oh_case {
 /* What a run found: failed != 0 and the first problem in msg. */
 typedef struct oh_report {
   int failed;
+  int skipped; /* the backend does not support an op of the layer: not run */
   char msg[512];
 } oh_report;
 
-/* The backends to test, into out; @return how many. The CPU backend and
- * the fake device (fake_device.h) today; a Vulkan backend is one more
- * entry. */
+/* The backends to test, into out; @return how many. The CPU backend, the
+ * fake device (fake_device.h), and the Vulkan backend when this build has
+ * one and the machine a device (with the validation layer on; the handle
+ * is kept for the process). */
 #define OH_MAX_BACKENDS 4
 unsigned oh_backends(const nnt_backend *out[OH_MAX_BACKENDS]);
 
@@ -52,7 +54,8 @@ unsigned oh_backends(const nnt_backend *out[OH_MAX_BACKENDS]);
 const char *oh_case_name(const oh_case *c, char *buf, size_t n);
 
 /* Run one case on be against the CPU reference. fd: also the finite
- * differences. @return r->failed. */
+ * differences. A case whose layer uses an op be does not support is not
+ * run: r->skipped = 1 and r->msg names the op. @return r->failed. */
 int oh_run_case(const oh_case *c, const nnt_backend *be, int fd, oh_report *r);
 
 /* The registered types with no case in cases[0..n): their names, comma

@@ -1,0 +1,25 @@
+// What every shader of the Vulkan backend shares: six storage-buffer
+// bindings (whole buffers; element offsets come as push constants) and one
+// push-constant block (76 bytes; the guaranteed minimum is 128). The C side
+// is struct vk_push in nntrainer/vulkan/vk_impl.h: keep the two equal.
+#extension GL_GOOGLE_include_directive : enable
+
+layout(std430, binding = 0) buffer B0 { float v[]; } b0;
+layout(std430, binding = 1) buffer B1 { float v[]; } b1;
+layout(std430, binding = 2) buffer B2 { float v[]; } b2;
+layout(std430, binding = 3) buffer B3 { float v[]; } b3;
+layout(std430, binding = 4) buffer B4 { float v[]; } b4;
+layout(std430, binding = 5) buffer B5 { float v[]; } b5;
+
+layout(push_constant) uniform P {
+  uint o0, o1, o2, o3, o4, o5; // element offsets of the six arguments
+  uint n, rows, cols, k;       // sizes
+  uint i0, i1, i2, i3;         // op-specific integers
+  float f0, f1, f2, f3, f4;    // op-specific floats
+} p;
+
+// The flat index of this invocation: dispatches larger than the
+// work-group count limit use a second dimension (vk_ops.c).
+uint flat_id() {
+  return gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+}

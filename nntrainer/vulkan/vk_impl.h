@@ -1,0 +1,147 @@
+/* The Vulkan backend's internals shared by its files: the function table
+ * loaded from libvulkan at run time (the library does not link it), the
+ * device context, buffers and the recording of commands. */
+#ifndef NNT_VK_IMPL_H
+#define NNT_VK_IMPL_H
+
+#define VK_NO_PROTOTYPES
+#include <pthread.h>
+#include <stdint.h>
+#include <vulkan/vulkan.h>
+
+#include "nntrainer/compute/backend.h"
+#include "nntrainer/vulkan/vk.h"
+
+/* Loaded before an instance exists (vkGetInstanceProcAddr with NULL). */
+#define VK_GLOBAL_FNS(X)                                                                     \
+  X(vkCreateInstance) X(vkEnumerateInstanceLayerProperties)                                 \
+  X(vkEnumerateInstanceExtensionProperties) X(vkEnumerateInstanceVersion)
+/* Loaded from the instance. */
+#define VK_INSTANCE_FNS(X)                                                                   \
+  X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)       \
+  X(vkGetPhysicalDeviceProperties2) X(vkGetPhysicalDeviceQueueFamilyProperties)             \
+  X(vkGetPhysicalDeviceMemoryProperties) X(vkCreateDevice) X(vkGetDeviceProcAddr)
+/* Loaded from the device. */
+#define VK_DEVICE_FNS(X)                                                                     \
+  X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkCreateBuffer) X(vkDestroyBuffer)               \
+  X(vkGetBufferMemoryRequirements) X(vkAllocateMemory) X(vkFreeMemory) X(vkBindBufferMemory) \
+  X(vkMapMemory) X(vkUnmapMemory) X(vkCreateCommandPool) X(vkDestroyCommandPool)            \
+  X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer)                 \
+  X(vkQueueSubmit) X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences) X(vkResetFences)   \
+  X(vkCmdCopyBuffer) X(vkCmdFillBuffer) X(vkCmdPipelineBarrier) X(vkCmdBindPipeline)        \
+  X(vkCmdBindDescriptorSets) X(vkCmdPushConstants) X(vkCmdDispatch)                         \
+  X(vkCreateShaderModule) X(vkDestroyShaderModule) X(vkCreateComputePipelines)              \
+  X(vkDestroyPipeline) X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout)                 \
+  X(vkCreateDescriptorSetLayout) X(vkDestroyDescriptorSetLayout)                            \
+  X(vkCreateDescriptorPool) X(vkDestroyDescriptorPool) X(vkResetDescriptorPool)             \
+  X(vkAllocateDescriptorSets) X(vkUpdateDescriptorSets) X(vkDeviceWaitIdle)
+
+#define VK_FN_FIELD(f) PFN_##f f;
+typedef struct vk_fns {
+  PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
+  VK_GLOBAL_FNS(VK_FN_FIELD)
+  VK_INSTANCE_FNS(VK_FN_FIELD)
+  VK_DEVICE_FNS(VK_FN_FIELD)
+  PFN_vkCreateDebugUtilsMessengerEXT vkCreateDebugUtilsMessengerEXT;
+  PFN_vkDestroyDebugUtilsMessengerEXT vkDestroyDebugUtilsMessengerEXT;
+} vk_fns;
+#undef VK_FN_FIELD
+
+/* The storage-buffer bindings every shader has (shaders/common.glsl). */
+#define VK_BINDINGS 6
+/* Descriptor sets recorded before a flush must reset the pool. */
+#define VK_SETS_PER_FLUSH 1024
+/* Per-buffer opaque address space: buffer k's base is VK_ADDR_BASE + k *
+ * VK_ADDR_SPAN, non-canonical on x86-64 (and apart from the test fake
+ * device's range), so a host dereference faults. */
+#define VK_ADDR_BASE 0x4000800000000000ull
+#define VK_ADDR_SPAN ((uint64_t)1 << 36)
+#define VK_STAGING_BYTES ((VkDeviceSize)4 << 20)
+
+/* The push-constant block of shaders/common.glsl. */
+typedef struct vk_push {
+  uint32_t o[VK_BINDINGS];
+  uint32_t n, rows, cols, k;
+  uint32_t i0, i1, i2, i3;
+  float f0, f1, f2, f3, f4;
+} vk_push;
+
+typedef struct vk_buf {
+  VkBuffer buf;
+  VkDeviceMemory mem;
+  VkDeviceSize size;  /* the nnt_buffer's size */
+  VkDeviceSize range; /* bound in descriptors: min(allocated, maxStorageBufferRange) */
+  uint64_t k;         /* index in the registry */
+} vk_buf;
+
+typedef struct vk_pipe {
+  VkPipeline pipe; /* VK_NULL_HANDLE until first use */
+} vk_pipe;
+
+typedef struct vk_ctx {
+  void *lib;
+  vk_fns f;
+  VkInstance inst;
+  VkDebugUtilsMessengerEXT messenger;
+  VkPhysicalDevice phys;
+  VkPhysicalDeviceProperties props;
+  VkPhysicalDeviceMemoryProperties memprops;
+  VkDeviceSize max_alloc;
+  char device_desc[320]; /* "llvmpipe (...) (cpu, Vulkan 1.3)" */
+  VkDevice dev;
+  uint32_t qfam;
+  VkQueue queue;
+  VkCommandPool pool;
+  VkCommandBuffer cmd;
+  VkFence fence;
+  int recording;
+  VkDescriptorSetLayout dsl;
+  VkPipelineLayout layout;
+  VkDescriptorPool dpool;
+  unsigned sets_used;
+  vk_pipe *pipes; /* one per embedded shader */
+  /* staging for set/get */
+  VkBuffer stage;
+  VkDeviceMemory stage_mem;
+  void *stage_map;
+  /* live buffers by index; NULL once freed */
+  vk_buf **live;
+  uint64_t n_live, cap_live;
+  unsigned refs; /* backend handles and live buffers */
+  int failed;    /* a device error happened: later ops refuse */
+  char fail_msg[256];
+} vk_ctx;
+
+/* The one device of the process: the kernel table takes no context
+ * argument, so ops find it here (created at the first request, destroyed
+ * when the last handle and buffer are released). Every entry takes the
+ * lock. */
+typedef struct vk_global {
+  pthread_mutex_t lock;
+  vk_ctx *ctx;
+} vk_global;
+extern vk_global nnt_vk;
+
+/* vk_device.c */
+int nnt_vk_open(vk_ctx **out, nnt_err *e);  /* under the lock */
+void nnt_vk_close(vk_ctx *c);               /* under the lock */
+void nnt_vk_validation_record(const char *msg);
+int nnt_vk_begin(vk_ctx *c);                /* the command buffer in the recording state */
+int nnt_vk_flush(vk_ctx *c, nnt_err *e);    /* submit what is recorded and wait */
+void nnt_vk_barrier(vk_ctx *c);             /* everything before before everything after */
+int nnt_vk_pipeline(vk_ctx *c, const char *shader, VkPipeline *out);
+int nnt_vk_find_memory(vk_ctx *c, uint32_t bits, VkMemoryPropertyFlags want,
+                       uint32_t *out);
+int nnt_vk_fail(vk_ctx *c, nnt_err *e, VkResult r, const char *what);
+
+/* vk_buffer.c */
+const nnt_buffer_type *nnt_vk_buffer_type(void);
+/* The buffer and element offset of a device address; NULL when p lies in
+ * no live buffer or is not float-aligned. */
+vk_buf *nnt_vk_resolve(vk_ctx *c, const void *p, uint32_t *elem);
+
+/* vk_ops.c */
+const nnt_kernels *nnt_vk_kernels(void);
+int nnt_vk_supports(const nnt_backend *be, nnt_kop op);
+
+#endif

@@ -1,0 +1,330 @@
+/* The Vulkan backend's ops: each maps its tensor addresses to (buffer,
+ * element offset), binds the whole buffers (ranges clamped to
+ * maxStorageBufferRange) with offsets and sizes as push constants, and
+ * records one dispatch into the current command buffer followed by a
+ * global barrier (correct first; fewer barriers are later work). Ops the
+ * shaders do not cover are not in the table and supports() says no. */
+#include "nntrainer/vulkan/vk_impl.h"
+
+#include <string.h>
+
+#define WG 256 /* local size of the element-wise shaders */
+
+/* args[i] is binding i (NULL: unused, bound to another argument's buffer). */
+static int dispatch(const char *shader, const void *const *args, unsigned nargs, vk_push *pc,
+                    uint32_t gx, uint32_t gy) {
+  if (!gx || !gy)
+    return NNT_OK;
+  pthread_mutex_lock(&nnt_vk.lock);
+  vk_ctx *c = nnt_vk.ctx;
+  int rc = NNT_OK;
+  vk_buf *bufs[VK_BINDINGS] = {0};
+  vk_buf *any = NULL;
+  VkPipeline pipe;
+  if (!c || c->failed) {
+    rc = NNT_ERR_UNKNOWN;
+    goto out;
+  }
+  for (unsigned i = 0; i < nargs; i++) {
+    if (!args[i])
+      continue;
+    if (!(bufs[i] = nnt_vk_resolve(c, args[i], &pc->o[i]))) {
+      rc = NNT_ERR_INVAL; /* not an address of a live buffer of this device */
+      goto out;
+    }
+    any = any ? any : bufs[i];
+  }
+  if (!any) {
+    rc = NNT_ERR_INVAL;
+    goto out;
+  }
+  if ((rc = nnt_vk_pipeline(c, shader, &pipe)))
+    goto out;
+  if (c->sets_used == VK_SETS_PER_FLUSH && (rc = nnt_vk_flush(c, NULL)))
+    goto out;
+  if ((rc = nnt_vk_begin(c)))
+    goto out;
+  VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                    .descriptorPool = c->dpool,
+                                    .descriptorSetCount = 1,
+                                    .pSetLayouts = &c->dsl};
+  VkDescriptorSet set;
+  VkResult r = c->f.vkAllocateDescriptorSets(c->dev, &ai, &set);
+  if (r != VK_SUCCESS) {
+    rc = nnt_vk_fail(c, NULL, r, "vkAllocateDescriptorSets");
+    goto out;
+  }
+  c->sets_used++;
+  VkDescriptorBufferInfo bi[VK_BINDINGS];
+  VkWriteDescriptorSet w[VK_BINDINGS];
+  for (unsigned i = 0; i < VK_BINDINGS; i++) {
+    vk_buf *v = bufs[i] ? bufs[i] : any;
+    if (!bufs[i])
+      pc->o[i] = 0;
+    bi[i] = (VkDescriptorBufferInfo){.buffer = v->buf, .offset = 0, .range = v->range};
+    w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                  .dstSet = set,
+                                  .dstBinding = i,
+                                  .descriptorCount = 1,
+                                  .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                  .pBufferInfo = &bi[i]};
+  }
+  c->f.vkUpdateDescriptorSets(c->dev, VK_BINDINGS, w, 0, NULL);
+  c->f.vkCmdBindPipeline(c->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+  c->f.vkCmdBindDescriptorSets(c->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, c->layout, 0, 1, &set, 0,
+                               NULL);
+  c->f.vkCmdPushConstants(c->cmd, c->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof *pc, pc);
+  c->f.vkCmdDispatch(c->cmd, gx, gy, 1);
+  nnt_vk_barrier(c);
+out:
+  pthread_mutex_unlock(&nnt_vk.lock);
+  return rc;
+}
+
+/* Work groups for `items` invocations of local size wg: a second
+ * dimension past the device's x limit. */
+static int groups(size_t items, unsigned wg, uint32_t *gx, uint32_t *gy) {
+  vk_ctx *c = nnt_vk.ctx;
+  size_t g = (items + wg - 1) / wg;
+  size_t lx = c ? c->props.limits.maxComputeWorkGroupCount[0] : 65535;
+  size_t ly = c ? c->props.limits.maxComputeWorkGroupCount[1] : 65535;
+  size_t x = g < lx ? g : lx, y = x ? (g + x - 1) / x : 0;
+  if (y > ly || items > UINT32_MAX)
+    return NNT_ERR_INVAL;
+  *gx = (uint32_t)x, *gy = (uint32_t)y;
+  return NNT_OK;
+}
+
+/* An element-wise shader over n items. */
+static int ew(const char *shader, size_t n, const void *const *args, unsigned nargs,
+              vk_push *pc) {
+  uint32_t gx, gy;
+  if (n > UINT32_MAX || groups(n, WG, &gx, &gy))
+    return NNT_ERR_INVAL;
+  pc->n = (uint32_t)n;
+  return dispatch(shader, args, nargs, pc, gx, gy);
+}
+
+#define ARGS(...) (const void *const[]){__VA_ARGS__}, sizeof((const void *[]){__VA_ARGS__}) / sizeof(void *)
+
+static int v_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a,
+                  size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc) {
+  if (!m || !n)
+    return NNT_OK;
+  if (!c || m > UINT32_MAX || n > UINT32_MAX || k > UINT32_MAX || lda > UINT32_MAX ||
+      ldb > UINT32_MAX || ldc > UINT32_MAX || ldc < n ||
+      (k && (!a || !b || lda < (ta ? m : k) || ldb < (tb ? k : n))))
+    return NNT_ERR_INVAL;
+  vk_push pc = {.rows = (uint32_t)m, .cols = (uint32_t)n, .k = (uint32_t)k,
+                .i0 = (uint32_t)lda, .i1 = (uint32_t)ldb, .i2 = (uint32_t)ldc,
+                .i3 = (ta ? 1u : 0u) | (tb ? 2u : 0u), .f0 = alpha, .f1 = beta};
+  uint32_t gx = (uint32_t)((n + 15) / 16), gy = (uint32_t)((m + 15) / 16);
+  vk_ctx *ctx = nnt_vk.ctx;
+  if (ctx && (gx > ctx->props.limits.maxComputeWorkGroupCount[0] ||
+              gy > ctx->props.limits.maxComputeWorkGroupCount[1]))
+    return NNT_ERR_INVAL;
+  return dispatch("gemm", ARGS(k ? a : NULL, k ? b : NULL, c), &pc, gx, gy);
+}
+
+static int v_fill(size_t n, float v, float *y) {
+  vk_push pc = {.f0 = v};
+  return ew("fill", n, ARGS(y), &pc);
+}
+static int v_copy(size_t n, const float *x, float *y) {
+  vk_push pc = {0};
+  return x == y ? NNT_OK : ew("copy", n, ARGS(x, y), &pc);
+}
+static int v_scale(size_t n, float a, float *y) {
+  vk_push pc = {.f0 = a};
+  return ew("scale", n, ARGS(y), &pc);
+}
+static int v_axpy(size_t n, float a, const float *x, float *y) {
+  vk_push pc = {.f0 = a};
+  return ew("axpy", n, ARGS(x, y), &pc);
+}
+static int binop(unsigned op, float f, size_t n, const float *a, const float *b, float *y) {
+  vk_push pc = {.i0 = op, .f0 = f};
+  return ew("binop", n, ARGS(a, b, y), &pc);
+}
+static int v_add(size_t n, const float *a, const float *b, float *y) {
+  return binop(0, 0, n, a, b, y);
+}
+static int v_sub(size_t n, const float *a, const float *b, float *y) {
+  return binop(1, 0, n, a, b, y);
+}
+static int v_mul(size_t n, const float *a, const float *b, float *y) {
+  return binop(2, 0, n, a, b, y);
+}
+
+/* One work group reduces n values into *out (reduce.comp). */
+static int reduce(unsigned mode, size_t n, size_t rows, const float *a, const float *b,
+                  float *out) {
+  if (!out || n > UINT32_MAX || rows > UINT32_MAX)
+    return NNT_ERR_INVAL;
+  vk_push pc = {.n = (uint32_t)n, .rows = (uint32_t)rows, .i0 = mode};
+  return dispatch("reduce", ARGS(a, b, out), &pc, 1, 1);
+}
+static int v_dot(size_t n, const float *x, const float *y, float *out) {
+  return reduce(0, n, 1, x, y, out);
+}
+static int v_sum(size_t n, const float *x, float *out) { return reduce(1, n, 1, x, NULL, out); }
+
+static int v_add_row_vec(size_t rows, size_t cols, const float *bias, float *y) {
+  if (cols > UINT32_MAX || (rows && cols > SIZE_MAX / rows))
+    return NNT_ERR_INVAL;
+  vk_push pc = {.cols = (uint32_t)cols, .i0 = 0};
+  return ew("add_vec", rows * cols, ARGS(bias, y), &pc);
+}
+
+static int v_add_col_vec(size_t rows, size_t cols, const float *v, float *y) {
+  if (cols > UINT32_MAX || (rows && cols > SIZE_MAX / rows))
+    return NNT_ERR_INVAL;
+  vk_push pc = {.cols = (uint32_t)cols, .i0 = 1};
+  return ew("add_vec", rows * cols, ARGS(v, y), &pc);
+}
+
+static int sum_axis(unsigned mode, size_t rows, size_t cols, const float *x, float beta,
+                    float *out) {
+  uint32_t gx, gy;
+  if (rows > UINT32_MAX || cols > UINT32_MAX || groups(mode ? rows : cols, 64, &gx, &gy))
+    return NNT_ERR_INVAL;
+  vk_push pc = {.rows = (uint32_t)rows, .cols = (uint32_t)cols, .i0 = mode, .f0 = beta};
+  return dispatch("sum_axis", ARGS(x, out), &pc, gx, gy);
+}
+static int v_sum_rows(size_t rows, size_t cols, const float *x, float beta, float *out) {
+  return sum_axis(0, rows, cols, x, beta, out);
+}
+static int v_sum_cols(size_t rows, size_t cols, const float *x, float beta, float *out) {
+  return sum_axis(1, rows, cols, x, beta, out);
+}
+
+/* The activations act.comp computes: all but softmax (its own entries). */
+static int act_ok(nnt_act a) { return (unsigned)a < NNT_ACT__COUNT && a != NNT_ACT_SOFTMAX; }
+
+static int v_act_fwd(nnt_act a, float alpha, size_t n, const float *x, float *y) {
+  if (a == NNT_ACT_SOFTMAX || a == NNT_ACT_NONE)
+    return v_copy(n, x, y);
+  if (!act_ok(a))
+    return NNT_ERR_INVAL;
+  vk_push pc = {.i0 = 0, .i1 = (uint32_t)a, .f0 = alpha};
+  return ew("act", n, ARGS(x, y), &pc);
+}
+static int v_act_bwd(nnt_act a, float alpha, size_t n, const float *x, const float *y,
+                     const float *dy, float *dx) {
+  if (a == NNT_ACT_SOFTMAX || a == NNT_ACT_NONE)
+    return v_copy(n, dy, dx);
+  if (!act_ok(a))
+    return NNT_ERR_INVAL;
+  vk_push pc = {.i0 = 1, .i1 = (uint32_t)a, .f0 = alpha};
+  return ew("act", n, ARGS(x, y, dy, dx), &pc);
+}
+
+static int softmax(unsigned mode, size_t rows, size_t cols, const float *a, const float *b,
+                   float *c) {
+  uint32_t gx, gy;
+  if (rows > UINT32_MAX || cols > UINT32_MAX || groups(rows, 64, &gx, &gy))
+    return NNT_ERR_INVAL;
+  if (!cols)
+    return NNT_OK;
+  vk_push pc = {.rows = (uint32_t)rows, .cols = (uint32_t)cols, .i0 = mode};
+  return dispatch("softmax", ARGS(a, b, c), &pc, gx, gy);
+}
+static int v_softmax_fwd(size_t rows, size_t cols, const float *x, float *y) {
+  return softmax(0, rows, cols, x, y, NULL);
+}
+static int v_softmax_bwd(size_t rows, size_t cols, const float *y, const float *dy, float *dx) {
+  return softmax(1, rows, cols, y, dy, dx);
+}
+
+static int v_normalize_rows(size_t rows, size_t cols, unsigned mode, const float *x, float *y) {
+  uint32_t gx, gy;
+  if (rows > UINT32_MAX || cols > UINT32_MAX || (rows && !cols) ||
+      (mode & ~(unsigned)(NNT_NORM_MINMAX | NNT_NORM_STANDARD)) || groups(rows, 64, &gx, &gy))
+    return NNT_ERR_INVAL;
+  vk_push pc = {.rows = (uint32_t)rows, .cols = (uint32_t)cols, .i0 = mode};
+  return dispatch("normalize_rows", ARGS(x, y), &pc, gx, gy);
+}
+
+static int v_xent_softmax_fwd(size_t rows, size_t cols, const float *prob, const float *label,
+                              float *loss) {
+  if (!rows || (cols && rows > SIZE_MAX / cols))
+    return NNT_ERR_INVAL;
+  return reduce(3, rows * cols, rows, prob, label, loss);
+}
+static int v_xent_softmax_bwd(size_t rows, size_t cols, const float *prob, const float *label,
+                              float *dx) {
+  if (cols && rows > SIZE_MAX / cols)
+    return NNT_ERR_INVAL;
+  return binop(3, 1.0f / (float)rows, rows * cols, prob, label, dx);
+}
+static int v_mse_fwd(size_t n, const float *y, const float *label, float *loss) {
+  return n ? reduce(2, n, 1, y, label, loss) : NNT_ERR_INVAL;
+}
+static int v_mse_bwd(size_t n, const float *y, const float *label, float *dx) {
+  return binop(3, 2.0f / (float)n, n, y, label, dx);
+}
+static int v_argmax_match(size_t rows, size_t cols, const float *y, const float *label,
+                          float *count) {
+  if (!count || rows > UINT32_MAX || cols > UINT32_MAX || (rows && !cols))
+    return NNT_ERR_INVAL;
+  vk_push pc = {.rows = (uint32_t)rows, .cols = (uint32_t)cols};
+  return dispatch("argmax_match", ARGS(y, label, count), &pc, 1, 1);
+}
+
+static int v_sgd_step(size_t n, float lr, const float *g, float *w) {
+  vk_push pc = {.i0 = 1, .f0 = lr};
+  return ew("axpy", n, ARGS(g, w), &pc);
+}
+static int v_adam_step(size_t n, float lr_t, float b1, float b2, float eps, const float *g,
+                       float *m, float *v, float *w) {
+  vk_push pc = {.f0 = lr_t, .f1 = b1, .f2 = b2, .f3 = eps};
+  return ew("adam_step", n, ARGS(g, m, v, w), &pc);
+}
+
+static const nnt_kernels vk_kernels = {
+    .name = "vulkan",
+    .gemm = v_gemm,
+    .fill = v_fill,
+    .copy = v_copy,
+    .scale = v_scale,
+    .axpy = v_axpy,
+    .add = v_add,
+    .sub = v_sub,
+    .mul = v_mul,
+    .dot = v_dot,
+    .sum = v_sum,
+    .add_row_vec = v_add_row_vec,
+    .add_col_vec = v_add_col_vec,
+    .sum_cols = v_sum_cols,
+    .sum_rows = v_sum_rows,
+    .act_fwd = v_act_fwd,
+    .act_bwd = v_act_bwd,
+    .softmax_fwd = v_softmax_fwd,
+    .softmax_bwd = v_softmax_bwd,
+    .normalize_rows = v_normalize_rows,
+    .xent_softmax_fwd = v_xent_softmax_fwd,
+    .xent_softmax_bwd = v_xent_softmax_bwd,
+    .mse_fwd = v_mse_fwd,
+    .mse_bwd = v_mse_bwd,
+    .argmax_match = v_argmax_match,
+    .sgd_step = v_sgd_step,
+    .adam_step = v_adam_step,
+};
+
+const nnt_kernels *nnt_vk_kernels(void) { return &vk_kernels; }
+
+int nnt_vk_supports(const nnt_backend *be, nnt_kop op) {
+  (void)be;
+  switch (op) {
+  case NNT_KOP_GEMM: case NNT_KOP_FILL: case NNT_KOP_COPY: case NNT_KOP_SCALE:
+  case NNT_KOP_AXPY: case NNT_KOP_ADD: case NNT_KOP_SUB: case NNT_KOP_MUL: case NNT_KOP_DOT:
+  case NNT_KOP_SUM: case NNT_KOP_ADD_ROW_VEC: case NNT_KOP_ADD_COL_VEC: case NNT_KOP_SUM_ROWS: case NNT_KOP_SUM_COLS:
+  case NNT_KOP_ACT_FWD: case NNT_KOP_ACT_BWD: case NNT_KOP_SOFTMAX_FWD:
+  case NNT_KOP_SOFTMAX_BWD: case NNT_KOP_NORMALIZE_ROWS: case NNT_KOP_XENT_SOFTMAX_FWD: case NNT_KOP_XENT_SOFTMAX_BWD:
+  case NNT_KOP_MSE_FWD: case NNT_KOP_MSE_BWD: case NNT_KOP_ARGMAX_MATCH:
+  case NNT_KOP_SGD_STEP: case NNT_KOP_ADAM_STEP:
+    return 1;
+  default:
+    return 0;
+  }
+}
