@@ -238,7 +238,9 @@ static int choose_device(vk_ctx *c, nnt_err *e) {
     if (len < sizeof names)
       len += (size_t)snprintf(names + len, sizeof names - len, "%s%u: %s", i ? ", " : "", i,
                               p.deviceName);
-    if (p.apiVersion < VK_API_VERSION_1_1 || compute_family(c, pd[i]) < 0)
+    if (p.apiVersion < VK_API_VERSION_1_1 || compute_family(c, pd[i]) < 0 ||
+        p.limits.maxPerStageDescriptorStorageBuffers < VK_BINDINGS ||
+        p.limits.maxPushConstantsSize < sizeof(vk_push))
       continue;
     int rank = type_rank(p.deviceType);
     if (want && *want) {

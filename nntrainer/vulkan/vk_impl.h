@@ -48,7 +48,7 @@ typedef struct vk_fns {
 #undef VK_FN_FIELD
 
 /* The storage-buffer bindings every shader has (shaders/common.glsl). */
-#define VK_BINDINGS 6
+#define VK_BINDINGS 8
 /* Descriptor sets recorded before a flush must reset the pool. */
 #define VK_SETS_PER_FLUSH 1024
 /* Per-buffer opaque address space: buffer k's base is VK_ADDR_BASE + k *
@@ -63,6 +63,7 @@ typedef struct vk_push {
   uint32_t o[VK_BINDINGS];
   uint32_t n, rows, cols, k;
   uint32_t i0, i1, i2, i3;
+  uint32_t u0, u1, u2, u3, u4, u5, u6, u7;
   float f0, f1, f2, f3, f4;
 } vk_push;
 

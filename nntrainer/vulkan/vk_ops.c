@@ -2,8 +2,8 @@
  * element offset), binds the whole buffers (ranges clamped to
  * maxStorageBufferRange) with offsets and sizes as push constants, and
  * records one dispatch into the current command buffer followed by a
- * global barrier (correct first; fewer barriers are later work). Ops the
- * shaders do not cover are not in the table and supports() says no. */
+ * global barrier (correct first; fewer barriers are later work). Every op
+ * of the kernel table is here. */
 #include "nntrainer/vulkan/vk_impl.h"
 
 #include <string.h>
@@ -271,6 +271,142 @@ static int v_argmax_match(size_t rows, size_t cols, const float *y, const float 
   return dispatch("argmax_match", ARGS(y, label, count), &pc, 1, 1);
 }
 
+static int v_xent_sigmoid_fwd(size_t rows, size_t cols, const float *x, const float *label,
+                              float *loss) {
+  if (!rows || !cols || rows > SIZE_MAX / cols)
+    return NNT_ERR_INVAL;
+  return reduce(4, rows * cols, rows, x, label, loss);
+}
+static int v_xent_sigmoid_bwd(size_t rows, size_t cols, const float *x, const float *label,
+                              float *dx) {
+  if (cols && rows > SIZE_MAX / cols)
+    return NNT_ERR_INVAL;
+  return binop(4, 1.0f / (float)(rows * cols), rows * cols, x, label, dx);
+}
+
+static int v_dropout_mask(size_t n, float rate, uint64_t key, uint64_t stream, float *mask) {
+  if (!(rate >= 0 && rate <= 1))
+    return NNT_ERR_INVAL;
+  vk_push pc = {.i0 = (uint32_t)key, .i1 = (uint32_t)(key >> 32), .i2 = (uint32_t)stream,
+                .i3 = (uint32_t)(stream >> 32), .f0 = rate,
+                .f1 = rate < 1 ? 1.0f / (1.0f - rate) : 0};
+  return ew("dropout_mask", n, ARGS(mask), &pc);
+}
+
+/* Batch normalization: one work group per channel (bn.comp). */
+static int bn_dims(size_t outer, size_t ch, size_t inner, vk_push *pc) {
+  vk_ctx *c = nnt_vk.ctx;
+  if (outer > UINT32_MAX || ch > UINT32_MAX || inner > UINT32_MAX ||
+      (outer && inner > UINT32_MAX / outer) ||
+      (c && ch > c->props.limits.maxComputeWorkGroupCount[0]))
+    return NNT_ERR_INVAL;
+  pc->k = (uint32_t)outer, pc->cols = (uint32_t)ch, pc->rows = (uint32_t)inner;
+  return NNT_OK;
+}
+static int v_bn_fwd_train(size_t outer, size_t ch, size_t inner, const float *x,
+                          const float *gamma, const float *beta, float eps, float *mean,
+                          float *var, float *invstd, float *xhat, float *y) {
+  vk_push pc = {.i0 = 0, .f0 = eps};
+  if (bn_dims(outer, ch, inner, &pc))
+    return NNT_ERR_INVAL;
+  return dispatch("bn", ARGS(x, gamma, beta, mean, var, invstd, xhat, y), &pc, (uint32_t)ch, 1);
+}
+static int v_bn_fwd_infer(size_t outer, size_t ch, size_t inner, const float *x,
+                          const float *mean, const float *var, const float *gamma,
+                          const float *beta, float eps, float *y) {
+  vk_push pc = {.f0 = eps};
+  if (bn_dims(outer, ch, inner, &pc) || (ch && outer * inner > UINT32_MAX / ch))
+    return NNT_ERR_INVAL;
+  return ew("bn_infer", outer * ch * inner, ARGS(x, mean, var, gamma, beta, y), &pc);
+}
+static int v_bn_bwd(size_t outer, size_t ch, size_t inner, const float *dy, const float *xhat,
+                    const float *invstd, const float *gamma, float *dx, float *dgamma,
+                    float *dbeta) {
+  vk_push pc = {.i0 = 1,
+                .i1 = (dgamma ? 1u : 0u) | (dbeta ? 2u : 0u) | (dx ? 4u : 0u)};
+  if (bn_dims(outer, ch, inner, &pc))
+    return NNT_ERR_INVAL;
+  if (!pc.i1)
+    return NNT_OK;
+  return dispatch("bn", ARGS(dy, xhat, invstd, gamma, dx, dgamma, dbeta), &pc, (uint32_t)ch, 1);
+}
+
+static int v_permute3(size_t b, const unsigned d[3], const unsigned perm[3], const float *x,
+                      float *y) {
+  size_t len = (size_t)d[0] * d[1] * d[2];
+  if (perm[0] > 2 || perm[1] > 2 || perm[2] > 2 || len > UINT32_MAX || (len && b > UINT32_MAX / len))
+    return NNT_ERR_INVAL;
+  uint32_t stride[3] = {d[1] * d[2], d[2], 1};
+  vk_push pc = {.cols = (uint32_t)len, .i0 = d[perm[0]], .i1 = d[perm[1]], .i2 = d[perm[2]],
+                .u0 = stride[perm[0]], .u1 = stride[perm[1]], .u2 = stride[perm[2]]};
+  return ew("permute3", b * len, ARGS(x, y), &pc);
+}
+
+static int upsample(unsigned mode, size_t rows, size_t h, size_t w, size_t kh, size_t kw,
+                    const float *a, float *b) {
+  size_t out = h * kh * w * kw;
+  if (h > UINT32_MAX || w > UINT32_MAX || kh > UINT32_MAX || kw > UINT32_MAX ||
+      (h && kh > UINT32_MAX / h) || (w && kw > UINT32_MAX / w) ||
+      (h * kh != 0 && w * kw > UINT32_MAX / (h * kh)) || (out && rows > UINT32_MAX / out))
+    return NNT_ERR_INVAL;
+  vk_push pc = {.k = mode, .i0 = (uint32_t)h, .i1 = (uint32_t)w, .i2 = (uint32_t)kh,
+                .i3 = (uint32_t)kw};
+  return ew("upsample", rows * (mode ? h * w : out), ARGS(a, b), &pc);
+}
+static int v_upsample_nearest_fwd(size_t rows, size_t h, size_t w, size_t kh, size_t kw,
+                                  const float *x, float *y) {
+  return upsample(0, rows, h, w, kh, kw, x, y);
+}
+static int v_upsample_nearest_bwd(size_t rows, size_t h, size_t w, size_t kh, size_t kw,
+                                  const float *dy, float *dx) {
+  return upsample(1, rows, h, w, kh, kw, dy, dx);
+}
+
+/* The geometry into the push constants as shaders/window.glsl reads it;
+ * every index the shaders form (planes of n images, columns) fits 32 bits. */
+static int window(const nnt_conv_geom *g, size_t n, vk_push *pc) {
+  if (!g || !g->sh || !g->sw)
+    return NNT_ERR_INVAL;
+  uint64_t in = (uint64_t)g->c * g->h * g->w, out = (uint64_t)g->c * g->oh * g->ow;
+  uint64_t col = out * g->kh * g->kw, big = n ? (in > out ? in : out) * n : 0;
+  uint64_t reach = (uint64_t)g->oh * g->sh + (uint64_t)g->kh * g->dh + g->pt + g->h +
+                   (uint64_t)g->ow * g->sw + (uint64_t)g->kw * g->dw + g->pl + g->w;
+  if (col > UINT32_MAX || big > UINT32_MAX || in > UINT32_MAX || reach > INT32_MAX)
+    return NNT_ERR_INVAL;
+  *pc = (vk_push){.rows = g->c, .i0 = g->h, .i1 = g->w, .i2 = g->kh, .i3 = g->kw,
+                  .u0 = g->sh, .u1 = g->sw, .u2 = g->dh, .u3 = g->dw, .u4 = g->pt,
+                  .u5 = g->pl, .u6 = g->oh, .u7 = g->ow};
+  return NNT_OK;
+}
+static int v_im2col(const nnt_conv_geom *g, const float *x, float *col) {
+  vk_push pc;
+  if (window(g, 1, &pc))
+    return NNT_ERR_INVAL;
+  return ew("im2col", (size_t)g->c * g->kh * g->kw * g->oh * g->ow, ARGS(x, col), &pc);
+}
+static int v_col2im(const nnt_conv_geom *g, const float *col, float *dx) {
+  vk_push pc;
+  if (window(g, 1, &pc))
+    return NNT_ERR_INVAL;
+  return ew("col2im", (size_t)g->c * g->h * g->w, ARGS(col, dx), &pc);
+}
+static int v_pool_fwd(const nnt_conv_geom *g, size_t n, int mode, const float *x, float *y,
+                      float *idx) {
+  vk_push pc;
+  if ((mode != 0 && mode != 1) || window(g, n, &pc))
+    return NNT_ERR_INVAL;
+  pc.k = (uint32_t)mode, pc.f0 = 1.0f / (float)(g->kh * g->kw);
+  return ew("pool_fwd", n * g->c * g->oh * g->ow, ARGS(x, y, mode ? NULL : idx), &pc);
+}
+static int v_pool_bwd(const nnt_conv_geom *g, size_t n, int mode, const float *dy,
+                      const float *idx, float *dx) {
+  vk_push pc;
+  if ((mode != 0 && mode != 1) || window(g, n, &pc))
+    return NNT_ERR_INVAL;
+  pc.k = (uint32_t)mode, pc.f0 = 1.0f / (float)(g->kh * g->kw);
+  return ew("pool_bwd", n * g->c * g->h * g->w, ARGS(dy, mode ? NULL : idx, dx), &pc);
+}
+
 static int v_sgd_step(size_t n, float lr, const float *g, float *w) {
   vk_push pc = {.i0 = 1, .f0 = lr};
   return ew("axpy", n, ARGS(g, w), &pc);
@@ -307,24 +443,27 @@ static const nnt_kernels vk_kernels = {
     .mse_fwd = v_mse_fwd,
     .mse_bwd = v_mse_bwd,
     .argmax_match = v_argmax_match,
+    .xent_sigmoid_fwd = v_xent_sigmoid_fwd,
+    .xent_sigmoid_bwd = v_xent_sigmoid_bwd,
+    .dropout_mask = v_dropout_mask,
+    .bn_fwd_train = v_bn_fwd_train,
+    .bn_fwd_infer = v_bn_fwd_infer,
+    .bn_bwd = v_bn_bwd,
+    .permute3 = v_permute3,
+    .im2col = v_im2col,
+    .col2im = v_col2im,
+    .pool_fwd = v_pool_fwd,
+    .pool_bwd = v_pool_bwd,
+    .upsample_nearest_fwd = v_upsample_nearest_fwd,
+    .upsample_nearest_bwd = v_upsample_nearest_bwd,
     .sgd_step = v_sgd_step,
     .adam_step = v_adam_step,
 };
 
 const nnt_kernels *nnt_vk_kernels(void) { return &vk_kernels; }
 
+/* Every op of the kernel table has a shader. */
 int nnt_vk_supports(const nnt_backend *be, nnt_kop op) {
   (void)be;
-  switch (op) {
-  case NNT_KOP_GEMM: case NNT_KOP_FILL: case NNT_KOP_COPY: case NNT_KOP_SCALE:
-  case NNT_KOP_AXPY: case NNT_KOP_ADD: case NNT_KOP_SUB: case NNT_KOP_MUL: case NNT_KOP_DOT:
-  case NNT_KOP_SUM: case NNT_KOP_ADD_ROW_VEC: case NNT_KOP_ADD_COL_VEC: case NNT_KOP_SUM_ROWS: case NNT_KOP_SUM_COLS:
-  case NNT_KOP_ACT_FWD: case NNT_KOP_ACT_BWD: case NNT_KOP_SOFTMAX_FWD:
-  case NNT_KOP_SOFTMAX_BWD: case NNT_KOP_NORMALIZE_ROWS: case NNT_KOP_XENT_SOFTMAX_FWD: case NNT_KOP_XENT_SOFTMAX_BWD:
-  case NNT_KOP_MSE_FWD: case NNT_KOP_MSE_BWD: case NNT_KOP_ARGMAX_MATCH:
-  case NNT_KOP_SGD_STEP: case NNT_KOP_ADAM_STEP:
-    return 1;
-  default:
-    return 0;
-  }
+  return (unsigned)op < NNT_KOP__COUNT;
 }

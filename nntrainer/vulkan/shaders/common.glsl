@@ -1,6 +1,6 @@
-// What every shader of the Vulkan backend shares: six storage-buffer
+// What every shader of the Vulkan backend shares: eight storage-buffer
 // bindings (whole buffers; element offsets come as push constants) and one
-// push-constant block (76 bytes; the guaranteed minimum is 128). The C side
+// push-constant block (116 bytes; the guaranteed minimum is 128). The C side
 // is struct vk_push in nntrainer/vulkan/vk_impl.h: keep the two equal.
 #extension GL_GOOGLE_include_directive : enable
 
@@ -10,11 +10,14 @@ layout(std430, binding = 2) buffer B2 { float v[]; } b2;
 layout(std430, binding = 3) buffer B3 { float v[]; } b3;
 layout(std430, binding = 4) buffer B4 { float v[]; } b4;
 layout(std430, binding = 5) buffer B5 { float v[]; } b5;
+layout(std430, binding = 6) buffer B6 { float v[]; } b6;
+layout(std430, binding = 7) buffer B7 { float v[]; } b7;
 
 layout(push_constant) uniform P {
-  uint o0, o1, o2, o3, o4, o5; // element offsets of the six arguments
+  uint o0, o1, o2, o3, o4, o5, o6, o7; // element offsets of the eight arguments
   uint n, rows, cols, k;       // sizes
   uint i0, i1, i2, i3;         // op-specific integers
+  uint u0, u1, u2, u3, u4, u5, u6, u7; // more of them (window geometry)
   float f0, f1, f2, f3, f4;    // op-specific floats
 } p;
 
