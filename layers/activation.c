@@ -43,9 +43,9 @@ static int act_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_tensor *x = &ctx->in[0];
   nnt_tensor *y = &ctx->out[0];
   if (l->activation == NNT_ACT_SOFTMAX)
-    NNT_TRY(ctx->k->softmax_fwd(nnt_tensor_len(x) / x->dim.w, x->dim.w, x->data, y->data));
+    NNT_TRY(ctx->k->softmax_fwd(ctx->k, nnt_tensor_len(x) / x->dim.w, x->dim.w, x->data, y->data));
   else
-    NNT_TRY(ctx->k->act_fwd(l->activation, act_alpha(l->activation), nnt_tensor_len(x), x->data,
+    NNT_TRY(ctx->k->act_fwd(ctx->k, l->activation, act_alpha(l->activation), nnt_tensor_len(x), x->data,
                             y->data));
   return NNT_OK;
 }
@@ -54,10 +54,10 @@ static int act_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_tensor *y = &ctx->out[0], *dy = &ctx->d_out[0];
   nnt_tensor *dx = &ctx->d_in[0];
   if (l->activation == NNT_ACT_SOFTMAX)
-    NNT_TRY(ctx->k->softmax_bwd(nnt_tensor_len(y) / y->dim.w, y->dim.w, y->data, dy->data,
+    NNT_TRY(ctx->k->softmax_bwd(ctx->k, nnt_tensor_len(y) / y->dim.w, y->dim.w, y->data, dy->data,
                                 dx->data));
   else
-    NNT_TRY(ctx->k->act_bwd(l->activation, act_alpha(l->activation), nnt_tensor_len(y),
+    NNT_TRY(ctx->k->act_bwd(ctx->k, l->activation, act_alpha(l->activation), nnt_tensor_len(y),
                             ctx->in[0].data, y->data, dy->data, dx->data));
   return NNT_OK;
 }

@@ -16,9 +16,9 @@ static int add_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
 
 static int add_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   size_t n = nnt_tensor_len(&ctx->out[0]);
-  NNT_TRY(ctx->k->copy(n, ctx->in[0].data, ctx->out[0].data));
+  NNT_TRY(ctx->k->copy(ctx->k, n, ctx->in[0].data, ctx->out[0].data));
   for (unsigned k = 1; k < ctx->n_in; k++)
-    NNT_TRY(ctx->k->add(n, ctx->out[0].data, ctx->in[k].data, ctx->out[0].data));
+    NNT_TRY(ctx->k->add(ctx->k, n, ctx->out[0].data, ctx->in[k].data, ctx->out[0].data));
   return NNT_OK;
 }
 
@@ -26,7 +26,7 @@ static int add_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   size_t n = nnt_tensor_len(&ctx->d_out[0]);
   for (unsigned k = 0; k < ctx->n_in; k++)
     if (ctx->d_in[k].data)
-      NNT_TRY(ctx->k->copy(n, ctx->d_out[0].data, ctx->d_in[k].data));
+      NNT_TRY(ctx->k->copy(ctx->k, n, ctx->d_out[0].data, ctx->d_in[k].data));
   return NNT_OK;
 }
 

@@ -100,24 +100,24 @@ static int bn_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_kernels *k = ctx->k;
   float *mm = ctx->w[0].data, *mv = ctx->w[1].data, *g = ctx->w[2].data, *b = ctx->w[3].data;
   if (!ctx->training) {
-    NNT_TRY(k->bn_fwd_infer(p->outer, p->ch, p->inner, ctx->in[0].data, mm, mv, g, b, p->epsilon,
+    NNT_TRY(k->bn_fwd_infer(k, p->outer, p->ch, p->inner, ctx->in[0].data, mm, mv, g, b, p->epsilon,
                             ctx->out[0].data));
     return NNT_OK;
   }
   float *stats = ctx->scratch[2].data;
-  NNT_TRY(k->bn_fwd_train(p->outer, p->ch, p->inner, ctx->in[0].data, g, b, p->epsilon, stats,
+  NNT_TRY(k->bn_fwd_train(k, p->outer, p->ch, p->inner, ctx->in[0].data, g, b, p->epsilon, stats,
                           stats + p->ch, ctx->scratch[1].data, ctx->scratch[0].data,
                           ctx->out[0].data));
-  NNT_TRY(k->scale(p->ch, p->momentum, mm));
-  NNT_TRY(k->axpy(p->ch, 1 - p->momentum, stats, mm));
-  NNT_TRY(k->scale(p->ch, p->momentum, mv));
-  NNT_TRY(k->axpy(p->ch, 1 - p->momentum, stats + p->ch, mv));
+  NNT_TRY(k->scale(k, p->ch, p->momentum, mm));
+  NNT_TRY(k->axpy(k, p->ch, 1 - p->momentum, stats, mm));
+  NNT_TRY(k->scale(k, p->ch, p->momentum, mv));
+  NNT_TRY(k->axpy(k, p->ch, 1 - p->momentum, stats + p->ch, mv));
   return NNT_OK;
 }
 
 static int bn_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   bn_priv *p = l->priv;
-  NNT_TRY(ctx->k->bn_bwd(p->outer, p->ch, p->inner, ctx->d_out[0].data, ctx->scratch[0].data,
+  NNT_TRY(ctx->k->bn_bwd(ctx->k, p->outer, p->ch, p->inner, ctx->d_out[0].data, ctx->scratch[0].data,
                          ctx->scratch[1].data, ctx->w[2].data, NULL, ctx->gw[2].data,
                          ctx->gw[3].data));
   return NNT_OK;
@@ -125,7 +125,7 @@ static int bn_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
 
 static int bn_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   bn_priv *p = l->priv;
-  NNT_TRY(ctx->k->bn_bwd(p->outer, p->ch, p->inner, ctx->d_out[0].data, ctx->scratch[0].data,
+  NNT_TRY(ctx->k->bn_bwd(ctx->k, p->outer, p->ch, p->inner, ctx->d_out[0].data, ctx->scratch[0].data,
                          ctx->scratch[1].data, ctx->w[2].data, ctx->d_in[0].data, NULL, NULL));
   return NNT_OK;
 }

@@ -70,9 +70,9 @@ static int move_part(const nnt_kernels *k, float *whole, size_t total, float *pa
   for (size_t r = 0; r < rows; r++) {
     float *w = whole + r * total + off, *p = part + r * len;
     if (to_whole)
-      NNT_TRY(k->copy(len, p, w));
+      NNT_TRY(k->copy(k, len, p, w));
     else
-      NNT_TRY(k->copy(len, w, p));
+      NNT_TRY(k->copy(k, len, w, p));
   }
   return NNT_OK;
 }
@@ -187,7 +187,7 @@ static int split_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
                         o * len, 1));
     else
       for (size_t r = 0; r < rows; r++)
-        NNT_TRY(ctx->k->fill(len, 0, ctx->d_in[0].data + r * total + o * len));
+        NNT_TRY(ctx->k->fill(ctx->k, len, 0, ctx->d_in[0].data + r * total + o * len));
   }
   return NNT_OK;
 }

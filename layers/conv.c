@@ -97,11 +97,11 @@ static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   float *col = ctx->scratch[0].data;
   for (unsigned b = 0; b < ctx->in[0].dim.b; b++) {
     float *y = ctx->out[0].data + b * out_len;
-    NNT_TRY(ctx->k->im2col(g, ctx->in[0].data + b * in_len, col));
-    NNT_TRY(ctx->k->gemm(0, 0, p->filters, plane, patch, 1.0f, ctx->w[0].data, patch, col,
+    NNT_TRY(ctx->k->im2col(ctx->k, g, ctx->in[0].data + b * in_len, col));
+    NNT_TRY(ctx->k->gemm(ctx->k, 0, 0, p->filters, plane, patch, 1.0f, ctx->w[0].data, patch, col,
                          plane, 0.0f, y, plane));
     if (ctx->n_w > 1)
-      NNT_TRY(ctx->k->add_col_vec(p->filters, plane, ctx->w[1].data, y));
+      NNT_TRY(ctx->k->add_col_vec(ctx->k, p->filters, plane, ctx->w[1].data, y));
   }
   return NNT_OK;
 }
@@ -117,12 +117,12 @@ static int conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
     const float *dy = ctx->d_out[0].data + b * out_len;
     float beta = b ? 1.0f : 0.0f;
     if (ctx->gw[0].data) {
-      NNT_TRY(ctx->k->im2col(g, ctx->in[0].data + b * in_len, col));
-      NNT_TRY(ctx->k->gemm(0, 1, p->filters, patch, plane, 1.0f, dy, plane, col, plane, beta,
+      NNT_TRY(ctx->k->im2col(ctx->k, g, ctx->in[0].data + b * in_len, col));
+      NNT_TRY(ctx->k->gemm(ctx->k, 0, 1, p->filters, patch, plane, 1.0f, dy, plane, col, plane, beta,
                            ctx->gw[0].data, patch));
     }
     if (ctx->n_w > 1 && ctx->gw[1].data)
-      NNT_TRY(ctx->k->sum_cols(p->filters, plane, dy, beta, ctx->gw[1].data));
+      NNT_TRY(ctx->k->sum_cols(ctx->k, p->filters, plane, dy, beta, ctx->gw[1].data));
   }
   return NNT_OK;
 }
@@ -134,11 +134,11 @@ static int conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
   size_t in_len = nnt_dim_feature_len(ctx->d_in[0].dim), out_len = p->filters * plane;
   float *col = ctx->scratch[1].data;
-  NNT_TRY(ctx->k->fill(nnt_tensor_len(&ctx->d_in[0]), 0.0f, ctx->d_in[0].data));
+  NNT_TRY(ctx->k->fill(ctx->k, nnt_tensor_len(&ctx->d_in[0]), 0.0f, ctx->d_in[0].data));
   for (unsigned b = 0; b < ctx->d_in[0].dim.b; b++) {
-    NNT_TRY(ctx->k->gemm(1, 0, patch, plane, p->filters, 1.0f, ctx->w[0].data, patch,
+    NNT_TRY(ctx->k->gemm(ctx->k, 1, 0, patch, plane, p->filters, 1.0f, ctx->w[0].data, patch,
                          ctx->d_out[0].data + b * out_len, plane, 0.0f, col, plane));
-    NNT_TRY(ctx->k->col2im(g, col, ctx->d_in[0].data + b * in_len));
+    NNT_TRY(ctx->k->col2im(ctx->k, g, col, ctx->d_in[0].data + b * in_len));
   }
   return NNT_OK;
 }

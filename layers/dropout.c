@@ -39,19 +39,19 @@ static int dropout_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   dropout_priv *p = l->priv;
   size_t n = nnt_tensor_len(&ctx->in[0]);
   if (!ctx->training || p->rate == 0) {
-    NNT_TRY(ctx->k->copy(n, ctx->in[0].data, ctx->out[0].data));
+    NNT_TRY(ctx->k->copy(ctx->k, n, ctx->in[0].data, ctx->out[0].data));
     if (ctx->training)
-      NNT_TRY(ctx->k->fill(n, 1.0f, ctx->scratch[0].data));
+      NNT_TRY(ctx->k->fill(ctx->k, n, 1.0f, ctx->scratch[0].data));
     return NNT_OK;
   }
-  NNT_TRY(ctx->k->dropout_mask(n, p->rate, ctx->seed, ctx->stream, ctx->scratch[0].data));
-  NNT_TRY(ctx->k->mul(n, ctx->in[0].data, ctx->scratch[0].data, ctx->out[0].data));
+  NNT_TRY(ctx->k->dropout_mask(ctx->k, n, p->rate, ctx->seed, ctx->stream, ctx->scratch[0].data));
+  NNT_TRY(ctx->k->mul(ctx->k, n, ctx->in[0].data, ctx->scratch[0].data, ctx->out[0].data));
   return NNT_OK;
 }
 
 static int dropout_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   size_t n = nnt_tensor_len(&ctx->d_out[0]);
-  NNT_TRY(ctx->k->mul(n, ctx->d_out[0].data, ctx->scratch[0].data, ctx->d_in[0].data));
+  NNT_TRY(ctx->k->mul(ctx->k, n, ctx->d_out[0].data, ctx->scratch[0].data, ctx->d_in[0].data));
   return NNT_OK;
 }
 

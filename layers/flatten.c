@@ -21,12 +21,12 @@ static int flatten_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
 
 /* Copies when the plan gave separate buffers; nothing when they alias. */
 static int flatten_forward(nnt_layer *l, nnt_run_ctx *ctx) {
-  NNT_TRY(ctx->k->copy(nnt_tensor_len(&ctx->in[0]), ctx->in[0].data, ctx->out[0].data));
+  NNT_TRY(ctx->k->copy(ctx->k, nnt_tensor_len(&ctx->in[0]), ctx->in[0].data, ctx->out[0].data));
   return NNT_OK;
 }
 
 static int flatten_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
-  NNT_TRY(ctx->k->copy(nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data));
+  NNT_TRY(ctx->k->copy(ctx->k, nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data));
   return NNT_OK;
 }
 

@@ -38,13 +38,13 @@ static int input_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   unsigned mode = (p->normalization ? NNT_NORM_MINMAX : 0) |
                   (p->standardization ? NNT_NORM_STANDARD : 0);
   if (!mode)
-    return ctx->k->copy(nnt_tensor_len(in), in->data, out->data);
-  return ctx->k->normalize_rows(b, len, mode, in->data, out->data);
+    return ctx->k->copy(ctx->k, nnt_tensor_len(in), in->data, out->data);
+  return ctx->k->normalize_rows(ctx->k, b, len, mode, in->data, out->data);
 }
 
 static int input_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   /* only reached when an input layer sits inside a graph: pass through */
-  NNT_TRY(ctx->k->copy(nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data));
+  NNT_TRY(ctx->k->copy(ctx->k, nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data));
   return NNT_OK;
 }
 

@@ -19,17 +19,17 @@ static int xg_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   size_t n = nnt_tensor_len(x);
   /* the loss reads the logits, so it comes before an in-place output */
   if (ctx->label && ctx->label->data && ctx->loss)
-    NNT_TRY(ctx->k->xent_sigmoid_fwd(x->dim.b, n / x->dim.b, x->data, ctx->label->data,
+    NNT_TRY(ctx->k->xent_sigmoid_fwd(ctx->k, x->dim.b, n / x->dim.b, x->data, ctx->label->data,
                                      ctx->loss->data));
-  NNT_TRY(ctx->k->act_fwd(NNT_ACT_SIGMOID, 0, n, x->data, ctx->out[0].data));
+  NNT_TRY(ctx->k->act_fwd(ctx->k, NNT_ACT_SIGMOID, 0, n, x->data, ctx->out[0].data));
   return NNT_OK;
 }
 
 static int xg_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_tensor *y = &ctx->out[0];
   size_t n = nnt_tensor_len(y);
-  NNT_TRY(ctx->k->sub(n, y->data, ctx->label->data, ctx->d_in[0].data));
-  NNT_TRY(ctx->k->scale(n, 1.0f / (float)n, ctx->d_in[0].data));
+  NNT_TRY(ctx->k->sub(ctx->k, n, y->data, ctx->label->data, ctx->d_in[0].data));
+  NNT_TRY(ctx->k->scale(ctx->k, n, 1.0f / (float)n, ctx->d_in[0].data));
   return NNT_OK;
 }
 

@@ -16,16 +16,16 @@ static int xs_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
 static int xs_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_tensor *x = &ctx->in[0];
   size_t cols = x->dim.w, rows = nnt_tensor_len(x) / cols;
-  NNT_TRY(ctx->k->softmax_fwd(rows, cols, x->data, ctx->out[0].data));
+  NNT_TRY(ctx->k->softmax_fwd(ctx->k, rows, cols, x->data, ctx->out[0].data));
   if (ctx->label && ctx->label->data && ctx->loss)
-    NNT_TRY(ctx->k->xent_softmax_fwd(x->dim.b, nnt_tensor_len(x) / x->dim.b, ctx->out[0].data,
+    NNT_TRY(ctx->k->xent_softmax_fwd(ctx->k, x->dim.b, nnt_tensor_len(x) / x->dim.b, ctx->out[0].data,
                                      ctx->label->data, ctx->loss->data));
   return NNT_OK;
 }
 
 static int xs_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_tensor *y = &ctx->out[0];
-  NNT_TRY(ctx->k->xent_softmax_bwd(y->dim.b, nnt_tensor_len(y) / y->dim.b, y->data,
+  NNT_TRY(ctx->k->xent_softmax_bwd(ctx->k, y->dim.b, nnt_tensor_len(y) / y->dim.b, y->data,
                                    ctx->label->data, ctx->d_in[0].data));
   return NNT_OK;
 }

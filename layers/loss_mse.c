@@ -11,14 +11,14 @@ static int mse_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
 
 static int mse_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   size_t n = nnt_tensor_len(&ctx->in[0]);
-  NNT_TRY(ctx->k->copy(n, ctx->in[0].data, ctx->out[0].data));
+  NNT_TRY(ctx->k->copy(ctx->k, n, ctx->in[0].data, ctx->out[0].data));
   if (ctx->label && ctx->label->data && ctx->loss)
-    NNT_TRY(ctx->k->mse_fwd(n, ctx->out[0].data, ctx->label->data, ctx->loss->data));
+    NNT_TRY(ctx->k->mse_fwd(ctx->k, n, ctx->out[0].data, ctx->label->data, ctx->loss->data));
   return NNT_OK;
 }
 
 static int mse_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
-  NNT_TRY(ctx->k->mse_bwd(nnt_tensor_len(&ctx->out[0]), ctx->out[0].data, ctx->label->data,
+  NNT_TRY(ctx->k->mse_bwd(ctx->k, nnt_tensor_len(&ctx->out[0]), ctx->out[0].data, ctx->label->data,
                           ctx->d_in[0].data));
   return NNT_OK;
 }

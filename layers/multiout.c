@@ -15,7 +15,7 @@ static int mo_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
 
 static int mo_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   for (unsigned o = 0; o < ctx->n_out; o++)
-    NNT_TRY(ctx->k->copy(nnt_tensor_len(&ctx->in[0]), ctx->in[0].data, ctx->out[o].data));
+    NNT_TRY(ctx->k->copy(ctx->k, nnt_tensor_len(&ctx->in[0]), ctx->in[0].data, ctx->out[o].data));
   return NNT_OK;
 }
 
@@ -26,13 +26,13 @@ static int mo_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
     if (!ctx->d_out[o].data)
       continue;
     if (first)
-      NNT_TRY(ctx->k->copy(n, ctx->d_out[o].data, ctx->d_in[0].data));
+      NNT_TRY(ctx->k->copy(ctx->k, n, ctx->d_out[o].data, ctx->d_in[0].data));
     else
-      NNT_TRY(ctx->k->add(n, ctx->d_in[0].data, ctx->d_out[o].data, ctx->d_in[0].data));
+      NNT_TRY(ctx->k->add(ctx->k, n, ctx->d_in[0].data, ctx->d_out[o].data, ctx->d_in[0].data));
     first = 0;
   }
   if (first)
-    NNT_TRY(ctx->k->fill(n, 0, ctx->d_in[0].data));
+    NNT_TRY(ctx->k->fill(ctx->k, n, 0, ctx->d_in[0].data));
   return NNT_OK;
 }
 

@@ -46,13 +46,13 @@ static int permute_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
 
 static int permute_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   permute_priv *p = l->priv;
-  NNT_TRY(ctx->k->permute3(ctx->in[0].dim.b, p->in_d, p->perm, ctx->in[0].data, ctx->out[0].data));
+  NNT_TRY(ctx->k->permute3(ctx->k, ctx->in[0].dim.b, p->in_d, p->perm, ctx->in[0].data, ctx->out[0].data));
   return NNT_OK;
 }
 
 static int permute_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   permute_priv *p = l->priv;
-  NNT_TRY(ctx->k->permute3(ctx->d_out[0].dim.b, p->out_d, p->inv, ctx->d_out[0].data,
+  NNT_TRY(ctx->k->permute3(ctx->k, ctx->d_out[0].dim.b, p->out_d, p->inv, ctx->d_out[0].data,
                            ctx->d_in[0].data));
   return NNT_OK;
 }

@@ -248,11 +248,11 @@ int nnt_optimizer_apply(const nnt_optimizer *o, const nnt_kernels *k, size_t ite
                         float *w, const float *g, float **state) {
   float lr = nnt_optimizer_lr(o, iter);
   if (o->type == NNT_OPT_SGD)
-    return k->sgd_step(n, lr, g, w);
+    return k->sgd_step(k, n, lr, g, w);
   int rc;
   if (o->type == NNT_OPT_ADAMW && o->weight_decay > 0 &&
-      (rc = k->scale(n, 1.0f - lr * o->weight_decay, w)))
+      (rc = k->scale(k, n, 1.0f - lr * o->weight_decay, w)))
     return rc;
   float lr_t = (float)adam_lr_t(o, lr, iter);
-  return k->adam_step(n, lr_t, o->beta1, o->beta2, o->epsilon, g, state[0], state[1], w);
+  return k->adam_step(k, n, lr_t, o->beta1, o->beta2, o->epsilon, g, state[0], state[1], w);
 }

@@ -106,9 +106,9 @@ static int regularize(nnt_model *m, nnt_node *nd, nnt_err *e) {
     const nnt_weight_spec *s = &m->wspec[nd->w_first + w];
     size_t n = nnt_dim_len(gw->dim);
     if (s->l2 > 0)
-      rc = m->k->axpy(n, s->l2, nd->ctx.w[w].data, gw->data);
+      rc = m->k->axpy(m->k, n, s->l2, nd->ctx.w[w].data, gw->data);
     if (!rc && s->decay > 0)
-      rc = m->k->axpy(n, s->decay, nd->ctx.w[w].data, gw->data);
+      rc = m->k->axpy(m->k, n, s->decay, nd->ctx.w[w].data, gw->data);
   }
   return rc ? pass_failed(nd, "regularization", rc, e) : NNT_OK;
 }
@@ -125,7 +125,7 @@ static int clip_and_apply(nnt_model *m, nnt_err *e) {
       float v;
       if (!gw->data)
         continue;
-      if ((rc = m->k->dot(nnt_dim_len(gw->dim), gw->data, gw->data, m->scalar.data)))
+      if ((rc = m->k->dot(m->k, nnt_dim_len(gw->dim), gw->data, gw->data, m->scalar.data)))
         return pass_failed(&m->nodes[i], "the gradient norm", rc, e);
       if ((rc = nnt_tensor_get(&m->scalar, 0, &v, 1, e)))
         return rc;
@@ -139,7 +139,7 @@ static int clip_and_apply(nnt_model *m, nnt_err *e) {
       continue;
     for (unsigned w = 0; w < nd->fc.n_w; w++)
       if (nd->gw[w].data && scale != 1.0f &&
-          (rc = m->k->scale(nnt_dim_len(nd->gw[w].dim), scale, nd->gw[w].data)))
+          (rc = m->k->scale(m->k, nnt_dim_len(nd->gw[w].dim), scale, nd->gw[w].data)))
         return pass_failed(nd, "gradient clipping", rc, e);
     if ((rc = apply_node(m, nd, e)))
       return rc;
@@ -156,9 +156,9 @@ static int sum_derivatives(nnt_model *m, nnt_mgr *g, nnt_node *nd) {
     float *sum = nnt_mgr_data(g, nd->t_dsum[k]);
     size_t n = nnt_dim_len(nd->din[k].dim);
     if (nd->dmode[k] == NNT_D_COPY)
-      rc = m->k->copy(n, nd->din[k].data, sum);
+      rc = m->k->copy(m->k, n, nd->din[k].data, sum);
     else
-      rc = m->k->add(n, sum, nd->din[k].data, sum);
+      rc = m->k->add(m->k, n, sum, nd->din[k].data, sum);
   }
   return rc;
 }
@@ -169,7 +169,7 @@ static int accumulate(nnt_model *m, nnt_node *nd) {
   for (unsigned w = 0; w < nd->fc.n_w && !rc; w++) {
     const nnt_tensor *own = &nd->gw[w], *sum = &m->nodes[nd->grad_sum].gw[w];
     if (own->data && sum->data)
-      rc = m->k->add(nnt_dim_len(own->dim), sum->data, own->data, sum->data);
+      rc = m->k->add(m->k, nnt_dim_len(own->dim), sum->data, own->data, sum->data);
   }
   return rc;
 }
@@ -285,7 +285,7 @@ static int count_correct(nnt_model *m, size_t *ok, nnt_err *e) {
       continue;
     const nnt_tensor *y = &nd->out[0], *t = &nd->label;
     float v;
-    int rc = m->k->argmax_match(y->dim.b, nnt_dim_feature_len(y->dim), y->data, t->data,
+    int rc = m->k->argmax_match(m->k, y->dim.b, nnt_dim_feature_len(y->dim), y->data, t->data,
                                 m->scalar.data);
     if (rc)
       return pass_failed(nd, "the accuracy count", rc, e);
@@ -300,7 +300,7 @@ static int count_correct(nnt_model *m, size_t *ok, nnt_err *e) {
 /* What the backend needs before a run's first op (OpenBLAS's buffer under
  * a memory limit, for the CPU). */
 static int backend_ready(const nnt_model *m, nnt_err *e) {
-  return m->k->prepare ? m->k->prepare(e) : NNT_OK;
+  return m->k->prepare ? m->k->prepare(m->k, e) : NNT_OK;
 }
 
 static int check_ready(nnt_model *m, const char *what, nnt_err *e) {

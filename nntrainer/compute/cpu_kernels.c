@@ -65,14 +65,15 @@ int nnt_act_bwd_needs_output_only(nnt_act a) {
   }
 }
 
-static int k_scale(size_t n, float a, float *y);
+static int k_scale(const nnt_kernels *self, size_t n, float a, float *y);
 
 /* beta == 0 overwrites C without reading it (OpenBLAS does the same, so a
  * NaN left in a reused buffer does not leak through). Empty products are
  * handled here so OpenBLAS never sees a zero leading dimension. */
-static int k_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha,
+static int k_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n, size_t k, float alpha,
                    const float *a, size_t lda, const float *b, size_t ldb, float beta,
                    float *c, size_t ldc) {
+  (void)self;
   if (!m || !n)
     return NNT_OK;
   NEED(c && m <= NNT_GEMM_DIM_MAX && n <= NNT_GEMM_DIM_MAX && ldc >= n &&
@@ -83,7 +84,7 @@ static int k_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha,
         for (size_t j = 0; j < n; j++)
           c[i * ldc + j] = 0;
       else
-        k_scale(n, beta, c + i * ldc);
+        k_scale(self, n, beta, c + i * ldc);
     }
     return NNT_OK;
   }
@@ -94,42 +95,50 @@ static int k_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha,
   return NNT_OK;
 }
 
-static int k_fill(size_t n, float v, float *y) {
+static int k_fill(const nnt_kernels *self, size_t n, float v, float *y) {
+  (void)self;
   for (size_t i = 0; i < n; i++)
     y[i] = v;
   return NNT_OK;
 }
-static int k_copy(size_t n, const float *x, float *y) {
+static int k_copy(const nnt_kernels *self, size_t n, const float *x, float *y) {
+  (void)self;
   if (x != y)
     memmove(y, x, n * sizeof *y);
   return NNT_OK;
 }
-static int k_scale(size_t n, float a, float *y) {
+static int k_scale(const nnt_kernels *self, size_t n, float a, float *y) {
+  (void)self;
   for (size_t i = 0; i < n; i++)
     y[i] *= a;
   return NNT_OK;
 }
-static int k_axpy(size_t n, float a, const float *x, float *y) {
+static int k_axpy(const nnt_kernels *self, size_t n, float a, const float *x, float *y) {
+  (void)self;
   for (size_t i = 0; i < n; i++)
     y[i] += a * x[i];
   return NNT_OK;
 }
-static int k_add(size_t n, const float *a, const float *b, float *y) {
+static int k_add(const nnt_kernels *self, size_t n, const float *a, const float *b, float *y) {
+  (void)self;
   for (size_t i = 0; i < n; i++)
     y[i] = a[i] + b[i];
   return NNT_OK;
 }
-static int k_sub(size_t n, const float *a, const float *b, float *y) {
+static int k_sub(const nnt_kernels *self, size_t n, const float *a, const float *b, float *y) {
+  (void)self;
   for (size_t i = 0; i < n; i++)
     y[i] = a[i] - b[i];
   return NNT_OK;
 }
-static int k_mul(size_t n, const float *a, const float *b, float *y) {
+static int k_mul(const nnt_kernels *self, size_t n, const float *a, const float *b, float *y) {
+  (void)self;
   for (size_t i = 0; i < n; i++)
     y[i] = a[i] * b[i];
   return NNT_OK;
 }
-static int k_dot(size_t n, const float *x, const float *y, float *out) {
+static int k_dot(const nnt_kernels *self, size_t n, const float *x, const float *y, float *out) {
+  (void)self;
   NEED(out && (!n || (x && y)));
   double s = 0;
   for (size_t i = 0; i < n; i++)
@@ -137,7 +146,8 @@ static int k_dot(size_t n, const float *x, const float *y, float *out) {
   *out = (float)s;
   return NNT_OK;
 }
-static int k_sum(size_t n, const float *x, float *out) {
+static int k_sum(const nnt_kernels *self, size_t n, const float *x, float *out) {
+  (void)self;
   NEED(out && (!n || x));
   double s = 0;
   for (size_t i = 0; i < n; i++)
@@ -145,13 +155,15 @@ static int k_sum(size_t n, const float *x, float *out) {
   *out = (float)s;
   return NNT_OK;
 }
-static int k_add_row_vec(size_t rows, size_t cols, const float *bias, float *y) {
+static int k_add_row_vec(const nnt_kernels *self, size_t rows, size_t cols, const float *bias, float *y) {
+  (void)self;
   for (size_t r = 0; r < rows; r++)
     for (size_t c = 0; c < cols; c++)
       y[r * cols + c] += bias[c];
   return NNT_OK;
 }
-static int k_sum_rows(size_t rows, size_t cols, const float *x, float beta, float *out) {
+static int k_sum_rows(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta, float *out) {
+  (void)self;
   for (size_t c = 0; c < cols; c++)
     out[c] = beta == 0 ? 0 : beta * out[c];
   for (size_t r = 0; r < rows; r++)
@@ -160,13 +172,15 @@ static int k_sum_rows(size_t rows, size_t cols, const float *x, float beta, floa
   return NNT_OK;
 }
 
-static int k_add_col_vec(size_t rows, size_t cols, const float *v, float *y) {
+static int k_add_col_vec(const nnt_kernels *self, size_t rows, size_t cols, const float *v, float *y) {
+  (void)self;
   for (size_t r = 0; r < rows; r++)
     for (size_t c = 0; c < cols; c++)
       y[r * cols + c] += v[r];
   return NNT_OK;
 }
-static int k_sum_cols(size_t rows, size_t cols, const float *x, float beta, float *out) {
+static int k_sum_cols(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta, float *out) {
+  (void)self;
   for (size_t r = 0; r < rows; r++) {
     double s = 0;
     for (size_t c = 0; c < cols; c++)
@@ -190,12 +204,13 @@ static inline float softplusf(float x) {
 #define SELU_ALPHA 1.6732632423543772f
 #define SELU_SCALE 1.0507009873554805f
 
-static int k_act_fwd(nnt_act a, float alpha, size_t n, const float *x, float *y) {
+static int k_act_fwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x, float *y) {
+  (void)self;
   size_t i;
   switch (a) {
   case NNT_ACT_NONE:
   case NNT_ACT_SOFTMAX: /* softmax goes through softmax_fwd */
-    k_copy(n, x, y);
+    k_copy(self, n, x, y);
     break;
   case NNT_ACT_RELU:
     for (i = 0; i < n; i++)
@@ -243,13 +258,14 @@ static int k_act_fwd(nnt_act a, float alpha, size_t n, const float *x, float *y)
   return NNT_OK;
 }
 
-static int k_act_bwd(nnt_act a, float alpha, size_t n, const float *x, const float *y,
+static int k_act_bwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x, const float *y,
                       const float *dy, float *dx) {
+  (void)self;
   size_t i;
   switch (a) {
   case NNT_ACT_NONE:
   case NNT_ACT_SOFTMAX:
-    k_copy(n, dy, dx);
+    k_copy(self, n, dy, dx);
     break;
   /* dy is read unconditionally so that the loop becomes a vector select
    * instead of a branch per element */
@@ -310,7 +326,8 @@ static int k_act_bwd(nnt_act a, float alpha, size_t n, const float *x, const flo
   return NNT_OK;
 }
 
-static int k_softmax_fwd(size_t rows, size_t cols, const float *x, float *y) {
+static int k_softmax_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float *y) {
+  (void)self;
   for (size_t r = 0; r < rows; r++) {
     const float *xr = x + r * cols;
     float *yr = y + r * cols;
@@ -329,8 +346,9 @@ static int k_softmax_fwd(size_t rows, size_t cols, const float *x, float *y) {
   return NNT_OK;
 }
 
-static int k_softmax_bwd(size_t rows, size_t cols, const float *y, const float *dy,
+static int k_softmax_bwd(const nnt_kernels *self, size_t rows, size_t cols, const float *y, const float *dy,
                           float *dx) {
+  (void)self;
   for (size_t r = 0; r < rows; r++) {
     const float *yr = y + r * cols, *dyr = dy + r * cols;
     float *dxr = dx + r * cols;
@@ -343,8 +361,9 @@ static int k_softmax_bwd(size_t rows, size_t cols, const float *y, const float *
   return NNT_OK;
 }
 
-static int k_xent_softmax_fwd(size_t rows, size_t cols, const float *prob,
+static int k_xent_softmax_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *prob,
                               const float *label, float *loss) {
+  (void)self;
   NEED(rows && loss && prob && label);
   double s = 0;
   for (size_t i = 0; i < rows * cols; i++)
@@ -354,8 +373,9 @@ static int k_xent_softmax_fwd(size_t rows, size_t cols, const float *prob,
   return NNT_OK;
 }
 
-static int k_xent_softmax_bwd(size_t rows, size_t cols, const float *prob,
+static int k_xent_softmax_bwd(const nnt_kernels *self, size_t rows, size_t cols, const float *prob,
                                const float *label, float *dx) {
+  (void)self;
   float inv = 1.0f / (float)rows;
   for (size_t i = 0; i < rows * cols; i++)
     dx[i] = (prob[i] - label[i]) * inv;
@@ -366,8 +386,9 @@ static int k_xent_softmax_bwd(size_t rows, size_t cols, const float *prob,
  * computes it: the mean over all N = rows * cols elements of
  * max(x,0) - x*t + log(1 + e^-|x|) (PyTorch's binary_cross_entropy_with_logits
  * with reduction 'mean'); its derivative is (sigmoid(x) - t) / N. */
-static int k_xent_sigmoid_fwd(size_t rows, size_t cols, const float *x,
+static int k_xent_sigmoid_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x,
                               const float *label, float *loss) {
+  (void)self;
   NEED(rows && cols && loss && x && label);
   double s = 0;
   size_t n = rows * cols;
@@ -377,8 +398,9 @@ static int k_xent_sigmoid_fwd(size_t rows, size_t cols, const float *x,
   return NNT_OK;
 }
 
-static int k_xent_sigmoid_bwd(size_t rows, size_t cols, const float *x,
+static int k_xent_sigmoid_bwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x,
                                const float *label, float *dx) {
+  (void)self;
   size_t n = rows * cols;
   float inv = 1.0f / (float)n;
   for (size_t i = 0; i < n; i++)
@@ -386,7 +408,8 @@ static int k_xent_sigmoid_bwd(size_t rows, size_t cols, const float *x,
   return NNT_OK;
 }
 
-static int k_mse_fwd(size_t n, const float *y, const float *label, float *loss) {
+static int k_mse_fwd(const nnt_kernels *self, size_t n, const float *y, const float *label, float *loss) {
+  (void)self;
   NEED(n && loss && y && label);
   double s = 0;
   for (size_t i = 0; i < n; i++) {
@@ -397,7 +420,8 @@ static int k_mse_fwd(size_t n, const float *y, const float *label, float *loss) 
   return NNT_OK;
 }
 
-static int k_mse_bwd(size_t n, const float *y, const float *label, float *dx) {
+static int k_mse_bwd(const nnt_kernels *self, size_t n, const float *y, const float *label, float *dx) {
+  (void)self;
   float k = 2.0f / (float)n;
   for (size_t i = 0; i < n; i++)
     dx[i] = k * (y[i] - label[i]);
@@ -406,7 +430,8 @@ static int k_mse_bwd(size_t n, const float *y, const float *label, float *dx) {
 
 /* Four values per Philox call: element i is word i % 4 of counter
  * (stream, i / 4), exactly nnt_philox_uniform_at(key, stream, i). */
-static int k_dropout_mask(size_t n, float rate, uint64_t key, uint64_t stream, float *mask) {
+static int k_dropout_mask(const nnt_kernels *self, size_t n, float rate, uint64_t key, uint64_t stream, float *mask) {
+  (void)self;
   NEED(!n || mask);
   NEED(rate >= 0 && rate <= 1);
   float keep = rate < 1 ? 1.0f / (1.0f - rate) : 0;
@@ -420,12 +445,13 @@ static int k_dropout_mask(size_t n, float rate, uint64_t key, uint64_t stream, f
 
 /* The input layer's per-sample normalization, row by row in place on y
  * (after a copy when y is not x), as documented in kernels.h. */
-static int k_normalize_rows(size_t rows, size_t cols, unsigned mode, const float *x, float *y) {
+static int k_normalize_rows(const nnt_kernels *self, size_t rows, size_t cols, unsigned mode, const float *x, float *y) {
+  (void)self;
   NEED(!rows || (cols && x && y));
   NEED(!(mode & ~(unsigned)(NNT_NORM_MINMAX | NNT_NORM_STANDARD)));
   for (size_t r = 0; r < rows; r++) {
     float *v = y + r * cols;
-    k_copy(cols, x + r * cols, v);
+    k_copy(self, cols, x + r * cols, v);
     if (mode & NNT_NORM_MINMAX) {
       float lo = v[0], hi = v[0];
       for (size_t i = 1; i < cols; i++)
@@ -436,7 +462,7 @@ static int k_normalize_rows(size_t rows, size_t cols, unsigned mode, const float
     }
     if (mode & NNT_NORM_STANDARD) {
       float s;
-      k_sum(cols, v, &s);
+      k_sum(self, cols, v, &s);
       float mean = s / (float)cols;
       double var = 0;
       for (size_t i = 0; i < cols; i++)
@@ -449,8 +475,9 @@ static int k_normalize_rows(size_t rows, size_t cols, unsigned mode, const float
   return NNT_OK;
 }
 
-static int k_argmax_match(size_t rows, size_t cols, const float *y, const float *label,
+static int k_argmax_match(const nnt_kernels *self, size_t rows, size_t cols, const float *y, const float *label,
                           float *count) {
+  (void)self;
   NEED(count && (!rows || (cols && y && label)));
   size_t ok = 0;
   for (size_t r = 0; r < rows; r++) {
@@ -468,14 +495,16 @@ static int k_argmax_match(size_t rows, size_t cols, const float *y, const float 
   return NNT_OK;
 }
 
-static int k_sgd_step(size_t n, float lr, const float *g, float *w) {
+static int k_sgd_step(const nnt_kernels *self, size_t n, float lr, const float *g, float *w) {
+  (void)self;
   for (size_t i = 0; i < n; i++)
     w[i] -= lr * g[i];
   return NNT_OK;
 }
 
-static int k_adam_step(size_t n, float lr_t, float b1, float b2, float eps, const float *g,
+static int k_adam_step(const nnt_kernels *self, size_t n, float lr_t, float b1, float b2, float eps, const float *g,
                         float *m, float *v, float *w) {
+  (void)self;
   for (size_t i = 0; i < n; i++) {
     m[i] = b1 * m[i] + (1 - b1) * g[i];
     v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
@@ -484,9 +513,14 @@ static int k_adam_step(size_t n, float lr_t, float b1, float b2, float eps, cons
   return NNT_OK;
 }
 
+static int k_prepare(const nnt_kernels *self, nnt_err *e) {
+  (void)self;
+  return nnt_cpu_prepare(e);
+}
+
 static const nnt_kernels cpu_kernels = {
     .name = "cpu",
-    .prepare = nnt_cpu_prepare,
+    .prepare = k_prepare,
     .gemm = k_gemm,
     .fill = k_fill,
     .copy = k_copy,

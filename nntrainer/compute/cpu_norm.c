@@ -60,9 +60,10 @@ static void dsum_dy(const float *dy, const float *xh, size_t n, double *sdy, dou
   }
 }
 
-int nnt_cpu_bn_fwd_train(size_t outer, size_t ch, size_t inner, const float *x,
+int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *x,
                           const float *gamma, const float *beta, float eps, float *mean,
                           float *var, float *invstd, float *xhat, float *y) {
+  (void)self;
   double n = (double)outer * inner;
   for (size_t c = 0; c < ch; c++) {
     double s = 0, s2 = 0;
@@ -89,9 +90,10 @@ int nnt_cpu_bn_fwd_train(size_t outer, size_t ch, size_t inner, const float *x,
   return NNT_OK;
 }
 
-int nnt_cpu_bn_fwd_infer(size_t outer, size_t ch, size_t inner, const float *x,
+int nnt_cpu_bn_fwd_infer(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *x,
                           const float *mean, const float *var, const float *gamma,
                           const float *beta, float eps, float *y) {
+  (void)self;
   for (size_t c = 0; c < ch; c++) {
     float is = 1.0f / sqrtf(var[c] + eps), g = gamma[c] * is, b = beta[c] - mean[c] * g;
     for (size_t o = 0; o < outer; o++) {
@@ -103,9 +105,10 @@ int nnt_cpu_bn_fwd_infer(size_t outer, size_t ch, size_t inner, const float *x,
   return NNT_OK;
 }
 
-int nnt_cpu_bn_bwd(size_t outer, size_t ch, size_t inner, const float *dy,
+int nnt_cpu_bn_bwd(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *dy,
                     const float *xhat, const float *invstd, const float *gamma, float *dx,
                     float *dgamma, float *dbeta) {
+  (void)self;
   double n = (double)outer * inner;
   for (size_t c = 0; c < ch; c++) {
     double sdy = 0, sdyx = 0;

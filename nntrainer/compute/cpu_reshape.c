@@ -1,8 +1,9 @@
 /* CPU kernels that move values: permute and nearest upsampling. */
 #include "nntrainer/compute/cpu_impl.h"
 
-int nnt_cpu_permute3(size_t b, const unsigned d[3], const unsigned perm[3], const float *x,
+int nnt_cpu_permute3(const struct nnt_kernels *self, size_t b, const unsigned d[3], const unsigned perm[3], const float *x,
                       float *y) {
+  (void)self;
   size_t in_stride[3] = {(size_t)d[1] * d[2], d[2], 1};
   size_t od[3] = {d[perm[0]], d[perm[1]], d[perm[2]]};
   size_t s0 = in_stride[perm[0]], s1 = in_stride[perm[1]], s2 = in_stride[perm[2]];
@@ -18,8 +19,9 @@ int nnt_cpu_permute3(size_t b, const unsigned d[3], const unsigned perm[3], cons
   return NNT_OK;
 }
 
-int nnt_cpu_upsample_nearest_fwd(size_t rows, size_t h, size_t w, size_t kh, size_t kw,
+int nnt_cpu_upsample_nearest_fwd(const struct nnt_kernels *self, size_t rows, size_t h, size_t w, size_t kh, size_t kw,
                                   const float *x, float *y) {
+  (void)self;
   size_t ow = w * kw;
   for (size_t r = 0; r < rows; r++)
     for (size_t i = 0; i < h * kh; i++) {
@@ -31,8 +33,9 @@ int nnt_cpu_upsample_nearest_fwd(size_t rows, size_t h, size_t w, size_t kh, siz
   return NNT_OK;
 }
 
-int nnt_cpu_upsample_nearest_bwd(size_t rows, size_t h, size_t w, size_t kh, size_t kw,
+int nnt_cpu_upsample_nearest_bwd(const struct nnt_kernels *self, size_t rows, size_t h, size_t w, size_t kh, size_t kw,
                                   const float *dy, float *dx) {
+  (void)self;
   size_t ow = w * kw;
   for (size_t r = 0; r < rows; r++)
     for (size_t i = 0; i < h; i++)

@@ -24,7 +24,8 @@ static void valid_cols(const nnt_conv_geom *g, long off, unsigned *lo, unsigned 
   *hi = (unsigned)b;
 }
 
-int nnt_cpu_im2col(const nnt_conv_geom *g, const float *x, float *col) {
+int nnt_cpu_im2col(const struct nnt_kernels *self, const nnt_conv_geom *g, const float *x, float *col) {
+  (void)self;
   size_t plane = (size_t)g->oh * g->ow;
   for (unsigned c = 0; c < g->c; c++)
     for (unsigned a = 0; a < g->kh; a++)
@@ -55,7 +56,8 @@ int nnt_cpu_im2col(const nnt_conv_geom *g, const float *x, float *col) {
   return NNT_OK;
 }
 
-int nnt_cpu_col2im(const nnt_conv_geom *g, const float *col, float *dx) {
+int nnt_cpu_col2im(const struct nnt_kernels *self, const nnt_conv_geom *g, const float *col, float *dx) {
+  (void)self;
   size_t plane = (size_t)g->oh * g->ow;
   for (unsigned c = 0; c < g->c; c++)
     for (unsigned a = 0; a < g->kh; a++)
@@ -115,8 +117,9 @@ static void max2x2_fwd(const nnt_conv_geom *g, size_t n, const float *x, float *
   }
 }
 
-int nnt_cpu_pool_fwd(const nnt_conv_geom *g, size_t n, int mode, const float *x, float *y,
+int nnt_cpu_pool_fwd(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode, const float *x, float *y,
                       float *idx) {
+  (void)self;
   if (!g || (mode != 0 && mode != 1))
     return NNT_ERR_INVAL;
   if (mode == 0 && nnt_cpu_pool_is_max2x2(g)) {
@@ -159,8 +162,9 @@ int nnt_cpu_pool_fwd(const nnt_conv_geom *g, size_t n, int mode, const float *x,
   return NNT_OK;
 }
 
-int nnt_cpu_pool_bwd(const nnt_conv_geom *g, size_t n, int mode, const float *dy,
+int nnt_cpu_pool_bwd(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode, const float *dy,
                       const float *idx, float *dx) {
+  (void)self;
   if (!g || (mode != 0 && mode != 1))
     return NNT_ERR_INVAL;
   size_t in_plane = (size_t)g->h * g->w, out_plane = (size_t)g->oh * g->ow;

@@ -6,18 +6,22 @@
 #include <stddef.h>
 #include "nntrainer/compute/backend.h"
 
-/* The Vulkan backend: NNT_OK and *out (release with nnt_backend_free), or
- * NNT_ERR_NOT_SUPPORTED saying why (no loader, no device, ...). The first
- * call loads libvulkan.so.1 (NNTRAINER_VULKAN_LOADER names another file)
- * and picks a device (NNTRAINER_VULKAN_DEVICE: an index or part of a
- * name); NNTRAINER_VULKAN_VALIDATION=1 turns the validation layer on. */
+/* A new Vulkan backend instance: NNT_OK and *out (release with
+ * nnt_backend_free; its buffers may outlive the handle), or
+ * NNT_ERR_NOT_SUPPORTED saying why (no loader, no device, ...). Each call
+ * loads libvulkan.so.1 (NNTRAINER_VULKAN_LOADER names another file), opens
+ * its own instance and device (NNTRAINER_VULKAN_DEVICE: an index or part of
+ * a name) with its own queue, pipelines and buffers, so two instances may
+ * compute at once from two threads; NNTRAINER_VULKAN_VALIDATION=1 turns the
+ * validation layer on. */
 int nnt_backend_vulkan(nnt_backend **out, nnt_err *e);
 
-/* The warnings and errors the validation layer reported since the process
- * started: their count, and the first one's text in first (may be NULL). */
-size_t nnt_vulkan_validation_messages(char *first, size_t n);
-/* 1 once a device was opened with the validation layer and its messenger
+/* The warnings and errors the validation layer reported for the Vulkan
+ * backend instance be since it was opened: their count, and the first
+ * one's text in first (may be NULL). 0 for a backend that is not Vulkan's. */
+size_t nnt_vulkan_validation_messages(const nnt_backend *be, char *first, size_t n);
+/* 1 when be was opened with the validation layer and its messenger
  * (NNTRAINER_VULKAN_VALIDATION=1 and the layer installed). */
-int nnt_vulkan_validation_listening(void);
+int nnt_vulkan_validation_listening(const nnt_backend *be);
 
 #endif

@@ -2,8 +2,8 @@
  * buffers with opaque base addresses (VK_ADDR_BASE + k * VK_ADDR_SPAN, never
  * a host pointer), the registry that maps an address back to its buffer,
  * set/get through the staging buffer, memset through vkCmdFillBuffer, and
- * nnt_backend_vulkan (the device opened at the first request, released with
- * the last handle or buffer). */
+ * nnt_backend_vulkan (a new instance per call, closed when its handle and
+ * its last buffer are released). */
 #include "nntrainer/vulkan/vk_impl.h"
 
 #include <stdio.h>
@@ -12,26 +12,27 @@
 /* The context with a reference more, under the lock. */
 static void ctx_ref(vk_ctx *c) { c->refs++; }
 
-static void ctx_unref(vk_ctx *c) {
+/* Under the lock; 1 when it closed c (and released the lock). */
+static int ctx_unref(vk_ctx *c) {
   if (--c->refs == 0) {
     nnt_vk_flush(c, NULL);
+    pthread_mutex_unlock(&c->lock);
     nnt_vk_close(c);
-    nnt_vk.ctx = NULL;
+    return 1;
   }
+  return 0;
 }
 
 /* ---- the buffer type ---- */
 
 static size_t vk_alignment(const nnt_buffer_type *t) {
-  (void)t;
-  vk_ctx *c = nnt_vk.ctx;
+  vk_ctx *c = t->ctx;
   size_t a = c ? (size_t)c->props.limits.minStorageBufferOffsetAlignment : 64;
   return a > 64 ? a : 64;
 }
 
 static size_t vk_max_size(const nnt_buffer_type *t) {
-  (void)t;
-  vk_ctx *c = nnt_vk.ctx;
+  vk_ctx *c = t->ctx;
   if (!c)
     return 0;
   uint64_t m = c->max_alloc;
@@ -66,8 +67,8 @@ static int vk_fill_locked(vk_ctx *c, vk_buf *v, size_t off, uint32_t word, size_
 
 static int vk_alloc(const nnt_buffer_type *t, size_t size, const char *what, nnt_buffer **out,
                     nnt_err *e) {
-  pthread_mutex_lock(&nnt_vk.lock);
-  vk_ctx *c = nnt_vk.ctx;
+  vk_ctx *c = t->ctx;
+  pthread_mutex_lock(&c->lock);
   nnt_buffer *b = NULL;
   vk_buf *v = NULL;
   int rc = NNT_OK;
@@ -133,8 +134,8 @@ static int vk_alloc(const nnt_buffer_type *t, size_t size, const char *what, nnt
     c->live[v->k] = NULL;
     destroy_buf(c, v);
     nnt_free(b);
-    ctx_unref(c);
-    pthread_mutex_unlock(&nnt_vk.lock);
+    if (!ctx_unref(c))
+      pthread_mutex_unlock(&c->lock);
     return rc;
   }
   *out = b;
@@ -143,21 +144,21 @@ out:
   if (v)
     destroy_buf(c, v);
   nnt_free(b);
-  pthread_mutex_unlock(&nnt_vk.lock);
+  pthread_mutex_unlock(&c->lock);
   return rc;
 }
 
 static void vk_free(nnt_buffer *b) {
-  pthread_mutex_lock(&nnt_vk.lock);
-  vk_ctx *c = nnt_vk.ctx;
+  vk_ctx *c = b->type->ctx;
+  pthread_mutex_lock(&c->lock);
   vk_buf *v = b->ctx;
   /* pending commands may use it */
   nnt_vk_flush(c, NULL);
   c->live[v->k] = NULL;
   destroy_buf(c, v);
   nnt_free(b);
-  ctx_unref(c);
-  pthread_mutex_unlock(&nnt_vk.lock);
+  if (!ctx_unref(c))
+    pthread_mutex_unlock(&c->lock);
 }
 
 vk_buf *nnt_vk_resolve(vk_ctx *c, const void *p, uint32_t *elem) {
@@ -205,9 +206,10 @@ static int vk_set(nnt_buffer *b, size_t off, const void *src, size_t n, nnt_err 
   int rc = check_range(b, off, n, e);
   if (rc || !n)
     return rc;
-  pthread_mutex_lock(&nnt_vk.lock);
-  rc = transfer(nnt_vk.ctx, b->ctx, off, (void *)src, n, 1, e);
-  pthread_mutex_unlock(&nnt_vk.lock);
+  vk_ctx *c = b->type->ctx;
+  pthread_mutex_lock(&c->lock);
+  rc = transfer(c, b->ctx, off, (void *)src, n, 1, e);
+  pthread_mutex_unlock(&c->lock);
   return rc;
 }
 
@@ -215,9 +217,10 @@ static int vk_get(const nnt_buffer *b, size_t off, void *dst, size_t n, nnt_err 
   int rc = check_range(b, off, n, e);
   if (rc || !n)
     return rc;
-  pthread_mutex_lock(&nnt_vk.lock);
-  rc = transfer(nnt_vk.ctx, b->ctx, off, dst, n, 0, e);
-  pthread_mutex_unlock(&nnt_vk.lock);
+  vk_ctx *c = b->type->ctx;
+  pthread_mutex_lock(&c->lock);
+  rc = transfer(c, b->ctx, off, dst, n, 0, e);
+  pthread_mutex_unlock(&c->lock);
   return rc;
 }
 
@@ -248,9 +251,10 @@ static int vk_memset(nnt_buffer *b, size_t off, int val, size_t n, nnt_err *e) {
     nnt_free(tmp);
     return rc;
   }
-  pthread_mutex_lock(&nnt_vk.lock);
-  rc = vk_fill_locked(nnt_vk.ctx, b->ctx, off, u * 0x01010101u, n, e);
-  pthread_mutex_unlock(&nnt_vk.lock);
+  vk_ctx *c = b->type->ctx;
+  pthread_mutex_lock(&c->lock);
+  rc = vk_fill_locked(c, b->ctx, off, u * 0x01010101u, n, e);
+  pthread_mutex_unlock(&c->lock);
   return rc;
 }
 
@@ -267,46 +271,46 @@ static const nnt_buffer_type vk_type = {
     .memset = vk_memset,
 };
 
-const nnt_buffer_type *nnt_vk_buffer_type(void) { return &vk_type; }
+void nnt_vk_buffer_type_init(vk_ctx *c) {
+  c->buft = vk_type;
+  c->buft.ctx = c;
+}
 
 /* ---- the backend ---- */
 
 static int vk_synchronize(nnt_backend *be, nnt_err *e) {
-  (void)be;
-  pthread_mutex_lock(&nnt_vk.lock);
-  int rc = nnt_vk.ctx ? nnt_vk_flush(nnt_vk.ctx, e) : NNT_OK;
-  pthread_mutex_unlock(&nnt_vk.lock);
+  vk_ctx *c = be->ctx;
+  pthread_mutex_lock(&c->lock);
+  int rc = nnt_vk_flush(c, e);
+  pthread_mutex_unlock(&c->lock);
   return rc;
 }
 
+/* The handle goes; the instance stays while a buffer of it lives. */
 static void vk_backend_free(nnt_backend *be) {
-  (void)be;
-  pthread_mutex_lock(&nnt_vk.lock);
-  if (nnt_vk.ctx)
-    ctx_unref(nnt_vk.ctx);
-  pthread_mutex_unlock(&nnt_vk.lock);
+  vk_ctx *c = be->ctx;
+  pthread_mutex_lock(&c->lock);
+  if (!ctx_unref(c))
+    pthread_mutex_unlock(&c->lock);
 }
-
-static nnt_backend vk_backend = {
-    .name = "vulkan",
-    .engine = "gpu",
-    .buft = &vk_type,
-    .synchronize = vk_synchronize,
-    .supports = nnt_vk_supports,
-    .free = vk_backend_free,
-};
 
 int nnt_backend_vulkan(nnt_backend **out, nnt_err *e) {
-  pthread_mutex_lock(&nnt_vk.lock);
-  int rc = NNT_OK;
-  if (!nnt_vk.ctx)
-    rc = nnt_vk_open(&nnt_vk.ctx, e);
-  if (!rc) {
-    ctx_ref(nnt_vk.ctx);
-    vk_backend.k = nnt_vk_kernels();
-    vk_backend.device = nnt_vk.ctx->device_desc;
-    *out = &vk_backend;
-  }
-  pthread_mutex_unlock(&nnt_vk.lock);
-  return rc;
+  vk_ctx *c = NULL;
+  int rc = nnt_vk_open(&c, e);
+  if (rc)
+    return rc;
+  nnt_vk_buffer_type_init(c);
+  nnt_vk_kernels_init(c);
+  c->be = (nnt_backend){.name = "vulkan",
+                        .engine = "gpu",
+                        .buft = &c->buft,
+                        .k = &c->k,
+                        .device = c->device_desc,
+                        .synchronize = vk_synchronize,
+                        .supports = nnt_vk_supports,
+                        .free = vk_backend_free,
+                        .ctx = c};
+  c->refs = 1;
+  *out = &c->be;
+  return NNT_OK;
 }

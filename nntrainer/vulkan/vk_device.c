@@ -13,37 +13,40 @@
 
 #include "nntrainer/vulkan/vk_shaders.h"
 
-vk_global nnt_vk = {PTHREAD_MUTEX_INITIALIZER, NULL};
+/* ---- the validation record (per backend instance) ---- */
 
-/* ---- the validation record (process-wide, like the device) ---- */
+static vk_ctx *vk_of(const nnt_backend *be) {
+  return be && be->ctx && be->name && !strcmp(be->name, "vulkan") ? be->ctx : NULL;
+}
 
-static struct {
-  pthread_mutex_t lock;
-  size_t count;
-  int listening; /* a messenger was installed */
-  char first[512];
-} vrec = {PTHREAD_MUTEX_INITIALIZER, 0, 0, ""};
-
-int nnt_vulkan_validation_listening(void) {
-  pthread_mutex_lock(&vrec.lock);
-  int on = vrec.listening;
-  pthread_mutex_unlock(&vrec.lock);
+int nnt_vulkan_validation_listening(const nnt_backend *be) {
+  vk_ctx *c = vk_of(be);
+  if (!c)
+    return 0;
+  pthread_mutex_lock(&c->vlock);
+  int on = c->vlistening;
+  pthread_mutex_unlock(&c->vlock);
   return on;
 }
 
-void nnt_vk_validation_record(const char *msg) {
-  pthread_mutex_lock(&vrec.lock);
-  if (!vrec.count++)
-    snprintf(vrec.first, sizeof vrec.first, "%s", msg ? msg : "?");
-  pthread_mutex_unlock(&vrec.lock);
+static void validation_record(vk_ctx *c, const char *msg) {
+  pthread_mutex_lock(&c->vlock);
+  if (!c->vcount++)
+    snprintf(c->vfirst, sizeof c->vfirst, "%s", msg ? msg : "?");
+  pthread_mutex_unlock(&c->vlock);
 }
 
-size_t nnt_vulkan_validation_messages(char *first, size_t n) {
-  pthread_mutex_lock(&vrec.lock);
-  size_t count = vrec.count;
+size_t nnt_vulkan_validation_messages(const nnt_backend *be, char *first, size_t n) {
+  vk_ctx *c = vk_of(be);
   if (first && n)
-    snprintf(first, n, "%s", vrec.first);
-  pthread_mutex_unlock(&vrec.lock);
+    first[0] = '\0';
+  if (!c)
+    return 0;
+  pthread_mutex_lock(&c->vlock);
+  size_t count = c->vcount;
+  if (first && n)
+    snprintf(first, n, "%s", c->vfirst);
+  pthread_mutex_unlock(&c->vlock);
   return count;
 }
 
@@ -51,10 +54,10 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlag
                                                  VkDebugUtilsMessageTypeFlagsEXT type,
                                                  const VkDebugUtilsMessengerCallbackDataEXT *d,
                                                  void *user) {
-  (void)type, (void)user;
-  if (sev & (VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
-             VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT))
-    nnt_vk_validation_record(d && d->pMessage ? d->pMessage : "?");
+  (void)type;
+  if (user && (sev & (VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                      VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)))
+    validation_record(user, d && d->pMessage ? d->pMessage : "?");
   return VK_FALSE;
 }
 
@@ -204,14 +207,15 @@ static int create_instance(vk_ctx *c, nnt_err *e) {
         .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
                        VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
                        VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
-        .pfnUserCallback = on_message};
+        .pfnUserCallback = on_message,
+        .pUserData = c};
     if (c->f.vkCreateDebugUtilsMessengerEXT && c->f.vkDestroyDebugUtilsMessengerEXT &&
         c->f.vkCreateDebugUtilsMessengerEXT(c->inst, &mi, NULL, &c->messenger) != VK_SUCCESS)
       c->messenger = VK_NULL_HANDLE;
     if (c->messenger && use_layer) {
-      pthread_mutex_lock(&vrec.lock);
-      vrec.listening = 1;
-      pthread_mutex_unlock(&vrec.lock);
+      pthread_mutex_lock(&c->vlock);
+      c->vlistening = 1;
+      pthread_mutex_unlock(&c->vlock);
     }
   }
   return NNT_OK;
@@ -389,6 +393,10 @@ int nnt_vk_open(vk_ctx **out, nnt_err *e) {
   vk_ctx *c = nnt_calloc(1, sizeof *c);
   if (!c)
     return nnt_err_set(e, NNT_ERR_NOMEM, "engine 'gpu': no memory for the Vulkan context");
+  pthread_mutex_init(&c->lock, NULL);
+  pthread_mutex_init(&c->vlock, NULL);
+  /* Each instance dlopens the loader itself (the C library counts the
+   * handles), so no handle is kept at file scope. */
   int rc = load_loader(c, e);
   if (!rc)
     rc = create_instance(c, e);
@@ -439,6 +447,8 @@ void nnt_vk_close(vk_ctx *c) {
     dlclose(c->lib);
   nnt_free(c->pipes);
   nnt_free(c->live);
+  pthread_mutex_destroy(&c->lock);
+  pthread_mutex_destroy(&c->vlock);
   nnt_free(c);
 }
 

@@ -79,7 +79,24 @@ typedef struct vk_pipe {
   VkPipeline pipe; /* VK_NULL_HANDLE until first use */
 } vk_pipe;
 
+/* One backend instance (nnt_backend_get(NNT_ENGINE_GPU) makes a new one):
+ * its own loader handle, instance, device, queue, pipelines, buffer
+ * registry and validation record. be.ctx, buft.ctx and k.ctx point back
+ * here, so every op and buffer call finds its instance from its argument;
+ * the backend's files hold no mutable data at file scope (only const
+ * tables). Every op, buffer and backend entry takes lock; the validation
+ * record has vlock. */
 typedef struct vk_ctx {
+  pthread_mutex_t lock;
+  nnt_backend be;
+  nnt_buffer_type buft;
+  nnt_kernels k;
+  /* the validation record: its own lock (the driver may call the
+   * messenger from its threads) */
+  pthread_mutex_t vlock;
+  size_t vcount;
+  int vlistening; /* a messenger was installed */
+  char vfirst[512];
   void *lib;
   vk_fns f;
   VkInstance inst;
@@ -108,25 +125,18 @@ typedef struct vk_ctx {
   /* live buffers by index; NULL once freed */
   vk_buf **live;
   uint64_t n_live, cap_live;
-  unsigned refs; /* backend handles and live buffers */
+  unsigned refs; /* the backend handle and live buffers */
   int failed;    /* a device error happened: later ops refuse */
   char fail_msg[256];
 } vk_ctx;
 
-/* The one device of the process: the kernel table takes no context
- * argument, so ops find it here (created at the first request, destroyed
- * when the last handle and buffer are released). Every entry takes the
- * lock. */
-typedef struct vk_global {
-  pthread_mutex_t lock;
-  vk_ctx *ctx;
-} vk_global;
-extern vk_global nnt_vk;
-
 /* vk_device.c */
-int nnt_vk_open(vk_ctx **out, nnt_err *e);  /* under the lock */
-void nnt_vk_close(vk_ctx *c);               /* under the lock */
-void nnt_vk_validation_record(const char *msg);
+/* A new instance (its locks initialized, refs 0); no lock is held, as
+ * nothing else can see it yet. */
+int nnt_vk_open(vk_ctx **out, nnt_err *e);
+/* Destroys c: called without c->lock held (ctx_unref releases it first),
+ * once nothing else refers to c. */
+void nnt_vk_close(vk_ctx *c);
 int nnt_vk_begin(vk_ctx *c);                /* the command buffer in the recording state */
 int nnt_vk_flush(vk_ctx *c, nnt_err *e);    /* submit what is recorded and wait */
 void nnt_vk_barrier(vk_ctx *c);             /* everything before before everything after */
@@ -136,13 +146,13 @@ int nnt_vk_find_memory(vk_ctx *c, uint32_t bits, VkMemoryPropertyFlags want,
 int nnt_vk_fail(vk_ctx *c, nnt_err *e, VkResult r, const char *what);
 
 /* vk_buffer.c */
-const nnt_buffer_type *nnt_vk_buffer_type(void);
+void nnt_vk_buffer_type_init(vk_ctx *c); /* c->buft */
 /* The buffer and element offset of a device address; NULL when p lies in
  * no live buffer or is not float-aligned. */
 vk_buf *nnt_vk_resolve(vk_ctx *c, const void *p, uint32_t *elem);
 
 /* vk_ops.c */
-const nnt_kernels *nnt_vk_kernels(void);
+void nnt_vk_kernels_init(vk_ctx *c); /* c->k */
 int nnt_vk_supports(const nnt_backend *be, nnt_kop op);
 
 #endif

@@ -11,12 +11,12 @@
 #define WG 256 /* local size of the element-wise shaders */
 
 /* args[i] is binding i (NULL: unused, bound to another argument's buffer). */
-static int dispatch(const char *shader, const void *const *args, unsigned nargs, vk_push *pc,
+static int dispatch(vk_ctx *vc, const char *shader, const void *const *args, unsigned nargs, vk_push *pc,
                     uint32_t gx, uint32_t gy) {
   if (!gx || !gy)
     return NNT_OK;
-  pthread_mutex_lock(&nnt_vk.lock);
-  vk_ctx *c = nnt_vk.ctx;
+  pthread_mutex_lock(&vc->lock);
+  vk_ctx *c = vc;
   int rc = NNT_OK;
   vk_buf *bufs[VK_BINDINGS] = {0};
   vk_buf *any = NULL;
@@ -77,14 +77,14 @@ static int dispatch(const char *shader, const void *const *args, unsigned nargs,
   c->f.vkCmdDispatch(c->cmd, gx, gy, 1);
   nnt_vk_barrier(c);
 out:
-  pthread_mutex_unlock(&nnt_vk.lock);
+  pthread_mutex_unlock(&vc->lock);
   return rc;
 }
 
 /* Work groups for `items` invocations of local size wg: a second
  * dimension past the device's x limit. */
-static int groups(size_t items, unsigned wg, uint32_t *gx, uint32_t *gy) {
-  vk_ctx *c = nnt_vk.ctx;
+static int groups(vk_ctx *vc, size_t items, unsigned wg, uint32_t *gx, uint32_t *gy) {
+  vk_ctx *c = vc;
   size_t g = (items + wg - 1) / wg;
   size_t lx = c ? c->props.limits.maxComputeWorkGroupCount[0] : 65535;
   size_t ly = c ? c->props.limits.maxComputeWorkGroupCount[1] : 65535;
@@ -96,19 +96,20 @@ static int groups(size_t items, unsigned wg, uint32_t *gx, uint32_t *gy) {
 }
 
 /* An element-wise shader over n items. */
-static int ew(const char *shader, size_t n, const void *const *args, unsigned nargs,
+static int ew(vk_ctx *vc, const char *shader, size_t n, const void *const *args, unsigned nargs,
               vk_push *pc) {
   uint32_t gx, gy;
-  if (n > UINT32_MAX || groups(n, WG, &gx, &gy))
+  if (n > UINT32_MAX || groups(vc, n, WG, &gx, &gy))
     return NNT_ERR_INVAL;
   pc->n = (uint32_t)n;
-  return dispatch(shader, args, nargs, pc, gx, gy);
+  return dispatch(vc, shader, args, nargs, pc, gx, gy);
 }
 
 #define ARGS(...) (const void *const[]){__VA_ARGS__}, sizeof((const void *[]){__VA_ARGS__}) / sizeof(void *)
 
-static int v_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a,
+static int v_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a,
                   size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc) {
+  vk_ctx *vc = self->ctx;
   if (!m || !n)
     return NNT_OK;
   if (!c || m > UINT32_MAX || n > UINT32_MAX || k > UINT32_MAX || lda > UINT32_MAX ||
@@ -119,183 +120,209 @@ static int v_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, con
                 .i0 = (uint32_t)lda, .i1 = (uint32_t)ldb, .i2 = (uint32_t)ldc,
                 .i3 = (ta ? 1u : 0u) | (tb ? 2u : 0u), .f0 = alpha, .f1 = beta};
   uint32_t gx = (uint32_t)((n + 15) / 16), gy = (uint32_t)((m + 15) / 16);
-  vk_ctx *ctx = nnt_vk.ctx;
+  vk_ctx *ctx = vc;
   if (ctx && (gx > ctx->props.limits.maxComputeWorkGroupCount[0] ||
               gy > ctx->props.limits.maxComputeWorkGroupCount[1]))
     return NNT_ERR_INVAL;
-  return dispatch("gemm", ARGS(k ? a : NULL, k ? b : NULL, c), &pc, gx, gy);
+  return dispatch(vc, "gemm", ARGS(k ? a : NULL, k ? b : NULL, c), &pc, gx, gy);
 }
 
-static int v_fill(size_t n, float v, float *y) {
+static int v_fill(const nnt_kernels *self, size_t n, float v, float *y) {
+  vk_ctx *vc = self->ctx;
   vk_push pc = {.f0 = v};
-  return ew("fill", n, ARGS(y), &pc);
+  return ew(vc, "fill", n, ARGS(y), &pc);
 }
-static int v_copy(size_t n, const float *x, float *y) {
+static int v_copy(const nnt_kernels *self, size_t n, const float *x, float *y) {
+  vk_ctx *vc = self->ctx;
   vk_push pc = {0};
-  return x == y ? NNT_OK : ew("copy", n, ARGS(x, y), &pc);
+  return x == y ? NNT_OK : ew(vc, "copy", n, ARGS(x, y), &pc);
 }
-static int v_scale(size_t n, float a, float *y) {
+static int v_scale(const nnt_kernels *self, size_t n, float a, float *y) {
+  vk_ctx *vc = self->ctx;
   vk_push pc = {.f0 = a};
-  return ew("scale", n, ARGS(y), &pc);
+  return ew(vc, "scale", n, ARGS(y), &pc);
 }
-static int v_axpy(size_t n, float a, const float *x, float *y) {
+static int v_axpy(const nnt_kernels *self, size_t n, float a, const float *x, float *y) {
+  vk_ctx *vc = self->ctx;
   vk_push pc = {.f0 = a};
-  return ew("axpy", n, ARGS(x, y), &pc);
+  return ew(vc, "axpy", n, ARGS(x, y), &pc);
 }
-static int binop(unsigned op, float f, size_t n, const float *a, const float *b, float *y) {
+static int binop(vk_ctx *vc, unsigned op, float f, size_t n, const float *a, const float *b, float *y) {
   vk_push pc = {.i0 = op, .f0 = f};
-  return ew("binop", n, ARGS(a, b, y), &pc);
+  return ew(vc, "binop", n, ARGS(a, b, y), &pc);
 }
-static int v_add(size_t n, const float *a, const float *b, float *y) {
-  return binop(0, 0, n, a, b, y);
+static int v_add(const nnt_kernels *self, size_t n, const float *a, const float *b, float *y) {
+  vk_ctx *vc = self->ctx;
+  return binop(vc, 0, 0, n, a, b, y);
 }
-static int v_sub(size_t n, const float *a, const float *b, float *y) {
-  return binop(1, 0, n, a, b, y);
+static int v_sub(const nnt_kernels *self, size_t n, const float *a, const float *b, float *y) {
+  vk_ctx *vc = self->ctx;
+  return binop(vc, 1, 0, n, a, b, y);
 }
-static int v_mul(size_t n, const float *a, const float *b, float *y) {
-  return binop(2, 0, n, a, b, y);
+static int v_mul(const nnt_kernels *self, size_t n, const float *a, const float *b, float *y) {
+  vk_ctx *vc = self->ctx;
+  return binop(vc, 2, 0, n, a, b, y);
 }
 
 /* One work group reduces n values into *out (reduce.comp). */
-static int reduce(unsigned mode, size_t n, size_t rows, const float *a, const float *b,
+static int reduce(vk_ctx *vc, unsigned mode, size_t n, size_t rows, const float *a, const float *b,
                   float *out) {
   if (!out || n > UINT32_MAX || rows > UINT32_MAX)
     return NNT_ERR_INVAL;
   vk_push pc = {.n = (uint32_t)n, .rows = (uint32_t)rows, .i0 = mode};
-  return dispatch("reduce", ARGS(a, b, out), &pc, 1, 1);
+  return dispatch(vc, "reduce", ARGS(a, b, out), &pc, 1, 1);
 }
-static int v_dot(size_t n, const float *x, const float *y, float *out) {
-  return reduce(0, n, 1, x, y, out);
+static int v_dot(const nnt_kernels *self, size_t n, const float *x, const float *y, float *out) {
+  vk_ctx *vc = self->ctx;
+  return reduce(vc, 0, n, 1, x, y, out);
 }
-static int v_sum(size_t n, const float *x, float *out) { return reduce(1, n, 1, x, NULL, out); }
+static int v_sum(const nnt_kernels *self, size_t n, const float *x, float *out) {
+  vk_ctx *vc = self->ctx; return reduce(vc, 1, n, 1, x, NULL, out); }
 
-static int v_add_row_vec(size_t rows, size_t cols, const float *bias, float *y) {
+static int v_add_row_vec(const nnt_kernels *self, size_t rows, size_t cols, const float *bias, float *y) {
+  vk_ctx *vc = self->ctx;
   if (cols > UINT32_MAX || (rows && cols > SIZE_MAX / rows))
     return NNT_ERR_INVAL;
   vk_push pc = {.cols = (uint32_t)cols, .i0 = 0};
-  return ew("add_vec", rows * cols, ARGS(bias, y), &pc);
+  return ew(vc, "add_vec", rows * cols, ARGS(bias, y), &pc);
 }
 
-static int v_add_col_vec(size_t rows, size_t cols, const float *v, float *y) {
+static int v_add_col_vec(const nnt_kernels *self, size_t rows, size_t cols, const float *v, float *y) {
+  vk_ctx *vc = self->ctx;
   if (cols > UINT32_MAX || (rows && cols > SIZE_MAX / rows))
     return NNT_ERR_INVAL;
   vk_push pc = {.cols = (uint32_t)cols, .i0 = 1};
-  return ew("add_vec", rows * cols, ARGS(v, y), &pc);
+  return ew(vc, "add_vec", rows * cols, ARGS(v, y), &pc);
 }
 
-static int sum_axis(unsigned mode, size_t rows, size_t cols, const float *x, float beta,
+static int sum_axis(vk_ctx *vc, unsigned mode, size_t rows, size_t cols, const float *x, float beta,
                     float *out) {
   uint32_t gx, gy;
-  if (rows > UINT32_MAX || cols > UINT32_MAX || groups(mode ? rows : cols, 64, &gx, &gy))
+  if (rows > UINT32_MAX || cols > UINT32_MAX || groups(vc, mode ? rows : cols, 64, &gx, &gy))
     return NNT_ERR_INVAL;
   vk_push pc = {.rows = (uint32_t)rows, .cols = (uint32_t)cols, .i0 = mode, .f0 = beta};
-  return dispatch("sum_axis", ARGS(x, out), &pc, gx, gy);
+  return dispatch(vc, "sum_axis", ARGS(x, out), &pc, gx, gy);
 }
-static int v_sum_rows(size_t rows, size_t cols, const float *x, float beta, float *out) {
-  return sum_axis(0, rows, cols, x, beta, out);
+static int v_sum_rows(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta, float *out) {
+  vk_ctx *vc = self->ctx;
+  return sum_axis(vc, 0, rows, cols, x, beta, out);
 }
-static int v_sum_cols(size_t rows, size_t cols, const float *x, float beta, float *out) {
-  return sum_axis(1, rows, cols, x, beta, out);
+static int v_sum_cols(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta, float *out) {
+  vk_ctx *vc = self->ctx;
+  return sum_axis(vc, 1, rows, cols, x, beta, out);
 }
 
 /* The activations act.comp computes: all but softmax (its own entries). */
 static int act_ok(nnt_act a) { return (unsigned)a < NNT_ACT__COUNT && a != NNT_ACT_SOFTMAX; }
 
-static int v_act_fwd(nnt_act a, float alpha, size_t n, const float *x, float *y) {
+static int v_act_fwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x, float *y) {
+  vk_ctx *vc = self->ctx;
   if (a == NNT_ACT_SOFTMAX || a == NNT_ACT_NONE)
-    return v_copy(n, x, y);
+    return v_copy(self, n, x, y);
   if (!act_ok(a))
     return NNT_ERR_INVAL;
   vk_push pc = {.i0 = 0, .i1 = (uint32_t)a, .f0 = alpha};
-  return ew("act", n, ARGS(x, y), &pc);
+  return ew(vc, "act", n, ARGS(x, y), &pc);
 }
-static int v_act_bwd(nnt_act a, float alpha, size_t n, const float *x, const float *y,
+static int v_act_bwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x, const float *y,
                      const float *dy, float *dx) {
+  vk_ctx *vc = self->ctx;
   if (a == NNT_ACT_SOFTMAX || a == NNT_ACT_NONE)
-    return v_copy(n, dy, dx);
+    return v_copy(self, n, dy, dx);
   if (!act_ok(a))
     return NNT_ERR_INVAL;
   vk_push pc = {.i0 = 1, .i1 = (uint32_t)a, .f0 = alpha};
-  return ew("act", n, ARGS(x, y, dy, dx), &pc);
+  return ew(vc, "act", n, ARGS(x, y, dy, dx), &pc);
 }
 
-static int softmax(unsigned mode, size_t rows, size_t cols, const float *a, const float *b,
+static int softmax(vk_ctx *vc, unsigned mode, size_t rows, size_t cols, const float *a, const float *b,
                    float *c) {
   uint32_t gx, gy;
-  if (rows > UINT32_MAX || cols > UINT32_MAX || groups(rows, 64, &gx, &gy))
+  if (rows > UINT32_MAX || cols > UINT32_MAX || groups(vc, rows, 64, &gx, &gy))
     return NNT_ERR_INVAL;
   if (!cols)
     return NNT_OK;
   vk_push pc = {.rows = (uint32_t)rows, .cols = (uint32_t)cols, .i0 = mode};
-  return dispatch("softmax", ARGS(a, b, c), &pc, gx, gy);
+  return dispatch(vc, "softmax", ARGS(a, b, c), &pc, gx, gy);
 }
-static int v_softmax_fwd(size_t rows, size_t cols, const float *x, float *y) {
-  return softmax(0, rows, cols, x, y, NULL);
+static int v_softmax_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float *y) {
+  vk_ctx *vc = self->ctx;
+  return softmax(vc, 0, rows, cols, x, y, NULL);
 }
-static int v_softmax_bwd(size_t rows, size_t cols, const float *y, const float *dy, float *dx) {
-  return softmax(1, rows, cols, y, dy, dx);
+static int v_softmax_bwd(const nnt_kernels *self, size_t rows, size_t cols, const float *y, const float *dy, float *dx) {
+  vk_ctx *vc = self->ctx;
+  return softmax(vc, 1, rows, cols, y, dy, dx);
 }
 
-static int v_normalize_rows(size_t rows, size_t cols, unsigned mode, const float *x, float *y) {
+static int v_normalize_rows(const nnt_kernels *self, size_t rows, size_t cols, unsigned mode, const float *x, float *y) {
+  vk_ctx *vc = self->ctx;
   uint32_t gx, gy;
   if (rows > UINT32_MAX || cols > UINT32_MAX || (rows && !cols) ||
-      (mode & ~(unsigned)(NNT_NORM_MINMAX | NNT_NORM_STANDARD)) || groups(rows, 64, &gx, &gy))
+      (mode & ~(unsigned)(NNT_NORM_MINMAX | NNT_NORM_STANDARD)) || groups(vc, rows, 64, &gx, &gy))
     return NNT_ERR_INVAL;
   vk_push pc = {.rows = (uint32_t)rows, .cols = (uint32_t)cols, .i0 = mode};
-  return dispatch("normalize_rows", ARGS(x, y), &pc, gx, gy);
+  return dispatch(vc, "normalize_rows", ARGS(x, y), &pc, gx, gy);
 }
 
-static int v_xent_softmax_fwd(size_t rows, size_t cols, const float *prob, const float *label,
+static int v_xent_softmax_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *prob, const float *label,
                               float *loss) {
+  vk_ctx *vc = self->ctx;
   if (!rows || (cols && rows > SIZE_MAX / cols))
     return NNT_ERR_INVAL;
-  return reduce(3, rows * cols, rows, prob, label, loss);
+  return reduce(vc, 3, rows * cols, rows, prob, label, loss);
 }
-static int v_xent_softmax_bwd(size_t rows, size_t cols, const float *prob, const float *label,
+static int v_xent_softmax_bwd(const nnt_kernels *self, size_t rows, size_t cols, const float *prob, const float *label,
                               float *dx) {
+  vk_ctx *vc = self->ctx;
   if (cols && rows > SIZE_MAX / cols)
     return NNT_ERR_INVAL;
-  return binop(3, 1.0f / (float)rows, rows * cols, prob, label, dx);
+  return binop(vc, 3, 1.0f / (float)rows, rows * cols, prob, label, dx);
 }
-static int v_mse_fwd(size_t n, const float *y, const float *label, float *loss) {
-  return n ? reduce(2, n, 1, y, label, loss) : NNT_ERR_INVAL;
+static int v_mse_fwd(const nnt_kernels *self, size_t n, const float *y, const float *label, float *loss) {
+  vk_ctx *vc = self->ctx;
+  return n ? reduce(vc, 2, n, 1, y, label, loss) : NNT_ERR_INVAL;
 }
-static int v_mse_bwd(size_t n, const float *y, const float *label, float *dx) {
-  return binop(3, 2.0f / (float)n, n, y, label, dx);
+static int v_mse_bwd(const nnt_kernels *self, size_t n, const float *y, const float *label, float *dx) {
+  vk_ctx *vc = self->ctx;
+  return binop(vc, 3, 2.0f / (float)n, n, y, label, dx);
 }
-static int v_argmax_match(size_t rows, size_t cols, const float *y, const float *label,
+static int v_argmax_match(const nnt_kernels *self, size_t rows, size_t cols, const float *y, const float *label,
                           float *count) {
+  vk_ctx *vc = self->ctx;
   if (!count || rows > UINT32_MAX || cols > UINT32_MAX || (rows && !cols))
     return NNT_ERR_INVAL;
   vk_push pc = {.rows = (uint32_t)rows, .cols = (uint32_t)cols};
-  return dispatch("argmax_match", ARGS(y, label, count), &pc, 1, 1);
+  return dispatch(vc, "argmax_match", ARGS(y, label, count), &pc, 1, 1);
 }
 
-static int v_xent_sigmoid_fwd(size_t rows, size_t cols, const float *x, const float *label,
+static int v_xent_sigmoid_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x, const float *label,
                               float *loss) {
+  vk_ctx *vc = self->ctx;
   if (!rows || !cols || rows > SIZE_MAX / cols)
     return NNT_ERR_INVAL;
-  return reduce(4, rows * cols, rows, x, label, loss);
+  return reduce(vc, 4, rows * cols, rows, x, label, loss);
 }
-static int v_xent_sigmoid_bwd(size_t rows, size_t cols, const float *x, const float *label,
+static int v_xent_sigmoid_bwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x, const float *label,
                               float *dx) {
+  vk_ctx *vc = self->ctx;
   if (cols && rows > SIZE_MAX / cols)
     return NNT_ERR_INVAL;
-  return binop(4, 1.0f / (float)(rows * cols), rows * cols, x, label, dx);
+  return binop(vc, 4, 1.0f / (float)(rows * cols), rows * cols, x, label, dx);
 }
 
-static int v_dropout_mask(size_t n, float rate, uint64_t key, uint64_t stream, float *mask) {
+static int v_dropout_mask(const nnt_kernels *self, size_t n, float rate, uint64_t key, uint64_t stream, float *mask) {
+  vk_ctx *vc = self->ctx;
   if (!(rate >= 0 && rate <= 1))
     return NNT_ERR_INVAL;
   vk_push pc = {.i0 = (uint32_t)key, .i1 = (uint32_t)(key >> 32), .i2 = (uint32_t)stream,
                 .i3 = (uint32_t)(stream >> 32), .f0 = rate,
                 .f1 = rate < 1 ? 1.0f / (1.0f - rate) : 0};
-  return ew("dropout_mask", n, ARGS(mask), &pc);
+  return ew(vc, "dropout_mask", n, ARGS(mask), &pc);
 }
 
 /* Batch normalization: one work group per channel (bn.comp). */
-static int bn_dims(size_t outer, size_t ch, size_t inner, vk_push *pc) {
-  vk_ctx *c = nnt_vk.ctx;
+static int bn_dims(vk_ctx *vc, size_t outer, size_t ch, size_t inner, vk_push *pc) {
+  vk_ctx *c = vc;
   if (outer > UINT32_MAX || ch > UINT32_MAX || inner > UINT32_MAX ||
       (outer && inner > UINT32_MAX / outer) ||
       (c && ch > c->props.limits.maxComputeWorkGroupCount[0]))
@@ -303,46 +330,50 @@ static int bn_dims(size_t outer, size_t ch, size_t inner, vk_push *pc) {
   pc->k = (uint32_t)outer, pc->cols = (uint32_t)ch, pc->rows = (uint32_t)inner;
   return NNT_OK;
 }
-static int v_bn_fwd_train(size_t outer, size_t ch, size_t inner, const float *x,
+static int v_bn_fwd_train(const nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *x,
                           const float *gamma, const float *beta, float eps, float *mean,
                           float *var, float *invstd, float *xhat, float *y) {
+  vk_ctx *vc = self->ctx;
   vk_push pc = {.i0 = 0, .f0 = eps};
-  if (bn_dims(outer, ch, inner, &pc))
+  if (bn_dims(vc, outer, ch, inner, &pc))
     return NNT_ERR_INVAL;
-  return dispatch("bn", ARGS(x, gamma, beta, mean, var, invstd, xhat, y), &pc, (uint32_t)ch, 1);
+  return dispatch(vc, "bn", ARGS(x, gamma, beta, mean, var, invstd, xhat, y), &pc, (uint32_t)ch, 1);
 }
-static int v_bn_fwd_infer(size_t outer, size_t ch, size_t inner, const float *x,
+static int v_bn_fwd_infer(const nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *x,
                           const float *mean, const float *var, const float *gamma,
                           const float *beta, float eps, float *y) {
+  vk_ctx *vc = self->ctx;
   vk_push pc = {.f0 = eps};
-  if (bn_dims(outer, ch, inner, &pc) || (ch && outer * inner > UINT32_MAX / ch))
+  if (bn_dims(vc, outer, ch, inner, &pc) || (ch && outer * inner > UINT32_MAX / ch))
     return NNT_ERR_INVAL;
-  return ew("bn_infer", outer * ch * inner, ARGS(x, mean, var, gamma, beta, y), &pc);
+  return ew(vc, "bn_infer", outer * ch * inner, ARGS(x, mean, var, gamma, beta, y), &pc);
 }
-static int v_bn_bwd(size_t outer, size_t ch, size_t inner, const float *dy, const float *xhat,
+static int v_bn_bwd(const nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *dy, const float *xhat,
                     const float *invstd, const float *gamma, float *dx, float *dgamma,
                     float *dbeta) {
+  vk_ctx *vc = self->ctx;
   vk_push pc = {.i0 = 1,
                 .i1 = (dgamma ? 1u : 0u) | (dbeta ? 2u : 0u) | (dx ? 4u : 0u)};
-  if (bn_dims(outer, ch, inner, &pc))
+  if (bn_dims(vc, outer, ch, inner, &pc))
     return NNT_ERR_INVAL;
   if (!pc.i1)
     return NNT_OK;
-  return dispatch("bn", ARGS(dy, xhat, invstd, gamma, dx, dgamma, dbeta), &pc, (uint32_t)ch, 1);
+  return dispatch(vc, "bn", ARGS(dy, xhat, invstd, gamma, dx, dgamma, dbeta), &pc, (uint32_t)ch, 1);
 }
 
-static int v_permute3(size_t b, const unsigned d[3], const unsigned perm[3], const float *x,
+static int v_permute3(const nnt_kernels *self, size_t b, const unsigned d[3], const unsigned perm[3], const float *x,
                       float *y) {
+  vk_ctx *vc = self->ctx;
   size_t len = (size_t)d[0] * d[1] * d[2];
   if (perm[0] > 2 || perm[1] > 2 || perm[2] > 2 || len > UINT32_MAX || (len && b > UINT32_MAX / len))
     return NNT_ERR_INVAL;
   uint32_t stride[3] = {d[1] * d[2], d[2], 1};
   vk_push pc = {.cols = (uint32_t)len, .i0 = d[perm[0]], .i1 = d[perm[1]], .i2 = d[perm[2]],
                 .u0 = stride[perm[0]], .u1 = stride[perm[1]], .u2 = stride[perm[2]]};
-  return ew("permute3", b * len, ARGS(x, y), &pc);
+  return ew(vc, "permute3", b * len, ARGS(x, y), &pc);
 }
 
-static int upsample(unsigned mode, size_t rows, size_t h, size_t w, size_t kh, size_t kw,
+static int upsample(vk_ctx *vc, unsigned mode, size_t rows, size_t h, size_t w, size_t kh, size_t kw,
                     const float *a, float *b) {
   size_t out = h * kh * w * kw;
   if (h > UINT32_MAX || w > UINT32_MAX || kh > UINT32_MAX || kw > UINT32_MAX ||
@@ -351,15 +382,17 @@ static int upsample(unsigned mode, size_t rows, size_t h, size_t w, size_t kh, s
     return NNT_ERR_INVAL;
   vk_push pc = {.k = mode, .i0 = (uint32_t)h, .i1 = (uint32_t)w, .i2 = (uint32_t)kh,
                 .i3 = (uint32_t)kw};
-  return ew("upsample", rows * (mode ? h * w : out), ARGS(a, b), &pc);
+  return ew(vc, "upsample", rows * (mode ? h * w : out), ARGS(a, b), &pc);
 }
-static int v_upsample_nearest_fwd(size_t rows, size_t h, size_t w, size_t kh, size_t kw,
+static int v_upsample_nearest_fwd(const nnt_kernels *self, size_t rows, size_t h, size_t w, size_t kh, size_t kw,
                                   const float *x, float *y) {
-  return upsample(0, rows, h, w, kh, kw, x, y);
+  vk_ctx *vc = self->ctx;
+  return upsample(vc, 0, rows, h, w, kh, kw, x, y);
 }
-static int v_upsample_nearest_bwd(size_t rows, size_t h, size_t w, size_t kh, size_t kw,
+static int v_upsample_nearest_bwd(const nnt_kernels *self, size_t rows, size_t h, size_t w, size_t kh, size_t kw,
                                   const float *dy, float *dx) {
-  return upsample(1, rows, h, w, kh, kw, dy, dx);
+  vk_ctx *vc = self->ctx;
+  return upsample(vc, 1, rows, h, w, kh, kw, dy, dx);
 }
 
 /* The geometry into the push constants as shaders/window.glsl reads it;
@@ -378,43 +411,49 @@ static int window(const nnt_conv_geom *g, size_t n, vk_push *pc) {
                   .u5 = g->pl, .u6 = g->oh, .u7 = g->ow};
   return NNT_OK;
 }
-static int v_im2col(const nnt_conv_geom *g, const float *x, float *col) {
+static int v_im2col(const nnt_kernels *self, const nnt_conv_geom *g, const float *x, float *col) {
+  vk_ctx *vc = self->ctx;
   vk_push pc;
   if (window(g, 1, &pc))
     return NNT_ERR_INVAL;
-  return ew("im2col", (size_t)g->c * g->kh * g->kw * g->oh * g->ow, ARGS(x, col), &pc);
+  return ew(vc, "im2col", (size_t)g->c * g->kh * g->kw * g->oh * g->ow, ARGS(x, col), &pc);
 }
-static int v_col2im(const nnt_conv_geom *g, const float *col, float *dx) {
+static int v_col2im(const nnt_kernels *self, const nnt_conv_geom *g, const float *col, float *dx) {
+  vk_ctx *vc = self->ctx;
   vk_push pc;
   if (window(g, 1, &pc))
     return NNT_ERR_INVAL;
-  return ew("col2im", (size_t)g->c * g->h * g->w, ARGS(col, dx), &pc);
+  return ew(vc, "col2im", (size_t)g->c * g->h * g->w, ARGS(col, dx), &pc);
 }
-static int v_pool_fwd(const nnt_conv_geom *g, size_t n, int mode, const float *x, float *y,
+static int v_pool_fwd(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode, const float *x, float *y,
                       float *idx) {
+  vk_ctx *vc = self->ctx;
   vk_push pc;
   if ((mode != 0 && mode != 1) || window(g, n, &pc))
     return NNT_ERR_INVAL;
   pc.k = (uint32_t)mode, pc.f0 = 1.0f / (float)(g->kh * g->kw);
-  return ew("pool_fwd", n * g->c * g->oh * g->ow, ARGS(x, y, mode ? NULL : idx), &pc);
+  return ew(vc, "pool_fwd", n * g->c * g->oh * g->ow, ARGS(x, y, mode ? NULL : idx), &pc);
 }
-static int v_pool_bwd(const nnt_conv_geom *g, size_t n, int mode, const float *dy,
+static int v_pool_bwd(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode, const float *dy,
                       const float *idx, float *dx) {
+  vk_ctx *vc = self->ctx;
   vk_push pc;
   if ((mode != 0 && mode != 1) || window(g, n, &pc))
     return NNT_ERR_INVAL;
   pc.k = (uint32_t)mode, pc.f0 = 1.0f / (float)(g->kh * g->kw);
-  return ew("pool_bwd", n * g->c * g->h * g->w, ARGS(dy, mode ? NULL : idx, dx), &pc);
+  return ew(vc, "pool_bwd", n * g->c * g->h * g->w, ARGS(dy, mode ? NULL : idx, dx), &pc);
 }
 
-static int v_sgd_step(size_t n, float lr, const float *g, float *w) {
+static int v_sgd_step(const nnt_kernels *self, size_t n, float lr, const float *g, float *w) {
+  vk_ctx *vc = self->ctx;
   vk_push pc = {.i0 = 1, .f0 = lr};
-  return ew("axpy", n, ARGS(g, w), &pc);
+  return ew(vc, "axpy", n, ARGS(g, w), &pc);
 }
-static int v_adam_step(size_t n, float lr_t, float b1, float b2, float eps, const float *g,
+static int v_adam_step(const nnt_kernels *self, size_t n, float lr_t, float b1, float b2, float eps, const float *g,
                        float *m, float *v, float *w) {
+  vk_ctx *vc = self->ctx;
   vk_push pc = {.f0 = lr_t, .f1 = b1, .f2 = b2, .f3 = eps};
-  return ew("adam_step", n, ARGS(g, m, v, w), &pc);
+  return ew(vc, "adam_step", n, ARGS(g, m, v, w), &pc);
 }
 
 static const nnt_kernels vk_kernels = {
@@ -460,7 +499,10 @@ static const nnt_kernels vk_kernels = {
     .adam_step = v_adam_step,
 };
 
-const nnt_kernels *nnt_vk_kernels(void) { return &vk_kernels; }
+void nnt_vk_kernels_init(vk_ctx *c) {
+  c->k = vk_kernels;
+  c->k.ctx = c;
+}
 
 /* Every op of the kernel table has a shader. */
 int nnt_vk_supports(const nnt_backend *be, nnt_kop op) {

@@ -176,11 +176,15 @@ static const nnt_kernels *cpu;
  * perm, the convolution geometry) and scalars as they are. */
 #define H(p) fdev_host((p), op_name, #p)
 #define F(n, params, args)                                                                \
-  static int fd_##n params {                                                              \
+  static int fd_##n SELF_PARAMS params {                                                  \
     static const char op_name[] = #n;                                                     \
+    (void)self;                                                                           \
     fdev_count.ops++;                                                                     \
-    return cpu->n args;                                                                   \
+    return cpu->n CPU_ARGS args;                                                          \
   }
+/* (a, b) -> (const nnt_kernels *self, a, b) and (a, b) -> (cpu, a, b) */
+#define SELF_PARAMS(...) (const nnt_kernels *self, __VA_ARGS__)
+#define CPU_ARGS(...) (cpu, __VA_ARGS__)
 typedef const float *cf;
 typedef const struct nnt_conv_geom *cg;
 F(gemm, (int ta, int tb, size_t m, size_t n, size_t k, float al, cf a, size_t lda, cf b,

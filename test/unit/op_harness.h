@@ -46,9 +46,13 @@ typedef struct oh_report {
 /* The backends to test, into out; @return how many. The CPU backend, the
  * fake device (fake_device.h), and the Vulkan backend when this build has
  * one and the machine a device (with the validation layer on; the handle
- * is kept for the process). */
+ * is kept until oh_backends_release). */
 #define OH_MAX_BACKENDS 4
 unsigned oh_backends(const nnt_backend *out[OH_MAX_BACKENDS]);
+/* Fails the test when the shared Vulkan instance's validation record holds
+ * a message, then frees it (a later oh_backends opens a new one). The last
+ * test of a file that used oh_backends calls it. */
+void oh_backends_release(void);
 
 /* A short name for messages: "conv2d filters=2 stride=2 [1:2:5:5]". */
 const char *oh_case_name(const oh_case *c, char *buf, size_t n);

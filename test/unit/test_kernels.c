@@ -40,27 +40,27 @@ static double *dbl(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
 /* The scalar entries write one float; each must return NNT_OK. */
 static float dot1(size_t n, const float *a, const float *b) {
   float v = NAN;
-  assert_int_equal(K->dot(n, a, b, &v), NNT_OK);
+  assert_int_equal(K->dot(K, n, a, b, &v), NNT_OK);
   return v;
 }
 static float sum1(size_t n, const float *a) {
   float v = NAN;
-  assert_int_equal(K->sum(n, a, &v), NNT_OK);
+  assert_int_equal(K->sum(K, n, a, &v), NNT_OK);
   return v;
 }
 static float xent_softmax1(size_t rows, size_t cols, const float *p, const float *lab) {
   float v = NAN;
-  assert_int_equal(K->xent_softmax_fwd(rows, cols, p, lab, &v), NNT_OK);
+  assert_int_equal(K->xent_softmax_fwd(K, rows, cols, p, lab, &v), NNT_OK);
   return v;
 }
 static float xent_sigmoid1(size_t rows, size_t cols, const float *x, const float *lab) {
   float v = NAN;
-  assert_int_equal(K->xent_sigmoid_fwd(rows, cols, x, lab, &v), NNT_OK);
+  assert_int_equal(K->xent_sigmoid_fwd(K, rows, cols, x, lab, &v), NNT_OK);
   return v;
 }
 static float mse1(size_t n, const float *y, const float *lab) {
   float v = NAN;
-  assert_int_equal(K->mse_fwd(n, y, lab, &v), NNT_OK);
+  assert_int_equal(K->mse_fwd(K, n, y, lab, &v), NNT_OK);
   return v;
 }
 
@@ -100,7 +100,7 @@ static void gemm_case(int ta, int tb, size_t m, size_t n, size_t k, float alpha,
              (tb ? b[j * ldb + p] : b[p * ldb + j]);
       want[i * ldc + j] = alpha * s + (beta == 0 ? 0 : beta * (double)c[i * ldc + j]);
     }
-  K->gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  K->gemm(K, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   char what[96];
   snprintf(what, sizeof what, "gemm ta=%d tb=%d m=%zu n=%zu k=%zu", ta, tb, m, n, k);
   expect(what, c, want, m * ldc, 1e-4);
@@ -124,16 +124,16 @@ static void test_gemm_empty(void **state) {
   (void)state;
   /* k == 0: C = beta C, and beta == 0 clears it (NaN included) */
   float c[6] = {1, 2, 3, 4, 5, 6}, a[1] = {9}, b[1] = {9};
-  K->gemm(0, 0, 2, 3, 0, 1.0f, a, 0, b, 3, 0.5f, c, 3);
+  K->gemm(K, 0, 0, 2, 3, 0, 1.0f, a, 0, b, 3, 0.5f, c, 3);
   for (int i = 0; i < 6; i++)
     assert_true(c[i] == 0.5f * (i + 1));
   c[0] = NAN; /* (cmocka's float asserts let NaN through, hence ==) */
-  K->gemm(0, 1, 2, 2, 0, 1.0f, a, 0, b, 0, 0.0f, c, 3);
+  K->gemm(K, 0, 1, 2, 2, 0, 1.0f, a, 0, b, 0, 0.0f, c, 3);
   assert_true(c[0] == 0.0f && c[1] == 0.0f && c[3] == 0.0f && c[4] == 0.0f);
   assert_true(c[2] == 1.5f); /* outside the 2 x 2 block */
   /* m == 0 or n == 0: nothing is touched */
-  K->gemm(0, 0, 0, 3, 2, 1.0f, a, 2, b, 3, 0.0f, c, 3);
-  K->gemm(0, 0, 2, 0, 2, 1.0f, a, 2, b, 1, 0.0f, c, 3);
+  K->gemm(K, 0, 0, 0, 3, 2, 1.0f, a, 2, b, 3, 0.0f, c, 3);
+  K->gemm(K, 0, 0, 2, 0, 2, 1.0f, a, 2, b, 1, 0.0f, c, 3);
   assert_true(c[2] == 1.5f && c[5] == 3.0f);
 }
 
@@ -146,35 +146,35 @@ static void test_vector_ops(void **state) {
     size_t n = ns[t];
     float *a = rnd(n, -2, 2), *b = rnd(n, -2, 2), *y = rnd(n, -2, 2);
     double *w = dbl(n);
-    K->add(n, a, b, y);
+    K->add(K, n, a, b, y);
     for (size_t i = 0; i < n; i++)
       w[i] = (double)a[i] + b[i];
     expect("add", y, w, n, 1e-6);
-    K->sub(n, a, b, y);
+    K->sub(K, n, a, b, y);
     for (size_t i = 0; i < n; i++)
       w[i] = (double)a[i] - b[i];
     expect("sub", y, w, n, 1e-6);
-    K->mul(n, a, b, y);
+    K->mul(K, n, a, b, y);
     for (size_t i = 0; i < n; i++)
       w[i] = (double)a[i] * b[i];
     expect("mul", y, w, n, 1e-6);
     /* exact aliasing of the output with an input */
     float *a2 = dup(a, n);
-    K->add(n, a2, b, a2);
+    K->add(K, n, a2, b, a2);
     for (size_t i = 0; i < n; i++)
       w[i] = (double)a[i] + b[i];
     expect("add y=a", a2, w, n, 1e-6);
     memcpy(a2, a, n * 4);
-    K->mul(n, b, a2, a2);
+    K->mul(K, n, b, a2, a2);
     for (size_t i = 0; i < n; i++)
       w[i] = (double)a[i] * b[i];
     expect("mul y=b", a2, w, n, 1e-6);
     memcpy(y, b, n * 4);
-    K->axpy(n, 0.5f, a, y);
+    K->axpy(K, n, 0.5f, a, y);
     for (size_t i = 0; i < n; i++)
       w[i] = b[i] + 0.5 * a[i];
     expect("axpy", y, w, n, 1e-6);
-    K->scale(n, -3, y);
+    K->scale(K, n, -3, y);
     for (size_t i = 0; i < n; i++)
       w[i] *= -3;
     expect("scale", y, w, n, 1e-6);
@@ -184,12 +184,12 @@ static void test_vector_ops(void **state) {
     /* a sum's error scales with the magnitudes summed, not with the sum */
     assert_true(fabs(dot1(n, a, b) - d) <= 1e-6 * mag + 1e-6);
     assert_true(fabs(sum1(n, a) - s) <= 1e-6 * mag + 1e-6);
-    K->fill(n, 2.5f, y);
+    K->fill(K, n, 2.5f, y);
     for (size_t i = 0; i < n; i++)
       assert_true(y[i] == 2.5f);
-    K->copy(n, a, y);
+    K->copy(K, n, a, y);
     assert_memory_equal(a, y, n * 4);
-    K->copy(n, y, y); /* exact alias: unchanged */
+    K->copy(K, n, y, y); /* exact alias: unchanged */
     assert_memory_equal(a, y, n * 4);
     free(a), free(b), free(y), free(a2), free(w);
   }
@@ -202,12 +202,12 @@ static void test_row_col_ops(void **state) {
     size_t rows = shapes[t][0], cols = shapes[t][1], n = rows * cols;
     float *x = rnd(n, -2, 2), *y = dup(x, n), *rv = rnd(cols, -1, 1), *cv = rnd(rows, -1, 1);
     double *w = dbl(n);
-    K->add_row_vec(rows, cols, rv, y);
+    K->add_row_vec(K, rows, cols, rv, y);
     for (size_t i = 0; i < n; i++)
       w[i] = (double)x[i] + rv[i % cols];
     expect("add_row_vec", y, w, n, 1e-6);
     memcpy(y, x, n * 4);
-    K->add_col_vec(rows, cols, cv, y);
+    K->add_col_vec(K, rows, cols, cv, y);
     for (size_t i = 0; i < n; i++)
       w[i] = (double)x[i] + cv[i / cols];
     expect("add_col_vec", y, w, n, 1e-6);
@@ -223,7 +223,7 @@ static void test_row_col_ops(void **state) {
         for (size_t r = 0; r < rows; r++)
           ws[c] += x[r * cols + c];
       }
-      K->sum_rows(rows, cols, x, beta, out);
+      K->sum_rows(K, rows, cols, x, beta, out);
       expect("sum_rows", out, ws, cols, 1e-5);
       free(out), free(ws);
       /* sum_cols: out[r] = beta out[r] + sum_c x[r][c] */
@@ -236,7 +236,7 @@ static void test_row_col_ops(void **state) {
         for (size_t c = 0; c < cols; c++)
           ws[r] += x[r * cols + c];
       }
-      K->sum_cols(rows, cols, x, beta, out);
+      K->sum_cols(K, rows, cols, x, beta, out);
       expect("sum_cols", out, ws, rows, 1e-5);
       free(out), free(ws);
     }
@@ -303,12 +303,12 @@ static void test_act_fwd(void **state) {
     if (a == NNT_ACT_SOFTMAX)
       continue;
     float alpha = a == NNT_ACT_LEAKY_RELU ? 0.01f : 1.0f;
-    K->act_fwd((nnt_act)a, alpha, n, x, y);
+    K->act_fwd(K, (nnt_act)a, alpha, n, x, y);
     for (size_t i = 0; i < n; i++)
       w[i] = ref_act((nnt_act)a, x[i]);
     expect(nnt_act_name((nnt_act)a), y, w, n, 1e-5);
     float *z = dup(x, n); /* y may alias x */
-    K->act_fwd((nnt_act)a, alpha, n, z, z);
+    K->act_fwd(K, (nnt_act)a, alpha, n, z, z);
     assert_memory_equal(z, y, n * 4);
     free(z);
   }
@@ -325,18 +325,18 @@ static void test_act_bwd(void **state) {
       continue;
     nnt_act act = (nnt_act)a;
     float alpha = a == NNT_ACT_LEAKY_RELU ? 0.01f : 1.0f;
-    K->act_fwd(act, alpha, n, x, y);
+    K->act_fwd(K, act, alpha, n, x, y);
     /* the kernel gets only what nnt_act_bwd_needs_output_only promises */
     int out_only = nnt_act_bwd_needs_output_only(act);
     const float *xa = out_only ? NULL : x, *ya = out_only ? y : NULL;
-    K->act_bwd(act, alpha, n, xa, ya, dy, dx);
+    K->act_bwd(K, act, alpha, n, xa, ya, dy, dx);
     for (size_t i = 0; i < n; i++)
       w[i] = dy[i] * ref_act_prime(act, x[i]);
     char what[64];
     snprintf(what, sizeof what, "%s'", nnt_act_name(act));
     expect(what, dx, w, n, 1e-5);
     float *d2 = dup(dy, n); /* dx may alias dy */
-    K->act_bwd(act, alpha, n, xa, ya, d2, d2);
+    K->act_bwd(K, act, alpha, n, xa, ya, d2, d2);
     assert_memory_equal(d2, dx, n * 4);
     free(d2);
   }
@@ -380,10 +380,10 @@ static void test_softmax(void **state) {
       for (size_t c = 0; c < cols; c++)
         w[r * cols + c] = exp(x[r * cols + c] - mx) / s;
     }
-    K->softmax_fwd(rows, cols, x, y);
+    K->softmax_fwd(K, rows, cols, x, y);
     expect("softmax", y, w, n, 1e-5);
     float *z = dup(x, n);
-    K->softmax_fwd(rows, cols, z, z);
+    K->softmax_fwd(K, rows, cols, z, z);
     expect("softmax y=x", z, w, n, 1e-5);
     /* backward: dx = y (dy - sum(dy y)) per row */
     for (size_t r = 0; r < rows; r++) {
@@ -393,9 +393,9 @@ static void test_softmax(void **state) {
       for (size_t c = 0; c < cols; c++)
         w[r * cols + c] = y[r * cols + c] * (dy[r * cols + c] - s);
     }
-    K->softmax_bwd(rows, cols, y, dy, dx);
+    K->softmax_bwd(K, rows, cols, y, dy, dx);
     expect("softmax'", dx, w, n, 1e-5);
-    K->softmax_bwd(rows, cols, y, dy, dy);
+    K->softmax_bwd(K, rows, cols, y, dy, dy);
     expect("softmax' dx=dy", dy, w, n, 1e-5);
     free(x), free(y), free(dy), free(dx), free(z), free(w);
   }
@@ -409,7 +409,7 @@ static void test_xent_softmax(void **state) {
   for (size_t t = 0; t < NNT_ARRAY_LEN(shapes); t++) {
     size_t rows = shapes[t][0], cols = shapes[t][1], n = rows * cols;
     float *x = rnd(n, -4, 4), *p = malloc(n * 4), *lab = rnd(n, 0, 1), *dx = malloc(n * 4);
-    K->softmax_fwd(rows, cols, x, p);
+    K->softmax_fwd(K, rows, cols, x, p);
     /* soft labels summing to one in even rows, one-hot in odd ones */
     for (size_t r = 0; r < rows; r++) {
       double s = 0;
@@ -429,7 +429,7 @@ static void test_xent_softmax(void **state) {
     double *w = dbl(n);
     for (size_t i = 0; i < n; i++)
       w[i] = ((double)p[i] - lab[i]) / rows;
-    K->xent_softmax_bwd(rows, cols, p, lab, dx);
+    K->xent_softmax_bwd(K, rows, cols, p, lab, dx);
     expect("xent_softmax'", dx, w, n, 1e-6);
     free(x), free(p), free(lab), free(dx), free(w);
   }
@@ -452,7 +452,7 @@ static void test_xent_sigmoid_mse(void **state) {
     float got = xent_sigmoid1(rows, cols, x, lab);
     assert_true(isfinite(got));
     expect1("xent_sigmoid", got, want / n, 1e-5);
-    K->xent_sigmoid_bwd(rows, cols, x, lab, dx);
+    K->xent_sigmoid_bwd(K, rows, cols, x, lab, dx);
     expect("xent_sigmoid'", dx, w, n, 1e-6);
     /* mse: mean of squares, derivative 2 (y - label) / N */
     want = 0;
@@ -462,7 +462,7 @@ static void test_xent_sigmoid_mse(void **state) {
       w[i] = 2 * d / n;
     }
     expect1("mse", mse1(n, x, lab), want / n, 1e-5);
-    K->mse_bwd(n, x, lab, dx);
+    K->mse_bwd(K, n, x, lab, dx);
     expect("mse'", dx, w, n, 1e-6);
     free(x), free(lab), free(dx), free(w);
   }
@@ -477,8 +477,8 @@ static void test_dropout_mask(void **state) {
   const float rates[] = {0.0f, 0.25f, 0.9f};
   for (size_t t = 0; t < NNT_ARRAY_LEN(rates); t++) {
     float rate = rates[t];
-    assert_int_equal(K->dropout_mask(N, rate, 11, 3, mask), NNT_OK);
-    assert_int_equal(K->dropout_mask(N, rate, 11, 3, again), NNT_OK);
+    assert_int_equal(K->dropout_mask(K, N, rate, 11, 3, mask), NNT_OK);
+    assert_int_equal(K->dropout_mask(K, N, rate, 11, 3, again), NNT_OK);
     assert_memory_equal(mask, again, N * 4); /* a function of (key, stream) */
     size_t kept = 0;
     for (size_t i = 0; i < N; i++) {
@@ -495,16 +495,16 @@ static void test_dropout_mask(void **state) {
     assert_true(fabs((double)kept - mean) <= 5 * sd + 0.5);
     if (rate > 0) {
       /* another stream or key: another mask; a prefix is the same mask */
-      assert_int_equal(K->dropout_mask(N, rate, 11, 4, again), NNT_OK);
+      assert_int_equal(K->dropout_mask(K, N, rate, 11, 4, again), NNT_OK);
       assert_true(memcmp(mask, again, N * 4) != 0);
-      assert_int_equal(K->dropout_mask(N, rate, 12, 3, again), NNT_OK);
+      assert_int_equal(K->dropout_mask(K, N, rate, 12, 3, again), NNT_OK);
       assert_true(memcmp(mask, again, N * 4) != 0);
-      assert_int_equal(K->dropout_mask(7, rate, 11, 3, again), NNT_OK);
+      assert_int_equal(K->dropout_mask(K, 7, rate, 11, 3, again), NNT_OK);
       assert_memory_equal(mask, again, 7 * 4);
     }
   }
-  assert_int_equal(K->dropout_mask(N, 1.5f, 11, 3, mask), NNT_ERR_INVAL);
-  assert_int_equal(K->dropout_mask(N, 0.5f, 11, 3, NULL), NNT_ERR_INVAL);
+  assert_int_equal(K->dropout_mask(K, N, 1.5f, 11, 3, mask), NNT_ERR_INVAL);
+  assert_int_equal(K->dropout_mask(K, N, 0.5f, 11, 3, NULL), NNT_ERR_INVAL);
   free(mask), free(again);
 }
 
@@ -519,7 +519,7 @@ static void test_optimizer_steps(void **state) {
   for (int t = 1; t <= 3; t++) {
     tu_fill_uniform(&R, g, n, -1, 1);
     float lr_t = lr * sqrtf(1 - powf(b2, (float)t)) / (1 - powf(b1, (float)t));
-    K->adam_step(n, lr_t, b1, b2, eps, g, m, v, w);
+    K->adam_step(K, n, lr_t, b1, b2, eps, g, m, v, w);
     for (size_t i = 0; i < n; i++) {
       rm[i] = b1 * rm[i] + (1 - (double)b1) * g[i];
       rv[i] = b2 * rv[i] + (1 - (double)b2) * g[i] * g[i];
@@ -529,7 +529,7 @@ static void test_optimizer_steps(void **state) {
   expect("adam m", m, rm, n, 1e-5);
   expect("adam v", v, rv, n, 1e-5);
   expect("adam w", w, rw, n, 1e-5);
-  K->sgd_step(n, 0.5f, g, w);
+  K->sgd_step(K, n, 0.5f, g, w);
   for (size_t i = 0; i < n; i++)
     rw[i] -= 0.5 * g[i];
   expect("sgd w", w, rw, n, 1e-5);
@@ -578,25 +578,25 @@ static void test_batch_norm(void **state) {
           wdx[k] = g[c] * inv * (dy[k] - sdy / cnt - wh[k] * sdyh / cnt);
         }
     }
-    K->bn_fwd_train(outer, ch, inner, x, g, b, eps, mean, var, is, xhat, y);
+    K->bn_fwd_train(K, outer, ch, inner, x, g, b, eps, mean, var, is, xhat, y);
     expect("bn mean", mean, wm, ch, 1e-5);
     expect("bn var", var, wv, ch, 1e-5);
     expect("bn xhat", xhat, wh, n, 1e-4);
     expect("bn y", y, wy, n, 1e-4);
     float *z = dup(x, n); /* y may alias x */
-    K->bn_fwd_train(outer, ch, inner, z, g, b, eps, mean, var, is, xhat, z);
+    K->bn_fwd_train(K, outer, ch, inner, z, g, b, eps, mean, var, is, xhat, z);
     expect("bn y=x", z, wy, n, 1e-4);
-    K->bn_bwd(outer, ch, inner, dy, xhat, is, g, dx, dg, db);
+    K->bn_bwd(K, outer, ch, inner, dy, xhat, is, g, dx, dg, db);
     expect("bn dx", dx, wdx, n, 1e-4);
     expect("bn dgamma", dg, wdg, ch, 1e-4);
     expect("bn dbeta", db, wdb, ch, 1e-5);
     float *d2 = dup(dy, n); /* dx may alias dy; dgamma and dbeta may be NULL */
-    K->bn_bwd(outer, ch, inner, d2, xhat, is, g, d2, NULL, NULL);
+    K->bn_bwd(K, outer, ch, inner, d2, xhat, is, g, d2, NULL, NULL);
     expect("bn dx=dy", d2, wdx, n, 1e-4);
-    K->bn_bwd(outer, ch, inner, dy, xhat, is, g, NULL, dg, NULL);
+    K->bn_bwd(K, outer, ch, inner, dy, xhat, is, g, NULL, dg, NULL);
     expect("bn dgamma only", dg, wdg, ch, 1e-4);
     /* inference with the statistics just computed reproduces y */
-    K->bn_fwd_infer(outer, ch, inner, x, mean, var, g, b, eps, z);
+    K->bn_fwd_infer(K, outer, ch, inner, x, mean, var, g, b, eps, z);
     expect("bn infer", z, wy, n, 1e-4);
     free(x), free(g), free(b), free(mean), free(var), free(is), free(xhat), free(y);
     free(dy), free(dx), free(dg), free(db), free(z), free(d2);
@@ -615,7 +615,7 @@ static void test_permute_upsample(void **state) {
   for (int p = 0; p < 6; p++) {
     const unsigned *pm = perms[p];
     unsigned od[3] = {d[pm[0]], d[pm[1]], d[pm[2]]};
-    K->permute3(b, d, pm, x, y);
+    K->permute3(K, b, d, pm, x, y);
     for (size_t n = 0; n < b; n++)
       for (unsigned i = 0; i < od[0]; i++)
         for (unsigned j = 0; j < od[1]; j++)
@@ -631,12 +631,12 @@ static void test_permute_upsample(void **state) {
   size_t rows = 3, h = 2, w = 5, kh = 2, kw = 3, nin = rows * h * w, nout = nin * kh * kw;
   float *u = rnd(nin, -1, 1), *uy = malloc(nout * 4), *dy = rnd(nout, -1, 1);
   float *dx = malloc(nin * 4);
-  K->upsample_nearest_fwd(rows, h, w, kh, kw, u, uy);
+  K->upsample_nearest_fwd(K, rows, h, w, kh, kw, u, uy);
   for (size_t r = 0; r < rows; r++)
     for (size_t i = 0; i < h * kh; i++)
       for (size_t j = 0; j < w * kw; j++)
         assert_true(uy[(r * h * kh + i) * w * kw + j] == u[(r * h + i / kh) * w + j / kw]);
-  K->upsample_nearest_bwd(rows, h, w, kh, kw, dy, dx);
+  K->upsample_nearest_bwd(K, rows, h, w, kh, kw, dy, dx);
   double lhs = 0, rhs = 0; /* <up(u), dy> == <u, up'(dy)> */
   for (size_t i = 0; i < nout; i++)
     lhs += (double)uy[i] * dy[i];
@@ -682,7 +682,7 @@ static void test_windows(void **state) {
     size_t nx = g->c * plane, ncol = (size_t)g->c * g->kh * g->kw * oplane;
     float *x = rnd(nx, -1, 1), *col = malloc(ncol * 4), *cr = rnd(ncol, -1, 1);
     float *dx = rnd(nx, -1, 1), *dx0 = NULL;
-    K->im2col(g, x, col);
+    K->im2col(K, g, x, col);
     for (unsigned c = 0; c < g->c; c++)
       for (unsigned a = 0; a < g->kh; a++)
         for (unsigned b = 0; b < g->kw; b++)
@@ -695,7 +695,7 @@ static void test_windows(void **state) {
             }
     /* col2im adds the adjoint: dx_after - dx_before = im2col^T(cr) */
     dx0 = dup(dx, nx);
-    K->col2im(g, cr, dx);
+    K->col2im(K, g, cr, dx);
     double lhs = 0, rhs = 0;
     for (size_t i = 0; i < ncol; i++)
       lhs += (double)col[i] * cr[i];
@@ -732,9 +732,9 @@ static void test_windows(void **state) {
                 if (tap(g, oy, ox, a, b, &at))
                   wdx[p * plane + (size_t)at] += pdy[o] / k;
           }
-      K->pool_fwd(g, nimg, mode, px, py, idx);
+      K->pool_fwd(K, g, nimg, mode, px, py, idx);
       expect(mode ? "avg pool" : "max pool", py, wy, nout, 1e-5);
-      K->pool_bwd(g, nimg, mode, pdy, idx, pdx); /* overwrites the 5..6 garbage */
+      K->pool_bwd(K, g, nimg, mode, pdy, idx, pdx); /* overwrites the 5..6 garbage */
       expect(mode ? "avg pool'" : "max pool'", pdx, wdx, nin, 1e-5);
     }
     free(x), free(col), free(cr), free(dx), free(dx0);

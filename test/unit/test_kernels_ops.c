@@ -37,9 +37,9 @@ static void test_normalize_rows(void **state) {
       for (size_t c = 0; c < cols; c++)
         x[2 * cols + c] = 3.5f; /* a constant row becomes zeros */
     for (unsigned mode = 0; mode < 4; mode++) {
-      assert_int_equal(K->normalize_rows(rows, cols, mode, x, y), NNT_OK);
+      assert_int_equal(K->normalize_rows(K, rows, cols, mode, x, y), NNT_OK);
       memcpy(z, x, n * 4);
-      assert_int_equal(K->normalize_rows(rows, cols, mode, z, z), NNT_OK); /* in place */
+      assert_int_equal(K->normalize_rows(K, rows, cols, mode, z, z), NNT_OK); /* in place */
       assert_memory_equal(y, z, n * 4);
       for (size_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols, *yr = y + r * cols;
@@ -64,8 +64,8 @@ static void test_normalize_rows(void **state) {
     free(x), free(y), free(z);
   }
   float one[2] = {1, 2};
-  assert_int_equal(K->normalize_rows(1, 2, 4, one, one), NNT_ERR_INVAL);
-  assert_int_equal(K->normalize_rows(1, 0, 1, one, one), NNT_ERR_INVAL);
+  assert_int_equal(K->normalize_rows(K, 1, 2, 4, one, one), NNT_ERR_INVAL);
+  assert_int_equal(K->normalize_rows(K, 1, 0, 1, one, one), NNT_ERR_INVAL);
 }
 
 static void test_argmax_match(void **state) {
@@ -74,14 +74,14 @@ static void test_argmax_match(void **state) {
   const float y[] = {0.1f, 0.7f, 0.2f, 0.5f, 0.4f, 0.1f, 0.3f, 0.3f, 0.1f, 0, 0, 1};
   const float lab[] = {0, 1, 0, 0, 1, 0, 1, 0, 1, 0, 0, 1};
   float count = -1;
-  assert_int_equal(K->argmax_match(4, 3, y, lab, &count), NNT_OK);
+  assert_int_equal(K->argmax_match(K, 4, 3, y, lab, &count), NNT_OK);
   assert_true(count == 3.0f);
-  assert_int_equal(K->argmax_match(1, 3, y + 3, lab + 3, &count), NNT_OK);
+  assert_int_equal(K->argmax_match(K, 1, 3, y + 3, lab + 3, &count), NNT_OK);
   assert_true(count == 0.0f);
-  assert_int_equal(K->argmax_match(0, 3, y, lab, &count), NNT_OK);
+  assert_int_equal(K->argmax_match(K, 0, 3, y, lab, &count), NNT_OK);
   assert_true(count == 0.0f);
-  assert_int_equal(K->argmax_match(4, 3, y, lab, NULL), NNT_ERR_INVAL);
-  assert_int_equal(K->argmax_match(4, 0, y, lab, &count), NNT_ERR_INVAL);
+  assert_int_equal(K->argmax_match(K, 4, 3, y, lab, NULL), NNT_ERR_INVAL);
+  assert_int_equal(K->argmax_match(K, 4, 0, y, lab, &count), NNT_ERR_INVAL);
 }
 
 /* Every entry returns NNT_OK on good arguments (the tests above) and
@@ -89,23 +89,23 @@ static void test_argmax_match(void **state) {
 static void test_invalid_arguments(void **state) {
   (void)state;
   float a[4] = {1, 2, 3, 4}, c[4], out;
-  assert_int_equal(K->dot(4, a, a, NULL), NNT_ERR_INVAL);
-  assert_int_equal(K->sum(4, NULL, &out), NNT_ERR_INVAL);
-  assert_int_equal(K->sum(0, NULL, &out), NNT_OK);
+  assert_int_equal(K->dot(K, 4, a, a, NULL), NNT_ERR_INVAL);
+  assert_int_equal(K->sum(K, 4, NULL, &out), NNT_ERR_INVAL);
+  assert_int_equal(K->sum(K, 0, NULL, &out), NNT_OK);
   assert_true(out == 0.0f);
-  assert_int_equal(K->mse_fwd(0, a, a, &out), NNT_ERR_INVAL);
-  assert_int_equal(K->xent_softmax_fwd(0, 2, a, a, &out), NNT_ERR_INVAL);
-  assert_int_equal(K->xent_sigmoid_fwd(2, 2, a, a, NULL), NNT_ERR_INVAL);
+  assert_int_equal(K->mse_fwd(K, 0, a, a, &out), NNT_ERR_INVAL);
+  assert_int_equal(K->xent_softmax_fwd(K, 0, 2, a, a, &out), NNT_ERR_INVAL);
+  assert_int_equal(K->xent_sigmoid_fwd(K, 2, 2, a, a, NULL), NNT_ERR_INVAL);
   /* gemm: a leading dimension shorter than a row, a dimension past the limit */
-  assert_int_equal(K->gemm(0, 0, 2, 2, 2, 1, a, 1, a, 2, 0, c, 2), NNT_ERR_INVAL);
-  assert_int_equal(K->gemm(0, 0, 2, 2, 2, 1, a, 2, a, 2, 0, c, 1), NNT_ERR_INVAL);
-  assert_int_equal(K->gemm(0, 0, NNT_GEMM_DIM_MAX + 1, 1, 1, 1, a, 1, a, 1, 0, c, 1),
+  assert_int_equal(K->gemm(K, 0, 0, 2, 2, 2, 1, a, 1, a, 2, 0, c, 2), NNT_ERR_INVAL);
+  assert_int_equal(K->gemm(K, 0, 0, 2, 2, 2, 1, a, 2, a, 2, 0, c, 1), NNT_ERR_INVAL);
+  assert_int_equal(K->gemm(K, 0, 0, NNT_GEMM_DIM_MAX + 1, 1, 1, 1, a, 1, a, 1, 0, c, 1),
                    NNT_ERR_INVAL);
-  assert_int_equal(K->gemm(0, 0, 2, 2, 2, 1, a, 2, a, 2, 0, c, 2), NNT_OK);
+  assert_int_equal(K->gemm(K, 0, 0, 2, 2, 2, 1, a, 2, a, 2, 0, c, 2), NNT_OK);
   assert_true(c[0] == 7 && c[3] == 22);
   nnt_conv_geom g = {1, 2, 2, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1};
-  assert_int_equal(K->pool_fwd(&g, 1, 2, a, &out, &out), NNT_ERR_INVAL);
-  assert_int_equal(K->pool_bwd(&g, 1, 2, a, a, a), NNT_ERR_INVAL);
+  assert_int_equal(K->pool_fwd(K, &g, 1, 2, a, &out, &out), NNT_ERR_INVAL);
+  assert_int_equal(K->pool_bwd(K, &g, 1, 2, a, a, a), NNT_ERR_INVAL);
 }
 int main(void) {
   K = nnt_kernels_cpu();

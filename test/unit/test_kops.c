@@ -24,10 +24,14 @@ static const nnt_kernels *base;
 /* One wrapper per entry (every entry returns its status). When an
  * entry's signature changes, change its line here. */
 #define V(E, n, params, args)                                                             \
-  static int rec_##n params {                                                             \
+  static int rec_##n SELF_PARAMS params {                                                 \
+    (void)self;                                                                            \
     MARK(E);                                                                               \
-    return base->n args;                                                                   \
+    return base->n BASE_ARGS args;                                                         \
   }
+/* (a, b) -> (const nnt_kernels *self, a, b) and (a, b) -> (base, a, b) */
+#define SELF_PARAMS(...) (const nnt_kernels *self, __VA_ARGS__)
+#define BASE_ARGS(...) (base, __VA_ARGS__)
 typedef const float *cf;
 typedef const struct nnt_conv_geom *cg;
 V(GEMM, gemm, (int ta, int tb, size_t m, size_t n, size_t k, float al, cf a, size_t lda, cf b,

@@ -11,18 +11,21 @@
 
 /* A minimal kernel table with the entries the optimizers use, written here so
  * the optimizer is checked on its own; one test compares with the CPU table. */
-static int r_scale(size_t n, float a, float *y) {
+static int r_scale(const nnt_kernels *self, size_t n, float a, float *y) {
+  (void)self;
   for (size_t i = 0; i < n; i++)
     y[i] *= a;
   return NNT_OK;
 }
-static int r_sgd_step(size_t n, float lr, const float *g, float *w) {
+static int r_sgd_step(const nnt_kernels *self, size_t n, float lr, const float *g, float *w) {
+  (void)self;
   for (size_t i = 0; i < n; i++)
     w[i] -= lr * g[i];
   return NNT_OK;
 }
-static int r_adam_step(size_t n, float lr_t, float b1, float b2, float eps, const float *g,
+static int r_adam_step(const nnt_kernels *self, size_t n, float lr_t, float b1, float b2, float eps, const float *g,
                        float *m, float *v, float *w) {
+  (void)self;
   for (size_t i = 0; i < n; i++) {
     m[i] = b1 * m[i] + (1 - b1) * g[i];
     v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];

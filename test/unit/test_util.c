@@ -3,6 +3,9 @@
 
 #include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
+#ifdef NNT_HAVE_VULKAN
+#include "nntrainer/vulkan/vk.h"
+#endif
 
 #include <dirent.h>
 #include <math.h>
@@ -347,4 +350,27 @@ nnt_model *tu_model_for_ini(const char *path) {
   *strrchr(dir, '/') = '\0';
   assert_int_equal(nnt_model_set_base_dir(m, dir, &e), NNT_OK);
   return m;
+}
+
+void tu_assert_validation_silent(const nnt_backend *be) {
+#ifdef NNT_HAVE_VULKAN
+  char first[512] = "";
+  size_t n = be ? nnt_vulkan_validation_messages(be, first, sizeof first) : 0;
+  if (n)
+    fail_msg("the validation layer reported %zu messages for backend '%s'; the first: %s", n,
+             be->name, first);
+#else
+  (void)be;
+#endif
+}
+
+void tu_backend_free_checked(nnt_backend *be) {
+  tu_assert_validation_silent(be);
+  nnt_backend_free(be);
+}
+
+void tu_model_destroy_checked(nnt_model *m) {
+  if (m)
+    tu_assert_validation_silent(m->be);
+  nnt_model_destroy(m);
 }

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "nntrainer/common.h"
+#include "nntrainer/compute/backend.h"
 
 /* Fill with uniform values in [lo, hi) from a seeded rng. */
 void tu_fill_uniform(nnt_rng *r, float *x, size_t n, float lo, float hi);
@@ -100,6 +101,15 @@ double tu_model_fd(nnt_model *m, float *x, size_t j, float eps);
 /* Every weight of m, read through its buffer (nnt_tensor_get) in weight
  * order, into a malloc'd array of m->wpool_floats floats. */
 float *tu_weights_of(nnt_model *m);
+/* Fails the test when be is a Vulkan backend whose validation record holds
+ * a message (each instance has its own record, gone with the instance), so
+ * every test checks its own instance before it frees it. Any other backend
+ * passes. */
+void tu_assert_validation_silent(const nnt_backend *be);
+/* tu_assert_validation_silent, then nnt_backend_free. */
+void tu_backend_free_checked(nnt_backend *be);
+/* tu_assert_validation_silent on m's backend, then nnt_model_destroy. */
+void tu_model_destroy_checked(nnt_model *m);
 /* A whole file into a malloc'd array, its size in *n; fails the test when
  * it cannot be read. */
 unsigned char *tu_file_bytes(const char *path, size_t *n);

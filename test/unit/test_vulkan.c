@@ -7,18 +7,21 @@
  * on engine=gpu like on the CPU within a stated tolerance, and its weight
  * files load on either side; so does the CNN of
  * Applications/FashionMNIST/cnn_bn.ini (convolutions, batch normalization,
- * pooling, dropout); the dropout mask is the CPU's bit for bit; the CLI
- * names the device; and the validation layer
- * reported nothing (the last test). A build without Vulkan checks only
- * that engine=gpu says so. */
+ * pooling, dropout); two GPU models train at once in two threads, each on
+ * its own instance, bitwise like alone; the dropout mask is the CPU's bit for bit; the CLI
+ * names the device; and every test asserts that its instance's validation
+ * record is empty before it frees it (tu_backend_free_checked). A build
+ * without Vulkan checks only that engine=gpu says so. */
 #include "test_util.h"
 
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/src/capi.h"
 #include "capi_harness.h"
 #include "nntrainer/compute/backend.h"
 #include "nntrainer/ini.h"
@@ -89,7 +92,7 @@ static void test_device_choice(void **state) {
   assert_string_equal(be->engine, "gpu");
   assert_non_null(be->device);
   tu_assert_contains(be->device, "Vulkan 1.");
-  nnt_backend_free(be);
+  tu_backend_free_checked(be);
   /* by a part of its name, in any case: the first word of the one found */
   assert_int_equal(nnt_backend_get(NNT_ENGINE_GPU, &be, &e), NNT_OK);
   char word[64];
@@ -101,8 +104,8 @@ static void test_device_choice(void **state) {
   nnt_backend *again;
   assert_int_equal(nnt_backend_get(NNT_ENGINE_GPU, &again, &e), NNT_OK);
   unsetenv("NNTRAINER_VULKAN_DEVICE");
-  nnt_backend_free(again);
-  nnt_backend_free(be);
+  tu_backend_free_checked(again);
+  tu_backend_free_checked(be);
 }
 
 /* ---- buffers and ops ------------------------------------------------------ */
@@ -168,7 +171,7 @@ static void test_buffers(void **state) {
   tu_assert_contains(e.msg, "buffer of 'vulkan' may hold");
   nnt_buffer_free(b2);
   nnt_buffer_free(b);
-  nnt_backend_free(be);
+  tu_backend_free_checked(be);
 }
 
 /* gemm in the four transpose forms, odd shapes, leading dimensions wider
@@ -199,10 +202,10 @@ static void test_gemm(void **state) {
       c[3] = NAN; /* beta 0 does not read C */
     memcpy(ref, c, M * LD * sizeof *c);
     assert_int_equal(be->buft->set(bc, 64, c, M * LD * 4, &e), NNT_OK);
-    assert_int_equal(be->k->gemm(ta, tb, M, N, K, 1.5f, nnt_buffer_at(ba, 0), LD,
+    assert_int_equal(be->k->gemm(be->k, ta, tb, M, N, K, 1.5f, nnt_buffer_at(ba, 0), LD,
                                  nnt_buffer_at(bb, 0), LD, beta, nnt_buffer_at(bc, 64), LD),
                      NNT_OK);
-    assert_int_equal(cpu->gemm(ta, tb, M, N, K, 1.5f, a, LD, b, LD, beta, ref, LD), NNT_OK);
+    assert_int_equal(cpu->gemm(cpu, ta, tb, M, N, K, 1.5f, a, LD, b, LD, beta, ref, LD), NNT_OK);
     assert_int_equal(be->synchronize(be, &e), NNT_OK);
     assert_int_equal(be->buft->get(bc, 64, c, M * LD * 4, &e), NNT_OK);
     double worst = 0;
@@ -215,12 +218,12 @@ static void test_gemm(void **state) {
       fail_msg("gemm ta=%d tb=%d beta=%g: max error %g", ta, tb, beta, worst);
   }
   /* an address of no live buffer (a host pointer) is refused */
-  assert_int_equal(be->k->fill(4, 1.0f, c), NNT_ERR_INVAL);
+  assert_int_equal(be->k->fill(be->k, 4, 1.0f, c), NNT_ERR_INVAL);
   nnt_buffer_free(ba);
   nnt_buffer_free(bb);
   nnt_buffer_free(bc);
   free(a), free(b), free(c), free(ref);
-  nnt_backend_free(be);
+  tu_backend_free_checked(be);
 }
 
 /* The ops no op-harness case reaches on this backend (or reaches only in
@@ -249,19 +252,19 @@ static void test_other_ops(void **state) {
   assert_int_equal(call_gpu, NNT_OK);                                                        \
   assert_int_equal(call_cpu, NNT_OK);
     switch (t) {
-    case 0: BOTH(k->add_col_vec(R, C, x, o), cpu->add_col_vec(R, C, hx, ho)); break;
-    case 1: BOTH(k->add_row_vec(R, C, x, o), cpu->add_row_vec(R, C, hx, ho)); break;
-    case 2: BOTH(k->sum_cols(R, C, x, 0.5f, o), cpu->sum_cols(R, C, hx, 0.5f, ho)); break;
-    case 3: BOTH(k->sum_rows(R, C, x, 0, o), cpu->sum_rows(R, C, hx, 0, ho)); break;
-    case 4: BOTH(k->dot(N, x, y, o), cpu->dot(N, hx, hy, ho)); break;
-    case 5: BOTH(k->sum(N, z, o + 1), cpu->sum(N, hz, ho + 1)); break;
-    case 6: BOTH(k->fill(N - 1, 3.5f, o), cpu->fill(N - 1, 3.5f, ho)); break;
-    case 7: BOTH(k->scale(N, -0.5f, o), cpu->scale(N, -0.5f, ho)); break;
-    case 8: BOTH(k->axpy(N, 0.25f, x, o), cpu->axpy(N, 0.25f, hx, ho)); break;
-    case 9: BOTH(k->mul(N, x, y, o), cpu->mul(N, hx, hy, ho)); break;
-    case 10: BOTH(k->sub(N, x, y, x), cpu->sub(N, hx, hy, hx)); break; /* y aliases a */
-    case 11: BOTH(k->copy(N, z, o), cpu->copy(N, hz, ho)); break;
-    case 12: BOTH(k->argmax_match(R, C, x, y, o), cpu->argmax_match(R, C, hx, hy, ho)); break;
+    case 0: BOTH(k->add_col_vec(k, R, C, x, o), cpu->add_col_vec(cpu, R, C, hx, ho)); break;
+    case 1: BOTH(k->add_row_vec(k, R, C, x, o), cpu->add_row_vec(cpu, R, C, hx, ho)); break;
+    case 2: BOTH(k->sum_cols(k, R, C, x, 0.5f, o), cpu->sum_cols(cpu, R, C, hx, 0.5f, ho)); break;
+    case 3: BOTH(k->sum_rows(k, R, C, x, 0, o), cpu->sum_rows(cpu, R, C, hx, 0, ho)); break;
+    case 4: BOTH(k->dot(k, N, x, y, o), cpu->dot(cpu, N, hx, hy, ho)); break;
+    case 5: BOTH(k->sum(k, N, z, o + 1), cpu->sum(cpu, N, hz, ho + 1)); break;
+    case 6: BOTH(k->fill(k, N - 1, 3.5f, o), cpu->fill(cpu, N - 1, 3.5f, ho)); break;
+    case 7: BOTH(k->scale(k, N, -0.5f, o), cpu->scale(cpu, N, -0.5f, ho)); break;
+    case 8: BOTH(k->axpy(k, N, 0.25f, x, o), cpu->axpy(cpu, N, 0.25f, hx, ho)); break;
+    case 9: BOTH(k->mul(k, N, x, y, o), cpu->mul(cpu, N, hx, hy, ho)); break;
+    case 10: BOTH(k->sub(k, N, x, y, x), cpu->sub(cpu, N, hx, hy, hx)); break; /* y aliases a */
+    case 11: BOTH(k->copy(k, N, z, o), cpu->copy(cpu, N, hz, ho)); break;
+    case 12: BOTH(k->argmax_match(k, R, C, x, y, o), cpu->argmax_match(cpu, R, C, hx, hy, ho)); break;
     }
 #undef BOTH
     assert_int_equal(be->buft->get(b, 0, d, sizeof d, &e), NNT_OK);
@@ -270,7 +273,7 @@ static void test_other_ops(void **state) {
       fail_msg("%s: normalised error %g", what[t], err);
   }
   nnt_buffer_free(b);
-  nnt_backend_free(be);
+  tu_backend_free_checked(be);
 }
 
 /* The window ops and batch normalization directly, on a geometry no layer
@@ -309,17 +312,17 @@ static void test_window_and_bn_ops(void **state) {
   for (int side = 0; side < 2; side++) {
     const nnt_kernels *kk = side ? cpu : k;
     float *p = side ? h : v;
-    assert_int_equal(kk->im2col(&g, p + oX, p + oCO), NNT_OK);
-    assert_int_equal(kk->col2im(&g, p + oCI, p + oDX), NNT_OK);
-    assert_int_equal(kk->pool_fwd(&g, NI, 0, p + oX, p + oYM, p + oIM), NNT_OK);
-    assert_int_equal(kk->pool_bwd(&g, NI, 0, p + oDY, p + oIM, p + oDM), NNT_OK);
-    assert_int_equal(kk->pool_fwd(&g, NI, 1, p + oX, p + oYA, NULL), NNT_OK);
-    assert_int_equal(kk->pool_bwd(&g, NI, 1, p + oDY, NULL, p + oDA), NNT_OK);
-    assert_int_equal(kk->bn_fwd_train(BO, BC, BI, p + oBX, p + oG, p + oB, 1e-3f, p + oMU,
+    assert_int_equal(kk->im2col(kk, &g, p + oX, p + oCO), NNT_OK);
+    assert_int_equal(kk->col2im(kk, &g, p + oCI, p + oDX), NNT_OK);
+    assert_int_equal(kk->pool_fwd(kk, &g, NI, 0, p + oX, p + oYM, p + oIM), NNT_OK);
+    assert_int_equal(kk->pool_bwd(kk, &g, NI, 0, p + oDY, p + oIM, p + oDM), NNT_OK);
+    assert_int_equal(kk->pool_fwd(kk, &g, NI, 1, p + oX, p + oYA, NULL), NNT_OK);
+    assert_int_equal(kk->pool_bwd(kk, &g, NI, 1, p + oDY, NULL, p + oDA), NNT_OK);
+    assert_int_equal(kk->bn_fwd_train(kk, BO, BC, BI, p + oBX, p + oG, p + oB, 1e-3f, p + oMU,
                                       p + oVAR, p + oIS, p + oXH, p + oBX), NNT_OK);
-    assert_int_equal(kk->bn_bwd(BO, BC, BI, p + oBDY, p + oXH, p + oIS, p + oG, p + oBDY, NULL,
+    assert_int_equal(kk->bn_bwd(kk, BO, BC, BI, p + oBDY, p + oXH, p + oIS, p + oG, p + oBDY, NULL,
                                 p + oDB), NNT_OK);
-    assert_int_equal(kk->bn_bwd(BO, BC, BI, p + oBX, p + oXH, p + oIS, p + oG, NULL, p + oDG2,
+    assert_int_equal(kk->bn_bwd(kk, BO, BC, BI, p + oBX, p + oXH, p + oIS, p + oG, NULL, p + oDG2,
                                 NULL), NNT_OK);
   }
   assert_int_equal(be->buft->get(b, 0, d, ALL * 4, &e), NNT_OK);
@@ -330,7 +333,7 @@ static void test_window_and_bn_ops(void **state) {
   print_message("batch normalization: normalised error %.3g\n", err);
   assert_true(err <= 1e-5);
   nnt_buffer_free(b);
-  nnt_backend_free(be);
+  tu_backend_free_checked(be);
   free(h), free(d);
 }
 
@@ -412,10 +415,10 @@ static void train_mlp_both(const char *opt, double tol) {
   assert_int_equal(nnt_model_evaluate(g2, NNT_DS_VALID, &l2, &a2, &e), NNT_OK);
   assert_true(fabs(l1 - l2) <= tol * fmax(1, fabs(l1)));
   free(wc), free(wg), free(wc2), free(wg2);
-  nnt_model_destroy(c);
-  nnt_model_destroy(g);
-  nnt_model_destroy(c2);
-  nnt_model_destroy(g2);
+  tu_model_destroy_checked(c);
+  tu_model_destroy_checked(g);
+  tu_model_destroy_checked(c2);
+  tu_model_destroy_checked(g2);
 }
 
 /* gemm sums in another order than OpenBLAS (and lavapipe's exp and log
@@ -427,6 +430,54 @@ static void test_mlp_trains_like_the_cpu(void **state) {
   (void)state;
   train_mlp_both("Optimizer.type=sgd", 1e-4);
   train_mlp_both(NULL, 2e-3); /* mlp.ini's adam, lr 0.001 */
+}
+
+/* One model's training in a thread of its own. */
+typedef struct trainer {
+  nnt_model *m;
+  int rc;
+  nnt_err e;
+} trainer;
+
+static void *train_thread(void *arg) {
+  trainer *t = arg;
+  t->rc = nnt_model_train(t->m, NULL, NULL, &t->e);
+  return NULL;
+}
+
+/* Two models on engine=gpu in one process get two backend instances (each
+ * its own device, queue and buffers), train at the same time in two
+ * threads, and each ends with bitwise the weights of the same model
+ * trained alone. */
+static void test_two_models_train_concurrently(void **state) {
+  (void)state;
+  nnt_err e = {0};
+  for (int opt = 0; opt < 2; opt++) {
+    const char *o = opt ? NULL : "Optimizer.type=sgd";
+    nnt_model *alone = mlp("engine=gpu", o);
+    if (nnt_model_train(alone, NULL, NULL, &e))
+      fail_msg("alone: %s", e.msg);
+    float *w0 = tu_weights_of(alone);
+    trainer t[2] = {{.m = mlp("engine=gpu", o)}, {.m = mlp("engine=gpu", o)}};
+    assert_ptr_not_equal(t[0].m->be, t[1].m->be);
+    assert_ptr_not_equal(t[0].m->be->ctx, t[1].m->be->ctx);
+    assert_ptr_not_equal(t[0].m->be->ctx, alone->be->ctx);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+      assert_int_equal(pthread_create(&th[i], NULL, train_thread, &t[i]), 0);
+    for (int i = 0; i < 2; i++)
+      assert_int_equal(pthread_join(th[i], NULL), 0);
+    for (int i = 0; i < 2; i++) {
+      if (t[i].rc)
+        fail_msg("model %d in its thread: %s", i, t[i].e.msg);
+      float *w = tu_weights_of(t[i].m);
+      assert_memory_equal(w, w0, alone->wpool_floats * sizeof *w);
+      free(w);
+      tu_model_destroy_checked(t[i].m);
+    }
+    free(w0);
+    tu_model_destroy_checked(alone);
+  }
 }
 
 #define CNN_INI NNT_SOURCE_DIR "/Applications/FashionMNIST/cnn_bn.ini"
@@ -463,8 +514,8 @@ static void train_cnn_both(const char *opt, double tol) {
   print_message("cnn_bn.ini evaluation: loss %.7g on the cpu, %.7g on the gpu\n", l1, l2);
   assert_true(fabs(l1 - l2) <= tol * fmax(1, fabs(l1)));
   free(wc), free(wg);
-  nnt_model_destroy(c);
-  nnt_model_destroy(g);
+  tu_model_destroy_checked(c);
+  tu_model_destroy_checked(g);
 }
 
 /* As for the MLP: rounding differences (float sums where the CPU sums
@@ -496,8 +547,8 @@ static void test_dropout_mask_is_the_cpus(void **state) {
   unsigned zeros = 0;
   for (size_t r = 0; r < NNT_ARRAY_LEN(rates); r++)
     for (size_t k = 0; k < NNT_ARRAY_LEN(keys); k++) {
-      assert_int_equal(be->k->dropout_mask(N, rates[r], keys[k][0], keys[k][1], m), NNT_OK);
-      assert_int_equal(nnt_kernels_cpu()->dropout_mask(N, rates[r], keys[k][0], keys[k][1], h),
+      assert_int_equal(be->k->dropout_mask(be->k, N, rates[r], keys[k][0], keys[k][1], m), NNT_OK);
+      assert_int_equal(nnt_kernels_cpu()->dropout_mask(nnt_kernels_cpu(), N, rates[r], keys[k][0], keys[k][1], h),
                        NNT_OK);
       assert_int_equal(be->buft->get(b, 4, d, N * sizeof *d, &e), NNT_OK);
       assert_memory_equal(h, d, N * sizeof *d);
@@ -507,7 +558,7 @@ static void test_dropout_mask_is_the_cpus(void **state) {
   /* the mask does drop: about 30% of 3 x 4099 at rate 0.3 */
   assert_true(zeros > 3 * N * 25 / 100 && zeros < 3 * N * 35 / 100);
   nnt_buffer_free(b);
-  nnt_backend_free(be);
+  tu_backend_free_checked(be);
   free(h), free(d);
 }
 
@@ -566,6 +617,7 @@ static void test_capi_selects_it(void **state) {
     assert_true(fabsf(y[3 * r] + y[3 * r + 1] + y[3 * r + 2] - 1.0f) < 1e-5f);
   OK(ml_tensors_data_destroy(out));
   OK(ml_tensors_data_destroy(in));
+  tu_assert_validation_silent(((capi_model *)model)->m->be);
   OK(ml_train_model_destroy(model));
 }
 
@@ -573,8 +625,10 @@ static void test_capi_selects_it(void **state) {
 static void test_validation_is_silent(void **state) {
   (void)state;
   char first[512];
-  assert_true(nnt_vulkan_validation_listening());
-  size_t n = nnt_vulkan_validation_messages(first, sizeof first);
+  nnt_backend *be = gpu();
+  assert_true(nnt_vulkan_validation_listening(be));
+  size_t n = nnt_vulkan_validation_messages(be, first, sizeof first);
+  tu_backend_free_checked(be);
   if (n)
     fail_msg("the validation layer reported %zu messages; the first: %s", n, first);
 }
@@ -586,9 +640,9 @@ static void test_validation_catches_misuse(void **state) {
   (void)state;
   nnt_backend *be = gpu();
   char first[512];
-  size_t before = nnt_vulkan_validation_messages(NULL, 0);
-  pthread_mutex_lock(&nnt_vk.lock);
-  vk_ctx *c = nnt_vk.ctx;
+  size_t before = nnt_vulkan_validation_messages(be, NULL, 0);
+  vk_ctx *c = be->ctx;
+  pthread_mutex_lock(&c->lock);
   VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
                            .size = 0,
                            .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
@@ -597,8 +651,8 @@ static void test_validation_catches_misuse(void **state) {
   VkResult r = c->f.vkCreateBuffer(c->dev, &bi, NULL, &buf);
   if (r == VK_SUCCESS && buf)
     c->f.vkDestroyBuffer(c->dev, buf, NULL);
-  pthread_mutex_unlock(&nnt_vk.lock);
-  assert_true(nnt_vulkan_validation_messages(first, sizeof first) > before);
+  pthread_mutex_unlock(&c->lock);
+  assert_true(nnt_vulkan_validation_messages(be, first, sizeof first) > before);
   tu_assert_contains(first, "VUID-VkBufferCreateInfo-size");
   nnt_backend_free(be);
 }
@@ -619,6 +673,7 @@ int main(void) {
       cmocka_unit_test(test_window_and_bn_ops),
       cmocka_unit_test_setup_teardown(test_mlp_trains_like_the_cpu, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test(test_cnn_trains_like_the_cpu),
+      cmocka_unit_test(test_two_models_train_concurrently),
       cmocka_unit_test(test_dropout_mask_is_the_cpus),
       cmocka_unit_test_setup_teardown(test_cli_names_the_device, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_capi_selects_it, tu_dir_setup, tu_dir_teardown),
