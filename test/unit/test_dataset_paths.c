@@ -8,33 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "nntrainer/dataset.h"
-
-static nnt_ds_shape shape1(size_t in, size_t lab) {
-  nnt_ds_shape s = {0};
-  s.n_in = s.n_label = 1;
-  s.in_len[0] = in;
-  s.label_len[0] = lab;
-  return s;
-}
-
-/* An IDX file: the header (type, dims) then n bytes of data, gzip or not. */
-static void write_idx(const char *path, int gz, uint8_t type, const uint32_t *dims, int nd,
-                      const void *data, size_t n) {
-  uint8_t hdr[4 + 16] = {0, 0, type, (uint8_t)nd};
-  for (int i = 0; i < nd; i++) {
-    hdr[4 + 4 * i] = (uint8_t)(dims[i] >> 24), hdr[5 + 4 * i] = (uint8_t)(dims[i] >> 16);
-    hdr[6 + 4 * i] = (uint8_t)(dims[i] >> 8), hdr[7 + 4 * i] = (uint8_t)dims[i];
-  }
-  gzFile f = gzopen(path, gz ? "wb" : "wbT");
-  assert_non_null(f);
-  assert_int_equal(gzwrite(f, hdr, 4 + 4 * (unsigned)nd), 4 + 4 * nd);
-  if (n)
-    assert_int_equal(gzwrite(f, data, (unsigned)n), (int)n);
-  gzclose(f);
-}
 
 static void prepare_fails(nnt_dataset *d, const nnt_ds_shape *s, int code, const char *n1,
                           const char *n2) {
@@ -55,8 +30,8 @@ static void test_paths_not_regular(void **state) {
   assert_int_equal(mkfifo(fifo, 0600), 0);
   uint8_t pix[24] = {0}, labels[6] = {0};
   uint32_t idims[] = {6, 2, 2}, ldims[] = {6};
-  write_idx(img, 0, 0x08, idims, 3, pix, sizeof pix);
-  write_idx(lab, 1, 0x08, ldims, 1, labels, sizeof labels);
+  tu_write_idx(img, 0, 0x08, idims, 3, pix, sizeof pix);
+  tu_write_idx(lab, 1, 0x08, ldims, 1, labels, sizeof labels);
   const struct {
     const char *path, *needle;
   } cases[] = {
@@ -65,7 +40,7 @@ static void test_paths_not_regular(void **state) {
       {"/dev/zero", "is a character device, not a regular file"},
       {"/dev/null", "is a character device, not a regular file"},
   };
-  nnt_ds_shape raw = shape1(3, 2), idx = shape1(4, 3);
+  nnt_ds_shape raw = tu_ds_shape1(3, 2), idx = tu_ds_shape1(4, 3);
   nnt_err e = {0};
   alarm(30); /* an open that waited for the FIFO's writer would end the test here */
   for (size_t i = 0; i < NNT_ARRAY_LEN(cases); i++) {
@@ -104,10 +79,10 @@ static void test_idx_lying_headers(void **state) {
   snprintf(lab, sizeof lab, "%s/lab", dir);
   uint8_t data[4096] = {0};
   uint32_t huge[] = {UINT32_MAX, 1024, 1024}, many[] = {UINT32_MAX};
-  nnt_ds_shape s = shape1(1024 * 1024, 10);
+  nnt_ds_shape s = tu_ds_shape1(1024 * 1024, 10);
   for (int gz = 0; gz < 2; gz++) {
-    write_idx(img, gz, 0x0D, huge, 3, data, sizeof data);
-    write_idx(lab, gz, 0x08, many, 1, data, 100);
+    tu_write_idx(img, gz, 0x0D, huge, 3, data, sizeof data);
+    tu_write_idx(lab, gz, 0x08, many, 1, data, 100);
     nnt_dataset *d;
     nnt_err e = {0};
     assert_int_equal(nnt_dataset_create_idx(img, lab, &d, &e), NNT_OK);
@@ -117,10 +92,10 @@ static void test_idx_lying_headers(void **state) {
     /* labels that lie, images that do not */
     uint32_t two[] = {2, 1024, 1024};
     uint8_t *px = calloc(2 * 1024 * 1024, 4);
-    write_idx(img, gz, 0x0D, two, 3, px, 2 * 1024 * 1024 * 4);
+    tu_write_idx(img, gz, 0x0D, two, 3, px, 2 * 1024 * 1024 * 4);
     free(px);
     uint32_t ltwo[] = {2};
-    write_idx(lab, gz, 0x08, ltwo, 1, data, 1);
+    tu_write_idx(lab, gz, 0x08, ltwo, 1, data, 1);
     assert_int_equal(nnt_dataset_create_idx(img, lab, &d, &e), NNT_OK);
     prepare_fails(d, &s, NNT_ERR_INVAL, lab, "announces 2 bytes of data, it holds 1");
     nnt_dataset_destroy(d);
@@ -137,12 +112,12 @@ static void test_idx_lying_headers(void **state) {
     px[i] = (uint8_t)(u >> 24), px[i + 1] = (uint8_t)(u >> 16);
     px[i + 2] = (uint8_t)(u >> 8), px[i + 3] = (uint8_t)u;
   }
-  write_idx(img, 1, 0x0D, three, 3, px, n);
-  write_idx(lab, 1, 0x08, lthree, 1, data, 3);
+  tu_write_idx(img, 1, 0x0D, three, 3, px, n);
+  tu_write_idx(lab, 1, 0x08, lthree, 1, data, 3);
   free(px);
   nnt_dataset *d;
   nnt_err e = {0};
-  nnt_ds_shape s3 = shape1(512 * 512, 10);
+  nnt_ds_shape s3 = tu_ds_shape1(512 * 512, 10);
   assert_int_equal(nnt_dataset_create_idx(img, lab, &d, &e), NNT_OK);
   assert_int_equal(nnt_dataset_set_property(d, "shuffle", "false", &e), NNT_OK);
   if (nnt_dataset_prepare(d, &s3, 1, 1, &e))
@@ -171,10 +146,10 @@ static void test_idx_allocation_failures(void **state) {
   snprintf(lab, sizeof lab, "%s/lab", dir);
   uint8_t pix[24] = {0}, labels[6] = {0, 1, 2, 0, 1, 2};
   uint32_t idims[] = {6, 2, 2}, ldims[] = {6};
-  nnt_ds_shape s = shape1(4, 3);
+  nnt_ds_shape s = tu_ds_shape1(4, 3);
   for (int gz = 0; gz < 2; gz++) {
-    write_idx(img, gz, 0x08, idims, 3, pix, sizeof pix);
-    write_idx(lab, gz, 0x08, ldims, 1, labels, sizeof labels);
+    tu_write_idx(img, gz, 0x08, idims, 3, pix, sizeof pix);
+    tu_write_idx(lab, gz, 0x08, ldims, 1, labels, sizeof labels);
     long n, fails = 0;
     for (n = 0; n < 1000; n++) {
       nnt_dataset *d;

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 void tu_fill_uniform(nnt_rng *r, float *x, size_t n, float lo, float hi) {
   for (size_t i = 0; i < n; i++)
@@ -373,4 +374,37 @@ void tu_model_destroy_checked(nnt_model *m) {
   if (m)
     tu_assert_validation_silent(m->be);
   nnt_model_destroy(m);
+}
+
+nnt_ds_shape tu_ds_shape1(size_t in, size_t lab) {
+  nnt_ds_shape s = {0};
+  s.n_in = s.n_label = 1;
+  s.in_len[0] = in;
+  s.label_len[0] = lab;
+  return s;
+}
+
+int tu_ds_next(nnt_dataset *d, float **in, float **lab, nnt_err *e) {
+  int end = -1, rc = nnt_dataset_next_batch(d, in, lab, &end, e);
+  if (rc) {
+    assert_int_equal(end, 0);
+    return rc;
+  }
+  assert_true(end == 0 || end == 1);
+  return !end;
+}
+
+void tu_write_idx(const char *path, int gz, uint8_t type, const uint32_t *dims, int nd,
+                  const void *data, size_t n) {
+  uint8_t hdr[4 + 16] = {0, 0, type, (uint8_t)nd};
+  for (int i = 0; i < nd; i++) {
+    hdr[4 + 4 * i] = (uint8_t)(dims[i] >> 24), hdr[5 + 4 * i] = (uint8_t)(dims[i] >> 16);
+    hdr[6 + 4 * i] = (uint8_t)(dims[i] >> 8), hdr[7 + 4 * i] = (uint8_t)dims[i];
+  }
+  gzFile f = gzopen(path, gz ? "wb" : "wbT");
+  assert_non_null(f);
+  assert_int_equal(gzwrite(f, hdr, 4 + 4 * (unsigned)nd), 4 + 4 * nd);
+  if (n)
+    assert_int_equal(gzwrite(f, data, (unsigned)n), (int)n);
+  gzclose(f);
 }

@@ -10,6 +10,7 @@
 
 #include "nntrainer/common.h"
 #include "nntrainer/compute/backend.h"
+#include "nntrainer/dataset.h"
 
 /* Fill with uniform values in [lo, hi) from a seeded rng. */
 void tu_fill_uniform(nnt_rng *r, float *x, size_t n, float lo, float hi);
@@ -128,5 +129,14 @@ size_t tu_each_app_ini(void (*fn)(const char *path, void *ud), void *ud);
     if (!strstr((haystack), (needle)))                                         \
       fail_msg("expected '%s' in message: %s", (needle), (haystack));          \
   } while (0)
+
+/* Datasets: a shape of one input stream of `in` floats and one label
+ * stream of `lab`; the next batch copied into in/lab (1 when one was
+ * copied, 0 at the end of the epoch, or the error code, with *end agreeing);
+ * an IDX file (the header of type and dims, then n bytes; gzip or not). */
+nnt_ds_shape tu_ds_shape1(size_t in, size_t lab);
+int tu_ds_next(nnt_dataset *d, float **in, float **lab, nnt_err *e);
+void tu_write_idx(const char *path, int gz, uint8_t type, const uint32_t *dims, int nd,
+                  const void *data, size_t n);
 
 #endif
