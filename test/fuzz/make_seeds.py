@@ -425,75 +425,48 @@ Q
 """
 
 
+CONV_SCRIPT = """N0
+Linput_shape=2:5:5
+M
+N3
+Lfilters=2|kernel_size=3,3|padding=same
+M
+N2
+Lmomentum=0.5
+M
+N4
+Lpooling=average|pool_size=2,2
+M
+N5
+M
+N1
+Lunit=2|activation=sigmoid
+M
+O2
+oweight_decay=0.1\tbeta1=0.5
+P
+S1
+sdecay_rate=0.5|decay_steps=2
+A
+D0
+V{palette}
+E4
+T
+Closs=cross_sigmoid\tbatch_size=1\tmemory_optimization=false
+R
+Q
+"""
+
+
 def capi_seeds():
     put("capi", "ok-mlp.txt", MLP_SCRIPT)
     put("capi", "ok-mlp-valid-sched.txt", MLP_SCRIPT.replace("P\n", "S2\nslearning_rate=0.1,0.01|iteration=2\nA\nP\n")
         .replace("D0\n", "D0\nD1\nd*buffer_size=2\nd0shuffle=false\nE6\n")
         .replace("R\n", "Repochs=2\tsave_path=/nonexistent/x.bin\nY0\nZ\nY1\nY2\n"))
-    put("capi", "ok-conv.txt", """N0
-Linput_shape=2:5:5
-M
-N3
-Lfilters=2|kernel_size=3,3|padding=same
-M
-N2
-Lmomentum=0.5
-M
-N4
-Lpooling=average|pool_size=2,2
-M
-N5
-M
-N1
-Lunit=2|activation=sigmoid
-M
-O2
-oweight_decay=0.1\tbeta1=0.5
-P
-S1
-sdecay_rate=0.5|decay_steps=2
-A
-D0
-V0123
-E4
-T
-Closs=cross_sigmoid\tbatch_size=1\tmemory_optimization=false
-R
-Q
-""")
+    put("capi", "ok-conv.txt", CONV_SCRIPT.format(palette="0123"))
     # the same with the whole palette: NaN and infinities in the data stop
     # training (check_finite), so the run is refused
-    put("capi", "bad-conv-nan.txt", """N0
-Linput_shape=2:5:5
-M
-N3
-Lfilters=2|kernel_size=3,3|padding=same
-M
-N2
-Lmomentum=0.5
-M
-N4
-Lpooling=average|pool_size=2,2
-M
-N5
-M
-N1
-Lunit=2|activation=sigmoid
-M
-O2
-oweight_decay=0.1\tbeta1=0.5
-P
-S1
-sdecay_rate=0.5|decay_steps=2
-A
-D0
-V0123456789:;<=>?
-E4
-T
-Closs=cross_sigmoid\tbatch_size=1\tmemory_optimization=false
-R
-Q
-""")
+    put("capi", "bad-conv-nan.txt", CONV_SCRIPT.format(palette="0123456789:;<=>?"))
     put("capi", "ok-sgd-mse.txt", """N0
 Linput_shape=3
 M
