@@ -45,8 +45,8 @@ static int act_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   if (l->activation == NNT_ACT_SOFTMAX)
     NNT_TRY(ctx->k->softmax_fwd(ctx->k, nnt_tensor_len(x) / x->dim.w, x->dim.w, x->data, y->data));
   else
-    NNT_TRY(ctx->k->act_fwd(ctx->k, l->activation, act_alpha(l->activation), nnt_tensor_len(x), x->data,
-                            y->data));
+    NNT_TRY(ctx->k->act_fwd(ctx->k, l->activation, act_alpha(l->activation), nnt_tensor_len(x),
+                            x->data, y->data));
   return NNT_OK;
 }
 

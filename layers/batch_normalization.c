@@ -117,16 +117,17 @@ static int bn_forward(nnt_layer *l, nnt_run_ctx *ctx) {
 
 static int bn_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   bn_priv *p = l->priv;
-  NNT_TRY(ctx->k->bn_bwd(ctx->k, p->outer, p->ch, p->inner, ctx->d_out[0].data, ctx->scratch[0].data,
-                         ctx->scratch[1].data, ctx->w[2].data, NULL, ctx->gw[2].data,
-                         ctx->gw[3].data));
+  NNT_TRY(ctx->k->bn_bwd(ctx->k, p->outer, p->ch, p->inner, ctx->d_out[0].data,
+                         ctx->scratch[0].data, ctx->scratch[1].data, ctx->w[2].data, NULL,
+                         ctx->gw[2].data, ctx->gw[3].data));
   return NNT_OK;
 }
 
 static int bn_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   bn_priv *p = l->priv;
-  NNT_TRY(ctx->k->bn_bwd(ctx->k, p->outer, p->ch, p->inner, ctx->d_out[0].data, ctx->scratch[0].data,
-                         ctx->scratch[1].data, ctx->w[2].data, ctx->d_in[0].data, NULL, NULL));
+  NNT_TRY(ctx->k->bn_bwd(ctx->k, p->outer, p->ch, p->inner, ctx->d_out[0].data,
+                         ctx->scratch[0].data, ctx->scratch[1].data, ctx->w[2].data,
+                         ctx->d_in[0].data, NULL, NULL));
   return NNT_OK;
 }
 

@@ -43,7 +43,8 @@ static int cat_set(nnt_layer *l, const char *key, const char *value, nnt_err *e)
   if (nnt_streq(key, "split_number") && l->ops == &nnt_layer_split) {
     if ((rc = nnt_parse_uint(key, value, &p->parts, e)))
       return rc;
-    return p->parts ? NNT_OK : nnt_err_set(e, NNT_ERR_INVAL, "key 'split_number': must be positive");
+    return p->parts ? NNT_OK
+                    : nnt_err_set(e, NNT_ERR_INVAL, "key 'split_number': must be positive");
   }
   return NNT_ERR_NOKEY;
 }

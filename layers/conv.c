@@ -118,8 +118,8 @@ static int conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
     float beta = b ? 1.0f : 0.0f;
     if (ctx->gw[0].data) {
       NNT_TRY(ctx->k->im2col(ctx->k, g, ctx->in[0].data + b * in_len, col));
-      NNT_TRY(ctx->k->gemm(ctx->k, 0, 1, p->filters, patch, plane, 1.0f, dy, plane, col, plane, beta,
-                           ctx->gw[0].data, patch));
+      NNT_TRY(ctx->k->gemm(ctx->k, 0, 1, p->filters, patch, plane, 1.0f, dy, plane, col, plane,
+                           beta, ctx->gw[0].data, patch));
     }
     if (ctx->n_w > 1 && ctx->gw[1].data)
       NNT_TRY(ctx->k->sum_cols(ctx->k, p->filters, plane, dy, beta, ctx->gw[1].data));

@@ -69,7 +69,8 @@ static int fc_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_tensor *x = &ctx->in[0];
   nnt_tensor *y = &ctx->out[0];
   size_t rows = nnt_tensor_len(x) / x->dim.w, k = x->dim.w, n = y->dim.w;
-  NNT_TRY(ctx->k->gemm(ctx->k, 0, 0, rows, n, k, 1.0f, x->data, k, ctx->w[0].data, n, 0.0f, y->data, n));
+  NNT_TRY(ctx->k->gemm(ctx->k, 0, 0, rows, n, k, 1.0f, x->data, k, ctx->w[0].data, n, 0.0f, y->data,
+                       n));
   if (ctx->n_w > 1)
     NNT_TRY(ctx->k->add_row_vec(ctx->k, rows, n, ctx->w[1].data, y->data));
   return NNT_OK;
@@ -90,7 +91,8 @@ static int fc_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_tensor *dy = &ctx->d_out[0];
   nnt_tensor *dx = &ctx->d_in[0];
   size_t k = dx->dim.w, rows = nnt_tensor_len(dx) / k, n = dy->dim.w;
-  NNT_TRY(ctx->k->gemm(ctx->k, 0, 1, rows, k, n, 1.0f, dy->data, n, ctx->w[0].data, n, 0.0f, dx->data, k));
+  NNT_TRY(ctx->k->gemm(ctx->k, 0, 1, rows, k, n, 1.0f, dy->data, n, ctx->w[0].data, n, 0.0f,
+                       dx->data, k));
   return NNT_OK;
 }
 

@@ -15,7 +15,8 @@ static int id_forward(nnt_layer *l, nnt_run_ctx *ctx) {
 }
 
 static int id_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
-  NNT_TRY(ctx->k->copy(ctx->k, nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data));
+  NNT_TRY(
+      ctx->k->copy(ctx->k, nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data));
   return NNT_OK;
 }
 

@@ -44,7 +44,8 @@ static int input_forward(nnt_layer *l, nnt_run_ctx *ctx) {
 
 static int input_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   /* only reached when an input layer sits inside a graph: pass through */
-  NNT_TRY(ctx->k->copy(ctx->k, nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data));
+  NNT_TRY(
+      ctx->k->copy(ctx->k, nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data));
   return NNT_OK;
 }
 

@@ -18,8 +18,8 @@ static int xs_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   size_t cols = x->dim.w, rows = nnt_tensor_len(x) / cols;
   NNT_TRY(ctx->k->softmax_fwd(ctx->k, rows, cols, x->data, ctx->out[0].data));
   if (ctx->label && ctx->label->data && ctx->loss)
-    NNT_TRY(ctx->k->xent_softmax_fwd(ctx->k, x->dim.b, nnt_tensor_len(x) / x->dim.b, ctx->out[0].data,
-                                     ctx->label->data, ctx->loss->data));
+    NNT_TRY(ctx->k->xent_softmax_fwd(ctx->k, x->dim.b, nnt_tensor_len(x) / x->dim.b,
+                                     ctx->out[0].data, ctx->label->data, ctx->loss->data));
   return NNT_OK;
 }
 

@@ -46,7 +46,8 @@ static int permute_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
 
 static int permute_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   permute_priv *p = l->priv;
-  NNT_TRY(ctx->k->permute3(ctx->k, ctx->in[0].dim.b, p->in_d, p->perm, ctx->in[0].data, ctx->out[0].data));
+  NNT_TRY(ctx->k->permute3(ctx->k, ctx->in[0].dim.b, p->in_d, p->perm, ctx->in[0].data,
+                           ctx->out[0].data));
   return NNT_OK;
 }
 

@@ -93,8 +93,8 @@ static int pool_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
 
 static int pool_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   pool_priv *p = l->priv;
-  NNT_TRY(ctx->k->pool_fwd(ctx->k, &p->g, ctx->in[0].dim.b, p->mode, ctx->in[0].data, ctx->out[0].data,
-                           p->mode == 0 ? ctx->scratch[0].data : NULL));
+  NNT_TRY(ctx->k->pool_fwd(ctx->k, &p->g, ctx->in[0].dim.b, p->mode, ctx->in[0].data,
+                           ctx->out[0].data, p->mode == 0 ? ctx->scratch[0].data : NULL));
   return NNT_OK;
 }
 

@@ -61,8 +61,8 @@ static int up_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
 static int up_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   up_priv *p = l->priv;
   nnt_dim d = ctx->in[0].dim;
-  NNT_TRY(ctx->k->upsample_nearest_fwd(ctx->k, (size_t)d.b * d.c, d.h, d.w, p->kh, p->kw, ctx->in[0].data,
-                                       ctx->out[0].data));
+  NNT_TRY(ctx->k->upsample_nearest_fwd(ctx->k, (size_t)d.b * d.c, d.h, d.w, p->kh, p->kw,
+                                       ctx->in[0].data, ctx->out[0].data));
   return NNT_OK;
 }
 

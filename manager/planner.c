@@ -763,8 +763,9 @@ int nnt_plan_validate(const nnt_plan_block *b, size_t n, const size_t *off,
       return nnt_err_set(e, NNT_ERR_INVAL, "plan: block %zu at offset %zu is not %zu-aligned",
                          i, off[i], align);
     if (off[i] + b[i].bytes > pool)
-      return nnt_err_set(e, NNT_ERR_INVAL, "plan: block %zu [%zu, %zu) lies outside the pool of %zu bytes",
-                         i, off[i], off[i] + b[i].bytes, pool);
+      return nnt_err_set(e, NNT_ERR_INVAL,
+                         "plan: block %zu [%zu, %zu) lies outside the pool of %zu bytes", i, off[i],
+                         off[i] + b[i].bytes, pool);
   }
   /* Pairs that overlap in time must not overlap in memory. Sort by first
    * order and sweep, so the check is near-linear for sparse lifetimes. */
@@ -784,10 +785,11 @@ int nnt_plan_validate(const nnt_plan_block *b, size_t n, const size_t *off,
       if (!b[j].bytes)
         continue;
       if (off[i] < off[j] + b[j].bytes && off[j] < off[i] + b[i].bytes)
-        rc = nnt_err_set(e, NNT_ERR_INVAL,
-                         "plan: blocks %zu [%zu+%zu, orders %u..%u] and %zu [%zu+%zu, orders %u..%u] overlap",
-                         i, off[i], b[i].bytes, b[i].first, b[i].last, j, off[j],
-                         b[j].bytes, b[j].first, b[j].last);
+        rc = nnt_err_set(
+            e, NNT_ERR_INVAL,
+            "plan: blocks %zu [%zu+%zu, orders %u..%u] and %zu [%zu+%zu, orders %u..%u] overlap", i,
+            off[i], b[i].bytes, b[i].first, b[i].last, j, off[j], b[j].bytes, b[j].first,
+            b[j].last);
     }
   }
   nnt_free(ord);

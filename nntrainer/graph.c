@@ -218,7 +218,8 @@ static int realize_loss(build *b, nnt_err *e) {
       return nnt_err_set(e, NNT_ERR_INVAL,
                          "[Model] loss: 'cross' needs the last layer's activation to "
                          "be softmax or sigmoid ('%s' has %s)",
-                         o->l->name, is_type(o->l, &nnt_layer_activation) ? nnt_act_name(act) : "none");
+                         o->l->name,
+                         is_type(o->l, &nnt_layer_activation) ? nnt_act_name(act) : "none");
     replace = 1;
   } else if (m->loss == NNT_LOSS_CROSS_SOFTMAX) {
     type = "cross_softmax";

@@ -240,7 +240,8 @@ int nnt_model_set_property(nnt_model *m, const char *key, const char *value,
   if (nnt_streq(key, "memory_planner")) {
     if (nnt_planner_from_name(value, &m->planner))
       return nnt_err_set(e, NNT_ERR_INVAL,
-                         "key 'memory_planner': unknown planner '%s' (basic, pool, best_fit)", value);
+                         "key 'memory_planner': unknown planner '%s' (basic, pool, best_fit)",
+                         value);
     return NNT_OK;
   }
   return nnt_err_set(e, NNT_ERR_NOKEY, "unknown key '%s'", key);

@@ -377,13 +377,13 @@ int nnt_model_budget_with(const nnt_model *m, nnt_mode mode, size_t extra, const
   if (!wrapped && total <= m->memory_budget)
     return NNT_OK;
   char a[32], b[32];
-  return nnt_err_set(e, NNT_ERR_NOMEM,
-                     "[Model] memory_budget: the %s plan (%s) and %s (%s) need more than the "
-                     "budget of %llu bytes; lower buffer_size or raise the budget",
-                     nnt_mode_name(mode),
-                     nnt_bytes_str(parts[0] + parts[1] + parts[2], a, sizeof a), what,
-                     extra == SIZE_MAX ? "more than SIZE_MAX bytes" : nnt_bytes_str(extra, b, sizeof b),
-                     (unsigned long long)m->memory_budget);
+  return nnt_err_set(
+      e, NNT_ERR_NOMEM,
+      "[Model] memory_budget: the %s plan (%s) and %s (%s) need more than the "
+      "budget of %llu bytes; lower buffer_size or raise the budget",
+      nnt_mode_name(mode), nnt_bytes_str(parts[0] + parts[1] + parts[2], a, sizeof a), what,
+      extra == SIZE_MAX ? "more than SIZE_MAX bytes" : nnt_bytes_str(extra, b, sizeof b),
+      (unsigned long long)m->memory_budget);
 }
 
 /* "12.0 MiB (12582912 bytes)" */

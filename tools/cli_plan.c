@@ -71,15 +71,18 @@ void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose) 
   for (int k = 0; k < NNT_TK__COUNT; k++) {
     size_t s = nnt_mgr_kind_bytes(g, k);
     if (s)
-      fprintf(out, "  %-11s %12zu bytes (%s)\n", nnt_tkind_name(k), s, nnt_bytes_str(s, a, sizeof a));
+      fprintf(out, "  %-11s %12zu bytes (%s)\n", nnt_tkind_name(k), s,
+              nnt_bytes_str(s, a, sizeof a));
   }
-  fprintf(out, "arena        %12zu bytes (%s)\n", g->arena_bytes, nnt_bytes_str(g->arena_bytes, a, sizeof a));
+  fprintf(out, "arena        %12zu bytes (%s)\n", g->arena_bytes,
+          nnt_bytes_str(g->arena_bytes, a, sizeof a));
   fprintf(out, "lower bound  %12zu bytes (%s)   arena / lower bound = %.3f\n", g->lower_bound,
           nnt_bytes_str(g->lower_bound, a, sizeof a),
           g->lower_bound ? (double)g->arena_bytes / g->lower_bound : 1.0);
   fprintf(out, "unoptimized  %12zu bytes (%s)   saving %.1f%% (memory_optimization=false)\n",
           pi->unoptimized_arena, nnt_bytes_str(pi->unoptimized_arena, b, sizeof b),
-          pi->unoptimized_arena ? 100.0 * (1.0 - (double)g->arena_bytes / pi->unoptimized_arena) : 0);
+          pi->unoptimized_arena ? 100.0 * (1.0 - (double)g->arena_bytes / pi->unoptimized_arena)
+                                : 0);
   fprintf(out, "weights      %12zu bytes   optimizer %zu bytes   total %zu bytes (%s)\n",
           pi->weight_bytes, pi->optimizer_bytes, total, nnt_bytes_str(total, a, sizeof a));
   if (pi->memory_budget)
@@ -144,7 +147,8 @@ static int write_svg(FILE *f, void *ud, nnt_err *e) {
   double lb = top + g->lower_bound * ys;
   fprintf(f, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.2f\" y2=\"%.2f\" stroke=\"red\" "
              "stroke-dasharray=\"6,4\"/>\n", left, W - right, lb, lb);
-  fprintf(f, "<text x=\"%.0f\" y=\"%.2f\" fill=\"red\">lower bound</text>\n", W - right + 5, lb + 4);
+  fprintf(f, "<text x=\"%.0f\" y=\"%.2f\" fill=\"red\">lower bound</text>\n", W - right + 5,
+          lb + 4);
   fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">execution order &#8594;</text>\n", left, H - 12);
   fprintf(f, "<text x=\"12\" y=\"%.0f\">address &#8595;</text>\n", top + 12);
   for (int k = 0; k < NNT_TK__COUNT; k++) {

@@ -285,8 +285,8 @@ static int keep_layer(capi_model *cm, capi_layer *cl) {
 /* Refuse adding to a compiled model. */
 static int refuse_compiled(capi_model *cm, const char *what) {
   if (nnt_model_is_compiled(cm->m))
-    return nnt_api_fail(ML_ERROR_NOT_SUPPORTED, "%s: the model is compiled; it can no longer change",
-                        what);
+    return nnt_api_fail(ML_ERROR_NOT_SUPPORTED,
+                        "%s: the model is compiled; it can no longer change", what);
   return ML_ERROR_NONE;
 }
 

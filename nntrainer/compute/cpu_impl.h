@@ -8,31 +8,33 @@
 
 struct nnt_kernels;
 
-int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *x,
-                          const float *gamma, const float *beta, float eps, float *mean,
-                          float *var, float *invstd, float *xhat, float *y);
-int nnt_cpu_bn_fwd_infer(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *x,
-                          const float *mean, const float *var, const float *gamma,
-                          const float *beta, float eps, float *y);
-int nnt_cpu_bn_bwd(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *dy,
-                    const float *xhat, const float *invstd, const float *gamma, float *dx,
-                    float *dgamma, float *dbeta);
+int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                         const float *x, const float *gamma, const float *beta, float eps,
+                         float *mean, float *var, float *invstd, float *xhat, float *y);
+int nnt_cpu_bn_fwd_infer(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                         const float *x, const float *mean, const float *var, const float *gamma,
+                         const float *beta, float eps, float *y);
+int nnt_cpu_bn_bwd(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                   const float *dy, const float *xhat, const float *invstd, const float *gamma,
+                   float *dx, float *dgamma, float *dbeta);
 
-int nnt_cpu_permute3(const struct nnt_kernels *self, size_t b, const unsigned d[3], const unsigned perm[3], const float *x,
-                      float *y);
-int nnt_cpu_upsample_nearest_fwd(const struct nnt_kernels *self, size_t rows, size_t h, size_t w, size_t kh, size_t kw,
-                                  const float *x, float *y);
-int nnt_cpu_upsample_nearest_bwd(const struct nnt_kernels *self, size_t rows, size_t h, size_t w, size_t kh, size_t kw,
-                                  const float *dy, float *dx);
+int nnt_cpu_permute3(const struct nnt_kernels *self, size_t b, const unsigned d[3],
+                     const unsigned perm[3], const float *x, float *y);
+int nnt_cpu_upsample_nearest_fwd(const struct nnt_kernels *self, size_t rows, size_t h, size_t w,
+                                 size_t kh, size_t kw, const float *x, float *y);
+int nnt_cpu_upsample_nearest_bwd(const struct nnt_kernels *self, size_t rows, size_t h, size_t w,
+                                 size_t kh, size_t kw, const float *dy, float *dx);
 
 struct nnt_conv_geom;
-int nnt_cpu_im2col(const struct nnt_kernels *self, const struct nnt_conv_geom *g, const float *x, float *col);
-int nnt_cpu_col2im(const struct nnt_kernels *self, const struct nnt_conv_geom *g, const float *col, float *dx);
-int nnt_cpu_pool_fwd(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n, int mode, const float *x,
-                      float *y, float *idx);
+int nnt_cpu_im2col(const struct nnt_kernels *self, const struct nnt_conv_geom *g, const float *x,
+                   float *col);
+int nnt_cpu_col2im(const struct nnt_kernels *self, const struct nnt_conv_geom *g, const float *col,
+                   float *dx);
+int nnt_cpu_pool_fwd(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                     int mode, const float *x, float *y, float *idx);
 /* 1 when pool_fwd may take the 2x2 stride-2 max path for g. */
 int nnt_cpu_pool_is_max2x2(const struct nnt_conv_geom *g);
-int nnt_cpu_pool_bwd(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n, int mode, const float *dy,
-                      const float *idx, float *dx);
+int nnt_cpu_pool_bwd(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                     int mode, const float *dy, const float *idx, float *dx);
 
 #endif

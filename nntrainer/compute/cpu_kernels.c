@@ -70,9 +70,9 @@ static int k_scale(const nnt_kernels *self, size_t n, float a, float *y);
 /* beta == 0 overwrites C without reading it (OpenBLAS does the same, so a
  * NaN left in a reused buffer does not leak through). Empty products are
  * handled here so OpenBLAS never sees a zero leading dimension. */
-static int k_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n, size_t k, float alpha,
-                   const float *a, size_t lda, const float *b, size_t ldb, float beta,
-                   float *c, size_t ldc) {
+static int k_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n, size_t k,
+                  float alpha, const float *a, size_t lda, const float *b, size_t ldb, float beta,
+                  float *c, size_t ldc) {
   (void)self;
   if (!m || !n)
     return NNT_OK;
@@ -155,14 +155,16 @@ static int k_sum(const nnt_kernels *self, size_t n, const float *x, float *out) 
   *out = (float)s;
   return NNT_OK;
 }
-static int k_add_row_vec(const nnt_kernels *self, size_t rows, size_t cols, const float *bias, float *y) {
+static int k_add_row_vec(const nnt_kernels *self, size_t rows, size_t cols, const float *bias,
+                         float *y) {
   (void)self;
   for (size_t r = 0; r < rows; r++)
     for (size_t c = 0; c < cols; c++)
       y[r * cols + c] += bias[c];
   return NNT_OK;
 }
-static int k_sum_rows(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta, float *out) {
+static int k_sum_rows(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta,
+                      float *out) {
   (void)self;
   for (size_t c = 0; c < cols; c++)
     out[c] = beta == 0 ? 0 : beta * out[c];
@@ -172,14 +174,16 @@ static int k_sum_rows(const nnt_kernels *self, size_t rows, size_t cols, const f
   return NNT_OK;
 }
 
-static int k_add_col_vec(const nnt_kernels *self, size_t rows, size_t cols, const float *v, float *y) {
+static int k_add_col_vec(const nnt_kernels *self, size_t rows, size_t cols, const float *v,
+                         float *y) {
   (void)self;
   for (size_t r = 0; r < rows; r++)
     for (size_t c = 0; c < cols; c++)
       y[r * cols + c] += v[r];
   return NNT_OK;
 }
-static int k_sum_cols(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta, float *out) {
+static int k_sum_cols(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta,
+                      float *out) {
   (void)self;
   for (size_t r = 0; r < rows; r++) {
     double s = 0;
@@ -204,7 +208,8 @@ static inline float softplusf(float x) {
 #define SELU_ALPHA 1.6732632423543772f
 #define SELU_SCALE 1.0507009873554805f
 
-static int k_act_fwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x, float *y) {
+static int k_act_fwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x,
+                     float *y) {
   (void)self;
   size_t i;
   switch (a) {
@@ -258,8 +263,8 @@ static int k_act_fwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, 
   return NNT_OK;
 }
 
-static int k_act_bwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x, const float *y,
-                      const float *dy, float *dx) {
+static int k_act_bwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x,
+                     const float *y, const float *dy, float *dx) {
   (void)self;
   size_t i;
   switch (a) {
@@ -326,7 +331,8 @@ static int k_act_bwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, 
   return NNT_OK;
 }
 
-static int k_softmax_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float *y) {
+static int k_softmax_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x,
+                         float *y) {
   (void)self;
   for (size_t r = 0; r < rows; r++) {
     const float *xr = x + r * cols;
@@ -346,8 +352,8 @@ static int k_softmax_fwd(const nnt_kernels *self, size_t rows, size_t cols, cons
   return NNT_OK;
 }
 
-static int k_softmax_bwd(const nnt_kernels *self, size_t rows, size_t cols, const float *y, const float *dy,
-                          float *dx) {
+static int k_softmax_bwd(const nnt_kernels *self, size_t rows, size_t cols, const float *y,
+                         const float *dy, float *dx) {
   (void)self;
   for (size_t r = 0; r < rows; r++) {
     const float *yr = y + r * cols, *dyr = dy + r * cols;
@@ -408,7 +414,8 @@ static int k_xent_sigmoid_bwd(const nnt_kernels *self, size_t rows, size_t cols,
   return NNT_OK;
 }
 
-static int k_mse_fwd(const nnt_kernels *self, size_t n, const float *y, const float *label, float *loss) {
+static int k_mse_fwd(const nnt_kernels *self, size_t n, const float *y, const float *label,
+                     float *loss) {
   (void)self;
   NEED(n && loss && y && label);
   double s = 0;
@@ -420,7 +427,8 @@ static int k_mse_fwd(const nnt_kernels *self, size_t n, const float *y, const fl
   return NNT_OK;
 }
 
-static int k_mse_bwd(const nnt_kernels *self, size_t n, const float *y, const float *label, float *dx) {
+static int k_mse_bwd(const nnt_kernels *self, size_t n, const float *y, const float *label,
+                     float *dx) {
   (void)self;
   float k = 2.0f / (float)n;
   for (size_t i = 0; i < n; i++)
@@ -430,7 +438,8 @@ static int k_mse_bwd(const nnt_kernels *self, size_t n, const float *y, const fl
 
 /* Four values per Philox call: element i is word i % 4 of counter
  * (stream, i / 4), exactly nnt_philox_uniform_at(key, stream, i). */
-static int k_dropout_mask(const nnt_kernels *self, size_t n, float rate, uint64_t key, uint64_t stream, float *mask) {
+static int k_dropout_mask(const nnt_kernels *self, size_t n, float rate, uint64_t key,
+                          uint64_t stream, float *mask) {
   (void)self;
   NEED(!n || mask);
   NEED(rate >= 0 && rate <= 1);
@@ -445,7 +454,8 @@ static int k_dropout_mask(const nnt_kernels *self, size_t n, float rate, uint64_
 
 /* The input layer's per-sample normalization, row by row in place on y
  * (after a copy when y is not x), as documented in kernels.h. */
-static int k_normalize_rows(const nnt_kernels *self, size_t rows, size_t cols, unsigned mode, const float *x, float *y) {
+static int k_normalize_rows(const nnt_kernels *self, size_t rows, size_t cols, unsigned mode,
+                            const float *x, float *y) {
   (void)self;
   NEED(!rows || (cols && x && y));
   NEED(!(mode & ~(unsigned)(NNT_NORM_MINMAX | NNT_NORM_STANDARD)));
@@ -475,8 +485,8 @@ static int k_normalize_rows(const nnt_kernels *self, size_t rows, size_t cols, u
   return NNT_OK;
 }
 
-static int k_argmax_match(const nnt_kernels *self, size_t rows, size_t cols, const float *y, const float *label,
-                          float *count) {
+static int k_argmax_match(const nnt_kernels *self, size_t rows, size_t cols, const float *y,
+                          const float *label, float *count) {
   (void)self;
   NEED(count && (!rows || (cols && y && label)));
   size_t ok = 0;
@@ -502,8 +512,8 @@ static int k_sgd_step(const nnt_kernels *self, size_t n, float lr, const float *
   return NNT_OK;
 }
 
-static int k_adam_step(const nnt_kernels *self, size_t n, float lr_t, float b1, float b2, float eps, const float *g,
-                        float *m, float *v, float *w) {
+static int k_adam_step(const nnt_kernels *self, size_t n, float lr_t, float b1, float b2, float eps,
+                       const float *g, float *m, float *v, float *w) {
   (void)self;
   for (size_t i = 0; i < n; i++) {
     m[i] = b1 * m[i] + (1 - b1) * g[i];

@@ -60,9 +60,9 @@ static void dsum_dy(const float *dy, const float *xh, size_t n, double *sdy, dou
   }
 }
 
-int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *x,
-                          const float *gamma, const float *beta, float eps, float *mean,
-                          float *var, float *invstd, float *xhat, float *y) {
+int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                         const float *x, const float *gamma, const float *beta, float eps,
+                         float *mean, float *var, float *invstd, float *xhat, float *y) {
   (void)self;
   double n = (double)outer * inner;
   for (size_t c = 0; c < ch; c++) {
@@ -90,9 +90,9 @@ int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch
   return NNT_OK;
 }
 
-int nnt_cpu_bn_fwd_infer(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *x,
-                          const float *mean, const float *var, const float *gamma,
-                          const float *beta, float eps, float *y) {
+int nnt_cpu_bn_fwd_infer(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                         const float *x, const float *mean, const float *var, const float *gamma,
+                         const float *beta, float eps, float *y) {
   (void)self;
   for (size_t c = 0; c < ch; c++) {
     float is = 1.0f / sqrtf(var[c] + eps), g = gamma[c] * is, b = beta[c] - mean[c] * g;
@@ -105,9 +105,9 @@ int nnt_cpu_bn_fwd_infer(const struct nnt_kernels *self, size_t outer, size_t ch
   return NNT_OK;
 }
 
-int nnt_cpu_bn_bwd(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *dy,
-                    const float *xhat, const float *invstd, const float *gamma, float *dx,
-                    float *dgamma, float *dbeta) {
+int nnt_cpu_bn_bwd(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                   const float *dy, const float *xhat, const float *invstd, const float *gamma,
+                   float *dx, float *dgamma, float *dbeta) {
   (void)self;
   double n = (double)outer * inner;
   for (size_t c = 0; c < ch; c++) {

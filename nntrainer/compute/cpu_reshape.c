@@ -1,8 +1,8 @@
 /* CPU kernels that move values: permute and nearest upsampling. */
 #include "nntrainer/compute/cpu_impl.h"
 
-int nnt_cpu_permute3(const struct nnt_kernels *self, size_t b, const unsigned d[3], const unsigned perm[3], const float *x,
-                      float *y) {
+int nnt_cpu_permute3(const struct nnt_kernels *self, size_t b, const unsigned d[3],
+                     const unsigned perm[3], const float *x, float *y) {
   (void)self;
   size_t in_stride[3] = {(size_t)d[1] * d[2], d[2], 1};
   size_t od[3] = {d[perm[0]], d[perm[1]], d[perm[2]]};
@@ -19,8 +19,8 @@ int nnt_cpu_permute3(const struct nnt_kernels *self, size_t b, const unsigned d[
   return NNT_OK;
 }
 
-int nnt_cpu_upsample_nearest_fwd(const struct nnt_kernels *self, size_t rows, size_t h, size_t w, size_t kh, size_t kw,
-                                  const float *x, float *y) {
+int nnt_cpu_upsample_nearest_fwd(const struct nnt_kernels *self, size_t rows, size_t h, size_t w,
+                                 size_t kh, size_t kw, const float *x, float *y) {
   (void)self;
   size_t ow = w * kw;
   for (size_t r = 0; r < rows; r++)
@@ -33,8 +33,8 @@ int nnt_cpu_upsample_nearest_fwd(const struct nnt_kernels *self, size_t rows, si
   return NNT_OK;
 }
 
-int nnt_cpu_upsample_nearest_bwd(const struct nnt_kernels *self, size_t rows, size_t h, size_t w, size_t kh, size_t kw,
-                                  const float *dy, float *dx) {
+int nnt_cpu_upsample_nearest_bwd(const struct nnt_kernels *self, size_t rows, size_t h, size_t w,
+                                 size_t kh, size_t kw, const float *dy, float *dx) {
   (void)self;
   size_t ow = w * kw;
   for (size_t r = 0; r < rows; r++)

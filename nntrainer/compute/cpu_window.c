@@ -24,7 +24,8 @@ static void valid_cols(const nnt_conv_geom *g, long off, unsigned *lo, unsigned 
   *hi = (unsigned)b;
 }
 
-int nnt_cpu_im2col(const struct nnt_kernels *self, const nnt_conv_geom *g, const float *x, float *col) {
+int nnt_cpu_im2col(const struct nnt_kernels *self, const nnt_conv_geom *g, const float *x,
+                   float *col) {
   (void)self;
   size_t plane = (size_t)g->oh * g->ow;
   for (unsigned c = 0; c < g->c; c++)
@@ -56,7 +57,8 @@ int nnt_cpu_im2col(const struct nnt_kernels *self, const nnt_conv_geom *g, const
   return NNT_OK;
 }
 
-int nnt_cpu_col2im(const struct nnt_kernels *self, const nnt_conv_geom *g, const float *col, float *dx) {
+int nnt_cpu_col2im(const struct nnt_kernels *self, const nnt_conv_geom *g, const float *col,
+                   float *dx) {
   (void)self;
   size_t plane = (size_t)g->oh * g->ow;
   for (unsigned c = 0; c < g->c; c++)
@@ -117,8 +119,8 @@ static void max2x2_fwd(const nnt_conv_geom *g, size_t n, const float *x, float *
   }
 }
 
-int nnt_cpu_pool_fwd(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode, const float *x, float *y,
-                      float *idx) {
+int nnt_cpu_pool_fwd(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode,
+                     const float *x, float *y, float *idx) {
   (void)self;
   if (!g || (mode != 0 && mode != 1))
     return NNT_ERR_INVAL;
@@ -162,8 +164,8 @@ int nnt_cpu_pool_fwd(const struct nnt_kernels *self, const nnt_conv_geom *g, siz
   return NNT_OK;
 }
 
-int nnt_cpu_pool_bwd(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode, const float *dy,
-                      const float *idx, float *dx) {
+int nnt_cpu_pool_bwd(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode,
+                     const float *dy, const float *idx, float *dx) {
   (void)self;
   if (!g || (mode != 0 && mode != 1))
     return NNT_ERR_INVAL;

@@ -68,43 +68,53 @@ typedef struct nnt_kernels {
 
   /* C = alpha * op(A) * op(B) + beta * C; op(A) is m x k, op(B) is k x n.
    * Every dimension and leading dimension is at most NNT_GEMM_DIM_MAX. */
-  int (*gemm)(const struct nnt_kernels *self, int trans_a, int trans_b, size_t m, size_t n, size_t k,
-               float alpha, const float *a, size_t lda, const float *b,
-               size_t ldb, float beta, float *c, size_t ldc);
+  int (*gemm)(const struct nnt_kernels *self, int trans_a, int trans_b, size_t m, size_t n,
+              size_t k, float alpha, const float *a, size_t lda, const float *b, size_t ldb,
+              float beta, float *c, size_t ldc);
 
   int (*fill)(const struct nnt_kernels *self, size_t n, float v, float *y);
-  int (*copy)(const struct nnt_kernels *self, size_t n, const float *x, float *y); /* may alias exactly */
+  int (*copy)(const struct nnt_kernels *self, size_t n, const float *x,
+              float *y); /* may alias exactly */
   int (*scale)(const struct nnt_kernels *self, size_t n, float a, float *y);       /* y *= a */
-  int (*axpy)(const struct nnt_kernels *self, size_t n, float a, const float *x, float *y); /* y += a*x */
+  int (*axpy)(const struct nnt_kernels *self, size_t n, float a, const float *x,
+              float *y); /* y += a*x */
   /* y = a op b; y may alias a or b exactly */
-  int (*add)(const struct nnt_kernels *self, size_t n, const float *a, const float *b, float *y); /* y = a+b */
-  int (*sub)(const struct nnt_kernels *self, size_t n, const float *a, const float *b, float *y); /* y = a-b */
-  int (*mul)(const struct nnt_kernels *self, size_t n, const float *a, const float *b, float *y); /* y = a*b */
+  int (*add)(const struct nnt_kernels *self, size_t n, const float *a, const float *b,
+             float *y); /* y = a+b */
+  int (*sub)(const struct nnt_kernels *self, size_t n, const float *a, const float *b,
+             float *y); /* y = a-b */
+  int (*mul)(const struct nnt_kernels *self, size_t n, const float *a, const float *b,
+             float *y); /* y = a*b */
   /* *out = x . y and *out = sum(x): one float in the backend's memory,
    * accumulated in double in index order. */
   int (*dot)(const struct nnt_kernels *self, size_t n, const float *x, const float *y, float *out);
   int (*sum)(const struct nnt_kernels *self, size_t n, const float *x, float *out);
 
   /* y[r][c] += bias[c] */
-  int (*add_row_vec)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *bias, float *y);
+  int (*add_row_vec)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *bias,
+                     float *y);
   /* y[r][c] += v[r] */
-  int (*add_col_vec)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *v, float *y);
+  int (*add_col_vec)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *v,
+                     float *y);
   /* out[r] = beta * out[r] + sum_c x[r][c] */
-  int (*sum_cols)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta, float *out);
+  int (*sum_cols)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x,
+                  float beta, float *out);
   /* out[c] = beta * out[c] + sum_r x[r][c] */
-  int (*sum_rows)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta,
-                   float *out);
+  int (*sum_rows)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x,
+                  float beta, float *out);
 
   /* Activations, element-wise; y may alias x. alpha is the parameter of
    * leaky_relu / elu (ignored by others). */
-  int (*act_fwd)(const struct nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x, float *y);
+  int (*act_fwd)(const struct nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x,
+                 float *y);
   /* dx = dy * f'(x). x or y may be NULL when nnt_act_bwd_needs_output_only
    * says the other is enough. dx may alias dy. */
   int (*act_bwd)(const struct nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x,
                   const float *y, const float *dy, float *dx);
 
   /* Softmax over rows of length cols; y may alias x. */
-  int (*softmax_fwd)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x, float *y);
+  int (*softmax_fwd)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x,
+                     float *y);
   /* dx = y * (dy - sum(dy * y)) per row; dx may alias dy. */
   int (*softmax_bwd)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *y,
                       const float *dy, float *dx);
@@ -113,87 +123,92 @@ typedef struct nnt_kernels {
    * it zero mean and unit population standard deviation (mean = the float
    * of the double sum, over cols in float; variance accumulated in
    * double); both: min-max first. A constant row becomes zeros. */
-  int (*normalize_rows)(const struct nnt_kernels *self, size_t rows, size_t cols, unsigned mode, const float *x, float *y);
+  int (*normalize_rows)(const struct nnt_kernels *self, size_t rows, size_t cols, unsigned mode,
+                        const float *x, float *y);
 
   /* Losses. Each *_fwd writes the loss value into *loss, one float in the
    * backend's memory; each *_bwd writes the derivative of that value with
    * respect to the layer input (logits for the cross entropies). `rows` is
    * the batch, `cols` the features of one sample. */
   /* -sum(label * log(prob + 1e-20)) / rows */
-  int (*xent_softmax_fwd)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *prob,
-                          const float *label, float *loss);
+  int (*xent_softmax_fwd)(const struct nnt_kernels *self, size_t rows, size_t cols,
+                          const float *prob, const float *label, float *loss);
   /* dx = (prob - label) / rows */
-  int (*xent_softmax_bwd)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *prob,
-                           const float *label, float *dx);
+  int (*xent_softmax_bwd)(const struct nnt_kernels *self, size_t rows, size_t cols,
+                          const float *prob, const float *label, float *dx);
   /* Sigmoid cross entropy on logits x, mean over all elements. */
   int (*xent_sigmoid_fwd)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x,
                           const float *label, float *loss);
   int (*xent_sigmoid_bwd)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x,
                            const float *label, float *dx);
   /* mean((y - label)^2) over all elements */
-  int (*mse_fwd)(const struct nnt_kernels *self, size_t n, const float *y, const float *label, float *loss);
-  int (*mse_bwd)(const struct nnt_kernels *self, size_t n, const float *y, const float *label, float *dx);
+  int (*mse_fwd)(const struct nnt_kernels *self, size_t n, const float *y, const float *label,
+                 float *loss);
+  int (*mse_bwd)(const struct nnt_kernels *self, size_t n, const float *y, const float *label,
+                 float *dx);
   /* *count = the number of rows whose first largest value in y and in
    * label sit in the same column, as a float (exact up to 2^24 rows), one
    * float in the backend's memory: the correct predictions of a batch. */
-  int (*argmax_match)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *y, const float *label,
-                      float *count);
+  int (*argmax_match)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *y,
+                      const float *label, float *count);
 
   /* Dropout: mask[i] = (u_i < rate) ? 0 : 1/(1-rate), where u_i is
    * nnt_philox_uniform_at(key, stream, i) (nntrainer/philox.h): a pure
    * function of (key, stream, i), so any backend draws the same mask. */
-  int (*dropout_mask)(const struct nnt_kernels *self, size_t n, float rate, uint64_t key, uint64_t stream, float *mask);
+  int (*dropout_mask)(const struct nnt_kernels *self, size_t n, float rate, uint64_t key,
+                      uint64_t stream, float *mask);
 
   /* Batch normalization over a tensor viewed as [outer, ch, inner], one
    * statistic per ch. Training: writes the batch mean and 1/sqrt(var + eps)
    * (biased variance) per ch, xhat, and y = gamma * xhat + beta (y may alias
    * x). */
-  int (*bn_fwd_train)(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *x,
-                       const float *gamma, const float *beta, float eps,
-                       float *mean, float *var, float *invstd, float *xhat,
-                       float *y);
+  int (*bn_fwd_train)(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                      const float *x, const float *gamma, const float *beta, float eps, float *mean,
+                      float *var, float *invstd, float *xhat, float *y);
   /* Inference: y = gamma * (x - mean) / sqrt(var + eps) + beta. */
-  int (*bn_fwd_infer)(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *x,
-                       const float *mean, const float *var, const float *gamma,
-                       const float *beta, float eps, float *y);
+  int (*bn_fwd_infer)(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                      const float *x, const float *mean, const float *var, const float *gamma,
+                      const float *beta, float eps, float *y);
   /* dgamma = sum(dy xhat), dbeta = sum(dy) (either may be NULL);
    * dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)) (dx may be NULL,
    * may alias dy). */
-  int (*bn_bwd)(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *dy,
-                 const float *xhat, const float *invstd, const float *gamma,
-                 float *dx, float *dgamma, float *dbeta);
+  int (*bn_bwd)(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                const float *dy, const float *xhat, const float *invstd, const float *gamma,
+                float *dx, float *dgamma, float *dbeta);
 
   /* Permute the last three axes of b tensors of dims d[3] (c, h, w):
    * output axis i is input axis perm[i] (0-based). */
-  int (*permute3)(const struct nnt_kernels *self, size_t b, const unsigned d[3], const unsigned perm[3],
-                   const float *x, float *y);
+  int (*permute3)(const struct nnt_kernels *self, size_t b, const unsigned d[3],
+                  const unsigned perm[3], const float *x, float *y);
   /* Nearest upsampling of [rows, h, w] by (kh, kw); the backward sums each
    * (kh x kw) block of dy into dx. */
-  int (*upsample_nearest_fwd)(const struct nnt_kernels *self, size_t rows, size_t h, size_t w, size_t kh,
-                               size_t kw, const float *x, float *y);
-  int (*upsample_nearest_bwd)(const struct nnt_kernels *self, size_t rows, size_t h, size_t w, size_t kh,
-                               size_t kw, const float *dy, float *dx);
+  int (*upsample_nearest_fwd)(const struct nnt_kernels *self, size_t rows, size_t h, size_t w,
+                              size_t kh, size_t kw, const float *x, float *y);
+  int (*upsample_nearest_bwd)(const struct nnt_kernels *self, size_t rows, size_t h, size_t w,
+                              size_t kh, size_t kw, const float *dy, float *dx);
 
   /* Convolution geometry shared by im2col, col2im and pooling. */
   /* col [c*kh*kw, oh*ow] from one image x [c, h, w] (zeros in the padding). */
-  int (*im2col)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, const float *x, float *col);
+  int (*im2col)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, const float *x,
+                float *col);
   /* dx [c, h, w] += the columns folded back (the adjoint of im2col). */
-  int (*col2im)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, const float *col, float *dx);
+  int (*col2im)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, const float *col,
+                float *dx);
   /* Pooling over windows of g for n images of c channels; mode 0 max,
    * 1 average (the window size divides, padding included). idx keeps each
    * max's position for the backward (-1: the window was all padding). */
-  int (*pool_fwd)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n, int mode, const float *x,
-                   float *y, float *idx);
+  int (*pool_fwd)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n, int mode,
+                  const float *x, float *y, float *idx);
   /* dx = the routed (max) or spread (average) dy; dx is overwritten. */
-  int (*pool_bwd)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n, int mode, const float *dy,
-                   const float *idx, float *dx);
+  int (*pool_bwd)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n, int mode,
+                  const float *dy, const float *idx, float *dx);
 
   /* Optimizer updates. g is read-only. */
   int (*sgd_step)(const struct nnt_kernels *self, size_t n, float lr, const float *g, float *w);
   /* m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
    * w -= lr_t * m / (sqrt(v) + eps). lr_t carries the bias corrections. */
-  int (*adam_step)(const struct nnt_kernels *self, size_t n, float lr_t, float b1, float b2, float eps,
-                    const float *g, float *m, float *v, float *w);
+  int (*adam_step)(const struct nnt_kernels *self, size_t n, float lr_t, float b1, float b2,
+                   float eps, const float *g, float *m, float *v, float *w);
 } nnt_kernels;
 
 /* The CPU backend (OpenBLAS + plain loops). */

@@ -11,8 +11,8 @@
 #define WG 256 /* local size of the element-wise shaders */
 
 /* args[i] is binding i (NULL: unused, bound to another argument's buffer). */
-static int dispatch(vk_ctx *vc, const char *shader, const void *const *args, unsigned nargs, vk_push *pc,
-                    uint32_t gx, uint32_t gy) {
+static int dispatch(vk_ctx *vc, const char *shader, const void *const *args, unsigned nargs,
+                    vk_push *pc, uint32_t gx, uint32_t gy) {
   if (!gx || !gy)
     return NNT_OK;
   pthread_mutex_lock(&vc->lock);
@@ -105,10 +105,12 @@ static int ew(vk_ctx *vc, const char *shader, size_t n, const void *const *args,
   return dispatch(vc, shader, args, nargs, pc, gx, gy);
 }
 
-#define ARGS(...) (const void *const[]){__VA_ARGS__}, sizeof((const void *[]){__VA_ARGS__}) / sizeof(void *)
+#define ARGS(...)                                                                                  \
+  (const void *const[]){__VA_ARGS__}, sizeof((const void *[]){__VA_ARGS__}) / sizeof(void *)
 
-static int v_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a,
-                  size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc) {
+static int v_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n, size_t k,
+                  float alpha, const float *a, size_t lda, const float *b, size_t ldb, float beta,
+                  float *c, size_t ldc) {
   vk_ctx *vc = self->ctx;
   if (!m || !n)
     return NNT_OK;
@@ -147,7 +149,8 @@ static int v_axpy(const nnt_kernels *self, size_t n, float a, const float *x, fl
   vk_push pc = {.f0 = a};
   return ew(vc, "axpy", n, ARGS(x, y), &pc);
 }
-static int binop(vk_ctx *vc, unsigned op, float f, size_t n, const float *a, const float *b, float *y) {
+static int binop(vk_ctx *vc, unsigned op, float f, size_t n, const float *a, const float *b,
+                 float *y) {
   vk_push pc = {.i0 = op, .f0 = f};
   return ew(vc, "binop", n, ARGS(a, b, y), &pc);
 }
@@ -179,7 +182,8 @@ static int v_dot(const nnt_kernels *self, size_t n, const float *x, const float 
 static int v_sum(const nnt_kernels *self, size_t n, const float *x, float *out) {
   vk_ctx *vc = self->ctx; return reduce(vc, 1, n, 1, x, NULL, out); }
 
-static int v_add_row_vec(const nnt_kernels *self, size_t rows, size_t cols, const float *bias, float *y) {
+static int v_add_row_vec(const nnt_kernels *self, size_t rows, size_t cols, const float *bias,
+                         float *y) {
   vk_ctx *vc = self->ctx;
   if (cols > UINT32_MAX || (rows && cols > SIZE_MAX / rows))
     return NNT_ERR_INVAL;
@@ -187,7 +191,8 @@ static int v_add_row_vec(const nnt_kernels *self, size_t rows, size_t cols, cons
   return ew(vc, "add_vec", rows * cols, ARGS(bias, y), &pc);
 }
 
-static int v_add_col_vec(const nnt_kernels *self, size_t rows, size_t cols, const float *v, float *y) {
+static int v_add_col_vec(const nnt_kernels *self, size_t rows, size_t cols, const float *v,
+                         float *y) {
   vk_ctx *vc = self->ctx;
   if (cols > UINT32_MAX || (rows && cols > SIZE_MAX / rows))
     return NNT_ERR_INVAL;
@@ -203,11 +208,13 @@ static int sum_axis(vk_ctx *vc, unsigned mode, size_t rows, size_t cols, const f
   vk_push pc = {.rows = (uint32_t)rows, .cols = (uint32_t)cols, .i0 = mode, .f0 = beta};
   return dispatch(vc, "sum_axis", ARGS(x, out), &pc, gx, gy);
 }
-static int v_sum_rows(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta, float *out) {
+static int v_sum_rows(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta,
+                      float *out) {
   vk_ctx *vc = self->ctx;
   return sum_axis(vc, 0, rows, cols, x, beta, out);
 }
-static int v_sum_cols(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta, float *out) {
+static int v_sum_cols(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta,
+                      float *out) {
   vk_ctx *vc = self->ctx;
   return sum_axis(vc, 1, rows, cols, x, beta, out);
 }
@@ -215,7 +222,8 @@ static int v_sum_cols(const nnt_kernels *self, size_t rows, size_t cols, const f
 /* The activations act.comp computes: all but softmax (its own entries). */
 static int act_ok(nnt_act a) { return (unsigned)a < NNT_ACT__COUNT && a != NNT_ACT_SOFTMAX; }
 
-static int v_act_fwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x, float *y) {
+static int v_act_fwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x,
+                     float *y) {
   vk_ctx *vc = self->ctx;
   if (a == NNT_ACT_SOFTMAX || a == NNT_ACT_NONE)
     return v_copy(self, n, x, y);
@@ -224,8 +232,8 @@ static int v_act_fwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, 
   vk_push pc = {.i0 = 0, .i1 = (uint32_t)a, .f0 = alpha};
   return ew(vc, "act", n, ARGS(x, y), &pc);
 }
-static int v_act_bwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x, const float *y,
-                     const float *dy, float *dx) {
+static int v_act_bwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x,
+                     const float *y, const float *dy, float *dx) {
   vk_ctx *vc = self->ctx;
   if (a == NNT_ACT_SOFTMAX || a == NNT_ACT_NONE)
     return v_copy(self, n, dy, dx);
@@ -235,8 +243,8 @@ static int v_act_bwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, 
   return ew(vc, "act", n, ARGS(x, y, dy, dx), &pc);
 }
 
-static int softmax(vk_ctx *vc, unsigned mode, size_t rows, size_t cols, const float *a, const float *b,
-                   float *c) {
+static int softmax(vk_ctx *vc, unsigned mode, size_t rows, size_t cols, const float *a,
+                   const float *b, float *c) {
   uint32_t gx, gy;
   if (rows > UINT32_MAX || cols > UINT32_MAX || groups(vc, rows, 64, &gx, &gy))
     return NNT_ERR_INVAL;
@@ -245,16 +253,19 @@ static int softmax(vk_ctx *vc, unsigned mode, size_t rows, size_t cols, const fl
   vk_push pc = {.rows = (uint32_t)rows, .cols = (uint32_t)cols, .i0 = mode};
   return dispatch(vc, "softmax", ARGS(a, b, c), &pc, gx, gy);
 }
-static int v_softmax_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float *y) {
+static int v_softmax_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x,
+                         float *y) {
   vk_ctx *vc = self->ctx;
   return softmax(vc, 0, rows, cols, x, y, NULL);
 }
-static int v_softmax_bwd(const nnt_kernels *self, size_t rows, size_t cols, const float *y, const float *dy, float *dx) {
+static int v_softmax_bwd(const nnt_kernels *self, size_t rows, size_t cols, const float *y,
+                         const float *dy, float *dx) {
   vk_ctx *vc = self->ctx;
   return softmax(vc, 1, rows, cols, y, dy, dx);
 }
 
-static int v_normalize_rows(const nnt_kernels *self, size_t rows, size_t cols, unsigned mode, const float *x, float *y) {
+static int v_normalize_rows(const nnt_kernels *self, size_t rows, size_t cols, unsigned mode,
+                            const float *x, float *y) {
   vk_ctx *vc = self->ctx;
   uint32_t gx, gy;
   if (rows > UINT32_MAX || cols > UINT32_MAX || (rows && !cols) ||
@@ -264,30 +275,32 @@ static int v_normalize_rows(const nnt_kernels *self, size_t rows, size_t cols, u
   return dispatch(vc, "normalize_rows", ARGS(x, y), &pc, gx, gy);
 }
 
-static int v_xent_softmax_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *prob, const float *label,
-                              float *loss) {
+static int v_xent_softmax_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *prob,
+                              const float *label, float *loss) {
   vk_ctx *vc = self->ctx;
   if (!rows || (cols && rows > SIZE_MAX / cols))
     return NNT_ERR_INVAL;
   return reduce(vc, 3, rows * cols, rows, prob, label, loss);
 }
-static int v_xent_softmax_bwd(const nnt_kernels *self, size_t rows, size_t cols, const float *prob, const float *label,
-                              float *dx) {
+static int v_xent_softmax_bwd(const nnt_kernels *self, size_t rows, size_t cols, const float *prob,
+                              const float *label, float *dx) {
   vk_ctx *vc = self->ctx;
   if (cols && rows > SIZE_MAX / cols)
     return NNT_ERR_INVAL;
   return binop(vc, 3, 1.0f / (float)rows, rows * cols, prob, label, dx);
 }
-static int v_mse_fwd(const nnt_kernels *self, size_t n, const float *y, const float *label, float *loss) {
+static int v_mse_fwd(const nnt_kernels *self, size_t n, const float *y, const float *label,
+                     float *loss) {
   vk_ctx *vc = self->ctx;
   return n ? reduce(vc, 2, n, 1, y, label, loss) : NNT_ERR_INVAL;
 }
-static int v_mse_bwd(const nnt_kernels *self, size_t n, const float *y, const float *label, float *dx) {
+static int v_mse_bwd(const nnt_kernels *self, size_t n, const float *y, const float *label,
+                     float *dx) {
   vk_ctx *vc = self->ctx;
   return binop(vc, 3, 2.0f / (float)n, n, y, label, dx);
 }
-static int v_argmax_match(const nnt_kernels *self, size_t rows, size_t cols, const float *y, const float *label,
-                          float *count) {
+static int v_argmax_match(const nnt_kernels *self, size_t rows, size_t cols, const float *y,
+                          const float *label, float *count) {
   vk_ctx *vc = self->ctx;
   if (!count || rows > UINT32_MAX || cols > UINT32_MAX || (rows && !cols))
     return NNT_ERR_INVAL;
@@ -295,22 +308,23 @@ static int v_argmax_match(const nnt_kernels *self, size_t rows, size_t cols, con
   return dispatch(vc, "argmax_match", ARGS(y, label, count), &pc, 1, 1);
 }
 
-static int v_xent_sigmoid_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x, const float *label,
-                              float *loss) {
+static int v_xent_sigmoid_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x,
+                              const float *label, float *loss) {
   vk_ctx *vc = self->ctx;
   if (!rows || !cols || rows > SIZE_MAX / cols)
     return NNT_ERR_INVAL;
   return reduce(vc, 4, rows * cols, rows, x, label, loss);
 }
-static int v_xent_sigmoid_bwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x, const float *label,
-                              float *dx) {
+static int v_xent_sigmoid_bwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x,
+                              const float *label, float *dx) {
   vk_ctx *vc = self->ctx;
   if (cols && rows > SIZE_MAX / cols)
     return NNT_ERR_INVAL;
   return binop(vc, 4, 1.0f / (float)(rows * cols), rows * cols, x, label, dx);
 }
 
-static int v_dropout_mask(const nnt_kernels *self, size_t n, float rate, uint64_t key, uint64_t stream, float *mask) {
+static int v_dropout_mask(const nnt_kernels *self, size_t n, float rate, uint64_t key,
+                          uint64_t stream, float *mask) {
   vk_ctx *vc = self->ctx;
   if (!(rate >= 0 && rate <= 1))
     return NNT_ERR_INVAL;
@@ -330,17 +344,17 @@ static int bn_dims(vk_ctx *vc, size_t outer, size_t ch, size_t inner, vk_push *p
   pc->k = (uint32_t)outer, pc->cols = (uint32_t)ch, pc->rows = (uint32_t)inner;
   return NNT_OK;
 }
-static int v_bn_fwd_train(const nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *x,
-                          const float *gamma, const float *beta, float eps, float *mean,
-                          float *var, float *invstd, float *xhat, float *y) {
+static int v_bn_fwd_train(const nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                          const float *x, const float *gamma, const float *beta, float eps,
+                          float *mean, float *var, float *invstd, float *xhat, float *y) {
   vk_ctx *vc = self->ctx;
   vk_push pc = {.i0 = 0, .f0 = eps};
   if (bn_dims(vc, outer, ch, inner, &pc))
     return NNT_ERR_INVAL;
   return dispatch(vc, "bn", ARGS(x, gamma, beta, mean, var, invstd, xhat, y), &pc, (uint32_t)ch, 1);
 }
-static int v_bn_fwd_infer(const nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *x,
-                          const float *mean, const float *var, const float *gamma,
+static int v_bn_fwd_infer(const nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                          const float *x, const float *mean, const float *var, const float *gamma,
                           const float *beta, float eps, float *y) {
   vk_ctx *vc = self->ctx;
   vk_push pc = {.f0 = eps};
@@ -348,9 +362,9 @@ static int v_bn_fwd_infer(const nnt_kernels *self, size_t outer, size_t ch, size
     return NNT_ERR_INVAL;
   return ew(vc, "bn_infer", outer * ch * inner, ARGS(x, mean, var, gamma, beta, y), &pc);
 }
-static int v_bn_bwd(const nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *dy, const float *xhat,
-                    const float *invstd, const float *gamma, float *dx, float *dgamma,
-                    float *dbeta) {
+static int v_bn_bwd(const nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *dy,
+                    const float *xhat, const float *invstd, const float *gamma, float *dx,
+                    float *dgamma, float *dbeta) {
   vk_ctx *vc = self->ctx;
   vk_push pc = {.i0 = 1,
                 .i1 = (dgamma ? 1u : 0u) | (dbeta ? 2u : 0u) | (dx ? 4u : 0u)};
@@ -361,11 +375,12 @@ static int v_bn_bwd(const nnt_kernels *self, size_t outer, size_t ch, size_t inn
   return dispatch(vc, "bn", ARGS(dy, xhat, invstd, gamma, dx, dgamma, dbeta), &pc, (uint32_t)ch, 1);
 }
 
-static int v_permute3(const nnt_kernels *self, size_t b, const unsigned d[3], const unsigned perm[3], const float *x,
-                      float *y) {
+static int v_permute3(const nnt_kernels *self, size_t b, const unsigned d[3],
+                      const unsigned perm[3], const float *x, float *y) {
   vk_ctx *vc = self->ctx;
   size_t len = (size_t)d[0] * d[1] * d[2];
-  if (perm[0] > 2 || perm[1] > 2 || perm[2] > 2 || len > UINT32_MAX || (len && b > UINT32_MAX / len))
+  if (perm[0] > 2 || perm[1] > 2 || perm[2] > 2 || len > UINT32_MAX ||
+      (len && b > UINT32_MAX / len))
     return NNT_ERR_INVAL;
   uint32_t stride[3] = {d[1] * d[2], d[2], 1};
   vk_push pc = {.cols = (uint32_t)len, .i0 = d[perm[0]], .i1 = d[perm[1]], .i2 = d[perm[2]],
@@ -373,8 +388,8 @@ static int v_permute3(const nnt_kernels *self, size_t b, const unsigned d[3], co
   return ew(vc, "permute3", b * len, ARGS(x, y), &pc);
 }
 
-static int upsample(vk_ctx *vc, unsigned mode, size_t rows, size_t h, size_t w, size_t kh, size_t kw,
-                    const float *a, float *b) {
+static int upsample(vk_ctx *vc, unsigned mode, size_t rows, size_t h, size_t w, size_t kh,
+                    size_t kw, const float *a, float *b) {
   size_t out = h * kh * w * kw;
   if (h > UINT32_MAX || w > UINT32_MAX || kh > UINT32_MAX || kw > UINT32_MAX ||
       (h && kh > UINT32_MAX / h) || (w && kw > UINT32_MAX / w) ||
@@ -384,13 +399,13 @@ static int upsample(vk_ctx *vc, unsigned mode, size_t rows, size_t h, size_t w, 
                 .i3 = (uint32_t)kw};
   return ew(vc, "upsample", rows * (mode ? h * w : out), ARGS(a, b), &pc);
 }
-static int v_upsample_nearest_fwd(const nnt_kernels *self, size_t rows, size_t h, size_t w, size_t kh, size_t kw,
-                                  const float *x, float *y) {
+static int v_upsample_nearest_fwd(const nnt_kernels *self, size_t rows, size_t h, size_t w,
+                                  size_t kh, size_t kw, const float *x, float *y) {
   vk_ctx *vc = self->ctx;
   return upsample(vc, 0, rows, h, w, kh, kw, x, y);
 }
-static int v_upsample_nearest_bwd(const nnt_kernels *self, size_t rows, size_t h, size_t w, size_t kh, size_t kw,
-                                  const float *dy, float *dx) {
+static int v_upsample_nearest_bwd(const nnt_kernels *self, size_t rows, size_t h, size_t w,
+                                  size_t kh, size_t kw, const float *dy, float *dx) {
   vk_ctx *vc = self->ctx;
   return upsample(vc, 1, rows, h, w, kh, kw, dy, dx);
 }
@@ -425,8 +440,8 @@ static int v_col2im(const nnt_kernels *self, const nnt_conv_geom *g, const float
     return NNT_ERR_INVAL;
   return ew(vc, "col2im", (size_t)g->c * g->h * g->w, ARGS(col, dx), &pc);
 }
-static int v_pool_fwd(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode, const float *x, float *y,
-                      float *idx) {
+static int v_pool_fwd(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode,
+                      const float *x, float *y, float *idx) {
   vk_ctx *vc = self->ctx;
   vk_push pc;
   if ((mode != 0 && mode != 1) || window(g, n, &pc))
@@ -434,8 +449,8 @@ static int v_pool_fwd(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
   pc.k = (uint32_t)mode, pc.f0 = 1.0f / (float)(g->kh * g->kw);
   return ew(vc, "pool_fwd", n * g->c * g->oh * g->ow, ARGS(x, y, mode ? NULL : idx), &pc);
 }
-static int v_pool_bwd(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode, const float *dy,
-                      const float *idx, float *dx) {
+static int v_pool_bwd(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode,
+                      const float *dy, const float *idx, float *dx) {
   vk_ctx *vc = self->ctx;
   vk_push pc;
   if ((mode != 0 && mode != 1) || window(g, n, &pc))
@@ -449,8 +464,8 @@ static int v_sgd_step(const nnt_kernels *self, size_t n, float lr, const float *
   vk_push pc = {.i0 = 1, .f0 = lr};
   return ew(vc, "axpy", n, ARGS(g, w), &pc);
 }
-static int v_adam_step(const nnt_kernels *self, size_t n, float lr_t, float b1, float b2, float eps, const float *g,
-                       float *m, float *v, float *w) {
+static int v_adam_step(const nnt_kernels *self, size_t n, float lr_t, float b1, float b2, float eps,
+                       const float *g, float *m, float *v, float *w) {
   vk_ctx *vc = self->ctx;
   vk_push pc = {.f0 = lr_t, .f1 = b1, .f2 = b2, .f3 = eps};
   return ew(vc, "adam_step", n, ARGS(g, m, v, w), &pc);

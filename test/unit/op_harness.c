@@ -715,5 +715,6 @@ int oh_copy_forward(nnt_layer *l, nnt_run_ctx *ctx) {
 
 int oh_copy_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   (void)l;
-  return ctx->k->copy(ctx->k, nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data, ctx->d_in[0].data);
+  return ctx->k->copy(ctx->k, nnt_tensor_len(&ctx->d_out[0]), ctx->d_out[0].data,
+                      ctx->d_in[0].data);
 }

@@ -143,7 +143,8 @@ static void test_plan(void **state) {
   assert_int_equal(tu_run_cli("plan good.ini", out, sizeof out), 0);
   tu_assert_contains(out, "arena / lower bound");
   tu_assert_contains(out, "saving");
-  assert_int_equal(tu_run_cli("plan good.ini --json --mode infer --planner pool", out, sizeof out), 0);
+  assert_int_equal(tu_run_cli("plan good.ini --json --mode infer --planner pool", out, sizeof out),
+                   0);
   const char *fields[] = {"\"mode\":\"infer\"", "\"planner\":\"pool\"", "\"arena_bytes\":",
                           "\"lower_bound_bytes\":", "\"unoptimized_arena_bytes\":",
                           "\"weight_bytes\":", "\"optimizer_bytes\":", "\"total_bytes\":",
@@ -194,7 +195,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_version_and_help, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_train_writes_weights, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_summary, tu_dir_setup, tu_dir_teardown),
-      cmocka_unit_test_setup_teardown(test_errors_name_file_section_key, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_errors_name_file_section_key, tu_dir_setup,
+                                      tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_numeric_options, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_plan, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_dump, tu_dir_setup, tu_dir_teardown),

@@ -64,7 +64,8 @@ static void run_layer(run1 *r, const char *type, const char *const *props, nnt_d
     r->gw[w] = (nnt_tensor){.dim = r->fc.w[w].dim, .data = calloc(n, 4)};
   }
   for (unsigned s = 0; s < r->fc.n_scratch; s++)
-    r->scratch[s] = (nnt_tensor){.dim = r->fc.scratch_dim[s], .data = calloc(nnt_dim_len(r->fc.scratch_dim[s]), 4)};
+    r->scratch[s] = (nnt_tensor){.dim = r->fc.scratch_dim[s],
+                                 .data = calloc(nnt_dim_len(r->fc.scratch_dim[s]), 4)};
   r->c = (nnt_run_ctx){.k = nnt_kernels_cpu(), .n_in = 1, .n_out = 1, .n_w = r->fc.n_w,
                        .n_scratch = r->fc.n_scratch, .scratch = r->scratch,
                        .in = &r->in, .out = &r->out, .d_out = &r->dout, .d_in = &r->din,

@@ -334,7 +334,8 @@ static void test_file_errors(void **state) {
   expect_file_error("dupsec.ini", "[Model]\nepochs = 1\n[in]\ntype = input\n[IN]\ntype = input\n",
                     NNT_ERR_INVAL, ": line 5: duplicate section [in], already given on line 3");
   expect_file_error("dupkey.ini", "[Model]\nepochs = 1\nEpochs = 2\n[in]\ntype = input\n",
-                    NNT_ERR_INVAL, ": line 3: [model] epochs: duplicate key, already given on line 2");
+                    NNT_ERR_INVAL,
+                    ": line 3: [model] epochs: duplicate key, already given on line 2");
   /* iniparser cut the line at the NUL and read "epochs = 1" */
   expect_file_error_n("nul.ini", "[Model]\nepochs = 1\0junk\n[in]\ntype = input\n", 42,
                       NNT_ERR_INVAL, ": line 2: binary content (byte 0x00 at column 11)");

@@ -109,10 +109,12 @@ typedef struct bad_case {
 } bad_case;
 
 static const bad_case bad_cases[] = {
-    {"[FC1]\nunit = 1\n[Model]\n[fc1]\n", 0,
+    {"[FC1]\nunit = 1\n[Model]\n[fc1]\n",
+     0,
      {"bad.ini: line 4: duplicate section [fc1], already given on line 1"}},
     {"[Model]\n[model]\n", 0, {"line 2: duplicate section [model], already given on line 1"}},
-    {"[s]\nUnit = 1\nx = 2\nunit = 3\n", 0,
+    {"[s]\nUnit = 1\nx = 2\nunit = 3\n",
+     0,
      {"line 4: [s] unit: duplicate key, already given on line 2", "keys ignore case"}},
     {"[a]\nk = 1\n[b]\nk = 1\n[a]\nj = 1\n", 0, {"line 5: duplicate section [a]"}},
     {"[s]\nk = 1\nbad line\nk = 2\n", 0, {"line 3: [s] 'bad line' is not a [section]"}},
@@ -136,11 +138,15 @@ static const bad_case bad_cases[] = {
     {"[a]b]\n", 0, {"line 1: '[a]b]' is not a [section]: text after its first ']'"}},
     {"[a] ; comment\n", 0, {"line 1: '[a] ; comment' is not a [section], a key = value"}},
     {"[a:b]\n", 0, {"line 1: section name 'a:b' holds ':'"}},
-    {"[s]\nPath = \"a.bin\nk = 1\n", 0, {"line 2: [s] path: the value's opening \" has no closing"}},
+    {"[s]\nPath = \"a.bin\nk = 1\n",
+     0,
+     {"line 2: [s] path: the value's opening \" has no closing"}},
     {"[s]\nk = 'a\n", 0, {"line 2: [s] k: the value's opening ' has no closing '"}},
     {"[s]\nk = \"a\" b\n", 0, {"line 2: [s] k: 'b' after the closing quote"}},
     {"[s]\nk = \"\"x\n", 0, {"line 2: [s] k: 'x' after the closing quote"}},
-    {"[s]\nk = 1\nj = a \\\n", 0, {"line 3: [s] 'j = a ' continues ('\\' at its end) past the end"}},
+    {"[s]\nk = 1\nj = a \\\n",
+     0,
+     {"line 3: [s] 'j = a ' continues ('\\' at its end) past the end"}},
     {"[s]\nk = a\\\n\\\n", 0, {"line 2: [s] 'k = a' continues"}},
 };
 

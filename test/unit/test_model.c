@@ -258,7 +258,8 @@ static void test_compile_errors(void **state) {
   const lspec no_shape[] = {{"fully_connected", "fc", {"unit", "2", NULL}}};
   expect_compile_error(no_shape, 1, props, "[fc] input_shape", NULL);
   const char *cross[] = {"batch_size", "4", "loss", "cross", NULL};
-  const lspec no_softmax[] = {{"fully_connected", "fc", {"unit", "2", "input_shape", "1:1:3", NULL}}};
+  const lspec no_softmax[] = {
+      {"fully_connected", "fc", {"unit", "2", "input_shape", "1:1:3", NULL}}};
   expect_compile_error(no_softmax, 1, cross, "loss", "softmax or sigmoid");
   /* found by the INI fuzz target: multiout makes as many outputs as are
    * named, and output 20 was written past its 16 output slots */
@@ -384,7 +385,9 @@ static void test_frozen_layer_keeps_weights(void **state) {
   (void)state;
   const lspec g[] = {
       {"input", "in", {"input_shape", "1:1:6", NULL}},
-      {"fully_connected", "frozen", {"unit", "5", "activation", "tanh", "trainable", "false", NULL}},
+      {"fully_connected",
+       "frozen",
+       {"unit", "5", "activation", "tanh", "trainable", "false", NULL}},
       {"fully_connected", "head", {"unit", "3", "activation", "softmax", NULL}},
   };
   const char *props[] = {"batch_size", "4", "epochs", "2", "loss", "cross", NULL};

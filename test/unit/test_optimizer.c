@@ -23,8 +23,8 @@ static int r_sgd_step(const nnt_kernels *self, size_t n, float lr, const float *
     w[i] -= lr * g[i];
   return NNT_OK;
 }
-static int r_adam_step(const nnt_kernels *self, size_t n, float lr_t, float b1, float b2, float eps, const float *g,
-                       float *m, float *v, float *w) {
+static int r_adam_step(const nnt_kernels *self, size_t n, float lr_t, float b1, float b2, float eps,
+                       const float *g, float *m, float *v, float *w) {
   (void)self;
   for (size_t i = 0; i < n; i++) {
     m[i] = b1 * m[i] + (1 - b1) * g[i];

@@ -682,8 +682,9 @@ static void test_counters_at_their_end(void **state) {
 
 /* The CPU table with one entry that refuses its arguments. */
 static nnt_kernels failing;
-static int bad_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a,
-                    size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc) {
+static int bad_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n, size_t k,
+                    float alpha, const float *a, size_t lda, const float *b, size_t ldb, float beta,
+                    float *c, size_t ldc) {
   (void)self;
   (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b;
   (void)ldb, (void)beta, (void)c, (void)ldc;
@@ -694,7 +695,8 @@ static int bad_sgd(const nnt_kernels *self, size_t n, float lr, const float *g, 
   (void)n, (void)lr, (void)g, (void)w;
   return NNT_ERR_INVAL;
 }
-static int bad_argmax(const nnt_kernels *self, size_t rows, size_t cols, const float *y, const float *l, float *c) {
+static int bad_argmax(const nnt_kernels *self, size_t rows, size_t cols, const float *y,
+                      const float *l, float *c) {
   (void)self;
   (void)rows, (void)cols, (void)y, (void)l, (void)c;
   return NNT_ERR_INVAL;

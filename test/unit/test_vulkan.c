@@ -264,7 +264,9 @@ static void test_other_ops(void **state) {
     case 9: BOTH(k->mul(k, N, x, y, o), cpu->mul(cpu, N, hx, hy, ho)); break;
     case 10: BOTH(k->sub(k, N, x, y, x), cpu->sub(cpu, N, hx, hy, hx)); break; /* y aliases a */
     case 11: BOTH(k->copy(k, N, z, o), cpu->copy(cpu, N, hz, ho)); break;
-    case 12: BOTH(k->argmax_match(k, R, C, x, y, o), cpu->argmax_match(cpu, R, C, hx, hy, ho)); break;
+    case 12:
+      BOTH(k->argmax_match(k, R, C, x, y, o), cpu->argmax_match(cpu, R, C, hx, hy, ho));
+      break;
     }
 #undef BOTH
     assert_int_equal(be->buft->get(b, 0, d, sizeof d, &e), NNT_OK);
@@ -548,7 +550,8 @@ static void test_dropout_mask_is_the_cpus(void **state) {
   for (size_t r = 0; r < NNT_ARRAY_LEN(rates); r++)
     for (size_t k = 0; k < NNT_ARRAY_LEN(keys); k++) {
       assert_int_equal(be->k->dropout_mask(be->k, N, rates[r], keys[k][0], keys[k][1], m), NNT_OK);
-      assert_int_equal(nnt_kernels_cpu()->dropout_mask(nnt_kernels_cpu(), N, rates[r], keys[k][0], keys[k][1], h),
+      assert_int_equal(nnt_kernels_cpu()->dropout_mask(nnt_kernels_cpu(), N, rates[r], keys[k][0],
+                                                       keys[k][1], h),
                        NNT_OK);
       assert_int_equal(be->buft->get(b, 4, d, N * sizeof *d, &e), NNT_OK);
       assert_memory_equal(h, d, N * sizeof *d);

@@ -388,9 +388,10 @@ static void test_files_refused(void **state) {
   assert_int_equal(nnt_model_load_weights(m, path, &e), NNT_ERR_IO);
   tu_assert_contains(e.msg, path);
   tu_assert_contains(e.msg, "has 928 bytes");
-  tu_assert_contains(e.msg, "376 bytes (weights only), 384 (with the epoch and iteration "
-                            "counters), 868 (with Adam's moments and the counters), 380 (with the 'adam' "
-                            "tag alone) or 388 (with the 'adam' tag and the counters)");
+  tu_assert_contains(e.msg,
+                     "376 bytes (weights only), 384 (with the epoch and iteration "
+                     "counters), 868 (with Adam's moments and the counters), 380 (with the 'adam' "
+                     "tag alone) or 388 (with the 'adam' tag and the counters)");
   snap_same(m, &before);
   /* paths that are not regular files: refused at once, never waited on */
   alarm(20);
