@@ -390,7 +390,6 @@ int nnt_model_compile(nnt_model *m, nnt_err *e) {
   for (size_t i = 0; i < m->n_layers; i++)
     nnt_layer_log_defaults(m->layers[i]);
   nnt_optimizer_log_defaults(m->opt);
-  nnt_rng_seed(&m->rng, m->seed ^ 0x5eedULL);
   if ((rc = select_backend(m, e)) || (rc = nnt_graph_compile(m, e)))
     return rc;
   m->compiled = 1;

@@ -159,7 +159,6 @@ struct nnt_model {
   /* counters */
   unsigned epoch_idx;       /* epochs done */
   unsigned iter;            /* iterations done */
-  nnt_rng rng;              /* dropout and the like */
   nnt_backend *be;          /* computes every op and owns every buffer */
   /* where the weights and the optimizer state live; NULL: be->buft (the
    * arenas are always be->buft) */

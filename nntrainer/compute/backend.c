@@ -2,6 +2,7 @@
  * access from the host's side, and the CPU backend: host memory aligned
  * for SIMD, OpenBLAS and loops (cpu_kernels.c). */
 #include "nntrainer/compute/backend.h"
+#include "nntrainer/compute/cpu_impl.h"
 
 #include <string.h>
 
@@ -125,18 +126,16 @@ static int cpu_supports(const nnt_backend *be, nnt_kop op) {
   return (unsigned)op < NNT_KOP__COUNT;
 }
 
+/* Never written: a backend without state is one instance for everyone. */
 static nnt_backend cpu_backend = {
     .name = "cpu",
     .buft = &host_type,
+    .k = &nnt_cpu_kernel_table,
     .synchronize = cpu_synchronize,
     .supports = cpu_supports,
 };
 
-nnt_backend *nnt_backend_cpu(void) {
-  if (!cpu_backend.k) /* the same value from every thread: a benign race */
-    cpu_backend.k = nnt_kernels_cpu();
-  return &cpu_backend;
-}
+nnt_backend *nnt_backend_cpu(void) { return &cpu_backend; }
 
 int nnt_backend_get(nnt_engine en, nnt_backend **out, nnt_err *e) {
   switch (en) {

@@ -37,4 +37,7 @@ int nnt_cpu_pool_is_max2x2(const struct nnt_conv_geom *g);
 int nnt_cpu_pool_bwd(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                      int mode, const float *dy, const float *idx, float *dx);
 
+/* The CPU's op table (nnt_kernels_cpu returns it). */
+extern const struct nnt_kernels nnt_cpu_kernel_table;
+
 #endif

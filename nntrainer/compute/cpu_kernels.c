@@ -528,7 +528,7 @@ static int k_prepare(const nnt_kernels *self, nnt_err *e) {
   return nnt_cpu_prepare(e);
 }
 
-static const nnt_kernels cpu_kernels = {
+const nnt_kernels nnt_cpu_kernel_table = {
     .name = "cpu",
     .prepare = k_prepare,
     .gemm = k_gemm,
@@ -573,4 +573,4 @@ static const nnt_kernels cpu_kernels = {
 };
 
 /* The CPU kernel table: static, never freed. */
-const nnt_kernels *nnt_kernels_cpu(void) { return &cpu_kernels; }
+const nnt_kernels *nnt_kernels_cpu(void) { return &nnt_cpu_kernel_table; }
