@@ -211,6 +211,24 @@ int nnt_tensor_get(const nnt_tensor *t, size_t elem_off, float *dst, size_t n, n
   return rc ? rc : t->buf->type->get(t->buf, off, dst, n * sizeof(float), e);
 }
 
+int nnt_tensor_get_later(const nnt_tensor *t, size_t elem_off, float *dst, size_t n,
+                         nnt_err *e) {
+  size_t off = 0;
+  int rc = tensor_range(t, elem_off, n, "tensor get", &off, e);
+  if (rc)
+    return rc;
+  const nnt_buffer_type *bt = t->buf->type;
+  return (bt->get_later ? bt->get_later : bt->get)(t->buf, off, dst, n * sizeof(float), e);
+}
+
+int nnt_backend_step_begin(nnt_backend *be, uint64_t key, nnt_err *e) {
+  return be && be->step_begin ? be->step_begin(be, key, e) : NNT_OK;
+}
+
+int nnt_backend_step_end(nnt_backend *be, nnt_err *e) {
+  return be && be->step_end ? be->step_end(be, e) : NNT_OK;
+}
+
 int nnt_tensor_memset(const nnt_tensor *t, int v, nnt_err *e) {
   size_t off = 0, n = nnt_tensor_len(t);
   int rc = tensor_range(t, 0, n, "tensor memset", &off, e);

@@ -44,6 +44,9 @@ struct nnt_buffer_type {
   int (*set)(nnt_buffer *b, size_t off, const void *src, size_t n, nnt_err *e);
   int (*get)(const nnt_buffer *b, size_t off, void *dst, size_t n, nnt_err *e);
   int (*memset)(nnt_buffer *b, size_t off, int v, size_t n, nnt_err *e);
+  /* Like get, but dst may be written only when the backend's current step
+   * ends (step_end); outside a step it is get. NULL: get. */
+  int (*get_later)(const nnt_buffer *b, size_t off, void *dst, size_t n, nnt_err *e);
   void *ctx;
 };
 
@@ -100,6 +103,14 @@ struct nnt_backend {
   /* 1 when the backend can run op. */
   int (*supports)(const nnt_backend *be, nnt_kop op);
   void (*free)(nnt_backend *be); /* NULL for a static backend */
+  /* Steps (NULL: ops run as they are called). The ops, sets, memsets and
+   * get_laters between step_begin(key) and step_end form one step; a
+   * backend may record the first step of a key and replay it while the
+   * calls match, submitting it once, and lands the get_laters' bytes by
+   * the time step_end returns. A plain get inside a step works but makes
+   * the backend wait in the middle of it. */
+  int (*step_begin)(nnt_backend *be, uint64_t key, nnt_err *e);
+  int (*step_end)(nnt_backend *be, nnt_err *e);
   void *ctx;
 };
 
@@ -135,6 +146,12 @@ void *nnt_buffer_host(const nnt_buffer *b, size_t off);
 int nnt_tensor_set(const nnt_tensor *t, size_t elem_off, const float *src, size_t n,
                    nnt_err *e);
 int nnt_tensor_get(const nnt_tensor *t, size_t elem_off, float *dst, size_t n, nnt_err *e);
+/* get_later: dst is written by the end of the backend's current step. */
+int nnt_tensor_get_later(const nnt_tensor *t, size_t elem_off, float *dst, size_t n,
+                         nnt_err *e);
+/* The backend's step hooks, where it has them (NNT_OK otherwise). */
+int nnt_backend_step_begin(nnt_backend *be, uint64_t key, nnt_err *e);
+int nnt_backend_step_end(nnt_backend *be, nnt_err *e);
 /* Every byte of the tensor to v (0: zeros). */
 int nnt_tensor_memset(const nnt_tensor *t, int v, nnt_err *e);
 /* The mapped view: a host pointer to the tensor's first float when its

@@ -24,4 +24,17 @@ size_t nnt_vulkan_validation_messages(const nnt_backend *be, char *first, size_t
  * (NNTRAINER_VULKAN_VALIDATION=1 and the layer installed). */
 int nnt_vulkan_validation_listening(const nnt_backend *be);
 
+/* What a Vulkan backend instance has done and holds, for tests and
+ * benchmarks: submits, dispatches and barriers executed; steps recorded,
+ * replayed, recorded again (a replay whose calls differed) and broken by a
+ * read in their middle; bytes of device and host memory it holds; the
+ * bytes of a chunk (the largest range one binding reaches). */
+typedef struct nnt_vulkan_counters {
+  uint64_t submits, dispatches, barriers;
+  uint64_t recorded_steps, replayed_steps, rerecorded_steps, step_syncs;
+  size_t device_bytes, host_bytes, chunk_bytes;
+} nnt_vulkan_counters;
+/* NNT_ERR_INVAL for a backend that is not Vulkan's. */
+int nnt_vulkan_stats(const nnt_backend *be, nnt_vulkan_counters *out);
+
 #endif

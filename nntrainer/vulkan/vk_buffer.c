@@ -1,8 +1,9 @@
-/* The Vulkan backend's memory and the backend itself: device-local storage
- * buffers with opaque base addresses (VK_ADDR_BASE + k * VK_ADDR_SPAN, never
- * a host pointer), the registry that maps an address back to its buffer,
- * set/get through the staging buffer, memset through vkCmdFillBuffer, and
- * nnt_backend_vulkan (a new instance per call, closed when its handle and
+/* The Vulkan backend's memory and the backend itself: device buffers made
+ * of chunks (device-local VkBuffers no larger than a binding may reach),
+ * with opaque base addresses (instance tag and slot, vk_impl.h; never a
+ * host pointer), the registry that maps an address back to its chunk,
+ * set/get through staging recorded with the ops (vk_record.c), memset
+ * through vkCmdFillBuffer, the step hooks, and nnt_backend_vulkan (a new instance per call, closed when its handle and
  * its last buffer are released). */
 #include "nntrainer/vulkan/vk_impl.h"
 
@@ -35,11 +36,7 @@ static size_t vk_max_size(const nnt_buffer_type *t) {
   vk_ctx *c = t->ctx;
   if (!c)
     return 0;
-  uint64_t m = c->max_alloc;
-  if ((uint64_t)c->props.limits.maxStorageBufferRange < m)
-    m = c->props.limits.maxStorageBufferRange;
-  if (m > VK_ADDR_SPAN - 64)
-    m = VK_ADDR_SPAN - 64;
+  uint64_t m = c->chunk;
   m -= m % 64; /* whole floats, whatever the limit */
   return m > SIZE_MAX ? SIZE_MAX : (size_t)m;
 }
@@ -49,100 +46,86 @@ static int vk_is_host(const nnt_buffer_type *t) {
   return 0;
 }
 
+static uint64_t addr_of(const vk_ctx *c, uint32_t slot) {
+  return VK_ADDR_BASE | (c->tag << (VK_OFF_BITS + VK_SLOT_BITS)) |
+         ((uint64_t)slot << VK_OFF_BITS);
+}
+
 static char *vk_base(const nnt_buffer *b) {
-  const vk_buf *v = b->ctx;
-  return (char *)(uintptr_t)(VK_ADDR_BASE + v->k * VK_ADDR_SPAN);
+  const vk_pool *p = b->ctx;
+  return (char *)(uintptr_t)addr_of(b->type->ctx, p->slot);
 }
 
-static void destroy_buf(vk_ctx *c, vk_buf *v) {
-  if (v->buf)
-    c->f.vkDestroyBuffer(c->dev, v->buf, NULL);
-  if (v->mem)
-    c->f.vkFreeMemory(c->dev, v->mem, NULL);
-  nnt_free(v);
+static void pool_destroy(vk_ctx *c, vk_pool *p) {
+  for (size_t i = 0; p && i < p->n_chunks; i++) {
+    if (p->chunks[i].buf)
+      c->dev_bytes -= p->chunks[i].size;
+    nnt_vk_buf_destroy(c, &p->chunks[i]);
+  }
+  if (p)
+    nnt_free(p->chunks);
+  nnt_free(p);
 }
-
-static int vk_fill_locked(vk_ctx *c, vk_buf *v, size_t off, uint32_t word, size_t n,
-                          nnt_err *e);
 
 static int vk_alloc(const nnt_buffer_type *t, size_t size, const char *what, nnt_buffer **out,
                     nnt_err *e) {
   vk_ctx *c = t->ctx;
+  if (!c)
+    return nnt_err_set(e, NNT_ERR_INVAL, "cannot allocate %s: the Vulkan device is not open",
+                       what);
   pthread_mutex_lock(&c->lock);
-  nnt_buffer *b = NULL;
-  vk_buf *v = NULL;
+  nnt_buffer *b = nnt_calloc(1, sizeof *b);
+  vk_pool *p = b ? nnt_calloc(1, sizeof *p) : NULL;
   int rc = NNT_OK;
-  if (!c) {
-    rc = nnt_err_set(e, NNT_ERR_INVAL, "cannot allocate %s: the Vulkan device is not open", what);
-    goto out;
+  uint32_t slot = 1;
+  while (slot <= VK_MAX_SLOTS && c->live[slot])
+    slot++;
+  if (p) {
+    p->size = size;
+    p->chunk = c->chunk;
+    p->n_chunks = size ? (size + c->chunk - 1) / c->chunk : 1;
+    p->chunks = nnt_calloc(p->n_chunks, sizeof *p->chunks);
   }
-  b = nnt_calloc(1, sizeof *b);
-  v = b ? nnt_calloc(1, sizeof *v) : NULL;
-  if (v && c->n_live + 1 >= c->cap_live) {
-    uint64_t cap = c->cap_live ? 2 * c->cap_live : 64;
-    vk_buf **live = nnt_realloc(c->live, cap * sizeof *live);
-    if (live) {
-      memset(live + c->cap_live, 0, (cap - c->cap_live) * sizeof *live);
-      c->live = live, c->cap_live = cap;
-    } else {
-      nnt_free(v), v = NULL;
-    }
-  }
-  if (!v) {
+  if (!p || !p->chunks) {
     rc = nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate %s (%zu bytes)", what, size);
     goto out;
   }
-  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-                           .size = size ? (size + 3) / 4 * 4 : 4,
-                           .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
-                                    VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                                    VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                           .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
-  VkResult r = c->f.vkCreateBuffer(c->dev, &bi, NULL, &v->buf);
-  VkMemoryRequirements req = {0};
-  uint32_t type = 0;
-  if (r == VK_SUCCESS) {
-    c->f.vkGetBufferMemoryRequirements(c->dev, v->buf, &req);
-    if (!nnt_vk_find_memory(c, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, &type) &&
-        !nnt_vk_find_memory(c, req.memoryTypeBits, 0, &type))
-      r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
-  }
-  if (r == VK_SUCCESS) {
-    VkMemoryAllocateInfo mi = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                               .allocationSize = req.size,
-                               .memoryTypeIndex = type};
-    r = c->f.vkAllocateMemory(c->dev, &mi, NULL, &v->mem);
-  }
-  if (r == VK_SUCCESS)
-    r = c->f.vkBindBufferMemory(c->dev, v->buf, v->mem, 0);
-  if (r != VK_SUCCESS) {
-    rc = nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate %s (%zu bytes) on the Vulkan device '%s' "
-                     "(VkResult %d)", what, size, c->props.deviceName, (int)r);
+  if (slot > VK_MAX_SLOTS) {
+    rc = nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate %s: the Vulkan device '%s' holds %u "
+                     "buffers already", what, c->props.deviceName, VK_MAX_SLOTS);
     goto out;
   }
-  v->size = size;
-  v->range = bi.size < c->props.limits.maxStorageBufferRange
-                 ? bi.size : c->props.limits.maxStorageBufferRange;
-  v->k = ++c->n_live;
-  c->live[v->k] = v;
+  if ((rc = nnt_vk_flush(c, e)))
+    goto out;
+  for (size_t i = 0; i < p->n_chunks && !rc; i++) {
+    size_t len = i + 1 < p->n_chunks ? p->chunk : size - i * p->chunk;
+    if (nnt_vk_buf_create(c, len ? len : 4, 0,
+                          VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                              VK_BUFFER_USAGE_TRANSFER_DST_BIT, &p->chunks[i]))
+      rc = nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate %s (%zu bytes) on the Vulkan device "
+                       "'%s'", what, size, c->props.deviceName);
+    else
+      c->dev_bytes += p->chunks[i].size;
+  }
+  /* zeroed, as alloc promises */
+  for (size_t i = 0; i < p->n_chunks && !rc; i++)
+    rc = nnt_vk_record_fill(c, &p->chunks[i], 0, p->chunks[i].size, 0);
+  if (!rc)
+    rc = nnt_vk_flush(c, e);
+  else
+    nnt_err_set(e, rc, "cannot allocate %s: zeroing it failed", what);
+  if (rc)
+    goto out;
+  p->slot = slot;
+  c->live[slot] = p;
   b->type = t;
   b->size = size;
-  b->ctx = v;
+  b->ctx = p;
   ctx_ref(c);
-  /* zeroed, as alloc promises */
-  if ((rc = vk_fill_locked(c, v, 0, 0, (size_t)bi.size, e))) {
-    c->live[v->k] = NULL;
-    destroy_buf(c, v);
-    nnt_free(b);
-    if (!ctx_unref(c))
-      pthread_mutex_unlock(&c->lock);
-    return rc;
-  }
   *out = b;
-  b = NULL, v = NULL;
+  b = NULL, p = NULL;
 out:
-  if (v)
-    destroy_buf(c, v);
+  pool_destroy(c, p);
   nnt_free(b);
   pthread_mutex_unlock(&c->lock);
   return rc;
@@ -151,26 +134,35 @@ out:
 static void vk_free(nnt_buffer *b) {
   vk_ctx *c = b->type->ctx;
   pthread_mutex_lock(&c->lock);
-  vk_buf *v = b->ctx;
-  /* pending commands may use it */
-  nnt_vk_flush(c, NULL);
-  c->live[v->k] = NULL;
-  destroy_buf(c, v);
+  vk_pool *p = b->ctx;
+  /* pending commands may use it; recordings and descriptor sets name it */
+  nnt_vk_forget_buffers(c, NULL);
+  c->live[p->slot] = NULL;
+  pool_destroy(c, p);
   nnt_free(b);
   if (!ctx_unref(c))
     pthread_mutex_unlock(&c->lock);
 }
 
-vk_buf *nnt_vk_resolve(vk_ctx *c, const void *p, uint32_t *elem) {
-  uint64_t a = (uint64_t)(uintptr_t)p;
-  if (a < VK_ADDR_BASE)
+vk_buf *nnt_vk_resolve(vk_ctx *c, const void *ptr, uint32_t *elem, VkDeviceSize *room) {
+  uint64_t a = (uint64_t)(uintptr_t)ptr;
+  if ((a & ~(((uint64_t)1 << (VK_OFF_BITS + VK_SLOT_BITS)) - 1)) != addr_of(c, 0))
+    return NULL; /* another instance's, or not a device address */
+  uint64_t slot = (a >> VK_OFF_BITS) & VK_MAX_SLOTS, off = a & (VK_ADDR_SPAN - 1);
+  vk_pool *p = slot ? c->live[slot] : NULL;
+  if (!p || off > p->size || off % 4)
     return NULL;
-  uint64_t k = (a - VK_ADDR_BASE) / VK_ADDR_SPAN, off = (a - VK_ADDR_BASE) % VK_ADDR_SPAN;
-  vk_buf *v = k && k <= c->n_live ? c->live[k] : NULL;
-  if (!v || off > v->size || off % 4 || off / 4 > UINT32_MAX)
+  size_t k = (size_t)(off / p->chunk);
+  if (k == p->n_chunks) /* the end of the buffer */
+    k--;
+  VkDeviceSize in = off - (VkDeviceSize)k * p->chunk;
+  if (in / 4 > UINT32_MAX)
     return NULL;
-  *elem = (uint32_t)(off / 4);
-  return v;
+  *elem = (uint32_t)(in / 4);
+  *room = p->chunks[k].size - in;
+  if (k + 1 == p->n_chunks && p->size - off < *room)
+    *room = p->size - off;
+  return &p->chunks[k];
 }
 
 static int check_range(const nnt_buffer *b, size_t off, size_t n, nnt_err *e) {
@@ -180,61 +172,84 @@ static int check_range(const nnt_buffer *b, size_t off, size_t n, nnt_err *e) {
   return NNT_OK;
 }
 
-/* Copy n bytes between a buffer and host memory through the staging
- * buffer, in chunks; to_dev: host -> device. Flushes first. */
-static int transfer(vk_ctx *c, vk_buf *v, size_t off, void *host, size_t n, int to_dev,
-                    nnt_err *e) {
-  int rc = nnt_vk_flush(c, e);
-  while (!rc && n) {
-    size_t len = n < VK_STAGING_BYTES ? n : (size_t)VK_STAGING_BYTES;
-    if (to_dev)
-      memcpy(c->stage_map, host, len);
-    if ((rc = nnt_vk_begin(c)))
-      return nnt_err_set(e, rc, "engine 'gpu': %s", c->fail_msg);
-    VkBufferCopy cp = {.srcOffset = to_dev ? 0 : off, .dstOffset = to_dev ? off : 0, .size = len};
-    c->f.vkCmdCopyBuffer(c->cmd, to_dev ? c->stage : v->buf, to_dev ? v->buf : c->stage, 1, &cp);
-    if ((rc = nnt_vk_flush(c, e)))
-      break;
-    if (!to_dev)
-      memcpy(host, c->stage_map, len);
-    host = (char *)host + len, off += len, n -= len;
+/* The pieces of [off, off + n) in b's chunks: op(chunk, offset in it,
+ * length, host pointer) for each. */
+typedef int (*piece_fn)(vk_ctx *c, vk_buf *v, VkDeviceSize off, VkDeviceSize n, void *host,
+                        uint32_t word);
+
+static int pieces(vk_ctx *c, const nnt_buffer *b, size_t off, size_t n, void *host,
+                  uint32_t word, piece_fn fn) {
+  const vk_pool *p = b->ctx;
+  int rc = NNT_OK;
+  while (n && !rc) {
+    size_t k = off / p->chunk, in = off - k * p->chunk;
+    size_t len = p->chunk - in < n ? p->chunk - in : n;
+    rc = fn(c, &p->chunks[k], in, len, host, word);
+    off += len, n -= len;
+    if (host)
+      host = (char *)host + len;
   }
   return rc;
 }
 
+static int piece_in(vk_ctx *c, vk_buf *v, VkDeviceSize off, VkDeviceSize n, void *host,
+                    uint32_t word) {
+  (void)word;
+  return nnt_vk_record_copy_in(c, v, off, host, n);
+}
+static int piece_out(vk_ctx *c, vk_buf *v, VkDeviceSize off, VkDeviceSize n, void *host,
+                     uint32_t word) {
+  (void)word;
+  return nnt_vk_record_copy_out(c, v, off, host, n);
+}
+static int piece_fill(vk_ctx *c, vk_buf *v, VkDeviceSize off, VkDeviceSize n, void *host,
+                      uint32_t word) {
+  (void)host;
+  return nnt_vk_record_fill(c, v, off, n, word);
+}
+
+static int op_failed(vk_ctx *c, int rc, const char *what, nnt_err *e) {
+  if (c->failed)
+    return nnt_err_set(e, NNT_ERR_UNKNOWN, "engine 'gpu': %s: %s", what, c->fail_msg);
+  return nnt_err_set(e, rc, "engine 'gpu': %s failed: %s", what, nnt_strerror(rc));
+}
+
+/* The bytes land in host memory in order with the ops: set stages them
+ * (no wait), get waits for them, get_later has them when the current step
+ * ends (at once outside a step). */
 static int vk_set(nnt_buffer *b, size_t off, const void *src, size_t n, nnt_err *e) {
   int rc = check_range(b, off, n, e);
   if (rc || !n)
     return rc;
   vk_ctx *c = b->type->ctx;
   pthread_mutex_lock(&c->lock);
-  rc = transfer(c, b->ctx, off, (void *)src, n, 1, e);
+  if ((rc = pieces(c, b, off, n, (void *)src, 0, piece_in)))
+    rc = op_failed(c, rc, "writing a buffer", e);
   pthread_mutex_unlock(&c->lock);
   return rc;
 }
 
-static int vk_get(const nnt_buffer *b, size_t off, void *dst, size_t n, nnt_err *e) {
+static int get_common(const nnt_buffer *b, size_t off, void *dst, size_t n, int later,
+                      nnt_err *e) {
   int rc = check_range(b, off, n, e);
   if (rc || !n)
     return rc;
   vk_ctx *c = b->type->ctx;
   pthread_mutex_lock(&c->lock);
-  rc = transfer(c, b->ctx, off, dst, n, 0, e);
+  if ((rc = pieces(c, b, off, n, dst, 0, piece_out)))
+    rc = op_failed(c, rc, "reading a buffer", e);
+  else if (!later || !c->in_step)
+    rc = nnt_vk_flush(c, e);
   pthread_mutex_unlock(&c->lock);
   return rc;
 }
 
-/* vkCmdFillBuffer recorded in order with the ops (offset and size
- * multiples of 4). */
-static int vk_fill_locked(vk_ctx *c, vk_buf *v, size_t off, uint32_t word, size_t n,
-                          nnt_err *e) {
-  if (c->failed)
-    return nnt_err_set(e, NNT_ERR_UNKNOWN, "engine 'gpu': an earlier error: %s", c->fail_msg);
-  if (nnt_vk_begin(c))
-    return nnt_err_set(e, NNT_ERR_UNKNOWN, "engine 'gpu': %s", c->fail_msg);
-  c->f.vkCmdFillBuffer(c->cmd, v->buf, off, n, word);
-  nnt_vk_barrier(c);
-  return NNT_OK;
+static int vk_get(const nnt_buffer *b, size_t off, void *dst, size_t n, nnt_err *e) {
+  return get_common(b, off, dst, n, 0, e);
+}
+
+static int vk_get_later(const nnt_buffer *b, size_t off, void *dst, size_t n, nnt_err *e) {
+  return get_common(b, off, dst, n, 1, e);
 }
 
 static int vk_memset(nnt_buffer *b, size_t off, int val, size_t n, nnt_err *e) {
@@ -253,7 +268,8 @@ static int vk_memset(nnt_buffer *b, size_t off, int val, size_t n, nnt_err *e) {
   }
   vk_ctx *c = b->type->ctx;
   pthread_mutex_lock(&c->lock);
-  rc = vk_fill_locked(c, b->ctx, off, u * 0x01010101u, n, e);
+  if ((rc = pieces(c, b, off, n, NULL, u * 0x01010101u, piece_fill)))
+    rc = op_failed(c, rc, "filling a buffer", e);
   pthread_mutex_unlock(&c->lock);
   return rc;
 }
@@ -269,6 +285,7 @@ static const nnt_buffer_type vk_type = {
     .set = vk_set,
     .get = vk_get,
     .memset = vk_memset,
+    .get_later = vk_get_later,
 };
 
 void nnt_vk_buffer_type_init(vk_ctx *c) {
@@ -277,6 +294,42 @@ void nnt_vk_buffer_type_init(vk_ctx *c) {
 }
 
 /* ---- the backend ---- */
+
+static int vk_step_begin(nnt_backend *be, uint64_t key, nnt_err *e) {
+  vk_ctx *c = be->ctx;
+  pthread_mutex_lock(&c->lock);
+  int rc = nnt_vk_step_begin(c, key, e);
+  pthread_mutex_unlock(&c->lock);
+  return rc;
+}
+
+static int vk_step_end(nnt_backend *be, nnt_err *e) {
+  vk_ctx *c = be->ctx;
+  pthread_mutex_lock(&c->lock);
+  int rc = nnt_vk_step_end(c, e);
+  pthread_mutex_unlock(&c->lock);
+  return rc;
+}
+
+int nnt_vulkan_stats(const nnt_backend *be, nnt_vulkan_counters *out) {
+  memset(out, 0, sizeof *out);
+  if (!be || !be->name || strcmp(be->name, "vulkan") || !be->ctx)
+    return NNT_ERR_INVAL;
+  vk_ctx *c = be->ctx;
+  pthread_mutex_lock(&c->lock);
+  out->submits = c->cnt.submits;
+  out->dispatches = c->cnt.dispatches;
+  out->barriers = c->cnt.barriers;
+  out->recorded_steps = c->cnt.recorded_steps;
+  out->replayed_steps = c->cnt.replayed_steps;
+  out->rerecorded_steps = c->cnt.rerecorded_steps;
+  out->step_syncs = c->cnt.step_syncs;
+  out->device_bytes = c->dev_bytes;
+  out->host_bytes = c->host_bytes;
+  out->chunk_bytes = c->chunk;
+  pthread_mutex_unlock(&c->lock);
+  return NNT_OK;
+}
 
 static int vk_synchronize(nnt_backend *be, nnt_err *e) {
   vk_ctx *c = be->ctx;
@@ -307,6 +360,8 @@ int nnt_backend_vulkan(nnt_backend **out, nnt_err *e) {
                         .k = &c->k,
                         .device = c->device_desc,
                         .synchronize = vk_synchronize,
+                        .step_begin = vk_step_begin,
+                        .step_end = vk_step_end,
                         .supports = nnt_vk_supports,
                         .free = vk_backend_free,
                         .ctx = c};

@@ -6,6 +6,7 @@
 #include "nntrainer/vulkan/vk_impl.h"
 
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,7 +245,8 @@ static int choose_device(vk_ctx *c, nnt_err *e) {
                               p.deviceName);
     if (p.apiVersion < VK_API_VERSION_1_1 || compute_family(c, pd[i]) < 0 ||
         p.limits.maxPerStageDescriptorStorageBuffers < VK_BINDINGS ||
-        p.limits.maxPushConstantsSize < sizeof(vk_push))
+        p.limits.maxDescriptorSetUniformBuffersDynamic < 1 ||
+        p.limits.maxUniformBufferRange < sizeof(vk_push))
       continue;
     int rank = type_rank(p.deviceType);
     if (want && *want) {
@@ -279,6 +281,29 @@ static int choose_device(vk_ctx *c, nnt_err *e) {
   c->f.vkGetPhysicalDeviceProperties2(c->phys, &p2);
   c->max_alloc = m3.maxMemoryAllocationSize ? m3.maxMemoryAllocationSize : ((VkDeviceSize)1 << 30);
   c->qfam = (uint32_t)compute_family(c, c->phys);
+  VkDeviceSize ua = c->props.limits.minUniformBufferOffsetAlignment;
+  ua = ua > 16 ? ua : 16;
+  c->pstride = (sizeof(vk_push) + ua - 1) / ua * ua;
+  /* a device buffer is split into chunks no binding or allocation exceeds */
+  VkDeviceSize chunk = c->max_alloc;
+  if (c->props.limits.maxStorageBufferRange < chunk)
+    chunk = c->props.limits.maxStorageBufferRange;
+  if (chunk > VK_ADDR_SPAN)
+    chunk = VK_ADDR_SPAN;
+  const char *force = getenv("NNTRAINER_VULKAN_CHUNK"); /* smaller, for tests */
+  if (force && *force) {
+    char *end;
+    unsigned long long v = strtoull(force, &end, 10);
+    if (*end || v < 4096 || v > chunk)
+      return nnt_err_set(e, NNT_ERR_INVAL,
+                         "engine 'gpu': NNTRAINER_VULKAN_CHUNK='%s' is not a byte count in "
+                         "[4096, %llu]", force, (unsigned long long)chunk);
+    chunk = v;
+  }
+  VkDeviceSize al = c->props.limits.minStorageBufferOffsetAlignment;
+  al = al > 64 ? al : 64;
+  chunk -= chunk % al;
+  c->chunk = (size_t)chunk;
   snprintf(c->device_desc, sizeof c->device_desc, "%s (%s, Vulkan %u.%u)", c->props.deviceName,
            type_name(c->props.deviceType), VK_API_VERSION_MAJOR(c->props.apiVersion),
            VK_API_VERSION_MINOR(c->props.apiVersion));
@@ -320,74 +345,94 @@ static int create_device(vk_ctx *c, nnt_err *e) {
                                 .queueFamilyIndex = c->qfam};
   if ((r = c->f.vkCreateCommandPool(c->dev, &pi, NULL, &c->pool)) != VK_SUCCESS)
     return nnt_vk_fail(NULL, e, r, "vkCreateCommandPool");
-  VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                    .commandPool = c->pool,
-                                    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                    .commandBufferCount = 1};
-  if ((r = c->f.vkAllocateCommandBuffers(c->dev, &ai, &c->cmd)) != VK_SUCCESS)
-    return nnt_vk_fail(NULL, e, r, "vkAllocateCommandBuffers");
   VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   if ((r = c->f.vkCreateFence(c->dev, &fi, NULL, &c->fence)) != VK_SUCCESS)
     return nnt_vk_fail(NULL, e, r, "vkCreateFence");
 
-  VkDescriptorSetLayoutBinding b[VK_BINDINGS];
-  for (unsigned i = 0; i < VK_BINDINGS; i++)
-    b[i] = (VkDescriptorSetLayoutBinding){.binding = i,
-                                          .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                          .descriptorCount = 1,
-                                          .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+  VkDescriptorSetLayoutBinding b[VK_BINDINGS + 1];
+  for (unsigned i = 0; i <= VK_BINDINGS; i++)
+    b[i] = (VkDescriptorSetLayoutBinding){
+        .binding = i,
+        .descriptorType = i < VK_BINDINGS ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+                                          : VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC,
+        .descriptorCount = 1,
+        .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
   VkDescriptorSetLayoutCreateInfo li = {.sType =
                                             VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-                                        .bindingCount = VK_BINDINGS,
+                                        .bindingCount = VK_BINDINGS + 1,
                                         .pBindings = b};
   if ((r = c->f.vkCreateDescriptorSetLayout(c->dev, &li, NULL, &c->dsl)) != VK_SUCCESS)
     return nnt_vk_fail(NULL, e, r, "vkCreateDescriptorSetLayout");
-  VkPushConstantRange pr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = sizeof(vk_push)};
   VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
                                     .setLayoutCount = 1,
-                                    .pSetLayouts = &c->dsl,
-                                    .pushConstantRangeCount = 1,
-                                    .pPushConstantRanges = &pr};
+                                    .pSetLayouts = &c->dsl};
   if ((r = c->f.vkCreatePipelineLayout(c->dev, &pli, NULL, &c->layout)) != VK_SUCCESS)
     return nnt_vk_fail(NULL, e, r, "vkCreatePipelineLayout");
-  VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                             .descriptorCount = VK_SETS_PER_FLUSH * VK_BINDINGS};
-  VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-                                    .maxSets = VK_SETS_PER_FLUSH,
-                                    .poolSizeCount = 1,
-                                    .pPoolSizes = &ps};
-  if ((r = c->f.vkCreateDescriptorPool(c->dev, &dpi, NULL, &c->dpool)) != VK_SUCCESS)
-    return nnt_vk_fail(NULL, e, r, "vkCreateDescriptorPool");
   c->pipes = nnt_calloc(nnt_vk_shader_count, sizeof *c->pipes);
   if (!c->pipes)
     return nnt_err_set(e, NNT_ERR_NOMEM, "engine 'gpu': no memory for the pipelines");
 
-  /* the staging buffer: host-visible, coherent */
-  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-                           .size = VK_STAGING_BYTES,
-                           .usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                                    VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                           .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
-  if ((r = c->f.vkCreateBuffer(c->dev, &bi, NULL, &c->stage)) != VK_SUCCESS)
-    return nnt_vk_fail(NULL, e, r, "vkCreateBuffer (staging)");
-  VkMemoryRequirements req;
-  c->f.vkGetBufferMemoryRequirements(c->dev, c->stage, &req);
-  uint32_t type;
-  if (!nnt_vk_find_memory(c, req.memoryTypeBits,
-                          VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                              VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, &type))
-    return nnt_err_set(e, NNT_ERR_NOT_SUPPORTED,
-                       "engine 'gpu': the Vulkan device has no host-visible coherent memory");
-  VkMemoryAllocateInfo mi = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                             .allocationSize = req.size,
-                             .memoryTypeIndex = type};
-  if ((r = c->f.vkAllocateMemory(c->dev, &mi, NULL, &c->stage_mem)) != VK_SUCCESS ||
-      (r = c->f.vkBindBufferMemory(c->dev, c->stage, c->stage_mem, 0)) != VK_SUCCESS ||
-      (r = c->f.vkMapMemory(c->dev, c->stage_mem, 0, VK_WHOLE_SIZE, 0, &c->stage_map)) !=
-          VK_SUCCESS)
-    return nnt_vk_fail(NULL, e, r, "allocating the staging buffer");
   return NNT_OK;
 }
+
+int nnt_vk_buf_create(vk_ctx *c, VkDeviceSize size, int host, VkBufferUsageFlags usage,
+                      vk_buf *out) {
+  memset(out, 0, sizeof *out);
+  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                           .size = size ? (size + 3) / 4 * 4 : 4,
+                           .usage = usage,
+                           .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+  VkResult r = c->f.vkCreateBuffer(c->dev, &bi, NULL, &out->buf);
+  VkMemoryRequirements req = {0};
+  uint32_t type = 0;
+  if (r == VK_SUCCESS) {
+    c->f.vkGetBufferMemoryRequirements(c->dev, out->buf, &req);
+    VkMemoryPropertyFlags hv =
+        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    int found = host ? (usage & VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT) &&
+                           nnt_vk_find_memory(c, req.memoryTypeBits,
+                                              hv | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, &type)
+                     : nnt_vk_find_memory(c, req.memoryTypeBits,
+                                          VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, &type);
+    if (!found)
+      found = nnt_vk_find_memory(c, req.memoryTypeBits, host ? hv : 0, &type);
+    if (!found)
+      r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+  }
+  if (r == VK_SUCCESS) {
+    VkMemoryAllocateInfo mi = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                               .allocationSize = req.size,
+                               .memoryTypeIndex = type};
+    r = c->f.vkAllocateMemory(c->dev, &mi, NULL, &out->mem);
+  }
+  if (r == VK_SUCCESS)
+    r = c->f.vkBindBufferMemory(c->dev, out->buf, out->mem, 0);
+  if (r == VK_SUCCESS && host)
+    r = c->f.vkMapMemory(c->dev, out->mem, 0, VK_WHOLE_SIZE, 0, &out->map);
+  if (r != VK_SUCCESS) {
+    nnt_vk_buf_destroy(c, out);
+    return NNT_ERR_NOMEM;
+  }
+  out->size = bi.size;
+  out->range = bi.size < c->props.limits.maxStorageBufferRange
+                   ? bi.size : c->props.limits.maxStorageBufferRange;
+  out->serial = ++c->next_serial;
+  return NNT_OK;
+}
+
+void nnt_vk_buf_destroy(vk_ctx *c, vk_buf *v) {
+  if (v->map)
+    c->f.vkUnmapMemory(c->dev, v->mem);
+  if (v->buf)
+    c->f.vkDestroyBuffer(c->dev, v->buf, NULL);
+  if (v->mem)
+    c->f.vkFreeMemory(c->dev, v->mem, NULL);
+  memset(v, 0, sizeof *v);
+}
+
+/* Each instance's address tag: the one process-wide counter of the
+ * backend (atomic), so two instances never hand out the same address. */
+static atomic_uint_fast32_t next_tag;
 
 int nnt_vk_open(vk_ctx **out, nnt_err *e) {
   vk_ctx *c = nnt_calloc(1, sizeof *c);
@@ -395,6 +440,8 @@ int nnt_vk_open(vk_ctx **out, nnt_err *e) {
     return nnt_err_set(e, NNT_ERR_NOMEM, "engine 'gpu': no memory for the Vulkan context");
   pthread_mutex_init(&c->lock, NULL);
   pthread_mutex_init(&c->vlock, NULL);
+  c->tag = (atomic_fetch_add(&next_tag, 1) % ((1u << VK_TAG_BITS) - 1)) + 1;
+  c->cur = &c->eager;
   /* Each instance dlopens the loader itself (the C library counts the
    * handles), so no handle is kept at file scope. */
   int rc = load_loader(c, e);
@@ -418,17 +465,10 @@ void nnt_vk_close(vk_ctx *c) {
   if (c->dev) {
     if (c->f.vkDeviceWaitIdle)
       c->f.vkDeviceWaitIdle(c->dev);
+    nnt_vk_records_close(c);
     for (size_t i = 0; c->pipes && i < nnt_vk_shader_count; i++)
       if (c->pipes[i].pipe)
         c->f.vkDestroyPipeline(c->dev, c->pipes[i].pipe, NULL);
-    if (c->stage_map)
-      c->f.vkUnmapMemory(c->dev, c->stage_mem);
-    if (c->stage)
-      c->f.vkDestroyBuffer(c->dev, c->stage, NULL);
-    if (c->stage_mem)
-      c->f.vkFreeMemory(c->dev, c->stage_mem, NULL);
-    if (c->dpool)
-      c->f.vkDestroyDescriptorPool(c->dev, c->dpool, NULL);
     if (c->layout)
       c->f.vkDestroyPipelineLayout(c->dev, c->layout, NULL);
     if (c->dsl)
@@ -446,70 +486,22 @@ void nnt_vk_close(vk_ctx *c) {
   if (c->lib)
     dlclose(c->lib);
   nnt_free(c->pipes);
-  nnt_free(c->live);
   pthread_mutex_destroy(&c->lock);
   pthread_mutex_destroy(&c->vlock);
   nnt_free(c);
 }
 
-/* ---- recording and submitting ---- */
+/* ---- pipelines ---- */
 
-int nnt_vk_begin(vk_ctx *c) {
-  if (c->recording)
-    return NNT_OK;
-  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                 .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-  VkResult r = c->f.vkBeginCommandBuffer(c->cmd, &bi);
-  if (r != VK_SUCCESS)
-    return nnt_vk_fail(c, NULL, r, "vkBeginCommandBuffer");
-  c->recording = 1;
-  return NNT_OK;
-}
-
-int nnt_vk_flush(vk_ctx *c, nnt_err *e) {
-  if (c->failed)
-    return nnt_err_set(e, NNT_ERR_UNKNOWN, "engine 'gpu': an earlier error: %s", c->fail_msg);
-  if (!c->recording)
-    return NNT_OK;
-  c->recording = 0;
-  VkResult r = c->f.vkEndCommandBuffer(c->cmd);
-  if (r != VK_SUCCESS)
-    return nnt_vk_fail(c, e, r, "vkEndCommandBuffer");
-  VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                     .commandBufferCount = 1,
-                     .pCommandBuffers = &c->cmd};
-  if ((r = c->f.vkQueueSubmit(c->queue, 1, &si, c->fence)) != VK_SUCCESS)
-    return nnt_vk_fail(c, e, r, "vkQueueSubmit");
-  if ((r = c->f.vkWaitForFences(c->dev, 1, &c->fence, VK_TRUE, UINT64_MAX)) != VK_SUCCESS)
-    return nnt_vk_fail(c, e, r, "vkWaitForFences");
-  if ((r = c->f.vkResetFences(c->dev, 1, &c->fence)) != VK_SUCCESS)
-    return nnt_vk_fail(c, e, r, "vkResetFences");
-  c->f.vkResetDescriptorPool(c->dev, c->dpool, 0);
-  c->sets_used = 0;
-  return NNT_OK;
-}
-
-void nnt_vk_barrier(vk_ctx *c) {
-  VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT |
-                                         VK_ACCESS_TRANSFER_WRITE_BIT,
-                        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                                         VK_ACCESS_TRANSFER_READ_BIT |
-                                         VK_ACCESS_TRANSFER_WRITE_BIT};
-  VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-  c->f.vkCmdPipelineBarrier(c->cmd, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
-}
-
-int nnt_vk_pipeline(vk_ctx *c, const char *shader, VkPipeline *out) {
+int nnt_vk_pipeline(vk_ctx *c, const char *shader, uint32_t *idx) {
   size_t i = 0;
   while (i < nnt_vk_shader_count && strcmp(nnt_vk_shaders[i].name, shader))
     i++;
   if (i == nnt_vk_shader_count)
     return nnt_vk_fail(c, NULL, VK_ERROR_UNKNOWN, "finding an embedded shader");
-  if (c->pipes[i].pipe) {
-    *out = c->pipes[i].pipe;
+  *idx = (uint32_t)i;
+  if (c->pipes[i].pipe)
     return NNT_OK;
-  }
   VkShaderModuleCreateInfo si = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                  .codeSize = nnt_vk_shaders[i].size,
                                  .pCode = nnt_vk_shaders[i].code};
@@ -528,6 +520,5 @@ int nnt_vk_pipeline(vk_ctx *c, const char *shader, VkPipeline *out) {
   c->f.vkDestroyShaderModule(c->dev, mod, NULL);
   if (r != VK_SUCCESS)
     return nnt_vk_fail(c, NULL, r, "vkCreateComputePipelines");
-  *out = c->pipes[i].pipe;
   return NNT_OK;
 }

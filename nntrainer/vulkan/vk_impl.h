@@ -26,7 +26,7 @@
   X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkCreateBuffer) X(vkDestroyBuffer)               \
   X(vkGetBufferMemoryRequirements) X(vkAllocateMemory) X(vkFreeMemory) X(vkBindBufferMemory) \
   X(vkMapMemory) X(vkUnmapMemory) X(vkCreateCommandPool) X(vkDestroyCommandPool)            \
-  X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer)                 \
+  X(vkAllocateCommandBuffers) X(vkFreeCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer)                 \
   X(vkQueueSubmit) X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences) X(vkResetFences)   \
   X(vkCmdCopyBuffer) X(vkCmdFillBuffer) X(vkCmdPipelineBarrier) X(vkCmdBindPipeline)        \
   X(vkCmdBindDescriptorSets) X(vkCmdPushConstants) X(vkCmdDispatch)                         \
@@ -47,33 +47,128 @@ typedef struct vk_fns {
 } vk_fns;
 #undef VK_FN_FIELD
 
-/* The storage-buffer bindings every shader has (shaders/common.glsl). */
+/* The storage-buffer bindings every shader has (shaders/common.glsl), and
+ * binding VK_BINDINGS, the uniform block of the dispatch's parameters (a
+ * slot of a parameter block, chosen by a dynamic offset). */
 #define VK_BINDINGS 8
-/* Descriptor sets recorded before a flush must reset the pool. */
-#define VK_SETS_PER_FLUSH 1024
-/* Per-buffer opaque address space: buffer k's base is VK_ADDR_BASE + k *
- * VK_ADDR_SPAN, non-canonical on x86-64 (and apart from the test fake
- * device's range), so a host dereference faults. */
-#define VK_ADDR_BASE 0x4000800000000000ull
-#define VK_ADDR_SPAN ((uint64_t)1 << 36)
-#define VK_STAGING_BYTES ((VkDeviceSize)4 << 20)
+#define VK_PARAM_SLOTS 4096 /* slots per parameter block */
+#define VK_SETS_PER_POOL 64 /* descriptor sets per descriptor pool */
+/* Opaque addresses: bits 0-35 the byte offset in its buffer, 36-47 the
+ * buffer's slot in the instance (1-4095), 48-61 the instance's tag; bit 62
+ * set and 63 clear make the address non-canonical on x86-64 (and apart
+ * from the test fake device's range), so a host dereference faults. */
+#define VK_ADDR_BASE 0x4000000000000000ull
+#define VK_OFF_BITS 36
+#define VK_SLOT_BITS 12
+#define VK_TAG_BITS 14
+#define VK_MAX_SLOTS ((1u << VK_SLOT_BITS) - 1)
+#define VK_ADDR_SPAN ((uint64_t)1 << VK_OFF_BITS)
+/* Staging between host and device outside recorded steps: in blocks of
+ * this size, submitted when this much is pending. */
+#define VK_STAGING_BLOCK ((VkDeviceSize)4 << 20)
+#define VK_STAGING_MAX ((VkDeviceSize)32 << 20)
 
-/* The push-constant block of shaders/common.glsl. */
+/* The parameter block of shaders/common.glsl (128 bytes, std140 scalars). */
 typedef struct vk_push {
   uint32_t o[VK_BINDINGS];
   uint32_t n, rows, cols, k;
   uint32_t i0, i1, i2, i3;
   uint32_t u0, u1, u2, u3, u4, u5, u6, u7;
-  float f0, f1, f2, f3, f4;
+  float f0, f1, f2, f3, f4, f5, f6, f7;
 } vk_push;
 
+/* One VkBuffer and its memory: a chunk of a device buffer, or a host block
+ * (staging or parameters, mapped). */
 typedef struct vk_buf {
   VkBuffer buf;
   VkDeviceMemory mem;
-  VkDeviceSize size;  /* the nnt_buffer's size */
-  VkDeviceSize range; /* bound in descriptors: min(allocated, maxStorageBufferRange) */
-  uint64_t k;         /* index in the registry */
+  VkDeviceSize size;  /* bytes of the buffer */
+  VkDeviceSize range; /* bound in descriptors: min(size, maxStorageBufferRange) */
+  uint64_t serial;    /* unique in the instance, never reused */
+  void *map;          /* host blocks: the mapping */
 } vk_buf;
+
+/* A device buffer (an nnt_buffer's ctx): chunks of `chunk` bytes, each its
+ * own VkBuffer, so no binding exceeds the device's storage-buffer range or
+ * one allocation's limit; the planner keeps every tensor inside a chunk. */
+typedef struct vk_pool {
+  size_t size;
+  size_t chunk; /* bytes per chunk (the last may be shorter) */
+  uint32_t slot;
+  size_t n_chunks;
+  vk_buf *chunks;
+} vk_pool;
+
+/* A byte range of a buffer one command reads or writes, for barriers. */
+typedef struct vk_span {
+  uint64_t serial;
+  VkDeviceSize lo, hi;
+  uint64_t write; /* 64 bits: no padding, signatures compare with memcmp */
+} vk_span;
+
+typedef enum vk_ekind { VK_E_DISPATCH = 1, VK_E_COPY_IN, VK_E_COPY_OUT, VK_E_FILL } vk_ekind;
+
+/* What a recorded command buffer depends on: a replay whose calls give the
+ * same signatures, in the same order, may reuse it; the parameters (sizes,
+ * scalars, element offsets) live in the parameter slots and may differ. */
+typedef struct vk_sig {
+  uint32_t kind, pipe, gx, gy, n_span;
+  uint32_t word; /* fill */
+  vk_span span[VK_BINDINGS];
+  VkDeviceSize off, size; /* copies and fills: the device side */
+} vk_sig;
+
+typedef struct vk_entry {
+  vk_sig sig;
+  vk_buf *bind[VK_BINDINGS]; /* dispatch: the buffer of each binding */
+  vk_buf *dev;               /* copies and fills */
+  uint32_t slot;             /* dispatch: parameter slot in the recording */
+  uint32_t blk;              /* copies: staging block */
+  VkDeviceSize soff;         /* copies: offset in it */
+} vk_entry;
+
+/* A list of host blocks (parameters or staging) of a recording. */
+typedef struct vk_blocks {
+  vk_buf **b;
+  size_t n;
+  VkDeviceSize used; /* bytes (staging) or slots (parameters) used in the last */
+  VkDeviceSize total;
+} vk_blocks;
+
+/* A command buffer with what it was recorded from: the eager one (ops as
+ * they come, submitted at the next read or synchronize) or a step's,
+ * replayed while the step's calls match it. */
+typedef struct vk_rec {
+  uint64_t key;
+  int is_step;
+  VkCommandBuffer cmd;
+  int open; /* begun, not ended */
+  vk_entry *ent;
+  size_t n_ent, cap_ent;
+  vk_blocks params, staging;
+  vk_span *pend; /* accessed since the last barrier */
+  size_t n_pend, cap_pend;
+  VkPipeline bound;
+  uint32_t n_barriers, n_dispatch;
+  int any_out;
+} vk_rec;
+
+/* A read whose bytes land in host memory when its recording completes. */
+typedef struct vk_delivery {
+  void *dst;
+  size_t ent; /* the copy-out entry in the current recording */
+} vk_delivery;
+
+typedef struct vk_dset {
+  VkBuffer b[VK_BINDINGS + 1];
+  VkDescriptorSet set;
+} vk_dset;
+
+/* Counters for tests and benchmarks (nnt_vulkan_stats). */
+typedef struct vk_counters {
+  uint64_t submits, dispatches, barriers, copies, recorded_steps, replayed_steps,
+      rerecorded_steps, step_syncs;
+} vk_counters;
 
 typedef struct vk_pipe {
   VkPipeline pipe; /* VK_NULL_HANDLE until first use */
@@ -84,8 +179,9 @@ typedef struct vk_pipe {
  * registry and validation record. be.ctx, buft.ctx and k.ctx point back
  * here, so every op and buffer call finds its instance from its argument;
  * the backend's files hold no mutable data at file scope (only const
- * tables). Every op, buffer and backend entry takes lock; the validation
- * record has vlock. */
+ * tables and the counter that gives each instance its address tag). Every
+ * op, buffer and backend entry takes lock; the validation record has
+ * vlock. */
 typedef struct vk_ctx {
   pthread_mutex_t lock;
   nnt_backend be;
@@ -105,26 +201,38 @@ typedef struct vk_ctx {
   VkPhysicalDeviceProperties props;
   VkPhysicalDeviceMemoryProperties memprops;
   VkDeviceSize max_alloc;
+  size_t chunk; /* bytes per chunk of a device buffer */
   char device_desc[320]; /* "llvmpipe (...) (cpu, Vulkan 1.3)" */
   VkDevice dev;
   uint32_t qfam;
   VkQueue queue;
   VkCommandPool pool;
-  VkCommandBuffer cmd;
   VkFence fence;
-  int recording;
   VkDescriptorSetLayout dsl;
   VkPipelineLayout layout;
-  VkDescriptorPool dpool;
-  unsigned sets_used;
-  vk_pipe *pipes; /* one per embedded shader */
-  /* staging for set/get */
-  VkBuffer stage;
-  VkDeviceMemory stage_mem;
-  void *stage_map;
-  /* live buffers by index; NULL once freed */
-  vk_buf **live;
-  uint64_t n_live, cap_live;
+  VkDescriptorPool *dpools;
+  size_t n_dpools;
+  unsigned sets_in_last;
+  vk_dset *dsets; /* descriptor sets by their buffers */
+  size_t n_dsets, cap_dsets;
+  VkDeviceSize pstride; /* bytes per parameter slot */
+  vk_pipe *pipes;       /* one per embedded shader */
+  uint64_t tag;         /* this instance's address tag */
+  uint64_t next_serial;
+  /* recordings: the eager one, the steps', the one in use */
+  vk_rec eager;
+  vk_rec **steps;
+  size_t n_steps;
+  vk_rec *cur;   /* the recording ops go to: &eager or a step's */
+  int in_step;   /* between step_begin and step_end */
+  int replaying; /* cur is a step's recording being replayed */
+  size_t cursor; /* replay: the next entry to match */
+  vk_delivery *dl;
+  size_t n_dl, cap_dl;
+  vk_counters cnt;
+  /* live device buffers by slot; NULL when free */
+  vk_pool *live[VK_MAX_SLOTS + 1];
+  size_t dev_bytes, host_bytes;
   unsigned refs; /* the backend handle and live buffers */
   int failed;    /* a device error happened: later ops refuse */
   char fail_msg[256];
@@ -137,19 +245,46 @@ int nnt_vk_open(vk_ctx **out, nnt_err *e);
 /* Destroys c: called without c->lock held (ctx_unref releases it first),
  * once nothing else refers to c. */
 void nnt_vk_close(vk_ctx *c);
-int nnt_vk_begin(vk_ctx *c);                /* the command buffer in the recording state */
-int nnt_vk_flush(vk_ctx *c, nnt_err *e);    /* submit what is recorded and wait */
-void nnt_vk_barrier(vk_ctx *c);             /* everything before before everything after */
-int nnt_vk_pipeline(vk_ctx *c, const char *shader, VkPipeline *out);
+/* The pipeline of an embedded shader (created at first use): its index in
+ * c->pipes. */
+int nnt_vk_pipeline(vk_ctx *c, const char *shader, uint32_t *idx);
 int nnt_vk_find_memory(vk_ctx *c, uint32_t bits, VkMemoryPropertyFlags want,
                        uint32_t *out);
 int nnt_vk_fail(vk_ctx *c, nnt_err *e, VkResult r, const char *what);
+/* A buffer with its own memory: device-local (host == 0) or host-visible,
+ * coherent and mapped (usage: its VkBufferUsageFlags). */
+int nnt_vk_buf_create(vk_ctx *c, VkDeviceSize size, int host, VkBufferUsageFlags usage,
+                      vk_buf *out);
+void nnt_vk_buf_destroy(vk_ctx *c, vk_buf *v);
+
+/* vk_record.c: every command goes through here, under c->lock. */
+/* A dispatch of shader with its bindings (bufs[i] NULL: unused) and the
+ * byte ranges they read or write (span), parameters pc. */
+int nnt_vk_record_dispatch(vk_ctx *c, const char *shader, vk_buf *const bufs[VK_BINDINGS],
+                           const vk_span *span, unsigned n_span, const vk_push *pc, uint32_t gx,
+                           uint32_t gy);
+/* Host bytes into a device range (staged; the copy runs in order with the
+ * ops), a device range into host memory (lands when the recording
+ * completes: at once outside a step, at step_end inside one), a fill. */
+int nnt_vk_record_copy_in(vk_ctx *c, vk_buf *dev, VkDeviceSize off, const void *src,
+                          VkDeviceSize n);
+int nnt_vk_record_copy_out(vk_ctx *c, vk_buf *dev, VkDeviceSize off, void *dst, VkDeviceSize n);
+int nnt_vk_record_fill(vk_ctx *c, vk_buf *dev, VkDeviceSize off, VkDeviceSize n, uint32_t word);
+/* Submit what the eager recording holds and wait; deliver its reads. */
+int nnt_vk_flush(vk_ctx *c, nnt_err *e);
+int nnt_vk_step_begin(vk_ctx *c, uint64_t key, nnt_err *e);
+int nnt_vk_step_end(vk_ctx *c, nnt_err *e);
+/* Before a buffer is destroyed: everything is submitted and finished, the
+ * step recordings and descriptor sets (which may name it) are dropped. */
+int nnt_vk_forget_buffers(vk_ctx *c, nnt_err *e);
+void nnt_vk_records_close(vk_ctx *c);
 
 /* vk_buffer.c */
 void nnt_vk_buffer_type_init(vk_ctx *c); /* c->buft */
-/* The buffer and element offset of a device address; NULL when p lies in
- * no live buffer or is not float-aligned. */
-vk_buf *nnt_vk_resolve(vk_ctx *c, const void *p, uint32_t *elem);
+/* The chunk and element offset of a device address; NULL when p lies in
+ * no live buffer of this instance or is not float-aligned. The chunk's
+ * extent from there is in *room (bytes). */
+vk_buf *nnt_vk_resolve(vk_ctx *c, const void *p, uint32_t *elem, VkDeviceSize *room);
 
 /* vk_ops.c */
 void nnt_vk_kernels_init(vk_ctx *c); /* c->k */

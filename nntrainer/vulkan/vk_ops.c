@@ -1,83 +1,60 @@
 /* The Vulkan backend's ops: each maps its tensor addresses to (buffer,
  * element offset), binds the whole buffers (ranges clamped to
- * maxStorageBufferRange) with offsets and sizes as push constants, and
- * records one dispatch into the current command buffer followed by a
- * global barrier (correct first; fewer barriers are later work). Every op
- * of the kernel table is here. */
+ * chunks) with offsets and sizes as parameters, and records one dispatch
+ * with the byte ranges it reads and writes, so vk_record.c puts a barrier
+ * only before a dispatch that depends on an earlier one. Every op of the
+ * kernel table is here. */
 #include "nntrainer/vulkan/vk_impl.h"
 
 #include <string.h>
 
 #define WG 256 /* local size of the element-wise shaders */
 
-/* args[i] is binding i (NULL: unused, bound to another argument's buffer). */
-static int dispatch(vk_ctx *vc, const char *shader, const void *const *args, unsigned nargs,
+/* Argument i of a dispatch is binding i: its address, how many floats the
+ * shader may read or write from there, and whether it writes. */
+typedef struct vk_arg {
+  const void *p; /* NULL: unused */
+  size_t n;
+  int w;
+} vk_arg;
+#define RD(p, n) ((vk_arg){(p), (n), 0})
+#define WR(p, n) ((vk_arg){(p), (n), 1})
+
+/* Each argument mapped to its chunk and element offset (refused when it
+ * is not an address of a live buffer of this instance, or its extent
+ * leaves the chunk), then one dispatch recorded. */
+static int dispatch(vk_ctx *c, const char *shader, const vk_arg *args, unsigned nargs,
                     vk_push *pc, uint32_t gx, uint32_t gy) {
   if (!gx || !gy)
     return NNT_OK;
-  pthread_mutex_lock(&vc->lock);
-  vk_ctx *c = vc;
-  int rc = NNT_OK;
   vk_buf *bufs[VK_BINDINGS] = {0};
-  vk_buf *any = NULL;
-  VkPipeline pipe;
-  if (!c || c->failed) {
-    rc = NNT_ERR_UNKNOWN;
-    goto out;
-  }
-  for (unsigned i = 0; i < nargs; i++) {
-    if (!args[i])
+  vk_span span[VK_BINDINGS];
+  unsigned n_span = 0;
+  pthread_mutex_lock(&c->lock);
+  int rc = c->failed ? NNT_ERR_UNKNOWN : NNT_OK;
+  for (unsigned i = 0; i < nargs && !rc; i++) {
+    VkDeviceSize room;
+    if (!args[i].p)
       continue;
-    if (!(bufs[i] = nnt_vk_resolve(c, args[i], &pc->o[i]))) {
-      rc = NNT_ERR_INVAL; /* not an address of a live buffer of this device */
-      goto out;
+    if (!(bufs[i] = nnt_vk_resolve(c, args[i].p, &pc->o[i], &room)) ||
+        args[i].n > room / sizeof(float)) {
+      rc = NNT_ERR_INVAL;
+      break;
     }
-    any = any ? any : bufs[i];
+    VkDeviceSize lo = (VkDeviceSize)pc->o[i] * sizeof(float);
+    span[n_span++] = (vk_span){.serial = bufs[i]->serial,
+                               .lo = lo,
+                               .hi = lo + args[i].n * sizeof(float),
+                               .write = (uint64_t)args[i].w};
   }
-  if (!any) {
-    rc = NNT_ERR_INVAL;
-    goto out;
-  }
-  if ((rc = nnt_vk_pipeline(c, shader, &pipe)))
-    goto out;
-  if (c->sets_used == VK_SETS_PER_FLUSH && (rc = nnt_vk_flush(c, NULL)))
-    goto out;
-  if ((rc = nnt_vk_begin(c)))
-    goto out;
-  VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                    .descriptorPool = c->dpool,
-                                    .descriptorSetCount = 1,
-                                    .pSetLayouts = &c->dsl};
-  VkDescriptorSet set;
-  VkResult r = c->f.vkAllocateDescriptorSets(c->dev, &ai, &set);
-  if (r != VK_SUCCESS) {
-    rc = nnt_vk_fail(c, NULL, r, "vkAllocateDescriptorSets");
-    goto out;
-  }
-  c->sets_used++;
-  VkDescriptorBufferInfo bi[VK_BINDINGS];
-  VkWriteDescriptorSet w[VK_BINDINGS];
-  for (unsigned i = 0; i < VK_BINDINGS; i++) {
-    vk_buf *v = bufs[i] ? bufs[i] : any;
-    if (!bufs[i])
+  for (unsigned i = nargs; i < VK_BINDINGS; i++)
+    pc->o[i] = 0;
+  for (unsigned i = 0; i < nargs; i++)
+    if (!args[i].p)
       pc->o[i] = 0;
-    bi[i] = (VkDescriptorBufferInfo){.buffer = v->buf, .offset = 0, .range = v->range};
-    w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                                  .dstSet = set,
-                                  .dstBinding = i,
-                                  .descriptorCount = 1,
-                                  .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                  .pBufferInfo = &bi[i]};
-  }
-  c->f.vkUpdateDescriptorSets(c->dev, VK_BINDINGS, w, 0, NULL);
-  c->f.vkCmdBindPipeline(c->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
-  c->f.vkCmdBindDescriptorSets(c->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, c->layout, 0, 1, &set, 0,
-                               NULL);
-  c->f.vkCmdPushConstants(c->cmd, c->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof *pc, pc);
-  c->f.vkCmdDispatch(c->cmd, gx, gy, 1);
-  nnt_vk_barrier(c);
-out:
-  pthread_mutex_unlock(&vc->lock);
+  if (!rc)
+    rc = nnt_vk_record_dispatch(c, shader, bufs, span, n_span, pc, gx, gy);
+  pthread_mutex_unlock(&c->lock);
   return rc;
 }
 
@@ -96,7 +73,7 @@ static int groups(vk_ctx *vc, size_t items, unsigned wg, uint32_t *gx, uint32_t 
 }
 
 /* An element-wise shader over n items. */
-static int ew(vk_ctx *vc, const char *shader, size_t n, const void *const *args, unsigned nargs,
+static int ew(vk_ctx *vc, const char *shader, size_t n, const vk_arg *args, unsigned nargs,
               vk_push *pc) {
   uint32_t gx, gy;
   if (n > UINT32_MAX || groups(vc, n, WG, &gx, &gy))
@@ -105,8 +82,7 @@ static int ew(vk_ctx *vc, const char *shader, size_t n, const void *const *args,
   return dispatch(vc, shader, args, nargs, pc, gx, gy);
 }
 
-#define ARGS(...)                                                                                  \
-  (const void *const[]){__VA_ARGS__}, sizeof((const void *[]){__VA_ARGS__}) / sizeof(void *)
+#define ARGS(...) (const vk_arg[]){__VA_ARGS__}, sizeof((vk_arg[]){__VA_ARGS__}) / sizeof(vk_arg)
 
 static int v_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n, size_t k,
                   float alpha, const float *a, size_t lda, const float *b, size_t ldb, float beta,
@@ -126,33 +102,36 @@ static int v_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n, s
   if (ctx && (gx > ctx->props.limits.maxComputeWorkGroupCount[0] ||
               gy > ctx->props.limits.maxComputeWorkGroupCount[1]))
     return NNT_ERR_INVAL;
-  return dispatch(vc, "gemm", ARGS(k ? a : NULL, k ? b : NULL, c), &pc, gx, gy);
+  size_t ea = k ? (ta ? (k - 1) * lda + m : (m - 1) * lda + k) : 0;
+  size_t eb = k ? (tb ? (n - 1) * ldb + k : (k - 1) * ldb + n) : 0;
+  return dispatch(vc, "gemm", ARGS(RD(k ? a : NULL, ea), RD(k ? b : NULL, eb),
+                                   WR(c, (m - 1) * ldc + n)), &pc, gx, gy);
 }
 
 static int v_fill(const nnt_kernels *self, size_t n, float v, float *y) {
   vk_ctx *vc = self->ctx;
   vk_push pc = {.f0 = v};
-  return ew(vc, "fill", n, ARGS(y), &pc);
+  return ew(vc, "fill", n, ARGS(WR(y, n)), &pc);
 }
 static int v_copy(const nnt_kernels *self, size_t n, const float *x, float *y) {
   vk_ctx *vc = self->ctx;
   vk_push pc = {0};
-  return x == y ? NNT_OK : ew(vc, "copy", n, ARGS(x, y), &pc);
+  return x == y ? NNT_OK : ew(vc, "copy", n, ARGS(RD(x, n), WR(y, n)), &pc);
 }
 static int v_scale(const nnt_kernels *self, size_t n, float a, float *y) {
   vk_ctx *vc = self->ctx;
   vk_push pc = {.f0 = a};
-  return ew(vc, "scale", n, ARGS(y), &pc);
+  return ew(vc, "scale", n, ARGS(WR(y, n)), &pc);
 }
 static int v_axpy(const nnt_kernels *self, size_t n, float a, const float *x, float *y) {
   vk_ctx *vc = self->ctx;
   vk_push pc = {.f0 = a};
-  return ew(vc, "axpy", n, ARGS(x, y), &pc);
+  return ew(vc, "axpy", n, ARGS(RD(x, n), WR(y, n)), &pc);
 }
 static int binop(vk_ctx *vc, unsigned op, float f, size_t n, const float *a, const float *b,
                  float *y) {
   vk_push pc = {.i0 = op, .f0 = f};
-  return ew(vc, "binop", n, ARGS(a, b, y), &pc);
+  return ew(vc, "binop", n, ARGS(RD(a, n), RD(b, n), WR(y, n)), &pc);
 }
 static int v_add(const nnt_kernels *self, size_t n, const float *a, const float *b, float *y) {
   vk_ctx *vc = self->ctx;
@@ -173,7 +152,7 @@ static int reduce(vk_ctx *vc, unsigned mode, size_t n, size_t rows, const float 
   if (!out || n > UINT32_MAX || rows > UINT32_MAX)
     return NNT_ERR_INVAL;
   vk_push pc = {.n = (uint32_t)n, .rows = (uint32_t)rows, .i0 = mode};
-  return dispatch(vc, "reduce", ARGS(a, b, out), &pc, 1, 1);
+  return dispatch(vc, "reduce", ARGS(RD(a, n), RD(b, n), WR(out, 1)), &pc, 1, 1);
 }
 static int v_dot(const nnt_kernels *self, size_t n, const float *x, const float *y, float *out) {
   vk_ctx *vc = self->ctx;
@@ -188,7 +167,7 @@ static int v_add_row_vec(const nnt_kernels *self, size_t rows, size_t cols, cons
   if (cols > UINT32_MAX || (rows && cols > SIZE_MAX / rows))
     return NNT_ERR_INVAL;
   vk_push pc = {.cols = (uint32_t)cols, .i0 = 0};
-  return ew(vc, "add_vec", rows * cols, ARGS(bias, y), &pc);
+  return ew(vc, "add_vec", rows * cols, ARGS(RD(bias, cols), WR(y, rows * cols)), &pc);
 }
 
 static int v_add_col_vec(const nnt_kernels *self, size_t rows, size_t cols, const float *v,
@@ -197,7 +176,7 @@ static int v_add_col_vec(const nnt_kernels *self, size_t rows, size_t cols, cons
   if (cols > UINT32_MAX || (rows && cols > SIZE_MAX / rows))
     return NNT_ERR_INVAL;
   vk_push pc = {.cols = (uint32_t)cols, .i0 = 1};
-  return ew(vc, "add_vec", rows * cols, ARGS(v, y), &pc);
+  return ew(vc, "add_vec", rows * cols, ARGS(RD(v, rows), WR(y, rows * cols)), &pc);
 }
 
 static int sum_axis(vk_ctx *vc, unsigned mode, size_t rows, size_t cols, const float *x, float beta,
@@ -206,7 +185,8 @@ static int sum_axis(vk_ctx *vc, unsigned mode, size_t rows, size_t cols, const f
   if (rows > UINT32_MAX || cols > UINT32_MAX || groups(vc, mode ? rows : cols, 64, &gx, &gy))
     return NNT_ERR_INVAL;
   vk_push pc = {.rows = (uint32_t)rows, .cols = (uint32_t)cols, .i0 = mode, .f0 = beta};
-  return dispatch(vc, "sum_axis", ARGS(x, out), &pc, gx, gy);
+  return dispatch(vc, "sum_axis", ARGS(RD(x, rows * cols), WR(out, mode ? rows : cols)), &pc,
+                  gx, gy);
 }
 static int v_sum_rows(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta,
                       float *out) {
@@ -230,7 +210,7 @@ static int v_act_fwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, 
   if (!act_ok(a))
     return NNT_ERR_INVAL;
   vk_push pc = {.i0 = 0, .i1 = (uint32_t)a, .f0 = alpha};
-  return ew(vc, "act", n, ARGS(x, y), &pc);
+  return ew(vc, "act", n, ARGS(RD(x, n), WR(y, n)), &pc);
 }
 static int v_act_bwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x,
                      const float *y, const float *dy, float *dx) {
@@ -240,7 +220,7 @@ static int v_act_bwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, 
   if (!act_ok(a))
     return NNT_ERR_INVAL;
   vk_push pc = {.i0 = 1, .i1 = (uint32_t)a, .f0 = alpha};
-  return ew(vc, "act", n, ARGS(x, y, dy, dx), &pc);
+  return ew(vc, "act", n, ARGS(RD(x, n), RD(y, n), RD(dy, n), WR(dx, n)), &pc);
 }
 
 static int softmax(vk_ctx *vc, unsigned mode, size_t rows, size_t cols, const float *a,
@@ -251,7 +231,9 @@ static int softmax(vk_ctx *vc, unsigned mode, size_t rows, size_t cols, const fl
   if (!cols)
     return NNT_OK;
   vk_push pc = {.rows = (uint32_t)rows, .cols = (uint32_t)cols, .i0 = mode};
-  return dispatch(vc, "softmax", ARGS(a, b, c), &pc, gx, gy);
+  size_t len = rows * cols;
+  return dispatch(vc, "softmax", ARGS(RD(a, len), mode ? RD(b, len) : WR(b, len), WR(c, len)), &pc,
+                  gx, gy);
 }
 static int v_softmax_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x,
                          float *y) {
@@ -272,7 +254,8 @@ static int v_normalize_rows(const nnt_kernels *self, size_t rows, size_t cols, u
       (mode & ~(unsigned)(NNT_NORM_MINMAX | NNT_NORM_STANDARD)) || groups(vc, rows, 64, &gx, &gy))
     return NNT_ERR_INVAL;
   vk_push pc = {.rows = (uint32_t)rows, .cols = (uint32_t)cols, .i0 = mode};
-  return dispatch(vc, "normalize_rows", ARGS(x, y), &pc, gx, gy);
+  return dispatch(vc, "normalize_rows", ARGS(RD(x, rows * cols), WR(y, rows * cols)), &pc, gx,
+                  gy);
 }
 
 static int v_xent_softmax_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *prob,
@@ -305,7 +288,8 @@ static int v_argmax_match(const nnt_kernels *self, size_t rows, size_t cols, con
   if (!count || rows > UINT32_MAX || cols > UINT32_MAX || (rows && !cols))
     return NNT_ERR_INVAL;
   vk_push pc = {.rows = (uint32_t)rows, .cols = (uint32_t)cols};
-  return dispatch(vc, "argmax_match", ARGS(y, label, count), &pc, 1, 1);
+  return dispatch(vc, "argmax_match",
+                  ARGS(RD(y, rows * cols), RD(label, rows * cols), WR(count, 1)), &pc, 1, 1);
 }
 
 static int v_xent_sigmoid_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x,
@@ -331,7 +315,7 @@ static int v_dropout_mask(const nnt_kernels *self, size_t n, float rate, uint64_
   vk_push pc = {.i0 = (uint32_t)key, .i1 = (uint32_t)(key >> 32), .i2 = (uint32_t)stream,
                 .i3 = (uint32_t)(stream >> 32), .f0 = rate,
                 .f1 = rate < 1 ? 1.0f / (1.0f - rate) : 0};
-  return ew(vc, "dropout_mask", n, ARGS(mask), &pc);
+  return ew(vc, "dropout_mask", n, ARGS(WR(mask, n)), &pc);
 }
 
 /* Batch normalization: one work group per channel (bn.comp). */
@@ -351,7 +335,11 @@ static int v_bn_fwd_train(const nnt_kernels *self, size_t outer, size_t ch, size
   vk_push pc = {.i0 = 0, .f0 = eps};
   if (bn_dims(vc, outer, ch, inner, &pc))
     return NNT_ERR_INVAL;
-  return dispatch(vc, "bn", ARGS(x, gamma, beta, mean, var, invstd, xhat, y), &pc, (uint32_t)ch, 1);
+  size_t all = outer * ch * inner;
+  return dispatch(vc, "bn",
+                  ARGS(RD(x, all), RD(gamma, ch), RD(beta, ch), WR(mean, ch), WR(var, ch),
+                       WR(invstd, ch), WR(xhat, all), WR(y, all)),
+                  &pc, (uint32_t)ch, 1);
 }
 static int v_bn_fwd_infer(const nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                           const float *x, const float *mean, const float *var, const float *gamma,
@@ -360,7 +348,10 @@ static int v_bn_fwd_infer(const nnt_kernels *self, size_t outer, size_t ch, size
   vk_push pc = {.f0 = eps};
   if (bn_dims(vc, outer, ch, inner, &pc) || (ch && outer * inner > UINT32_MAX / ch))
     return NNT_ERR_INVAL;
-  return ew(vc, "bn_infer", outer * ch * inner, ARGS(x, mean, var, gamma, beta, y), &pc);
+  size_t all = outer * ch * inner;
+  return ew(vc, "bn_infer", all,
+            ARGS(RD(x, all), RD(mean, ch), RD(var, ch), RD(gamma, ch), RD(beta, ch), WR(y, all)),
+            &pc);
 }
 static int v_bn_bwd(const nnt_kernels *self, size_t outer, size_t ch, size_t inner, const float *dy,
                     const float *xhat, const float *invstd, const float *gamma, float *dx,
@@ -372,7 +363,11 @@ static int v_bn_bwd(const nnt_kernels *self, size_t outer, size_t ch, size_t inn
     return NNT_ERR_INVAL;
   if (!pc.i1)
     return NNT_OK;
-  return dispatch(vc, "bn", ARGS(dy, xhat, invstd, gamma, dx, dgamma, dbeta), &pc, (uint32_t)ch, 1);
+  size_t all = outer * ch * inner;
+  return dispatch(vc, "bn",
+                  ARGS(RD(dy, all), RD(xhat, all), RD(invstd, ch), RD(gamma, ch), WR(dx, all),
+                       WR(dgamma, ch), WR(dbeta, ch)),
+                  &pc, (uint32_t)ch, 1);
 }
 
 static int v_permute3(const nnt_kernels *self, size_t b, const unsigned d[3],
@@ -385,7 +380,7 @@ static int v_permute3(const nnt_kernels *self, size_t b, const unsigned d[3],
   uint32_t stride[3] = {d[1] * d[2], d[2], 1};
   vk_push pc = {.cols = (uint32_t)len, .i0 = d[perm[0]], .i1 = d[perm[1]], .i2 = d[perm[2]],
                 .u0 = stride[perm[0]], .u1 = stride[perm[1]], .u2 = stride[perm[2]]};
-  return ew(vc, "permute3", b * len, ARGS(x, y), &pc);
+  return ew(vc, "permute3", b * len, ARGS(RD(x, b * len), WR(y, b * len)), &pc);
 }
 
 static int upsample(vk_ctx *vc, unsigned mode, size_t rows, size_t h, size_t w, size_t kh,
@@ -397,7 +392,9 @@ static int upsample(vk_ctx *vc, unsigned mode, size_t rows, size_t h, size_t w, 
     return NNT_ERR_INVAL;
   vk_push pc = {.k = mode, .i0 = (uint32_t)h, .i1 = (uint32_t)w, .i2 = (uint32_t)kh,
                 .i3 = (uint32_t)kw};
-  return ew(vc, "upsample", rows * (mode ? h * w : out), ARGS(a, b), &pc);
+  size_t small = rows * h * w, big = rows * out;
+  return ew(vc, "upsample", mode ? small : big,
+            ARGS(RD(a, mode ? big : small), WR(b, mode ? small : big)), &pc);
 }
 static int v_upsample_nearest_fwd(const nnt_kernels *self, size_t rows, size_t h, size_t w,
                                   size_t kh, size_t kw, const float *x, float *y) {
@@ -431,14 +428,17 @@ static int v_im2col(const nnt_kernels *self, const nnt_conv_geom *g, const float
   vk_push pc;
   if (window(g, 1, &pc))
     return NNT_ERR_INVAL;
-  return ew(vc, "im2col", (size_t)g->c * g->kh * g->kw * g->oh * g->ow, ARGS(x, col), &pc);
+  size_t cols = (size_t)g->c * g->kh * g->kw * g->oh * g->ow;
+  return ew(vc, "im2col", cols, ARGS(RD(x, (size_t)g->c * g->h * g->w), WR(col, cols)), &pc);
 }
 static int v_col2im(const nnt_kernels *self, const nnt_conv_geom *g, const float *col, float *dx) {
   vk_ctx *vc = self->ctx;
   vk_push pc;
   if (window(g, 1, &pc))
     return NNT_ERR_INVAL;
-  return ew(vc, "col2im", (size_t)g->c * g->h * g->w, ARGS(col, dx), &pc);
+  size_t img = (size_t)g->c * g->h * g->w;
+  return ew(vc, "col2im", img,
+            ARGS(RD(col, (size_t)g->c * g->kh * g->kw * g->oh * g->ow), WR(dx, img)), &pc);
 }
 static int v_pool_fwd(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode,
                       const float *x, float *y, float *idx) {
@@ -447,7 +447,8 @@ static int v_pool_fwd(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
   if ((mode != 0 && mode != 1) || window(g, n, &pc))
     return NNT_ERR_INVAL;
   pc.k = (uint32_t)mode, pc.f0 = 1.0f / (float)(g->kh * g->kw);
-  return ew(vc, "pool_fwd", n * g->c * g->oh * g->ow, ARGS(x, y, mode ? NULL : idx), &pc);
+  size_t in = n * g->c * g->h * g->w, out = n * g->c * g->oh * g->ow;
+  return ew(vc, "pool_fwd", out, ARGS(RD(x, in), WR(y, out), WR(mode ? NULL : idx, out)), &pc);
 }
 static int v_pool_bwd(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode,
                       const float *dy, const float *idx, float *dx) {
@@ -456,19 +457,20 @@ static int v_pool_bwd(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
   if ((mode != 0 && mode != 1) || window(g, n, &pc))
     return NNT_ERR_INVAL;
   pc.k = (uint32_t)mode, pc.f0 = 1.0f / (float)(g->kh * g->kw);
-  return ew(vc, "pool_bwd", n * g->c * g->h * g->w, ARGS(dy, mode ? NULL : idx, dx), &pc);
+  size_t in = n * g->c * g->h * g->w, out = n * g->c * g->oh * g->ow;
+  return ew(vc, "pool_bwd", in, ARGS(RD(dy, out), RD(mode ? NULL : idx, out), WR(dx, in)), &pc);
 }
 
 static int v_sgd_step(const nnt_kernels *self, size_t n, float lr, const float *g, float *w) {
   vk_ctx *vc = self->ctx;
   vk_push pc = {.i0 = 1, .f0 = lr};
-  return ew(vc, "axpy", n, ARGS(g, w), &pc);
+  return ew(vc, "axpy", n, ARGS(RD(g, n), WR(w, n)), &pc);
 }
 static int v_adam_step(const nnt_kernels *self, size_t n, float lr_t, float b1, float b2, float eps,
                        const float *g, float *m, float *v, float *w) {
   vk_ctx *vc = self->ctx;
   vk_push pc = {.f0 = lr_t, .f1 = b1, .f2 = b2, .f3 = eps};
-  return ew(vc, "adam_step", n, ARGS(g, m, v, w), &pc);
+  return ew(vc, "adam_step", n, ARGS(RD(g, n), WR(m, n), WR(v, n), WR(w, n)), &pc);
 }
 
 static const nnt_kernels vk_kernels = {

@@ -1,7 +1,10 @@
 // What every shader of the Vulkan backend shares: eight storage-buffer
-// bindings (whole buffers; element offsets come as push constants) and one
-// push-constant block (116 bytes; the guaranteed minimum is 128). The C side
-// is struct vk_push in nntrainer/vulkan/vk_impl.h: keep the two equal.
+// bindings (whole buffers or chunks; element offsets are parameters) and
+// the parameter block, a uniform block of 32 scalars (128 bytes) at binding
+// 8, one slot of a host-written parameter buffer per dispatch (selected by
+// a dynamic offset), so a recorded command buffer replays with new values.
+// The C side is struct vk_push in nntrainer/vulkan/vk_impl.h: keep the two
+// equal.
 #extension GL_GOOGLE_include_directive : enable
 
 layout(std430, binding = 0) buffer B0 { float v[]; } b0;
@@ -13,12 +16,12 @@ layout(std430, binding = 5) buffer B5 { float v[]; } b5;
 layout(std430, binding = 6) buffer B6 { float v[]; } b6;
 layout(std430, binding = 7) buffer B7 { float v[]; } b7;
 
-layout(push_constant) uniform P {
+layout(std140, binding = 8) uniform P {
   uint o0, o1, o2, o3, o4, o5, o6, o7; // element offsets of the eight arguments
   uint n, rows, cols, k;       // sizes
   uint i0, i1, i2, i3;         // op-specific integers
   uint u0, u1, u2, u3, u4, u5, u6, u7; // more of them (window geometry)
-  float f0, f1, f2, f3, f4;    // op-specific floats
+  float f0, f1, f2, f3, f4, f5, f6, f7; // op-specific floats
 } p;
 
 // The flat index of this invocation: dispatches larger than the
