@@ -585,6 +585,9 @@ uint64_t nnt_graph_core_kops(const nnt_model *m) {
   uint64_t k = m->opt ? nnt_optimizer_kops(m->opt) : 0;
   if (m->clip_grad_norm > 0)
     k |= NNT_KOP_BIT(DOT) | NNT_KOP_BIT(SCALE);
+  /* check_finite on a backend with steps tests on the device */
+  if (m->check_finite && m->be && m->be->step_begin)
+    k |= NNT_KOP_BIT(FLAG_NONFINITE) | NNT_KOP_BIT(COPY);
   for (size_t i = 0; i < m->n_w; i++)
     if (m->wspec[i].l2 > 0 || m->wspec[i].decay > 0)
       k |= NNT_KOP_BIT(AXPY);
@@ -657,6 +660,9 @@ static int check_backend_ops(const nnt_model *m, nnt_err *e) {
                   nnt_optimizer_type_name(m->opt));
   if (!rc && m->clip_grad_norm > 0)
     rc = need_ops(be, NNT_KOP_BIT(DOT) | NNT_KOP_BIT(SCALE), e, "[Model] clip_grad_by_norm");
+  if (!rc && m->check_finite && be->step_begin)
+    rc = need_ops(be, NNT_KOP_BIT(FLAG_NONFINITE) | NNT_KOP_BIT(COPY), e,
+                  "[Model] check_finite");
   /* whatever the parts above do not name yet */
   if (!rc)
     rc = need_ops(be, nnt_graph_core_kops(m), e, "the training loop");

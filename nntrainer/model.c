@@ -49,8 +49,11 @@ void nnt_model_destroy(nnt_model *m) {
   nnt_mgr_free(&m->wmgr);
   nnt_mgr_free(&m->omgr);
   nnt_buffer_free(m->sbuf);
+  nnt_buffer_free(m->cbuf);
   nnt_backend_free(m->be);
   nnt_free(m->state_copy);
+  nnt_free(m->chost);
+  nnt_free(m->loss_host);
   nnt_free(m->save_path);
   nnt_free(m->base_dir);
   nnt_free(m);

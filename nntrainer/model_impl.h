@@ -171,6 +171,17 @@ struct nnt_model {
   atomic_int stop;          /* nnt_model_request_stop: a run should stop */
   float *state_copy;        /* check_finite: moving statistics before a step */
   size_t state_floats;
+  /* check_finite on a backend with steps (train_check.c): flags in the
+   * backend's memory, read once when the step ends: [0] any, [1] the loss
+   * or a moving statistic, [2 + i] weight i's gradient; then a copy of
+   * the moving statistics. skip: &flags[0] while a step runs (the
+   * optimizer's updates do nothing once it is set), NULL otherwise. */
+  nnt_buffer *cbuf;
+  float *chost;             /* the flags, read back */
+  const float *skip;
+  /* read back when a step ends: each node's loss, the accuracy count */
+  float *loss_host;
+  float acc_host;
 };
 
 /* model.c: make be the model's backend (m->be, and m->k = be->k), freeing
@@ -259,6 +270,13 @@ int nnt_model_backward(nnt_model *m, nnt_err *e);
  * batch in the input tensors, which ds gave last (NULL: none to replay);
  * *loss its loss. Does not count the iteration. */
 int nnt_model_train_step(nnt_model *m, nnt_dataset *ds, float *loss, nnt_err *e);
+/* A whole training step on a batch (in and label as for
+ * nnt_model_set_batch): on a backend with steps, one step of it (the
+ * batch's upload, forward, backward, updates, the loss and check reads:
+ * one submit), the checks on the device; otherwise set_batch and
+ * nnt_model_train_step. */
+int nnt_model_train_batch(nnt_model *m, nnt_dataset *ds, const float *const *in,
+                          const float *const *label, float *loss, nnt_err *e);
 
 /* The batch into the input and label tensors of the bound plan, one
  * nnt_tensor_set per tensor (a device backend gets one upload each): in[i]
@@ -290,5 +308,22 @@ int nnt_check_gradients(const nnt_node *nd, nnt_err *e);
 /* Every weight and optimizer state value (before a checkpoint is
  * written): NNT_ERR_RANGE naming the first that is not finite. */
 int nnt_check_weights(const nnt_model *m, nnt_err *e);
+
+/* The same checks on a backend with steps, without a read in the middle
+ * of the step: flags computed by the backend (flag_nonfinite), updates
+ * skipped on the device once one is set, read back when the step ends.
+ * In the step: dev_begin before forward (flags cleared, the moving
+ * statistics copied aside), dev_forward after it, dev_gradients after
+ * each node's calc_gradient, dev_end last (the flags' read). After
+ * step_end: dev_verdict gives the error the host checks would have given
+ * (the statistics put back, the replay that names the layer). */
+int nnt_check_dev_begin(nnt_model *m, nnt_err *e);
+int nnt_check_dev_forward(nnt_model *m, nnt_err *e);
+int nnt_check_dev_gradients(nnt_model *m, const nnt_node *nd, nnt_err *e);
+int nnt_check_dev_end(nnt_model *m, nnt_err *e);
+int nnt_check_dev_verdict(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e);
+/* 1 when the model's checks run on the backend (check_finite and a
+ * backend with steps). */
+int nnt_check_on_device(const nnt_model *m);
 
 #endif

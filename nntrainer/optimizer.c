@@ -234,10 +234,7 @@ static double adam_lr_t(const nnt_optimizer *o, double lr, size_t iter) {
 uint64_t nnt_optimizer_kops(const nnt_optimizer *o) {
   if (o->type == NNT_OPT_SGD)
     return NNT_KOP_BIT(SGD_STEP);
-  uint64_t k = NNT_KOP_BIT(ADAM_STEP);
-  if (o->type == NNT_OPT_ADAMW && o->weight_decay > 0)
-    k |= NNT_KOP_BIT(SCALE);
-  return k;
+  return NNT_KOP_BIT(ADAM_STEP); /* AdamW's decay is adam_step's wscale */
 }
 
 /* One update of the n weights w from gradient g (read-only) at iteration
@@ -245,14 +242,13 @@ uint64_t nnt_optimizer_kops(const nnt_optimizer *o) {
  * zeroed before the first step. Computes only through the kernel table k.
  * @return NNT_OK or the first kernel's error code. */
 int nnt_optimizer_apply(const nnt_optimizer *o, const nnt_kernels *k, size_t iter, size_t n,
-                        float *w, const float *g, float **state) {
+                        float *w, const float *g, float **state, const float *skip) {
   float lr = nnt_optimizer_lr(o, iter);
   if (o->type == NNT_OPT_SGD)
-    return k->sgd_step(k, n, lr, g, w);
-  int rc;
-  if (o->type == NNT_OPT_ADAMW && o->weight_decay > 0 &&
-      (rc = k->scale(k, n, 1.0f - lr * o->weight_decay, w)))
-    return rc;
+    return k->sgd_step(k, n, lr, g, w, skip);
+  float wscale =
+      o->type == NNT_OPT_ADAMW && o->weight_decay > 0 ? 1.0f - lr * o->weight_decay : 1.0f;
   float lr_t = (float)adam_lr_t(o, lr, iter);
-  return k->adam_step(k, n, lr_t, o->beta1, o->beta2, o->epsilon, g, state[0], state[1], w);
+  return k->adam_step(k, n, lr_t, o->beta1, o->beta2, o->epsilon, wscale, g, state[0], state[1],
+                      w, skip);
 }

@@ -81,9 +81,11 @@ uint64_t nnt_optimizer_kops(const nnt_optimizer *o);
 float nnt_optimizer_lr(const nnt_optimizer *o, size_t iter);
 /* One update of n weights w with gradient g at iteration iter (0-based;
  * Adam's t is iter + 1). state holds nnt_optimizer_state_count arrays.
+ * skip: NULL, or one float of the backend's memory that, when not 0 as the
+ * update runs, leaves everything unchanged (kernels.h).
  * @return NNT_OK or the kernel table's error code. */
 int nnt_optimizer_apply(const nnt_optimizer *o, const nnt_kernels *k,
                         size_t iter, size_t n, float *w, const float *g,
-                        float **state);
+                        float **state, const float *skip);
 
 #endif

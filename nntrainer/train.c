@@ -80,7 +80,7 @@ static int apply_weight(nnt_model *m, size_t wi, const nnt_tensor *gw) {
   for (unsigned s = 0; s < m->opt_slots && s < 4; s++)
     state[s] = m->opt_pool + s * m->wpool_floats + off;
   return nnt_optimizer_apply(m->opt, m->k, m->iter, nnt_dim_len(gw->dim), m->w[wi].data,
-                             gw->data, state);
+                             gw->data, state, m->skip);
 }
 
 static int apply_node(nnt_model *m, nnt_node *nd, nnt_err *e) {
@@ -197,7 +197,8 @@ static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt
       if ((rc = regularize(m, nd, e)))
         return rc;
       /* before the gradient enters the global norm or an update */
-      if (m->check_finite && (rc = nnt_check_gradients(nd, e)))
+      if (m->check_finite && (rc = nnt_check_on_device(m) ? nnt_check_dev_gradients(m, nd, e)
+                                                          : nnt_check_gradients(nd, e)))
         return rc;
       break;
     case NNT_STEP_CALC_DERIVATIVE:
@@ -276,24 +277,91 @@ static int queues_fit(nnt_model *m, nnt_mode mode, nnt_err *e) {
 }
 
 /* Correct predictions in the batch (argmax of the first loss layer's
- * output vs argmax of its label) into *ok, computed by the backend. */
-static int count_correct(nnt_model *m, size_t *ok, nnt_err *e) {
-  *ok = 0;
+ * output vs argmax of its label), computed by the backend, into
+ * m->acc_host by the end of the step. */
+static int count_correct(nnt_model *m, nnt_err *e) {
+  m->acc_host = 0;
   for (size_t i = 0; i < m->n_nodes; i++) {
     const nnt_node *nd = &m->nodes[i];
     if (!(nd->fc.flags & NNT_LF_LOSS))
       continue;
     const nnt_tensor *y = &nd->out[0], *t = &nd->label;
-    float v;
     int rc = m->k->argmax_match(m->k, y->dim.b, nnt_dim_feature_len(y->dim), y->data, t->data,
                                 m->scalar.data);
     if (rc)
       return pass_failed(nd, "the accuracy count", rc, e);
-    if ((rc = nnt_tensor_get(&m->scalar, 0, &v, 1, e)))
-      return rc;
-    *ok = (size_t)v;
-    return NNT_OK;
+    return nnt_tensor_get_later(&m->scalar, 0, &m->acc_host, 1, e);
   }
+  return NNT_OK;
+}
+
+/* Each node's loss into m->loss_host by the end of the step. */
+static int queue_losses(nnt_model *m, nnt_err *e) {
+  if (!m->loss_host && !(m->loss_host = nnt_calloc(m->n_nodes ? m->n_nodes : 1, sizeof(float))))
+    return nnt_err_set(e, NNT_ERR_NOMEM, "out of memory for the loss values");
+  int rc = NNT_OK;
+  for (size_t i = 0; i < m->n_nodes && !rc; i++)
+    if (m->nodes[i].ctx.loss)
+      rc = nnt_tensor_get_later(m->nodes[i].ctx.loss, 0, &m->loss_host[i], 1, e);
+  return rc;
+}
+
+/* in node order, as nnt_model_forward sums them */
+static float sum_losses(const nnt_model *m) {
+  float total = 0;
+  for (size_t i = 0; i < m->n_nodes; i++)
+    if (m->nodes[i].ctx.loss)
+      total += m->loss_host[i];
+  return total;
+}
+
+/* The key of a step of the bound plan: what runs in it (1 training, 2
+ * evaluation, 3 inference). */
+static uint64_t step_key(const nnt_model *m, unsigned what) {
+  return ((uint64_t)m->bound_mode << 8) | what;
+}
+
+/* Ends the step begun for a pass, keeping the pass's error first. */
+static int step_end(nnt_model *m, int rc, nnt_err *e) {
+  int r2 = nnt_backend_step_end(m->be, rc ? NULL : e);
+  return rc ? rc : r2;
+}
+
+int nnt_model_train_batch(nnt_model *m, nnt_dataset *ds, const float *const *in,
+                          const float *const *label, float *loss, nnt_err *e) {
+  if (!m->be->step_begin) { /* ops run as called: the host checks */
+    int rc = nnt_model_set_batch(m, in, label, e);
+    return rc ? rc : nnt_model_train_step(m, ds, loss, e);
+  }
+  int dev = nnt_check_on_device(m);
+  int rc = nnt_backend_step_begin(m->be, step_key(m, 1), e);
+  if (rc)
+    return rc;
+  if (!(rc = nnt_model_set_batch(m, in, label, e)) && (!dev || !(rc = nnt_check_dev_begin(m, e))) &&
+      !(rc = nnt_model_forward(m, 1, NULL, e)) && !(rc = queue_losses(m, e)) &&
+      (!dev || !(rc = nnt_check_dev_forward(m, e))) && !(rc = nnt_model_backward(m, e)) && dev)
+    rc = nnt_check_dev_end(m, e);
+  rc = step_end(m, rc, e);
+  m->skip = NULL;
+  if (rc)
+    return rc;
+  *loss = sum_losses(m);
+  return dev ? nnt_check_dev_verdict(m, ds, *loss, e) : NNT_OK;
+}
+
+/* One evaluation batch: its loss and correct count. */
+static int eval_batch(nnt_model *m, const float *const *in, const float *const *label,
+                      float *loss, size_t *ok, nnt_err *e) {
+  int rc = nnt_backend_step_begin(m->be, step_key(m, 2), e);
+  if (rc)
+    return rc;
+  if (!(rc = nnt_model_set_batch(m, in, label, e)) && !(rc = nnt_model_forward(m, 0, NULL, e)) &&
+      !(rc = queue_losses(m, e)))
+    rc = count_correct(m, e);
+  if ((rc = step_end(m, rc, e)))
+    return rc;
+  *loss = sum_losses(m);
+  *ok = (size_t)m->acc_host;
   return NNT_OK;
 }
 
@@ -358,12 +426,11 @@ static int evaluate(nnt_model *m, nnt_ds_mode mode, float *loss, float *accuracy
                        batches);
       break;
     }
-    if ((rc = nnt_dataset_next_batch_view(ds, in, label, &end, e)) || end ||
-        (rc = nnt_model_set_batch(m, in, label, e)))
+    if ((rc = nnt_dataset_next_batch_view(ds, in, label, &end, e)) || end)
       break;
     float l;
     size_t ok;
-    if ((rc = nnt_model_forward(m, 0, &l, e)) || (rc = count_correct(m, &ok, e)))
+    if ((rc = eval_batch(m, in, label, &l, &ok, e)))
       break;
     sum += l;
     correct += ok;
@@ -463,7 +530,7 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
       rc = nnt_dataset_next_batch_view(ds, in, label, &end, e);
       /* the producer saw the request (a generator's own -125 is its error) */
       stopped = rc == NNT_ERR_CANCELED && stop_requested(m) && !(e && e->from_callback);
-      if (rc || end || (rc = nnt_model_set_batch(m, in, label, e)))
+      if (rc || end)
         break;
       /* a weight file's counter must stay below its largest value, which
        * no load accepts (training on from it would wrap) */
@@ -476,7 +543,7 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
       }
       float l;
       double ts = now_s();
-      if ((rc = nnt_model_train_step(m, ds, &l, e))) {
+      if ((rc = nnt_model_train_batch(m, ds, in, label, &l, e))) {
         nnt_err_prefix(e, "train: epoch %u, iteration %u (batch %zu of the epoch): ", epoch,
                        m->iter + 1, b + 1);
         break;
@@ -623,14 +690,16 @@ int nnt_model_infer(nnt_model *m, const float *const *in, float *const *out, nnt
     rc = backend_ready(m, e);
   if (rc)
     return rc;
+  if ((rc = nnt_backend_step_begin(m->be, step_key(m, 3), e)))
+    return rc;
   /* the inputs only: an inference plan holds no labels */
   for (unsigned i = 0; i < m->n_inputs && !rc; i++)
     rc = set_stream(m, m->input_t[i], m->input_dim[i], in[i], e);
-  if (rc || (rc = infer_forward(m, e)))
-    return rc;
+  if (!rc)
+    rc = infer_forward(m, e);
   for (unsigned i = 0; !rc && i < n_out; i++) {
     const nnt_tensor *t = &nodes[i]->out[idx[i]];
-    rc = nnt_tensor_get(t, 0, out[i], nnt_tensor_len(t), e);
+    rc = nnt_tensor_get_later(t, 0, out[i], nnt_tensor_len(t), e);
   }
-  return rc;
+  return step_end(m, rc, e);
 }

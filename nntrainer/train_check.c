@@ -252,3 +252,117 @@ int nnt_check_weights(const nnt_model *m, nnt_err *e) {
     }
   return NNT_OK;
 }
+
+/* ---- the checks on a backend with steps ---- */
+
+int nnt_check_on_device(const nnt_model *m) {
+  return m->check_finite && m->be && m->be->step_begin &&
+         (!m->state_buft || m->state_buft == m->be->buft);
+}
+
+static size_t dev_flags(const nnt_model *m) { return 2 + m->n_w; }
+
+/* floats [first, first + n) of the check buffer */
+static nnt_tensor check_tensor(const nnt_model *m, size_t first, size_t n) {
+  nnt_tensor t;
+  memset(&t, 0, sizeof t);
+  t.dim = nnt_dim_make(1, 1, 1, (unsigned)n);
+  t.data = nnt_buffer_at(m->cbuf, first * sizeof(float));
+  t.buf = m->cbuf;
+  return t;
+}
+
+static float *flag_at(const nnt_model *m, size_t i) {
+  return nnt_buffer_at(m->cbuf, i * sizeof(float));
+}
+
+int nnt_check_dev_begin(nnt_model *m, nnt_err *e) {
+  int rc = nnt_check_prepare(m, e);
+  if (rc)
+    return rc;
+  size_t nf = dev_flags(m);
+  if (!m->cbuf) {
+    if ((rc = nnt_buffer_alloc(m->be->buft, (nf + m->state_floats) * sizeof(float),
+                               "the non-finite check's flags (check_finite)", &m->cbuf, e)))
+      return rc;
+    if (!(m->chost = nnt_calloc(nf, sizeof(float))))
+      return nnt_err_set(e, NNT_ERR_NOMEM, "train: out of memory for %zu check flags", nf);
+  }
+  nnt_tensor f = check_tensor(m, 0, nf);
+  if ((rc = nnt_tensor_memset(&f, 0, e)))
+    return rc;
+  size_t at = nf;
+  for (size_t i = 0; i < m->n_w; i++)
+    if (!m->wspec[i].trainable) {
+      size_t n = nnt_dim_len(m->wspec[i].dim);
+      if ((rc = m->k->copy(m->k, n, m->w[i].data, flag_at(m, at))))
+        return nnt_err_set(e, rc, "train: copying the moving statistics aside failed: %s",
+                           nnt_strerror(rc));
+      at += n;
+    }
+  m->skip = flag_at(m, 0);
+  return NNT_OK;
+}
+
+int nnt_check_dev_forward(nnt_model *m, nnt_err *e) {
+  int rc = NNT_OK;
+  for (size_t i = 0; i < m->n_nodes && !rc; i++)
+    if (m->nodes[i].ctx.loss)
+      rc = m->k->flag_nonfinite(m->k, 1, m->nodes[i].ctx.loss->data, flag_at(m, 1),
+                                flag_at(m, 0));
+  for (size_t i = 0; i < m->n_w && !rc; i++)
+    if (!m->wspec[i].trainable)
+      rc = m->k->flag_nonfinite(m->k, nnt_dim_len(m->wspec[i].dim), m->w[i].data,
+                                flag_at(m, 1), flag_at(m, 0));
+  return rc ? nnt_err_set(e, rc, "train: the non-finite check of the forward pass failed: %s",
+                          nnt_strerror(rc))
+            : NNT_OK;
+}
+
+int nnt_check_dev_gradients(nnt_model *m, const nnt_node *nd, nnt_err *e) {
+  for (unsigned w = 0; w < nd->fc.n_w; w++) {
+    const nnt_tensor *gw = &nd->gw[w];
+    if (!gw->data)
+      continue;
+    int rc = m->k->flag_nonfinite(m->k, nnt_tensor_len(gw), gw->data,
+                                  flag_at(m, 2 + nd->w_first + w), flag_at(m, 0));
+    if (rc)
+      return nnt_err_set(e, rc, "[%s] the non-finite check of its gradients failed: %s",
+                         nd->layer->name, nnt_strerror(rc));
+  }
+  return NNT_OK;
+}
+
+int nnt_check_dev_end(nnt_model *m, nnt_err *e) {
+  nnt_tensor f = check_tensor(m, 0, dev_flags(m));
+  return nnt_tensor_get_later(&f, 0, m->chost, dev_flags(m), e);
+}
+
+int nnt_check_dev_verdict(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
+  m->skip = NULL;
+  if (!m->chost[0] && isfinite(loss))
+    return NNT_OK;
+  /* the moving statistics from before the step, where the host checks
+   * keep them: the host's verdict follows (put back, replay, message) */
+  nnt_tensor bk = check_tensor(m, dev_flags(m), m->state_floats);
+  int rc = m->state_floats ? nnt_tensor_get(&bk, 0, m->state_copy, m->state_floats, e) : NNT_OK;
+  if (rc)
+    return rc;
+  if ((m->chost[1] || !isfinite(loss)) && (rc = nnt_check_forward(m, ds, loss, e)))
+    return rc;
+  /* a gradient: the first in the order backward ran */
+  const nnt_step *st = m->sched[m->bound_mode];
+  for (unsigned s = 0; s < m->n_steps[m->bound_mode]; s++) {
+    if (st[s].kind != NNT_STEP_CALC_GRADIENT || st[s].node >= m->n_nodes)
+      continue;
+    const nnt_node *nd = &m->nodes[st[s].node];
+    for (unsigned w = 0; nd->do_grad && w < nd->fc.n_w; w++)
+      if (nd->gw[w].data && m->chost[2 + nd->w_first + w])
+        return nnt_err_set(e, NNT_ERR_RANGE,
+                           "the gradient of weight '%s' of layer '%s' is not finite; it was "
+                           "not applied, nor any update after it in the step",
+                           nd->fc.w[w].name, nd->layer->name);
+  }
+  return nnt_err_set(e, NNT_ERR_RANGE, "a value of the step was not finite; no update after "
+                     "it was applied");
+}

@@ -505,21 +505,45 @@ static int k_argmax_match(const nnt_kernels *self, size_t rows, size_t cols, con
   return NNT_OK;
 }
 
-static int k_sgd_step(const nnt_kernels *self, size_t n, float lr, const float *g, float *w) {
+static int k_sgd_step(const nnt_kernels *self, size_t n, float lr, const float *g, float *w,
+                      const float *skip) {
   (void)self;
+  if (skip && *skip != 0)
+    return NNT_OK;
   for (size_t i = 0; i < n; i++)
     w[i] -= lr * g[i];
   return NNT_OK;
 }
 
 static int k_adam_step(const nnt_kernels *self, size_t n, float lr_t, float b1, float b2, float eps,
-                       const float *g, float *m, float *v, float *w) {
+                       float wscale, const float *g, float *m, float *v, float *w,
+                       const float *skip) {
   (void)self;
+  if (skip && *skip != 0)
+    return NNT_OK;
+  if (wscale != 1.0f)
+    for (size_t i = 0; i < n; i++)
+      w[i] *= wscale;
   for (size_t i = 0; i < n; i++) {
     m[i] = b1 * m[i] + (1 - b1) * g[i];
     v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
     w[i] -= lr_t * m[i] / (sqrtf(v[i]) + eps);
   }
+  return NNT_OK;
+}
+
+static int k_flag_nonfinite(const nnt_kernels *self, size_t n, const float *x, float *flag,
+                            float *any) {
+  (void)self;
+  if (!flag)
+    return NNT_ERR_INVAL;
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(x[i])) {
+      *flag = 1;
+      if (any)
+        *any = 1;
+      break;
+    }
   return NNT_OK;
 }
 
@@ -570,6 +594,7 @@ const nnt_kernels nnt_cpu_kernel_table = {
     .upsample_nearest_bwd = nnt_cpu_upsample_nearest_bwd,
     .sgd_step = k_sgd_step,
     .adam_step = k_adam_step,
+    .flag_nonfinite = k_flag_nonfinite,
 };
 
 /* The CPU kernel table: static, never freed. */

@@ -203,12 +203,23 @@ typedef struct nnt_kernels {
   int (*pool_bwd)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n, int mode,
                   const float *dy, const float *idx, float *dx);
 
-  /* Optimizer updates. g is read-only. */
-  int (*sgd_step)(const struct nnt_kernels *self, size_t n, float lr, const float *g, float *w);
-  /* m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-   * w -= lr_t * m / (sqrt(v) + eps). lr_t carries the bias corrections. */
+  /* Optimizer updates. g is read-only. When skip is not NULL and *skip
+   * (one float of backend memory) is not 0, nothing changes: the update
+   * of a step whose check found a value that is not finite (on a backend
+   * that runs a step before the host sees its results). */
+  int (*sgd_step)(const struct nnt_kernels *self, size_t n, float lr, const float *g, float *w,
+                  const float *skip);
+  /* m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; w = w * wscale (AdamW's
+   * decay; 1: none), then w -= lr_t * m / (sqrt(v) + eps). lr_t carries
+   * the bias corrections. */
   int (*adam_step)(const struct nnt_kernels *self, size_t n, float lr_t, float b1, float b2,
-                   float eps, const float *g, float *m, float *v, float *w);
+                   float eps, float wscale, const float *g, float *m, float *v, float *w,
+                   const float *skip);
+  /* When one of x[0..n) is NaN or infinite: *flag = 1 and, when any is
+   * not NULL, *any = 1 (both one float of backend memory); otherwise both
+   * stay as they are. */
+  int (*flag_nonfinite)(const struct nnt_kernels *self, size_t n, const float *x, float *flag,
+                        float *any);
 } nnt_kernels;
 
 /* The CPU backend (OpenBLAS + plain loops). */

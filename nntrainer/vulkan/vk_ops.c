@@ -461,16 +461,26 @@ static int v_pool_bwd(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
   return ew(vc, "pool_bwd", in, ARGS(RD(dy, out), RD(mode ? NULL : idx, out), WR(dx, in)), &pc);
 }
 
-static int v_sgd_step(const nnt_kernels *self, size_t n, float lr, const float *g, float *w) {
+static int v_sgd_step(const nnt_kernels *self, size_t n, float lr, const float *g, float *w,
+                      const float *skip) {
   vk_ctx *vc = self->ctx;
-  vk_push pc = {.i0 = 1, .f0 = lr};
-  return ew(vc, "axpy", n, ARGS(RD(g, n), WR(w, n)), &pc);
+  vk_push pc = {.i0 = 1, .i1 = skip ? 1u : 0u, .f0 = lr};
+  return ew(vc, "axpy", n, ARGS(RD(g, n), WR(w, n), RD(skip, 1)), &pc);
 }
 static int v_adam_step(const nnt_kernels *self, size_t n, float lr_t, float b1, float b2, float eps,
-                       const float *g, float *m, float *v, float *w) {
+                       float wscale, const float *g, float *m, float *v, float *w,
+                       const float *skip) {
   vk_ctx *vc = self->ctx;
-  vk_push pc = {.f0 = lr_t, .f1 = b1, .f2 = b2, .f3 = eps};
-  return ew(vc, "adam_step", n, ARGS(RD(g, n), WR(m, n), WR(v, n), WR(w, n)), &pc);
+  vk_push pc = {.i1 = skip ? 1u : 0u, .f0 = lr_t, .f1 = b1, .f2 = b2, .f3 = eps, .f4 = wscale};
+  return ew(vc, "adam_step", n, ARGS(RD(g, n), WR(m, n), WR(v, n), WR(w, n), RD(skip, 1)), &pc);
+}
+static int v_flag_nonfinite(const nnt_kernels *self, size_t n, const float *x, float *flag,
+                            float *any) {
+  vk_ctx *vc = self->ctx;
+  if (!flag)
+    return NNT_ERR_INVAL;
+  vk_push pc = {.i0 = any ? 1u : 0u};
+  return ew(vc, "flag_nonfinite", n, ARGS(RD(x, n), WR(flag, 1), WR(any, 1)), &pc);
 }
 
 static const nnt_kernels vk_kernels = {
@@ -514,6 +524,7 @@ static const nnt_kernels vk_kernels = {
     .upsample_nearest_bwd = v_upsample_nearest_bwd,
     .sgd_step = v_sgd_step,
     .adam_step = v_adam_step,
+    .flag_nonfinite = v_flag_nonfinite,
 };
 
 void nnt_vk_kernels_init(vk_ctx *c) {

@@ -239,10 +239,11 @@ F(pool_fwd, (cg g, size_t n, int mode, cf x, float *y, float *idx),
   (g, n, mode, H(x), H(y), H(idx)))
 F(pool_bwd, (cg g, size_t n, int mode, cf dy, cf idx, float *dx),
   (g, n, mode, H(dy), H(idx), H(dx)))
-F(sgd_step, (size_t n, float lr, cf g, float *w), (n, lr, H(g), H(w)))
-F(adam_step, (size_t n, float lr, float b1, float b2, float eps, cf g, float *m, float *v,
-              float *w),
-  (n, lr, b1, b2, eps, H(g), H(m), H(v), H(w)))
+F(sgd_step, (size_t n, float lr, cf g, float *w, cf skip), (n, lr, H(g), H(w), H(skip)))
+F(adam_step, (size_t n, float lr, float b1, float b2, float eps, float ws, cf g, float *m, float *v,
+              float *w, cf skip),
+  (n, lr, b1, b2, eps, ws, H(g), H(m), H(v), H(w), H(skip)))
+F(flag_nonfinite, (size_t n, cf x, float *flag, float *any), (n, H(x), H(flag), H(any)))
 #undef F
 #undef H
 

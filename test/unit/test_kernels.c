@@ -519,7 +519,7 @@ static void test_optimizer_steps(void **state) {
   for (int t = 1; t <= 3; t++) {
     tu_fill_uniform(&R, g, n, -1, 1);
     float lr_t = lr * sqrtf(1 - powf(b2, (float)t)) / (1 - powf(b1, (float)t));
-    K->adam_step(K, n, lr_t, b1, b2, eps, g, m, v, w);
+    K->adam_step(K, n, lr_t, b1, b2, eps, 1.0f, g, m, v, w, NULL);
     for (size_t i = 0; i < n; i++) {
       rm[i] = b1 * rm[i] + (1 - (double)b1) * g[i];
       rv[i] = b2 * rv[i] + (1 - (double)b2) * g[i] * g[i];
@@ -529,10 +529,28 @@ static void test_optimizer_steps(void **state) {
   expect("adam m", m, rm, n, 1e-5);
   expect("adam v", v, rv, n, 1e-5);
   expect("adam w", w, rw, n, 1e-5);
-  K->sgd_step(K, n, 0.5f, g, w);
+  K->sgd_step(K, n, 0.5f, g, w, NULL);
   for (size_t i = 0; i < n; i++)
     rw[i] -= 0.5 * g[i];
   expect("sgd w", w, rw, n, 1e-5);
+  /* a set skip flag leaves everything as it was; a clear one does not */
+  float skip = 1, w0 = w[0], m0 = m[0];
+  K->sgd_step(K, n, 0.5f, g, w, &skip);
+  K->adam_step(K, n, 0.1f, b1, b2, eps, 0.5f, g, m, v, w, &skip);
+  assert_true(w[0] == w0 && m[0] == m0);
+  skip = 0;
+  K->adam_step(K, n, 0.0f, b1, b2, eps, 0.5f, g, m, v, w, &skip);
+  assert_true(w[0] == w0 * 0.5f && m[0] != m0);
+  /* flag_nonfinite: sets both flags on a NaN or inf, leaves them otherwise */
+  float flag = 0, any = 0;
+  assert_int_equal(K->flag_nonfinite(K, n, g, &flag, &any), NNT_OK);
+  assert_true(flag == 0 && any == 0);
+  g[n - 1] = INFINITY;
+  assert_int_equal(K->flag_nonfinite(K, n, g, &flag, &any), NNT_OK);
+  assert_true(flag == 1 && any == 1);
+  flag = 0, g[n - 1] = NAN;
+  assert_int_equal(K->flag_nonfinite(K, n, g, &flag, NULL), NNT_OK);
+  assert_true(flag == 1);
   free(w), free(m), free(v), free(g), free(rw), free(rm), free(rv);
 }
 

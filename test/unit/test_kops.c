@@ -92,10 +92,11 @@ V(POOL_FWD, pool_fwd, (cg g, size_t n, int mode, cf x, float *y, float *idx),
   (g, n, mode, x, y, idx))
 V(POOL_BWD, pool_bwd, (cg g, size_t n, int mode, cf dy, cf idx, float *dx),
   (g, n, mode, dy, idx, dx))
-V(SGD_STEP, sgd_step, (size_t n, float lr, cf g, float *w), (n, lr, g, w))
-V(ADAM_STEP, adam_step, (size_t n, float lr, float b1, float b2, float eps, cf g, float *m,
-                         float *v, float *w),
-  (n, lr, b1, b2, eps, g, m, v, w))
+V(SGD_STEP, sgd_step, (size_t n, float lr, cf g, float *w, cf skip), (n, lr, g, w, skip))
+V(ADAM_STEP, adam_step, (size_t n, float lr, float b1, float b2, float eps, float ws, cf g,
+                         float *m, float *v, float *w, cf skip),
+  (n, lr, b1, b2, eps, ws, g, m, v, w, skip))
+V(FLAG_NONFINITE, flag_nonfinite, (size_t n, cf x, float *flag, float *any), (n, x, flag, any))
 
 /* The CPU's table with every op of NNT_KOP_LIST replaced by its wrapper. */
 static nnt_kernels rec_table(void) {

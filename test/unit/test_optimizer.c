@@ -17,15 +17,23 @@ static int r_scale(const nnt_kernels *self, size_t n, float a, float *y) {
     y[i] *= a;
   return NNT_OK;
 }
-static int r_sgd_step(const nnt_kernels *self, size_t n, float lr, const float *g, float *w) {
+static int r_sgd_step(const nnt_kernels *self, size_t n, float lr, const float *g, float *w,
+                      const float *skip) {
   (void)self;
+  if (skip && *skip)
+    return NNT_OK;
   for (size_t i = 0; i < n; i++)
     w[i] -= lr * g[i];
   return NNT_OK;
 }
 static int r_adam_step(const nnt_kernels *self, size_t n, float lr_t, float b1, float b2, float eps,
-                       const float *g, float *m, float *v, float *w) {
+                       float wscale, const float *g, float *m, float *v, float *w,
+                       const float *skip) {
   (void)self;
+  if (skip && *skip)
+    return NNT_OK;
+  for (size_t i = 0; i < n; i++)
+    w[i] *= wscale;
   for (size_t i = 0; i < n; i++) {
     m[i] = b1 * m[i] + (1 - b1) * g[i];
     v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
@@ -97,7 +105,7 @@ static void run_adam(nnt_optimizer *o, const nnt_kernels *k, size_t first_iter, 
   for (size_t it = first_iter; it < first_iter + STEPS; it++) {
     float g[N];
     grad_at(it, g);
-    assert_int_equal(nnt_optimizer_apply(o, k, it, N, w, g, st), NNT_OK);
+    assert_int_equal(nnt_optimizer_apply(o, k, it, N, w, g, st, NULL), NNT_OK);
     ref_adam(nnt_optimizer_lr(o, it), o->beta1, o->beta2, o->epsilon, wd, it, g, rm, rv, rw);
     assert_close(w, rw, N, 2e-6);
     assert_close(m, rm, N, 1e-6);
@@ -201,7 +209,7 @@ static void test_sgd_steps(void **state) {
   for (size_t it = 0; it < STEPS; it++) {
     float g[N];
     grad_at(it, g);
-    assert_int_equal(nnt_optimizer_apply(o, &ref_k, it, N, w, g, NULL), NNT_OK);
+    assert_int_equal(nnt_optimizer_apply(o, &ref_k, it, N, w, g, NULL, NULL), NNT_OK);
     for (int i = 0; i < N; i++)
       rw[i] -= 0.1 * g[i];
     assert_close(w, rw, N, 1e-6);
@@ -219,7 +227,7 @@ static void test_adam_steps(void **state) {
   /* step 1 by hand: m = 0.1 g, v = 0.001 g^2, lr_t = lr sqrt(0.001) / 0.1,
    * so w moves by lr * g / (|g| + eps / sqrt(0.001)) ~ lr * sign(g) */
   float w = 1, g = 0.5f, m = 0, v = 0, *st[2] = {&m, &v};
-  assert_int_equal(nnt_optimizer_apply(o, &ref_k, 0, 1, &w, &g, st), NNT_OK);
+  assert_int_equal(nnt_optimizer_apply(o, &ref_k, 0, 1, &w, &g, st, NULL), NNT_OK);
   double want = 1 - 0.01 * sqrt(0.001) / 0.1 * 0.05 / (sqrt(0.00025) + 1e-7);
   assert_true(fabs(w - want) < 5e-7);
   nnt_optimizer_destroy(o);
@@ -279,7 +287,7 @@ static void test_legacy_decay(void **state) {
   assert_float_equal(nnt_optimizer_lr(o, 25), 0.1 * pow(0.5, 2.5), 1e-8);
   /* the step uses the decayed rate */
   float w = 1, g = 2;
-  assert_int_equal(nnt_optimizer_apply(o, &ref_k, 20, 1, &w, &g, NULL), NNT_OK);
+  assert_int_equal(nnt_optimizer_apply(o, &ref_k, 20, 1, &w, &g, NULL, NULL), NNT_OK);
   assert_float_equal(w, 1 - 0.025 * 2, 1e-7);
   /* a scheduler on top of the legacy keys is refused, as NNTrainer does */
   nnt_lr_scheduler *s = sched("constant", NULL);

@@ -690,9 +690,10 @@ static int bad_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n,
   (void)ldb, (void)beta, (void)c, (void)ldc;
   return NNT_ERR_INVAL;
 }
-static int bad_sgd(const nnt_kernels *self, size_t n, float lr, const float *g, float *w) {
+static int bad_sgd(const nnt_kernels *self, size_t n, float lr, const float *g, float *w,
+                   const float *skip) {
   (void)self;
-  (void)n, (void)lr, (void)g, (void)w;
+  (void)n, (void)lr, (void)g, (void)w, (void)skip;
   return NNT_ERR_INVAL;
 }
 static int bad_argmax(const nnt_kernels *self, size_t rows, size_t cols, const float *y,
