@@ -29,6 +29,7 @@ void nnt_mgr_set_buffer_type(nnt_mgr *m, const nnt_buffer_type *buft) {
   size_t a = m->buft->alignment(m->buft);
   if (a > m->align)
     m->align = a;
+  m->chunk = nnt_buffer_type_chunk(m->buft);
 }
 
 static void release_arena(nnt_mgr *m) {
@@ -109,6 +110,23 @@ static void root_extent(const nnt_mgr *m, unsigned *first, unsigned *last,
   }
 }
 
+/* With a chunk, every tensor must fit in one: name the first that does
+ * not, with its layer (its name up to the first ':'). */
+static int fit_chunk(const nnt_mgr *m, const size_t *roots, const nnt_plan_block *blk,
+                     size_t nr, nnt_err *e) {
+  for (size_t k = 0; m->chunk && k < nr; k++)
+    if (blk[k].bytes > m->chunk) {
+      const char *name = m->t[roots[k]].name, *colon = strchr(name, ':');
+      int len = colon ? (int)(colon - name) : (int)strlen(name);
+      return nnt_err_set(e, NNT_ERR_NOT_SUPPORTED,
+                         "[%.*s] tensor '%s' needs %zu bytes, more than %zu bytes, the "
+                         "device's largest storage-buffer range (buffer type '%s'): no "
+                         "tensor may be larger",
+                         len, name, name, blk[k].bytes, m->chunk, m->buft->name);
+    }
+  return NNT_OK;
+}
+
 int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
                  nnt_err *e) {
   struct timespec t0, t1; /* planning time: requests to offsets, not allocation */
@@ -133,14 +151,16 @@ int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
       blk[nr] = (nnt_plan_block){bytes[i], first[i], last[i]};
       nr++;
     }
+  if ((rc = fit_chunk(m, roots, blk, nr, e)))
+    goto out;
   size_t pool = 0;
-  rc = nnt_plan(planner, blk, nr, m->align, off, &pool, e);
+  rc = nnt_plan_chunked(planner, blk, nr, m->align, m->chunk, off, &pool, e);
   if (rc)
     goto out;
 #ifndef NDEBUG
   validate = 1;
 #endif
-  if (validate && (rc = nnt_plan_validate(blk, nr, off, pool, m->align, e)))
+  if (validate && (rc = nnt_plan_validate_chunked(blk, nr, off, pool, m->align, m->chunk, e)))
     goto out;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   m->planning_ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
@@ -175,6 +195,38 @@ out:
   nnt_free(first), nnt_free(last), nnt_free(bytes), nnt_free(blk), nnt_free(roots),
       nnt_free(off);
   return rc;
+}
+
+int nnt_mgr_place(nnt_mgr *m, const size_t *offsets, size_t arena_bytes, nnt_err *e) {
+  size_t n = m->n;
+  nnt_plan_block *blk = nnt_malloc((n + 1) * sizeof *blk);
+  int rc = NNT_OK;
+  if (!blk)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "manager: out of memory placing %zu tensors", n);
+  for (size_t i = 0; i < n && !rc; i++) {
+    if (m->t[i].parent >= 0)
+      rc = nnt_err_set(e, NNT_ERR_INVAL, "manager: '%s' is a view; a placed plan has none",
+                       m->t[i].name);
+    blk[i] = (nnt_plan_block){m->t[i].bytes, m->t[i].first, m->t[i].last};
+  }
+  if (!rc)
+    rc = nnt_plan_validate_chunked(blk, n, offsets, arena_bytes, m->align, m->chunk, e);
+  nnt_free(blk);
+  if (rc)
+    return rc;
+  release_arena(m);
+  for (size_t i = 0; i < n; i++) {
+    m->t[i].offset = offsets[i];
+    m->t[i].life_first = m->t[i].first;
+    m->t[i].life_last = m->t[i].last;
+  }
+  m->arena_bytes = arena_bytes;
+  m->lower_bound = 0;
+  m->planning_ms = 0;
+  m->planner = NNT_PLANNER_BASIC;
+  m->planned = 1;
+  m->allocated = 0;
+  return NNT_OK;
 }
 
 int nnt_mgr_alloc(nnt_mgr *m, const char *what, nnt_err *e) {
@@ -250,7 +302,7 @@ int nnt_mgr_validate(const nnt_mgr *m, nnt_err *e) {
         b[n] = (nnt_plan_block){m->t[i].bytes, m->t[i].life_first, m->t[i].life_last};
         off[n++] = m->t[i].offset;
       }
-    rc = nnt_plan_validate(b, n, off, m->arena_bytes, m->align, e);
+    rc = nnt_plan_validate_chunked(b, n, off, m->arena_bytes, m->align, m->chunk, e);
   }
   nnt_free(b);
   nnt_free(off);

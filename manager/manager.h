@@ -50,12 +50,14 @@ typedef struct nnt_mgr {
   int allocated; /* the arena of the current plan exists (nnt_mgr_alloc) */
   int poison; /* fill a tensor with NaN when its lifetime ends (debug) */
   size_t align; /* of every tensor's offset: NNT_MGR_ALIGN unless set */
+  size_t chunk; /* buft's chunk: no tensor crosses a multiple of it (0: none) */
 } nnt_mgr;
 
 /* An empty manager whose arena will be a host buffer. */
 void nnt_mgr_init(nnt_mgr *m);
 /* The arena will be a buffer of buft (NULL: host); offsets become
- * multiples of buft's alignment where that is larger than the manager's. */
+ * multiples of buft's alignment where that is larger than the manager's,
+ * and no tensor crosses a multiple of buft's chunk where it has one. */
 void nnt_mgr_set_buffer_type(nnt_mgr *m, const nnt_buffer_type *buft);
 /* Place tensors at multiples of align (a power of two, at least 4) instead
  * of NNT_MGR_ALIGN: 4 packs a pool of floats (the weights, as a weight
@@ -78,9 +80,14 @@ int nnt_mgr_root(const nnt_mgr *m, int id);
 /* Place every root request with the planner: offsets and arena_bytes, no
  * memory yet (any earlier arena is freed). With validate set, the plan is
  * checked (always in debug builds); that every tensor lies inside the
- * arena is checked always. */
+ * arena is checked always. With a chunk, a tensor larger than it is
+ * NNT_ERR_NOT_SUPPORTED naming the tensor, its layer and both sizes. */
 int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
                  nnt_err *e);
+/* Take the caller's plan instead: offsets[i] for request i (every request
+ * a root) in an arena of arena_bytes. It is validated like a planner's
+ * (alignment, the arena's end, chunks, lifetimes): NNT_ERR_INVAL if not. */
+int nnt_mgr_place(nnt_mgr *m, const size_t *offsets, size_t arena_bytes, nnt_err *e);
 /* Allocate and zero the arena of the current plan (once). what names the
  * arena in the error ("training"): NNT_ERR_NOMEM with its bytes. */
 int nnt_mgr_alloc(nnt_mgr *m, const char *what, nnt_err *e);

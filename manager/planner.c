@@ -29,12 +29,23 @@ const char *nnt_planner_name(nnt_planner_kind k) {
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 
-static int plan_basic(const nnt_plan_block *b, size_t n, size_t align,
+/* The lowest offset >= at where need bytes cross no multiple of chunk
+ * (0: no chunk); need <= chunk. */
+static size_t chunk_fit(size_t at, size_t need, size_t chunk) {
+  if (!chunk || at % chunk + need <= chunk)
+    return at;
+  return (at / chunk + 1) * chunk;
+}
+
+static int plan_basic(const nnt_plan_block *b, size_t n, size_t align, size_t chunk,
                       size_t *off, size_t *pool) {
   size_t at = 0;
   for (size_t i = 0; i < n; i++) {
+    size_t need = align_up(b[i].bytes, align);
+    if (need)
+      at = chunk_fit(at, need, chunk);
     off[i] = b[i].bytes ? at : 0;
-    at += align_up(b[i].bytes, align);
+    at += need;
   }
   *pool = at;
   return NNT_OK;
@@ -54,13 +65,6 @@ static int cmp_size_desc(const void *pa, const void *pb) {
   unsigned la = a->b->last - a->b->first, lb = b->b->last - b->b->first;
   if (la != lb)
     return la > lb ? -1 : 1;
-  return a->idx < b->idx ? -1 : (a->idx > b->idx);
-}
-
-static int cmp_first(const void *pa, const void *pb) {
-  const order_item *a = pa, *b = pb;
-  if (a->b->first != b->b->first)
-    return a->b->first < b->b->first ? -1 : 1;
   return a->idx < b->idx ? -1 : (a->idx > b->idx);
 }
 
@@ -388,7 +392,7 @@ static int bf_cells(bf_state *s, const nnt_plan_block *b, size_t n, size_t nz) {
   return 0;
 }
 
-static int plan_best_fit(const nnt_plan_block *b, size_t n, size_t align,
+static int plan_best_fit(const nnt_plan_block *b, size_t n, size_t align, size_t chunk,
                          size_t *off, size_t *pool, nnt_err *e) {
   bf_state s = {0};
   size_t nz = 0, top = 0;
@@ -481,6 +485,7 @@ static int plan_best_fit(const nnt_plan_block *b, size_t n, size_t align,
       size_t was = at;
       for (size_t q = 0; q < n_part; q++)
         at = walk_fit(s.node, &walk[q], at, need, first, last);
+      at = chunk_fit(at, need, chunk); /* a chunk's end is one more obstacle */
       if (at == was)
         break;
     }
@@ -629,8 +634,8 @@ static pool_busy busy_pop(pool_busy *h, size_t *n) {
  * filled in creation order. The smallest free region that holds a block,
  * the first made among equals, is the first free slot at or after its size's
  * first slot; busy regions wait in a heap by the order they free at. */
-static int plan_pool(const nnt_plan_block *b, size_t n, size_t align, size_t *off,
-                     size_t *pool, nnt_err *e) {
+static int plan_pool(const nnt_plan_block *b, size_t n, size_t align, size_t chunk,
+                     size_t *off, size_t *pool, nnt_err *e) {
   order_item *ord = nnt_malloc((n + 1) * sizeof *ord);
   size_t *size = nnt_malloc((n + 1) * sizeof *size);  /* distinct sizes, ascending */
   size_t *first = nnt_malloc((n + 1) * sizeof *first); /* per size: its first slot */
@@ -680,6 +685,7 @@ static int plan_pool(const nnt_plan_block *b, size_t n, size_t align, size_t *of
     size_t slot = slots_next(&free_slots, first[lo]);
     if (slot == SIZE_MAX) { /* a new region; its size is exactly need */
       slot = fill[lo]++;
+      top = chunk_fit(top, need, chunk); /* a reused region is inside one chunk */
       where[slot] = top;
       top += need;
     } else {
@@ -697,101 +703,37 @@ out:
 
 int nnt_plan(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t n,
              size_t align, size_t *offsets, size_t *pool_bytes, nnt_err *e) {
+  return nnt_plan_chunked(kind, blocks, n, align, 0, offsets, pool_bytes, e);
+}
+
+int nnt_plan_chunked(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t n,
+                     size_t align, size_t chunk, size_t *offsets, size_t *pool_bytes,
+                     nnt_err *e) {
   if (!align || (align & (align - 1)))
     return nnt_err_set(e, NNT_ERR_INVAL, "planner: alignment %zu is not a power of two", align);
-  size_t total = 0; /* every block end fits in a size_t if their sum does */
+  if (chunk % align)
+    return nnt_err_set(e, NNT_ERR_INVAL, "planner: chunk %zu is not a multiple of the "
+                       "alignment %zu", chunk, align);
+  if (chunk > SIZE_MAX / 2)
+    return nnt_err_set(e, NNT_ERR_INVAL, "planner: chunk %zu is too large", chunk);
+  /* every block end fits in a size_t if their sum does; with chunks, each
+   * block may leave up to a chunk unused before it */
+  size_t total = 0, slack = align - 1 + chunk;
   for (size_t i = 0; i < n; i++) {
     if (blocks[i].first > blocks[i].last)
       return nnt_err_set(e, NNT_ERR_INVAL, "planner: block %zu ends (%u) before it starts (%u)",
                          i, blocks[i].last, blocks[i].first);
-    if (blocks[i].bytes > SIZE_MAX - total - (align - 1))
+    if (chunk && blocks[i].bytes > chunk)
+      return nnt_err_set(e, NNT_ERR_NOT_SUPPORTED, "planner: block %zu of %zu bytes is larger "
+                         "than the chunk of %zu bytes", i, blocks[i].bytes, chunk);
+    if (total > SIZE_MAX - slack || blocks[i].bytes > SIZE_MAX - slack - total)
       return nnt_err_set(e, NNT_ERR_INVAL,
                          "planner: block sizes add up past SIZE_MAX at block %zu", i);
-    total += align_up(blocks[i].bytes, align);
+    total += align_up(blocks[i].bytes, align) + chunk;
   }
   if (kind == NNT_PLANNER_BASIC)
-    return plan_basic(blocks, n, align, offsets, pool_bytes);
+    return plan_basic(blocks, n, align, chunk, offsets, pool_bytes);
   if (kind == NNT_PLANNER_POOL)
-    return plan_pool(blocks, n, align, offsets, pool_bytes, e);
-  return plan_best_fit(blocks, n, align, offsets, pool_bytes, e);
-}
-
-typedef struct {
-  unsigned at;
-  int end; /* 0: block starts at `at`; 1: block ends after `at` */
-  size_t bytes;
-} plan_event;
-
-static int cmp_event(const void *pa, const void *pb) {
-  const plan_event *a = pa, *b = pb;
-  if (a->at != b->at)
-    return a->at < b->at ? -1 : 1;
-  return a->end - b->end; /* starts before ends at the same order */
-}
-
-int nnt_plan_lower_bound(const nnt_plan_block *blocks, size_t n, size_t *bound, nnt_err *e) {
-  plan_event *ev = nnt_malloc(2 * n * sizeof *ev);
-  if (!ev)
-    return nnt_err_set(e, NNT_ERR_NOMEM, "planner: out of memory for the lower bound of %zu "
-                       "blocks", n);
-  for (size_t i = 0; i < n; i++) {
-    ev[2 * i] = (plan_event){blocks[i].first, 0, blocks[i].bytes};
-    ev[2 * i + 1] = (plan_event){blocks[i].last, 1, blocks[i].bytes};
-  }
-  qsort(ev, 2 * n, sizeof *ev, cmp_event);
-  size_t cur = 0, best = 0;
-  for (size_t i = 0; i < 2 * n; i++) {
-    if (!ev[i].end) {
-      cur += ev[i].bytes;
-      if (cur > best)
-        best = cur;
-    } else {
-      cur -= ev[i].bytes;
-    }
-  }
-  nnt_free(ev);
-  *bound = best;
-  return NNT_OK;
-}
-
-int nnt_plan_validate(const nnt_plan_block *b, size_t n, const size_t *off,
-                      size_t pool, size_t align, nnt_err *e) {
-  for (size_t i = 0; i < n; i++) {
-    if (!b[i].bytes)
-      continue;
-    if (off[i] % align)
-      return nnt_err_set(e, NNT_ERR_INVAL, "plan: block %zu at offset %zu is not %zu-aligned",
-                         i, off[i], align);
-    if (off[i] + b[i].bytes > pool)
-      return nnt_err_set(e, NNT_ERR_INVAL,
-                         "plan: block %zu [%zu, %zu) lies outside the pool of %zu bytes", i, off[i],
-                         off[i] + b[i].bytes, pool);
-  }
-  /* Pairs that overlap in time must not overlap in memory. Sort by first
-   * order and sweep, so the check is near-linear for sparse lifetimes. */
-  order_item *ord = nnt_malloc(n * sizeof *ord);
-  if (!ord)
-    return nnt_err_set(e, NNT_ERR_NOMEM, "plan validator: out of memory");
-  for (size_t i = 0; i < n; i++)
-    ord[i] = (order_item){&b[i], i};
-  qsort(ord, n, sizeof *ord, cmp_first);
-  int rc = NNT_OK;
-  for (size_t x = 0; x < n && !rc; x++) {
-    size_t i = ord[x].idx;
-    if (!b[i].bytes)
-      continue;
-    for (size_t y = x + 1; y < n && b[ord[y].idx].first <= b[i].last; y++) {
-      size_t j = ord[y].idx;
-      if (!b[j].bytes)
-        continue;
-      if (off[i] < off[j] + b[j].bytes && off[j] < off[i] + b[i].bytes)
-        rc = nnt_err_set(
-            e, NNT_ERR_INVAL,
-            "plan: blocks %zu [%zu+%zu, orders %u..%u] and %zu [%zu+%zu, orders %u..%u] overlap", i,
-            off[i], b[i].bytes, b[i].first, b[i].last, j, off[j], b[j].bytes, b[j].first,
-            b[j].last);
-    }
-  }
-  nnt_free(ord);
-  return rc;
+    return plan_pool(blocks, n, align, chunk, offsets, pool_bytes, e);
+  return plan_best_fit(blocks, n, align, chunk, offsets, pool_bytes, e);
 }

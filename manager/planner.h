@@ -26,6 +26,13 @@ const char *nnt_planner_name(nnt_planner_kind k);
  * 0. @return NNT_OK or NNT_ERR_NOMEM / NNT_ERR_INVAL. */
 int nnt_plan(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t n,
              size_t align, size_t *offsets, size_t *pool_bytes, nnt_err *e);
+/* The same with a chunk (0: none, the plan nnt_plan gives): no block
+ * crosses a multiple of chunk bytes (a multiple of align). Where a block
+ * would, it moves up to the next multiple, and the search for a free place
+ * goes on from there. A block larger than chunk: NNT_ERR_NOT_SUPPORTED. */
+int nnt_plan_chunked(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t n,
+                     size_t align, size_t chunk, size_t *offsets, size_t *pool_bytes,
+                     nnt_err *e);
 
 /* Largest sum of block sizes live at one order: no plan can be smaller.
  * @return NNT_OK and the bound in *bound, or NNT_ERR_NOMEM (it sorts a
@@ -38,5 +45,8 @@ int nnt_plan_lower_bound(const nnt_plan_block *blocks, size_t n, size_t *bound, 
 int nnt_plan_validate(const nnt_plan_block *blocks, size_t n,
                       const size_t *offsets, size_t pool_bytes, size_t align,
                       nnt_err *e);
+/* The same, and no block crosses a multiple of chunk (0: no chunk). */
+int nnt_plan_validate_chunked(const nnt_plan_block *blocks, size_t n, const size_t *offsets,
+                              size_t pool_bytes, size_t align, size_t chunk, nnt_err *e);
 
 #endif

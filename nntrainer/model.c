@@ -433,6 +433,15 @@ int nnt_model_initialize(nnt_model *m, nnt_err *e) {
     nnt_err_prefix(e, "initialize: ");
     return rc;
   }
+  if (m->memory_budget && m->wmgr.arena_bytes > m->memory_budget) { /* a chunk's gaps */
+    rc = nnt_err_set(e, NNT_ERR_NOMEM,
+                     "[Model] memory_budget: the weights need %zu bytes with the gaps that "
+                     "keep each inside one of the device's %zu-byte ranges, more than the "
+                     "budget of %llu bytes",
+                     m->wmgr.arena_bytes, m->wmgr.chunk, (unsigned long long)m->memory_budget);
+    nnt_mgr_free(&m->wmgr);
+    return rc;
+  }
   m->wbuf = m->wmgr.buf;
   m->wpool = m->wmgr.arena;
   m->wpool_floats = total;

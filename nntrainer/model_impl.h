@@ -142,7 +142,8 @@ struct nnt_model {
   float *wpool;             /* its base address (in the backend's space) */
   size_t wpool_floats;
   /* optimizer state, allocated at the first training step: slot s of
-   * weight i at opt_pool + s * wpool_floats + (w[i].data - wpool) */
+   * weight i at opt_pool + s * nnt_model_opt_stride(m, opt_slots)
+   * + (w[i].data - wpool); the stride is wpool_floats without a chunk */
   nnt_mgr omgr;             /* NNT_TK_OPT_STATE: request s * n_w + i */
   nnt_buffer *obuf;         /* omgr's arena */
   float *opt_pool;          /* obuf's base address */
@@ -204,12 +205,21 @@ static inline const nnt_buffer_type *nnt_model_state_buft(const nnt_model *m) {
 int nnt_model_set_state_buffer_type(nnt_model *m, const nnt_buffer_type *state_buft,
                                     nnt_err *e);
 
+/* plan.c: floats from one slot of optimizer state to the next, for
+ * `slots` slots: the weight pool's size (wpool_floats) without a chunk;
+ * with one, rounded up to whole chunks unless all the slots fit in one, so
+ * every slot's tensors lie inside chunks as the weights do. */
+size_t nnt_model_opt_stride(const nnt_model *m, unsigned slots);
+/* The optimizer state's bytes for `slots` slots, gaps included. */
+size_t nnt_model_opt_bytes(const nnt_model *m, unsigned slots);
+
 /* Slot s of weight i's optimizer state as a tensor of the state buffer:
- * it starts at opt_pool + s * wpool_floats + (w[i].data - wpool). Only an
- * address: it is reached through tensor_host.h or nnt_tensor_get/set. */
+ * it starts at opt_pool + s * nnt_model_opt_stride + (w[i].data - wpool).
+ * Only an address: it is reached through tensor_host.h or
+ * nnt_tensor_get/set. */
 static inline nnt_tensor nnt_model_state_tensor(const nnt_model *m, unsigned s, size_t i) {
   nnt_tensor t = {.dim = m->wspec[i].dim, .buf = m->obuf};
-  t.data = m->opt_pool + s * m->wpool_floats + (m->w[i].data - m->wpool);
+  t.data = m->opt_pool + s * nnt_model_opt_stride(m, m->opt_slots) + (m->w[i].data - m->wpool);
   return t;
 }
 
@@ -247,8 +257,9 @@ void nnt_model_release_plan(nnt_model *m, nnt_mode mode);
 /* The persistent pools, planned and allocated into a fresh g (whole-run
  * lifetime, packed in save order, the basic planner): the weights (request
  * i: weight i), and `slots` values per weight of optimizer state (request
- * s * n_w + i: slot s of weight i, so at s * wpool_floats plus the
- * weight's offset in its pool). NNT_ERR_NOMEM naming the pool. */
+ * s * n_w + i: slot s of weight i, so at s * nnt_model_opt_stride plus the
+ * weight's offset in its pool). NNT_ERR_NOMEM naming the pool. With a
+ * chunk the weight pool has gaps before weights that would cross one. */
 int nnt_model_plan_weights(nnt_model *m, nnt_mgr *g, nnt_err *e);
 int nnt_model_plan_opt_state(nnt_model *m, unsigned slots, nnt_mgr *g, nnt_err *e);
 /* A planned mode plus extra bytes (the datasets' queues, what) against

@@ -361,8 +361,9 @@ static void bind_contexts(nnt_model *m, nnt_mode mode) {
 static int mode_total(const nnt_model *m, nnt_mode mode, const nnt_mgr *g, size_t parts[3],
                       size_t *total) {
   unsigned slots = mode == NNT_MODE_TRAIN && m->opt ? nnt_optimizer_state_count(m->opt) : 0;
-  parts[0] = m->weight_bytes;
-  parts[1] = slots * m->weight_bytes; /* fits: compile checked it */
+  /* with a chunk, the pools' gaps count too */
+  parts[0] = m->wmgr.planned ? m->wmgr.arena_bytes : m->weight_bytes;
+  parts[1] = nnt_model_opt_bytes(m, slots); /* fits: compile checked it */
   parts[2] = g->arena_bytes;
   return nnt_size_add(parts[0], parts[1], total) || nnt_size_add(*total, parts[2], total);
 }
@@ -489,6 +490,37 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
   return NNT_OK;
 }
 
+size_t nnt_model_opt_stride(const nnt_model *m, unsigned slots) {
+  const nnt_mgr *w = &m->wmgr;
+  size_t bytes = w->planned ? w->arena_bytes : m->weight_bytes, c = w->chunk;
+  if (c && slots > 1 && bytes > c / slots) /* the slots do not share one chunk */
+    bytes = (bytes + c - 1) / c * c;
+  return bytes / sizeof(float);
+}
+
+size_t nnt_model_opt_bytes(const nnt_model *m, unsigned slots) {
+  if (!slots)
+    return 0;
+  size_t last = m->wmgr.planned ? m->wmgr.arena_bytes : m->weight_bytes;
+  return (slots - 1) * nnt_model_opt_stride(m, slots) * sizeof(float) + last;
+}
+
+/* The optimizer state with a chunk: slot s is an image of the weight pool
+ * at s * stride (nnt_model_opt_stride), so each state tensor lies where its
+ * weight does, shifted by whole chunks or inside the first. */
+static int place_slots(nnt_model *m, unsigned slots, nnt_mgr *g, nnt_err *e) {
+  size_t *off = nnt_malloc((g->n + 1) * sizeof *off);
+  if (!off)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "manager: out of memory placing the optimizer state");
+  size_t stride = nnt_model_opt_stride(m, slots) * sizeof(float);
+  for (unsigned s = 0; s < slots; s++)
+    for (size_t i = 0; i < m->n_w; i++)
+      off[s * m->n_w + i] = s * stride + m->wmgr.t[i].offset;
+  int rc = nnt_mgr_place(g, off, nnt_model_opt_bytes(m, slots), e);
+  nnt_free(off);
+  return rc;
+}
+
 /* slots = 0: the weights; otherwise that many values per weight. */
 static int plan_persistent(nnt_model *m, unsigned slots, nnt_mgr *g, nnt_err *e) {
   nnt_mgr_init(g);
@@ -509,7 +541,9 @@ static int plan_persistent(nnt_model *m, unsigned slots, nnt_mgr *g, nnt_err *e)
       if (id < 0)
         rc = nnt_err_set(e, id, "manager: cannot request '%s': %s", name, nnt_strerror(id));
     }
-  if (!rc)
+  if (!rc && slots && g->chunk && m->wmgr.planned)
+    rc = place_slots(m, slots, g, e);
+  else if (!rc)
     rc = nnt_mgr_plan(g, NNT_PLANNER_BASIC, 0, e);
   if (!rc)
     rc = nnt_mgr_alloc(g, slots ? "optimizer state" : "weights", e);

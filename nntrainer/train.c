@@ -55,8 +55,8 @@ static int ensure_scalar(nnt_model *m, nnt_err *e) {
   return NNT_OK;
 }
 
-/* Optimizer state: slot s of weight i starts at opt_pool + s * wpool_floats
- * + (w[i].data - wpool). */
+/* Optimizer state: slot s of weight i starts at opt_pool + s * stride
+ * + (w[i].data - wpool) (nnt_model_opt_stride). */
 static int ensure_opt_state(nnt_model *m, nnt_err *e) {
   unsigned slots = nnt_optimizer_state_count(m->opt);
   if (!slots || (m->opt_pool && m->opt_slots == slots))
@@ -76,9 +76,9 @@ static int ensure_opt_state(nnt_model *m, nnt_err *e) {
 
 static int apply_weight(nnt_model *m, size_t wi, const nnt_tensor *gw) {
   float *state[4] = {0};
-  size_t off = (size_t)(m->w[wi].data - m->wpool);
+  size_t off = (size_t)(m->w[wi].data - m->wpool), stride = nnt_model_opt_stride(m, m->opt_slots);
   for (unsigned s = 0; s < m->opt_slots && s < 4; s++)
-    state[s] = m->opt_pool + s * m->wpool_floats + off;
+    state[s] = m->opt_pool + s * stride + off;
   return nnt_optimizer_apply(m->opt, m->k, m->iter, nnt_dim_len(gw->dim), m->w[wi].data,
                              gw->data, state, m->skip);
 }

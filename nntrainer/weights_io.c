@@ -291,16 +291,28 @@ static int moments_pool(nnt_model *m, const uint8_t *buf, size_t off, nnt_mgr *o
                         nnt_err *e) {
   int rc = nnt_model_plan_opt_state(m, 2, out, e);
   nnt_buffer *pool = out->buf;
+  size_t stride = nnt_model_opt_stride(m, 2);
   for (size_t i = 0; !rc && i < m->n_w; i++) {
     if (!has_moments(m, i))
       continue;
     size_t n = wlen(m, i), at = (size_t)(m->w[i].data - m->wpool);
     for (unsigned s = 0; !rc && s < 2; s++, off += n * sizeof(float))
-      rc = pool->type->set(pool, (s * m->wpool_floats + at) * sizeof(float), buf + off,
+      rc = pool->type->set(pool, (s * stride + at) * sizeof(float), buf + off,
                            n * sizeof(float), e);
   }
   if (rc)
     nnt_mgr_free(out);
+  return rc;
+}
+
+/* The file's packed weights into the weight pool: at once, or weight by
+ * weight where a chunk left gaps in the pool. */
+static int put_weights(nnt_model *m, const uint8_t *buf, size_t w_bytes, nnt_err *e) {
+  if (m->wmgr.arena_bytes == w_bytes)
+    return m->wbuf->type->set(m->wbuf, 0, buf, w_bytes, e);
+  int rc = NNT_OK;
+  for (size_t i = 0, off = 0; !rc && i < m->n_w; off += wlen(m, i++) * sizeof(float))
+    rc = nnt_tensor_set(&m->w[i], 0, (const float *)(const void *)(buf + off), wlen(m, i), e);
   return rc;
 }
 
@@ -349,7 +361,7 @@ int nnt_model_load_weights(nnt_model *m, const char *path, nnt_err *e) {
                      path);
   /* the weights go in through the buffer; a backend that cannot take them
    * fails here, before anything else changes */
-  if (!rc && w_bytes && (rc = m->wbuf->type->set(m->wbuf, 0, buf, w_bytes, e)))
+  if (!rc && w_bytes && (rc = put_weights(m, buf, w_bytes, e)))
     nnt_mgr_free(&pool);
   if (rc) {
     nnt_free(buf);

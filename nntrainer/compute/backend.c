@@ -164,6 +164,10 @@ void nnt_backend_free(nnt_backend *be) {
 
 /* ---- buffers and tensors from the host's side ---- */
 
+size_t nnt_buffer_type_chunk(const nnt_buffer_type *t) {
+  return t && t->chunk ? t->chunk(t) : 0;
+}
+
 int nnt_buffer_alloc(const nnt_buffer_type *t, size_t size, const char *what, nnt_buffer **out,
                      nnt_err *e) {
   *out = NULL;

@@ -36,6 +36,14 @@ struct nnt_buffer_type {
   size_t (*alignment)(const nnt_buffer_type *t);
   /* The largest buffer alloc may give. */
   size_t (*max_size)(const nnt_buffer_type *t);
+  /* Optional (NULL, or 0 returned: no limit): the chunk C. No tensor the
+   * planner places crosses a multiple of C bytes: each lies inside one
+   * [k*C, (k+1)*C) of its buffer, so a device whose ops reach at most C
+   * bytes through one binding (Vulkan's maxStorageBufferRange) can keep a
+   * buffer as separate allocations of C bytes. C is a multiple of
+   * alignment(); a tensor larger than C cannot be placed. Buffer entries
+   * (set/get/memset) may still span chunks. */
+  size_t (*chunk)(const nnt_buffer_type *t);
   /* 1 when base() is host memory the caller may read and write. */
   int (*is_host)(const nnt_buffer_type *t);
   /* The address of byte 0 in this buffer's address space. */
@@ -129,6 +137,9 @@ void nnt_backend_free(nnt_backend *be);
 /* The CPU backend (OpenBLAS and loops) and its host buffer type. */
 nnt_backend *nnt_backend_cpu(void);
 const nnt_buffer_type *nnt_buffer_type_host(void);
+
+/* t's chunk (see nnt_buffer_type.chunk): 0 when it has none. */
+size_t nnt_buffer_type_chunk(const nnt_buffer_type *t);
 
 /* Buffers. */
 int nnt_buffer_alloc(const nnt_buffer_type *t, size_t size, const char *what, nnt_buffer **out,

@@ -32,13 +32,18 @@ static size_t vk_alignment(const nnt_buffer_type *t) {
   return a > 64 ? a : 64;
 }
 
+/* A buffer is as large as its address span (device memory permitting):
+ * its chunks are separate VkBuffers. */
 static size_t vk_max_size(const nnt_buffer_type *t) {
-  vk_ctx *c = t->ctx;
-  if (!c)
-    return 0;
-  uint64_t m = c->chunk;
-  m -= m % 64; /* whole floats, whatever the limit */
+  uint64_t m = VK_ADDR_SPAN - 64;
+  (void)t;
   return m > SIZE_MAX ? SIZE_MAX : (size_t)m;
+}
+
+/* No tensor crosses a chunk (the planner's side of the split). */
+static size_t vk_chunk(const nnt_buffer_type *t) {
+  const vk_ctx *c = t->ctx;
+  return c ? c->chunk : 0;
 }
 
 static int vk_is_host(const nnt_buffer_type *t) {
@@ -286,6 +291,7 @@ static const nnt_buffer_type vk_type = {
     .get = vk_get,
     .memset = vk_memset,
     .get_later = vk_get_later,
+    .chunk = vk_chunk,
 };
 
 void nnt_vk_buffer_type_init(vk_ctx *c) {

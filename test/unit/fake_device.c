@@ -85,6 +85,16 @@ static size_t opq_max_size(const nnt_buffer_type *t) {
   return (size_t)(FDEV_SPAN - FDEV_ALIGN);
 }
 
+/* The chunk tests set (fdev_set_chunk): 0 for none. */
+static size_t chunk;
+
+void fdev_set_chunk(size_t c) { chunk = c; }
+
+static size_t opq_chunk(const nnt_buffer_type *t) {
+  (void)t;
+  return chunk;
+}
+
 static int opq_is_host(const nnt_buffer_type *t) {
   (void)t;
   return 0;
@@ -132,6 +142,7 @@ static const nnt_buffer_type opaque_type = {
     .free = opq_free,
     .alignment = opq_alignment,
     .max_size = opq_max_size,
+    .chunk = opq_chunk,
     .is_host = opq_is_host,
     .base = opq_base,
     .set = opq_set,
@@ -172,80 +183,136 @@ void *fdev_host(const void *p, const char *op, const char *arg) {
 
 static const nnt_kernels *cpu;
 
+/* 1 (and a line on stderr) when floats [p, p + n) cross a multiple of the
+ * chunk in their buffer: an op refuses such an argument, as a device
+ * binding one chunk at a time would have to. */
+static int crosses(const char *op, const char *arg, const void *p, size_t n) {
+  if (!chunk || !p || !n)
+    return 0;
+  uint64_t off = ((uintptr_t)p - FDEV_BASE) % FDEV_SPAN, end = off + n * sizeof(float) - 1;
+  if (off / chunk == end / chunk)
+    return 0;
+  fprintf(stderr, "fakedev: op '%s': argument '%s' (bytes [%llu, %llu] of its buffer) crosses "
+          "a multiple of the chunk of %zu bytes\n", op, arg, (unsigned long long)off,
+          (unsigned long long)end, chunk);
+  fdev_count.chunk_refusals++;
+  return 1;
+}
+
 /* Every tensor address through fdev_host; host arrays (permute3's d and
- * perm, the convolution geometry) and scalars as they are. */
+ * perm, the convolution geometry) and scalars as they are. checks: a C(p,
+ * floats) for each tensor argument, its extent checked against the chunk
+ * first. */
 #define H(p) fdev_host((p), op_name, #p)
-#define F(n, params, args)                                                                \
+#define C(p, n) || crosses(op_name, #p, (p), (n))
+#define F(n, params, checks, args)                                                        \
   static int fd_##n SELF_PARAMS params {                                                  \
     static const char op_name[] = #n;                                                     \
     (void)self;                                                                           \
     fdev_count.ops++;                                                                     \
+    if (0 CHECKS checks)                                                                  \
+      return NNT_ERR_INVAL;                                                               \
     return cpu->n CPU_ARGS args;                                                          \
   }
+#define CHECKS(...) __VA_ARGS__
 /* (a, b) -> (const nnt_kernels *self, a, b) and (a, b) -> (cpu, a, b) */
 #define SELF_PARAMS(...) (const nnt_kernels *self, __VA_ARGS__)
 #define CPU_ARGS(...) (cpu, __VA_ARGS__)
 typedef const float *cf;
 typedef const struct nnt_conv_geom *cg;
+/* the extent of a matrix of r rows, c columns and leading dimension ld */
+static size_t mat(size_t r, size_t c, size_t ld) { return r && c ? (r - 1) * ld + c : 0; }
+#define GEO_IN(g) ((size_t)(g)->c * (g)->h * (g)->w)
+#define GEO_OUT(g) ((size_t)(g)->oh * (g)->ow)
+#define GEO_COL(g) ((size_t)(g)->c * (g)->kh * (g)->kw * GEO_OUT(g))
 F(gemm, (int ta, int tb, size_t m, size_t n, size_t k, float al, cf a, size_t lda, cf b,
          size_t ldb, float be, float *c, size_t ldc),
+  (C(a, mat(ta ? k : m, ta ? m : k, lda)) C(b, mat(tb ? n : k, tb ? k : n, ldb))
+   C(c, mat(m, n, ldc))),
   (ta, tb, m, n, k, al, H(a), lda, H(b), ldb, be, H(c), ldc))
-F(fill, (size_t n, float v, float *y), (n, v, H(y)))
-F(copy, (size_t n, cf x, float *y), (n, H(x), H(y)))
-F(scale, (size_t n, float a, float *y), (n, a, H(y)))
-F(axpy, (size_t n, float a, cf x, float *y), (n, a, H(x), H(y)))
-F(add, (size_t n, cf a, cf b, float *y), (n, H(a), H(b), H(y)))
-F(sub, (size_t n, cf a, cf b, float *y), (n, H(a), H(b), H(y)))
-F(mul, (size_t n, cf a, cf b, float *y), (n, H(a), H(b), H(y)))
-F(dot, (size_t n, cf x, cf y, float *o), (n, H(x), H(y), H(o)))
-F(sum, (size_t n, cf x, float *o), (n, H(x), H(o)))
-F(add_row_vec, (size_t r, size_t c, cf v, float *y), (r, c, H(v), H(y)))
-F(add_col_vec, (size_t r, size_t c, cf v, float *y), (r, c, H(v), H(y)))
-F(sum_cols, (size_t r, size_t c, cf x, float b, float *o), (r, c, H(x), b, H(o)))
-F(sum_rows, (size_t r, size_t c, cf x, float b, float *o), (r, c, H(x), b, H(o)))
-F(act_fwd, (nnt_act a, float al, size_t n, cf x, float *y), (a, al, n, H(x), H(y)))
+F(fill, (size_t n, float v, float *y), (C(y, n)), (n, v, H(y)))
+F(copy, (size_t n, cf x, float *y), (C(x, n) C(y, n)), (n, H(x), H(y)))
+F(scale, (size_t n, float a, float *y), (C(y, n)), (n, a, H(y)))
+F(axpy, (size_t n, float a, cf x, float *y), (C(x, n) C(y, n)), (n, a, H(x), H(y)))
+F(add, (size_t n, cf a, cf b, float *y), (C(a, n) C(b, n) C(y, n)), (n, H(a), H(b), H(y)))
+F(sub, (size_t n, cf a, cf b, float *y), (C(a, n) C(b, n) C(y, n)), (n, H(a), H(b), H(y)))
+F(mul, (size_t n, cf a, cf b, float *y), (C(a, n) C(b, n) C(y, n)), (n, H(a), H(b), H(y)))
+F(dot, (size_t n, cf x, cf y, float *o), (C(x, n) C(y, n) C(o, 1)), (n, H(x), H(y), H(o)))
+F(sum, (size_t n, cf x, float *o), (C(x, n) C(o, 1)), (n, H(x), H(o)))
+F(add_row_vec, (size_t r, size_t c, cf v, float *y), (C(v, c) C(y, r * c)),
+  (r, c, H(v), H(y)))
+F(add_col_vec, (size_t r, size_t c, cf v, float *y), (C(v, r) C(y, r * c)),
+  (r, c, H(v), H(y)))
+F(sum_cols, (size_t r, size_t c, cf x, float b, float *o), (C(x, r * c) C(o, r)),
+  (r, c, H(x), b, H(o)))
+F(sum_rows, (size_t r, size_t c, cf x, float b, float *o), (C(x, r * c) C(o, c)),
+  (r, c, H(x), b, H(o)))
+F(act_fwd, (nnt_act a, float al, size_t n, cf x, float *y), (C(x, n) C(y, n)),
+  (a, al, n, H(x), H(y)))
 F(act_bwd, (nnt_act a, float al, size_t n, cf x, cf y, cf dy, float *dx),
-  (a, al, n, H(x), H(y), H(dy), H(dx)))
-F(softmax_fwd, (size_t r, size_t c, cf x, float *y), (r, c, H(x), H(y)))
-F(softmax_bwd, (size_t r, size_t c, cf y, cf dy, float *dx), (r, c, H(y), H(dy), H(dx)))
-F(normalize_rows, (size_t r, size_t c, unsigned mode, cf x, float *y), (r, c, mode, H(x), H(y)))
-F(xent_softmax_fwd, (size_t r, size_t c, cf p, cf l, float *o), (r, c, H(p), H(l), H(o)))
-F(xent_softmax_bwd, (size_t r, size_t c, cf p, cf l, float *dx), (r, c, H(p), H(l), H(dx)))
-F(xent_sigmoid_fwd, (size_t r, size_t c, cf x, cf l, float *o), (r, c, H(x), H(l), H(o)))
-F(xent_sigmoid_bwd, (size_t r, size_t c, cf x, cf l, float *dx), (r, c, H(x), H(l), H(dx)))
-F(mse_fwd, (size_t n, cf y, cf l, float *o), (n, H(y), H(l), H(o)))
-F(mse_bwd, (size_t n, cf y, cf l, float *dx), (n, H(y), H(l), H(dx)))
-F(argmax_match, (size_t r, size_t c, cf y, cf l, float *o), (r, c, H(y), H(l), H(o)))
-F(dropout_mask, (size_t n, float rate, uint64_t key, uint64_t st, float *mask),
+  (C(x, n) C(y, n) C(dy, n) C(dx, n)), (a, al, n, H(x), H(y), H(dy), H(dx)))
+F(softmax_fwd, (size_t r, size_t c, cf x, float *y), (C(x, r * c) C(y, r * c)),
+  (r, c, H(x), H(y)))
+F(softmax_bwd, (size_t r, size_t c, cf y, cf dy, float *dx),
+  (C(y, r * c) C(dy, r * c) C(dx, r * c)), (r, c, H(y), H(dy), H(dx)))
+F(normalize_rows, (size_t r, size_t c, unsigned mode, cf x, float *y),
+  (C(x, r * c) C(y, r * c)), (r, c, mode, H(x), H(y)))
+F(xent_softmax_fwd, (size_t r, size_t c, cf p, cf l, float *o),
+  (C(p, r * c) C(l, r * c) C(o, 1)), (r, c, H(p), H(l), H(o)))
+F(xent_softmax_bwd, (size_t r, size_t c, cf p, cf l, float *dx),
+  (C(p, r * c) C(l, r * c) C(dx, r * c)), (r, c, H(p), H(l), H(dx)))
+F(xent_sigmoid_fwd, (size_t r, size_t c, cf x, cf l, float *o),
+  (C(x, r * c) C(l, r * c) C(o, 1)), (r, c, H(x), H(l), H(o)))
+F(xent_sigmoid_bwd, (size_t r, size_t c, cf x, cf l, float *dx),
+  (C(x, r * c) C(l, r * c) C(dx, r * c)), (r, c, H(x), H(l), H(dx)))
+F(mse_fwd, (size_t n, cf y, cf l, float *o), (C(y, n) C(l, n) C(o, 1)), (n, H(y), H(l), H(o)))
+F(mse_bwd, (size_t n, cf y, cf l, float *dx), (C(y, n) C(l, n) C(dx, n)),
+  (n, H(y), H(l), H(dx)))
+F(argmax_match, (size_t r, size_t c, cf y, cf l, float *o), (C(y, r * c) C(l, r * c) C(o, 1)),
+  (r, c, H(y), H(l), H(o)))
+F(dropout_mask, (size_t n, float rate, uint64_t key, uint64_t st, float *mask), (C(mask, n)),
   (n, rate, key, st, H(mask)))
 F(bn_fwd_train, (size_t o, size_t ch, size_t in, cf x, cf g, cf b, float eps, float *mean,
                  float *var, float *invstd, float *xhat, float *y),
+  (C(x, o * ch * in) C(g, ch) C(b, ch) C(mean, ch) C(var, ch) C(invstd, ch)
+   C(xhat, o * ch * in) C(y, o * ch * in)),
   (o, ch, in, H(x), H(g), H(b), eps, H(mean), H(var), H(invstd), H(xhat), H(y)))
 F(bn_fwd_infer, (size_t o, size_t ch, size_t in, cf x, cf mean, cf var, cf g, cf b, float eps,
                  float *y),
+  (C(x, o * ch * in) C(mean, ch) C(var, ch) C(g, ch) C(b, ch) C(y, o * ch * in)),
   (o, ch, in, H(x), H(mean), H(var), H(g), H(b), eps, H(y)))
 F(bn_bwd, (size_t o, size_t ch, size_t in, cf dy, cf xhat, cf invstd, cf g, float *dx,
            float *dg, float *db),
+  (C(dy, o * ch * in) C(xhat, o * ch * in) C(invstd, ch) C(g, ch) C(dx, o * ch * in)
+   C(dg, ch) C(db, ch)),
   (o, ch, in, H(dy), H(xhat), H(invstd), H(g), H(dx), H(dg), H(db)))
 F(permute3, (size_t b, const unsigned d[3], const unsigned p[3], cf x, float *y),
-  (b, d, p, H(x), H(y)))
+  (C(x, b * d[0] * d[1] * d[2]) C(y, b * d[0] * d[1] * d[2])), (b, d, p, H(x), H(y)))
 F(upsample_nearest_fwd, (size_t r, size_t h, size_t w, size_t kh, size_t kw, cf x, float *y),
-  (r, h, w, kh, kw, H(x), H(y)))
+  (C(x, r * h * w) C(y, r * h * kh * w * kw)), (r, h, w, kh, kw, H(x), H(y)))
 F(upsample_nearest_bwd, (size_t r, size_t h, size_t w, size_t kh, size_t kw, cf dy, float *dx),
-  (r, h, w, kh, kw, H(dy), H(dx)))
-F(im2col, (cg g, cf x, float *col), (g, H(x), H(col)))
-F(col2im, (cg g, cf col, float *dx), (g, H(col), H(dx)))
+  (C(dy, r * h * kh * w * kw) C(dx, r * h * w)), (r, h, w, kh, kw, H(dy), H(dx)))
+F(im2col, (cg g, cf x, float *col), (C(x, GEO_IN(g)) C(col, GEO_COL(g))), (g, H(x), H(col)))
+F(col2im, (cg g, cf col, float *dx), (C(col, GEO_COL(g)) C(dx, GEO_IN(g))),
+  (g, H(col), H(dx)))
 F(pool_fwd, (cg g, size_t n, int mode, cf x, float *y, float *idx),
+  (C(x, n * GEO_IN(g)) C(y, n * g->c * GEO_OUT(g)) C(idx, n * g->c * GEO_OUT(g))),
   (g, n, mode, H(x), H(y), H(idx)))
 F(pool_bwd, (cg g, size_t n, int mode, cf dy, cf idx, float *dx),
+  (C(dy, n * g->c * GEO_OUT(g)) C(idx, n * g->c * GEO_OUT(g)) C(dx, n * GEO_IN(g))),
   (g, n, mode, H(dy), H(idx), H(dx)))
-F(sgd_step, (size_t n, float lr, cf g, float *w, cf skip), (n, lr, H(g), H(w), H(skip)))
+F(sgd_step, (size_t n, float lr, cf g, float *w, cf skip), (C(g, n) C(w, n) C(skip, 1)),
+  (n, lr, H(g), H(w), H(skip)))
 F(adam_step, (size_t n, float lr, float b1, float b2, float eps, float ws, cf g, float *m, float *v,
               float *w, cf skip),
+  (C(g, n) C(m, n) C(v, n) C(w, n) C(skip, 1)),
   (n, lr, b1, b2, eps, ws, H(g), H(m), H(v), H(w), H(skip)))
-F(flag_nonfinite, (size_t n, cf x, float *flag, float *any), (n, H(x), H(flag), H(any)))
+F(flag_nonfinite, (size_t n, cf x, float *flag, float *any), (C(x, n) C(flag, 1) C(any, 1)),
+  (n, H(x), H(flag), H(any)))
 #undef F
 #undef H
+#undef C
+#undef CHECKS
 
 static nnt_kernels table;
 

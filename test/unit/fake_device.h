@@ -10,7 +10,8 @@
  * range), calls the CPU kernel there and returns its status. An address
  * that lies in no live buffer of the device (a host pointer handed to a
  * kernel) stops the test at once with a message naming the op and the
- * argument. Its engine is "cpu", so a model keeps it through compile
+ * argument. With a chunk set, an op also refuses any argument that
+ * crosses one (fdev_set_chunk). Its engine is "cpu", so a model keeps it through compile
  * (nnt_model_set_backend). Results are bitwise the CPU's. */
 #ifndef NNT_FAKE_DEVICE_H
 #define NNT_FAKE_DEVICE_H
@@ -29,10 +30,16 @@ typedef struct fdev_counts {
   unsigned buffers;            /* allocated */
   size_t sets, gets, memsets;  /* buffer entries called */
   size_t ops;                  /* kernel calls on the fake device */
+  size_t chunk_refusals;       /* op arguments refused for crossing a chunk */
 } fdev_counts;
 extern fdev_counts fdev_count;
 
 const nnt_buffer_type *fdev_buffer_type(void);
+/* Make the opaque buffer type's chunk c bytes (0: none; a multiple of 64)
+ * for the models planned after: every op then refuses (NNT_ERR_INVAL, a
+ * line on stderr) a tensor argument whose extent crosses a multiple of c
+ * in its buffer. */
+void fdev_set_chunk(size_t c);
 /* The fake device (static: nnt_backend_free does nothing to it). */
 nnt_backend *fdev_backend(void);
 /* 1 when p is in the opaque address range (whether or not a buffer

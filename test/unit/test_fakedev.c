@@ -327,6 +327,109 @@ static void test_dump(void **state) {
   nnt_model_destroy(f);
 }
 
+/* ---- chunks ------------------------------------------------------------------ */
+
+/* Every root tensor of g lies inside one chunk of c bytes; @return how
+ * many chunks g's arena spans. */
+static size_t assert_inside_chunks(const nnt_mgr *g, size_t c, const char *what) {
+  for (size_t i = 0; i < g->n; i++) {
+    const nnt_mgr_tensor *t = &g->t[i];
+    if (t->parent < 0 && t->offset / c != (t->offset + t->bytes - 1) / c)
+      fail_msg("%s: '%s' [%zu, %zu) crosses a chunk of %zu", what, t->name, t->offset,
+               t->offset + t->bytes, c);
+  }
+  return (g->arena_bytes + c - 1) / c;
+}
+
+/* The largest tensor of the training plan and of the weights. */
+static size_t largest_tensor(nnt_model *m) {
+  nnt_err e = {0};
+  assert_int_equal(nnt_model_plan(m, NNT_MODE_TRAIN, &e), NNT_OK);
+  size_t big = 0;
+  const nnt_mgr *g[2] = {&m->mgr[NNT_MODE_TRAIN], &m->wmgr};
+  for (int k = 0; k < 2; k++)
+    for (size_t i = 0; i < g[k]->n; i++)
+      if (g[k]->t[i].bytes > big)
+        big = g[k]->t[i].bytes;
+  return big;
+}
+
+/* The model at path trained, evaluated, inferred, saved, loaded back and
+ * trained again on the fake device with a chunk as small as its largest
+ * tensor allows: bitwise the CPU's, no op argument refused, every plan's
+ * tensors inside chunks and the arena over several. @return 1 when the
+ * optimizer's slots had to be spaced out to whole chunks. */
+static int both_chunked(const char *path, const char *const *ov, size_t nov) {
+  nnt_err e = {0};
+  nnt_model *c = load(path, 0, ov, nov, 0);
+  size_t chunk = (largest_tensor(c) + 63) / 64 * 64, refused = fdev_count.chunk_refusals;
+  fdev_set_chunk(chunk);
+  nnt_model *f = load(path, 1, ov, nov, 0);
+  f->keep_train_arena = 1; /* to look at after training */
+  train_both(c, f, path);
+  assert_true(assert_inside_chunks(&f->mgr[NNT_MODE_TRAIN], chunk, "training") > 1);
+  assert_inside_chunks(&f->wmgr, chunk, "weights");
+  /* the optimizer's slots are images of the weight pool a whole number of
+   * chunks apart, unless they all fit in the first */
+  int spaced = 0;
+  if (f->obuf) {
+    assert_inside_chunks(&f->omgr, chunk, "optimizer state");
+    size_t stride = nnt_model_opt_stride(f, f->opt_slots) * sizeof(float);
+    spaced = f->opt_slots > 1 && stride != f->wmgr.arena_bytes;
+    assert_true(spaced ? stride % chunk == 0 : f->opt_slots * stride <= chunk);
+  }
+  evaluate_infer_save(c, f, path);
+  assert_inside_chunks(&f->mgr[NNT_MODE_INFER], chunk, "inference");
+  if (f->mgr[NNT_MODE_EVAL].planned)
+    assert_inside_chunks(&f->mgr[NNT_MODE_EVAL], chunk, "evaluation");
+  /* the file (with the state) back into both, and on from there */
+  const char *saved = tu_path_in("cpu.bin");
+  if (nnt_model_load_weights(c, saved, &e) || nnt_model_load_weights(f, saved, &e))
+    fail_msg("%s: load: %s", path, e.msg);
+  assert_same_weights(c, f, "loaded with chunks");
+  train_both(c, f, path);
+  assert_int_equal(fdev_count.chunk_refusals, refused);
+  fdev_set_chunk(0);
+  nnt_model_destroy(c);
+  nnt_model_destroy(f);
+  return spaced;
+}
+
+static void test_chunks(void **state) {
+  (void)state;
+  const char *off[] = {"memory_optimization=false"};
+  const char *path = tu_write_text("feature.ini", feature_ini);
+  int spaced = both_chunked(path, NULL, 0) + both_chunked(path, off, 1);
+  for (size_t i = 0; i < tu_n_type_models; i++) {
+    path = tu_write_text("type.ini", tu_type_models[i]);
+    spaced += both_chunked(path, NULL, 0) + both_chunked(path, off, 1);
+  }
+  assert_true(spaced > 0); /* the spaced optimizer state ran */
+}
+
+/* With a chunk, an op refuses an argument that crosses one and takes one
+ * that ends on its boundary; without, it takes both. */
+static void test_an_op_refuses_a_crossing_argument(void **state) {
+  (void)state;
+  nnt_err e = {0};
+  nnt_buffer *b;
+  const nnt_kernels *k = fdev_backend()->k;
+  fdev_set_chunk(128);
+  assert_int_equal(fdev_buffer_type()->chunk(fdev_buffer_type()), 128);
+  assert_int_equal(nnt_buffer_type_chunk(fdev_buffer_type()), 128);
+  assert_int_equal(nnt_buffer_alloc(fdev_buffer_type(), 256, "a test buffer", &b, &e), NNT_OK);
+  size_t refused = fdev_count.chunk_refusals;
+  assert_int_equal(k->fill(k, 16, 1.0f, nnt_buffer_at(b, 64)), NNT_OK);
+  assert_int_equal(k->fill(k, 16, 1.0f, nnt_buffer_at(b, 96)), NNT_ERR_INVAL);
+  assert_int_equal(k->copy(k, 8, nnt_buffer_at(b, 100), nnt_buffer_at(b, 0)), NNT_ERR_INVAL);
+  assert_int_equal(fdev_count.chunk_refusals, refused + 2);
+  fdev_set_chunk(0);
+  assert_int_equal(nnt_buffer_type_chunk(fdev_buffer_type()), 0);
+  assert_int_equal(k->fill(k, 16, 1.0f, nnt_buffer_at(b, 96)), NNT_OK);
+  nnt_buffer_free(b);
+  assert_int_equal(nnt_buffer_type_chunk(nnt_buffer_type_host()), 0);
+}
+
 /* ---- the C API -------------------------------------------------------------- */
 
 static void capi_model_on(const char *ini, int fake, ml_train_model_h *out) {
@@ -530,6 +633,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_check_finite, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_dump, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_capi, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test(test_an_op_refuses_a_crossing_argument),
+      cmocka_unit_test_setup_teardown(test_chunks, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test(test_gpu_validation_is_silent),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
