@@ -328,6 +328,7 @@ int nnt_check_weights(const nnt_model *m, nnt_err *e);
  * each node's calc_gradient, dev_end last (the flags' read). After
  * step_end: dev_verdict gives the error the host checks would have given
  * (the statistics put back, the replay that names the layer). */
+int nnt_check_dev_prepare(nnt_model *m, nnt_err *e); /* before the step: its memory */
 int nnt_check_dev_begin(nnt_model *m, nnt_err *e);
 int nnt_check_dev_forward(nnt_model *m, nnt_err *e);
 int nnt_check_dev_gradients(nnt_model *m, const nnt_node *nd, nnt_err *e);

@@ -334,8 +334,8 @@ int nnt_model_train_batch(nnt_model *m, nnt_dataset *ds, const float *const *in,
     return rc ? rc : nnt_model_train_step(m, ds, loss, e);
   }
   int dev = nnt_check_on_device(m);
-  int rc = nnt_backend_step_begin(m->be, step_key(m, 1), e);
-  if (rc)
+  int rc = dev ? nnt_check_dev_prepare(m, e) : NNT_OK;
+  if (rc || (rc = nnt_backend_step_begin(m->be, step_key(m, 1), e)))
     return rc;
   if (!(rc = nnt_model_set_batch(m, in, label, e)) && (!dev || !(rc = nnt_check_dev_begin(m, e))) &&
       !(rc = nnt_model_forward(m, 1, NULL, e)) && !(rc = queue_losses(m, e)) &&

@@ -276,18 +276,20 @@ static float *flag_at(const nnt_model *m, size_t i) {
   return nnt_buffer_at(m->cbuf, i * sizeof(float));
 }
 
-int nnt_check_dev_begin(nnt_model *m, nnt_err *e) {
+int nnt_check_dev_prepare(nnt_model *m, nnt_err *e) {
   int rc = nnt_check_prepare(m, e);
-  if (rc)
+  if (rc || m->cbuf)
     return rc;
   size_t nf = dev_flags(m);
-  if (!m->cbuf) {
-    if ((rc = nnt_buffer_alloc(m->be->buft, (nf + m->state_floats) * sizeof(float),
-                               "the non-finite check's flags (check_finite)", &m->cbuf, e)))
-      return rc;
-    if (!(m->chost = nnt_calloc(nf, sizeof(float))))
-      return nnt_err_set(e, NNT_ERR_NOMEM, "train: out of memory for %zu check flags", nf);
-  }
+  if (!(m->chost = nnt_calloc(nf, sizeof(float))))
+    return nnt_err_set(e, NNT_ERR_NOMEM, "train: out of memory for %zu check flags", nf);
+  return nnt_buffer_alloc(m->be->buft, (nf + m->state_floats) * sizeof(float),
+                          "the non-finite check's flags (check_finite)", &m->cbuf, e);
+}
+
+int nnt_check_dev_begin(nnt_model *m, nnt_err *e) {
+  size_t nf = dev_flags(m);
+  int rc;
   nnt_tensor f = check_tensor(m, 0, nf);
   if ((rc = nnt_tensor_memset(&f, 0, e)))
     return rc;

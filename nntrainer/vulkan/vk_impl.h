@@ -226,6 +226,7 @@ typedef struct vk_ctx {
   vk_rec *cur;   /* the recording ops go to: &eager or a step's */
   int in_step;   /* between step_begin and step_end */
   int replaying; /* cur is a step's recording being replayed */
+  int rerecorded; /* this step's replay diverged and was recorded again */
   size_t cursor; /* replay: the next entry to match */
   vk_delivery *dl;
   size_t n_dl, cap_dl;

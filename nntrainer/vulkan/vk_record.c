@@ -423,6 +423,7 @@ static int rerecord(vk_ctx *c) {
   nnt_free(old);
   c->cur = nr;
   c->replaying = 0;
+  c->rerecorded = 1;
   c->cnt.rerecorded_steps++;
   return NNT_OK;
 }
@@ -597,6 +598,7 @@ int nnt_vk_step_begin(vk_ctx *c, uint64_t key, nnt_err *e) {
   }
   c->cur = r;
   c->in_step = 1;
+  c->rerecorded = 0;
   return NNT_OK;
 }
 
@@ -612,7 +614,7 @@ int nnt_vk_step_end(vk_ctx *c, nnt_err *e) {
       ; /* a read broke the step: the rest ran eagerly */
     else if (c->replaying)
       c->cnt.replayed_steps++;
-    else
+    else if (!c->rerecorded)
       c->cnt.recorded_steps++;
     rc = r == &c->eager ? eager_submit(c, e) : rec_submit(c, r, e);
   }
