@@ -584,7 +584,9 @@ static int weight_totals(nnt_model *m, nnt_err *e) {
 uint64_t nnt_graph_core_kops(const nnt_model *m) {
   uint64_t k = m->opt ? nnt_optimizer_kops(m->opt) : 0;
   if (m->clip_grad_norm > 0)
-    k |= NNT_KOP_BIT(DOT) | NNT_KOP_BIT(SCALE);
+    k |= NNT_KOP_BIT(DOT) |
+         (m->be && m->be->step_begin ? NNT_KOP_BIT(SUM) | NNT_KOP_BIT(CLIP_SCALE)
+                                     : NNT_KOP_BIT(SCALE));
   /* check_finite on a backend with steps tests on the device */
   if (m->check_finite && m->be && m->be->step_begin)
     k |= NNT_KOP_BIT(FLAG_NONFINITE) | NNT_KOP_BIT(COPY);
@@ -659,7 +661,10 @@ static int check_backend_ops(const nnt_model *m, nnt_err *e) {
     rc = need_ops(be, nnt_optimizer_kops(m->opt), e, "the optimizer '%s'",
                   nnt_optimizer_type_name(m->opt));
   if (!rc && m->clip_grad_norm > 0)
-    rc = need_ops(be, NNT_KOP_BIT(DOT) | NNT_KOP_BIT(SCALE), e, "[Model] clip_grad_by_norm");
+    rc = need_ops(be,
+                  NNT_KOP_BIT(DOT) | (be->step_begin ? NNT_KOP_BIT(SUM) | NNT_KOP_BIT(CLIP_SCALE)
+                                                     : NNT_KOP_BIT(SCALE)),
+                  e, "[Model] clip_grad_by_norm");
   if (!rc && m->check_finite && be->step_begin)
     rc = need_ops(be, NNT_KOP_BIT(FLAG_NONFINITE) | NNT_KOP_BIT(COPY), e,
                   "[Model] check_finite");

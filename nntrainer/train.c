@@ -42,11 +42,13 @@ int nnt_model_forward(nnt_model *m, int training, float *loss, nnt_err *e) {
   return NNT_OK;
 }
 
-/* The model's scalar (one float of the backend's memory), at first use. */
+/* The model's scalar (one float of the backend's memory; then one per
+ * weight for the gradient norm on a backend with steps), at first use. */
 static int ensure_scalar(nnt_model *m, nnt_err *e) {
   if (m->sbuf)
     return NNT_OK;
-  int rc = nnt_buffer_alloc(m->be->buft, sizeof(float), "the model's scalar", &m->sbuf, e);
+  size_t n = m->be->step_begin ? 1 + m->n_w : 1;
+  int rc = nnt_buffer_alloc(m->be->buft, n * sizeof(float), "the model's scalar", &m->sbuf, e);
   if (rc)
     return rc;
   m->scalar.dim = nnt_dim_make(1, 1, 1, 1);
@@ -113,10 +115,42 @@ static int regularize(nnt_model *m, nnt_node *nd, nnt_err *e) {
   return rc ? pass_failed(nd, "regularization", rc, e) : NNT_OK;
 }
 
+/* On a backend with steps, without a read: each weight's squared norm
+ * into the scalar buffer's floats 1.., their sum into float 0, each
+ * gradient scaled by the backend from there (clip_scale). */
+static int clip_on_device(nnt_model *m, nnt_err *e) {
+  size_t at = 1;
+  int rc = NNT_OK;
+  for (size_t i = 0; i < m->n_nodes && !rc; i++)
+    for (unsigned w = 0; m->nodes[i].grad_sum == i && w < m->nodes[i].fc.n_w && !rc; w++) {
+      nnt_tensor *gw = &m->nodes[i].gw[w];
+      if (gw->data && (rc = m->k->dot(m->k, nnt_dim_len(gw->dim), gw->data, gw->data,
+                                      nnt_buffer_at(m->sbuf, at++ * sizeof(float)))))
+        return pass_failed(&m->nodes[i], "the gradient norm", rc, e);
+    }
+  if ((rc = m->k->sum(m->k, at - 1, nnt_buffer_at(m->sbuf, sizeof(float)), m->scalar.data)))
+    return nnt_err_set(e, rc, "the gradient norm: the sum failed: %s", nnt_strerror(rc));
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    nnt_node *nd = &m->nodes[i];
+    if (!nd->do_grad || nd->grad_sum != i)
+      continue;
+    for (unsigned w = 0; w < nd->fc.n_w; w++)
+      if (nd->gw[w].data &&
+          (rc = m->k->clip_scale(m->k, nnt_dim_len(nd->gw[w].dim), m->clip_grad_norm,
+                                 m->scalar.data, nd->gw[w].data)))
+        return pass_failed(nd, "gradient clipping", rc, e);
+    if ((rc = apply_node(m, nd, e)))
+      return rc;
+  }
+  return NNT_OK;
+}
+
 static int clip_and_apply(nnt_model *m, nnt_err *e) {
   int rc = ensure_scalar(m, e);
   if (rc)
     return rc;
+  if (m->be->step_begin)
+    return clip_on_device(m, e);
   double sq = 0;
   /* each weight once: a shared weight's gradient is its sum's node's */
   for (size_t i = 0; i < m->n_nodes; i++)
@@ -499,8 +533,10 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
     m->epoch_idx = 0;
     m->iter = 0;
   }
+  /* the scalar before the first step: an allocation inside a step would
+   * make a device backend wait in its middle */
   if ((rc = nnt_model_plan(m, NNT_MODE_TRAIN, e)) || (rc = ensure_opt_state(m, e)) ||
-      (rc = backend_ready(m, e)))
+      (rc = backend_ready(m, e)) || (rc = ensure_scalar(m, e)))
     return rc;
   /* a run that does not continue starts its optimizer afresh too, as
    * NNTrainer clears the optimizer variables with the counters */

@@ -113,6 +113,11 @@ static int k_scale(const nnt_kernels *self, size_t n, float a, float *y) {
     y[i] *= a;
   return NNT_OK;
 }
+static int k_clip_scale(const nnt_kernels *self, size_t n, float max_norm, const float *sumsq,
+                        float *y) {
+  float s = sqrtf(*sumsq);
+  return s > max_norm ? k_scale(self, n, max_norm / s, y) : NNT_OK;
+}
 static int k_axpy(const nnt_kernels *self, size_t n, float a, const float *x, float *y) {
   (void)self;
   for (size_t i = 0; i < n; i++)
@@ -559,6 +564,7 @@ const nnt_kernels nnt_cpu_kernel_table = {
     .fill = k_fill,
     .copy = k_copy,
     .scale = k_scale,
+    .clip_scale = k_clip_scale,
     .axpy = k_axpy,
     .add = k_add,
     .sub = k_sub,

@@ -123,6 +123,12 @@ static int v_scale(const nnt_kernels *self, size_t n, float a, float *y) {
   vk_push pc = {.f0 = a};
   return ew(vc, "scale", n, ARGS(WR(y, n)), &pc);
 }
+static int v_clip_scale(const nnt_kernels *self, size_t n, float max_norm, const float *sumsq,
+                        float *y) {
+  vk_ctx *vc = self->ctx;
+  vk_push pc = {.i0 = 1, .f0 = max_norm};
+  return ew(vc, "scale", n, ARGS(WR(y, n), RD(sumsq, 1)), &pc);
+}
 static int v_axpy(const nnt_kernels *self, size_t n, float a, const float *x, float *y) {
   vk_ctx *vc = self->ctx;
   vk_push pc = {.f0 = a};
@@ -489,6 +495,7 @@ static const nnt_kernels vk_kernels = {
     .fill = v_fill,
     .copy = v_copy,
     .scale = v_scale,
+    .clip_scale = v_clip_scale,
     .axpy = v_axpy,
     .add = v_add,
     .sub = v_sub,

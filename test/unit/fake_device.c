@@ -307,6 +307,7 @@ F(adam_step, (size_t n, float lr, float b1, float b2, float eps, float ws, cf g,
               float *w, cf skip),
   (C(g, n) C(m, n) C(v, n) C(w, n) C(skip, 1)),
   (n, lr, b1, b2, eps, ws, H(g), H(m), H(v), H(w), H(skip)))
+F(clip_scale, (size_t n, float mx, cf sq, float *y), (C(sq, 1) C(y, n)), (n, mx, H(sq), H(y)))
 F(flag_nonfinite, (size_t n, cf x, float *flag, float *any), (C(x, n) C(flag, 1) C(any, 1)),
   (n, H(x), H(flag), H(any)))
 #undef F

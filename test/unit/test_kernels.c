@@ -541,6 +541,12 @@ static void test_optimizer_steps(void **state) {
   skip = 0;
   K->adam_step(K, n, 0.0f, b1, b2, eps, 0.5f, g, m, v, w, &skip);
   assert_true(w[0] == w0 * 0.5f && m[0] != m0);
+  /* clip_scale: by max_norm / sqrt(*sumsq) when that norm is larger */
+  float y2[2] = {3, -4}, sq = 25;
+  assert_int_equal(K->clip_scale(K, 2, 10, &sq, y2), NNT_OK);
+  assert_true(y2[0] == 3 && y2[1] == -4);
+  assert_int_equal(K->clip_scale(K, 2, 2.5f, &sq, y2), NNT_OK);
+  assert_true(y2[0] == 1.5f && y2[1] == -2);
   /* flag_nonfinite: sets both flags on a NaN or inf, leaves them otherwise */
   float flag = 0, any = 0;
   assert_int_equal(K->flag_nonfinite(K, n, g, &flag, &any), NNT_OK);

@@ -96,6 +96,7 @@ V(SGD_STEP, sgd_step, (size_t n, float lr, cf g, float *w, cf skip), (n, lr, g, 
 V(ADAM_STEP, adam_step, (size_t n, float lr, float b1, float b2, float eps, float ws, cf g,
                          float *m, float *v, float *w, cf skip),
   (n, lr, b1, b2, eps, ws, g, m, v, w, skip))
+V(CLIP_SCALE, clip_scale, (size_t n, float mx, cf sq, float *y), (n, mx, sq, y))
 V(FLAG_NONFINITE, flag_nonfinite, (size_t n, cf x, float *flag, float *any), (n, x, flag, any))
 
 /* The CPU's table with every op of NNT_KOP_LIST replaced by its wrapper. */

@@ -200,6 +200,16 @@ static void test_instances_do_not_mix(void **state) {
   tu_backend_free_checked(b2);
 }
 
+static double norm_err(const float *a, const float *b, size_t n) {
+  double worst = 0, scale = 1;
+  for (size_t i = 0; i < n; i++) {
+    double d = fabs((double)a[i] - b[i]);
+    worst = d > worst || isnan(d) ? d : worst;
+    scale = fabs(a[i]) > scale ? fabs(a[i]) : scale;
+  }
+  return worst / scale;
+}
+
 /* ini on synthetic data, epochs 1, no checkpoint, plus overrides. */
 static nnt_model *model_of(const char *ini, const char **extra, int n_extra, unsigned train) {
   nnt_model *m = tu_model_for_ini(ini);
@@ -258,6 +268,37 @@ static void test_training_step_is_one_submit(void **state) {
   tu_model_destroy_checked(m);
 }
 
+/* Gradient clipping by the global norm runs on the device too (the norm is
+ * never read back): the same weights as the CPU's, still one submit a step. */
+static void test_clipping_stays_on_the_device(void **state) {
+  (void)state;
+  const char *gov[] = {"engine=gpu", "batch_size=8", "Optimizer.type=sgd",
+                       "Model.clip_grad_by_norm=0.05"};
+  const char *cov[] = {"engine=cpu", "batch_size=8", "Optimizer.type=sgd",
+                       "Model.clip_grad_by_norm=0.05"};
+  nnt_model *g = model_of(MLP_INI, gov, 4, 48), *c = model_of(MLP_INI, cov, 4, 48);
+  watch w = {.be = g->be};
+  nnt_err e = {0};
+  if (nnt_model_train(g, on_step, &w, &e))
+    fail_msg("gpu: %s", e.msg);
+  assert_int_equal(nnt_model_train(c, NULL, NULL, &e), NNT_OK);
+  assert_int_equal(w.n, 6);
+  assert_int_equal(w.at[5].submits - w.at[1].submits, 4);
+  assert_int_equal(w.at[5].step_syncs, 0);
+  /* the clip acts: the same run unclipped ends elsewhere */
+  nnt_model *free_run = model_of(MLP_INI, cov, 3, 48);
+  assert_int_equal(nnt_model_train(free_run, NULL, NULL, &e), NNT_OK);
+  float *wc = tu_weights_of(c), *wg = tu_weights_of(g), *wf = tu_weights_of(free_run);
+  double clip = norm_err(wf, wc, c->wpool_floats), err = norm_err(wc, wg, c->wpool_floats);
+  print_message("mlp.ini clipped at 0.05: %.3g from the unclipped run, gpu within %.3g of the "
+                "cpu\n", clip, err);
+  assert_true(err <= 1e-6 && clip > 100 * err);
+  free(wc), free(wg), free(wf);
+  tu_model_destroy_checked(free_run);
+  tu_model_destroy_checked(g);
+  tu_model_destroy_checked(c);
+}
+
 /* A learning rate that overflows: the device's check stops training as
  * the CPU's does, with the same error, and no update that is not finite
  * reached a weight. */
@@ -287,16 +328,6 @@ static void test_nonfinite_stops_like_the_cpu(void **state) {
   free(wg);
   tu_model_destroy_checked(c);
   tu_model_destroy_checked(g);
-}
-
-static double norm_err(const float *a, const float *b, size_t n) {
-  double worst = 0, scale = 1;
-  for (size_t i = 0; i < n; i++) {
-    double d = fabs((double)a[i] - b[i]);
-    worst = d > worst || isnan(d) ? d : worst;
-    scale = fabs(a[i]) > scale ? fabs(a[i]) : scale;
-  }
-  return worst / scale;
 }
 
 /* Pools split into small chunks (each its own VkBuffer) train like the
@@ -348,6 +379,7 @@ int main(void) {
       cmocka_unit_test(test_steps_replay),
       cmocka_unit_test(test_instances_do_not_mix),
       cmocka_unit_test(test_training_step_is_one_submit),
+      cmocka_unit_test(test_clipping_stays_on_the_device),
       cmocka_unit_test(test_nonfinite_stops_like_the_cpu),
       cmocka_unit_test(test_chunked_pools_train_like_the_cpu),
   };
