@@ -76,10 +76,6 @@ typedef struct nnt_kernels {
   int (*copy)(const struct nnt_kernels *self, size_t n, const float *x,
               float *y); /* may alias exactly */
   int (*scale)(const struct nnt_kernels *self, size_t n, float a, float *y);       /* y *= a */
-  /* Gradient clipping by a norm the backend holds: with s = sqrt(*sumsq)
-   * (one float of backend memory), y *= max_norm / s when s > max_norm. */
-  int (*clip_scale)(const struct nnt_kernels *self, size_t n, float max_norm,
-                    const float *sumsq, float *y);
   int (*axpy)(const struct nnt_kernels *self, size_t n, float a, const float *x,
               float *y); /* y += a*x */
   /* y = a op b; y may alias a or b exactly */
@@ -224,6 +220,10 @@ typedef struct nnt_kernels {
    * stay as they are. */
   int (*flag_nonfinite)(const struct nnt_kernels *self, size_t n, const float *x, float *flag,
                         float *any);
+  /* Gradient clipping by a norm the backend holds: with s = sqrt(*sumsq)
+   * (one float of backend memory), y *= max_norm / s when s > max_norm. */
+  int (*clip_scale)(const struct nnt_kernels *self, size_t n, float max_norm,
+                    const float *sumsq, float *y);
 } nnt_kernels;
 
 /* The CPU backend (OpenBLAS + plain loops). */
