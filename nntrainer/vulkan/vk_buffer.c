@@ -55,6 +55,7 @@ static char *vk_base(const nnt_buffer *b) {
 }
 
 static void destroy_buf(vk_ctx *c, vk_buf *v) {
+  c->dev_bytes -= v->mem_bytes;
   if (v->buf)
     c->f.vkDestroyBuffer(c->dev, v->buf, NULL);
   if (v->mem)
@@ -125,6 +126,8 @@ static int vk_alloc(const nnt_buffer_type *t, size_t size, const char *what, nnt
                  ? bi.size : c->props.limits.maxStorageBufferRange;
   v->k = ++c->n_live;
   c->live[v->k] = v;
+  v->mem_bytes = (size_t)req.size;
+  c->dev_bytes += v->mem_bytes;
   b->type = t;
   b->size = size;
   b->ctx = v;
@@ -286,6 +289,13 @@ static int vk_synchronize(nnt_backend *be, nnt_err *e) {
   return rc;
 }
 
+static void vk_memory(const nnt_backend *be, nnt_mem_usage *out) {
+  vk_ctx *c = be->ctx;
+  pthread_mutex_lock(&c->lock);
+  *out = (nnt_mem_usage){c->dev_bytes, c->host_bytes};
+  pthread_mutex_unlock(&c->lock);
+}
+
 /* The handle goes; the instance stays while a buffer of it lives. */
 static void vk_backend_free(nnt_backend *be) {
   vk_ctx *c = be->ctx;
@@ -309,6 +319,7 @@ int nnt_backend_vulkan(nnt_backend **out, nnt_err *e) {
                         .synchronize = vk_synchronize,
                         .supports = nnt_vk_supports,
                         .free = vk_backend_free,
+                        .memory = vk_memory,
                         .ctx = c};
   c->refs = 1;
   *out = &c->be;

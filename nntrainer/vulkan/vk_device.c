@@ -386,6 +386,7 @@ static int create_device(vk_ctx *c, nnt_err *e) {
       (r = c->f.vkMapMemory(c->dev, c->stage_mem, 0, VK_WHOLE_SIZE, 0, &c->stage_map)) !=
           VK_SUCCESS)
     return nnt_vk_fail(NULL, e, r, "allocating the staging buffer");
+  c->host_bytes = (size_t)req.size; /* the staging buffer: host memory */
   return NNT_OK;
 }
 

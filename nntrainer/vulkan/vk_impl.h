@@ -73,6 +73,7 @@ typedef struct vk_buf {
   VkDeviceSize size;  /* the nnt_buffer's size */
   VkDeviceSize range; /* bound in descriptors: min(allocated, maxStorageBufferRange) */
   uint64_t k;         /* index in the registry */
+  size_t mem_bytes;   /* counted in vk_ctx.dev_bytes (memory requirements) */
 } vk_buf;
 
 typedef struct vk_pipe {
@@ -125,6 +126,9 @@ typedef struct vk_ctx {
   /* live buffers by index; NULL once freed */
   vk_buf **live;
   uint64_t n_live, cap_live;
+  /* bytes held now (the backend's memory entry): live buffers' device
+   * memory, and host memory (the staging buffer); under lock */
+  size_t dev_bytes, host_bytes;
   unsigned refs; /* the backend handle and live buffers */
   int failed;    /* a device error happened: later ops refuse */
   char fail_msg[256];
