@@ -174,8 +174,8 @@ static float *read_floats(const char *name, size_t *n) {
 
 /* prog with args (where %s is the engine's name: its files differ by it)
  * on the CPU and on the GPU: the files listed (cpu_<name> and gpu_<name>)
- * within tol (each float's error over max(1, |float|)), and every "train loss" the program prints within its
- * printed precision (4 decimals). */
+ * within tol (each float's error over max(1, |float|)), and every "train
+ * loss" the program prints within its printed precision (4 decimals). */
 static void prog_both(const char *prog, const char *args, const char *const *files, size_t nf,
                       double tol) {
   static char out[2][1 << 16];
