@@ -10,9 +10,10 @@
  * pooling, dropout); two GPU models train at once in two threads, each on
  * its own instance, bitwise like alone; the dropout mask is the CPU's bit for bit; the CLI
  * names the device and says where the bytes live (the memory entry counts
- * every buffer as device memory, the staging as host); and every test asserts that its instance's validation
- * record is empty before it frees it (tu_backend_free_checked). A build
- * without Vulkan checks only that engine=gpu says so. */
+ * every buffer as device memory, the staging as host); and every test
+ * asserts that its instance's validation record is empty before it frees
+ * it (tu_backend_free_checked). A build without Vulkan checks only that
+ * engine=gpu says so. */
 #include "test_util.h"
 
 #include <dlfcn.h>
