@@ -19,6 +19,11 @@ typedef struct cli_plan_info {
   const nnt_step *steps;     /* the mode's schedule (--verbose, --json) */
   unsigned n_steps;
   const nnt_node *nodes;
+  /* where the pools live on the chosen engine */
+  const char *engine;        /* "cpu", "gpu" */
+  const char *backend;       /* "cpu", "vulkan" */
+  const char *device;        /* the device in words; NULL: none (the CPU) */
+  int arena_host, state_host; /* 1: host memory; 0: device memory */
 } cli_plan_info;
 
 void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose);

@@ -27,6 +27,9 @@ static void step_node(FILE *out, const cli_plan_info *pi, unsigned i, int json) 
     fputs(name ? name : json ? "null" : "-", out);
 }
 
+/* Where a pool lives: "host" or "device" memory. */
+static const char *where(int host) { return host ? "host" : "device"; }
+
 void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose) {
   const nnt_mgr *g = pi->mgr;
   char a[32], b[32];
@@ -43,6 +46,15 @@ void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose) 
       fprintf(out, "\"memory_budget_bytes\":%llu,", (unsigned long long)pi->memory_budget);
     else
       fprintf(out, "\"memory_budget_bytes\":null,");
+    fprintf(out, "\"engine\":\"%s\",\"backend\":", pi->engine);
+    json_str(out, pi->backend);
+    fprintf(out, ",\"device\":");
+    if (pi->device)
+      json_str(out, pi->device);
+    else
+      fputs("null", out);
+    fprintf(out, ",\"memory\":{\"arena\":\"%s\",\"weights\":\"%s\",\"optimizer\":\"%s\"},",
+            where(pi->arena_host), where(pi->state_host), where(pi->state_host));
     fprintf(out, "\"kinds\":{");
     for (int k = 0; k < NNT_TK__COUNT; k++)
       fprintf(out, "%s\"%s\":%zu", k ? "," : "", nnt_tkind_name(k),
@@ -93,6 +105,9 @@ void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose) 
   else
     fprintf(out, "budget       none (memory_budget)\n");
   fprintf(out, "planning     %.3f ms\n", g->planning_ms);
+  fprintf(out, "engine       %s (backend '%s'%s%s): arena in %s memory, weights and optimizer "
+               "state in %s memory\n", pi->engine, pi->backend, pi->device ? " on " : "",
+          pi->device ? pi->device : "", where(pi->arena_host), where(pi->state_host));
   if (!verbose)
     return;
   fprintf(out, "\n%-48s %-11s %12s %6s %6s %12s\n", "tensor", "kind", "bytes", "first", "last",

@@ -314,7 +314,12 @@ static int cmd_train(int argc, char **argv) {
           nnt_bytes_str(wbytes, b, sizeof b), nnt_bytes_str(g->arena_bytes, c, sizeof c));
   if (obytes)
     fprintf(stderr, ", optimizer %s", nnt_bytes_str(obytes, a, sizeof a));
-  fprintf(stderr, ")\n");
+  /* what the backend holds now (weights and training arena allocated),
+   * by where it lives: the optimizer state comes with the first step */
+  nnt_mem_usage mu;
+  nnt_backend_memory(m->be, &mu);
+  fprintf(stderr, "); on %s: %s device, %s host\n", m->be->device ? m->be->device : m->be->name,
+          nnt_bytes_str(mu.device, a, sizeof a), nnt_bytes_str(mu.host, b, sizeof b));
   m->keep_train_arena = o.dump != NULL;
   progress_state ps = {isatty(STDERR_FILENO), -1};
   stop_on_sigint(m);
@@ -417,6 +422,11 @@ static int cmd_plan(int argc, char **argv) {
   pi.nodes = m->nodes;
   pi.unoptimized_arena = base->mgr[mode].arena_bytes;
   pi.memory_budget = m->memory_budget;
+  pi.engine = nnt_engine_name(m->engine);
+  pi.backend = m->be->name;
+  pi.device = m->be->device;
+  pi.arena_host = m->be->buft->is_host(m->be->buft);
+  pi.state_host = nnt_model_state_buft(m)->is_host(nnt_model_state_buft(m));
   size_t wfloats = 0;
   for (size_t i = 0; i < m->n_w; i++)
     wfloats += nnt_dim_len(m->wspec[i].dim);

@@ -16,12 +16,13 @@
  *
  *   capi_fine_tune [--data DIR] [--weights FILE] [--base-out FILE] [--out FILE]
  *                  [--train-samples N] [--test-samples N]
- *                  [--base-epochs N] [--epochs N]
+ *                  [--base-epochs N] [--epochs N] [--engine cpu|gpu]
  *
  * --weights takes the file that `capi_mlp --save FILE` writes (the same
  * model as the base). Defaults: all samples, 2 base epochs, 2 head epochs,
  * base weights to fine_tune_base.bin and the result to fine_tune_head.bin
- * in the current folder.
+ * in the current folder. --engine selects where both models compute, as a
+ * compile property (engine=gpu: Vulkan, docs/gpu.md).
  *
  * A weight file in NNTrainer's .bin format holds the weights in graph order
  * and no names, so ml_train_model_load() takes only a file of the model's
@@ -60,9 +61,10 @@ static int add_layer(ml_train_model_h model, ml_train_layer_type_e type, const c
 }
 
 /* Build and compile features + head: the MLP of mlp.ini with a head of
- * head_units named head_name, Adam, the set as training data. */
+ * head_units named head_name, Adam, the set as training data, on engine
+ * ("engine=gpu"; NULL: the default). */
 static int build(ml_train_model_h *out, bool freeze_features, const char *head_name,
-                 unsigned head_units, fm_set *train) {
+                 unsigned head_units, fm_set *train, const char *engine) {
   ml_train_model_h model;
   ml_train_optimizer_h optimizer = NULL;
   ml_train_dataset_h dataset = NULL;
@@ -102,7 +104,8 @@ static int build(ml_train_model_h *out, bool freeze_features, const char *head_n
     goto fail;
   dataset = NULL;
 
-  if ((rc = check(ml_train_model_compile(model, "loss=cross", "batch_size=64", "seed=1", NULL),
+  if ((rc = check(ml_train_model_compile(model, "loss=cross", "batch_size=64", "seed=1", engine,
+                                         NULL),
                   "ml_train_model_compile")))
     goto fail;
   *out = model;
@@ -165,7 +168,7 @@ static int weights_same(const weights_s *a, const weights_s *b, bool *same) {
 static int usage(void) {
   fprintf(stderr, "usage: capi_fine_tune [--data DIR] [--weights FILE] [--base-out FILE] "
                   "[--out FILE] [--train-samples N] [--test-samples N] [--base-epochs N] "
-                  "[--epochs N]\n");
+                  "[--epochs N] [--engine cpu|gpu]\n");
   return 2;
 }
 
@@ -173,6 +176,7 @@ int main(int argc, char **argv) {
   const char *data_dir = FASHION_MNIST_DIR, *weights = NULL;
   const char *base_out = "fine_tune_base.bin", *out_path = "fine_tune_head.bin";
   size_t train_samples = 0, test_samples = 0, base_epochs = 2, epochs = 2;
+  char engine_prop[32] = "";
   for (int i = 1; i < argc; i++) {
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
     size_t *number = NULL;
@@ -186,6 +190,8 @@ int main(int argc, char **argv) {
       base_out = value;
     else if (!strcmp(argv[i], "--out"))
       out_path = value;
+    else if (!strcmp(argv[i], "--engine"))
+      snprintf(engine_prop, sizeof engine_prop, "engine=%s", value);
     else if (!strcmp(argv[i], "--train-samples"))
       number = &train_samples;
     else if (!strcmp(argv[i], "--test-samples"))
@@ -214,7 +220,8 @@ int main(int argc, char **argv) {
 
   /* ---- phase 1: the base model, 10 classes: trained, or from a file ---- */
   printf("phase 1: base model (features + 10-class output)\n");
-  if ((rc = build(&base, false, "output", FM_CLASSES, &train)))
+  const char *engine = engine_prop[0] ? engine_prop : NULL;
+  if ((rc = build(&base, false, "output", FM_CLASSES, &train, engine)))
     goto out;
   if (weights) {
     /* the file must be one of this model's: other shapes are refused */
@@ -239,7 +246,7 @@ int main(int argc, char **argv) {
   train.class_map = test.class_map = coarse_class;
   train.classes = test.classes = COARSE_CLASSES;
   train.next = 0; /* the generator starts phase 2 at a set's beginning */
-  if ((rc = build(&model, true, "head", COARSE_CLASSES, &train)))
+  if ((rc = build(&model, true, "head", COARSE_CLASSES, &train, engine)))
     goto out;
   /* after compile (the weights exist from compile on): the features by
    * name, their shapes checked; the head keeps its initialization */

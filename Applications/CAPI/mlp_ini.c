@@ -5,11 +5,12 @@
  * The file gives the layers, the optimizer, the datasets and the [Model]
  * properties; run() may override [Model] properties such as epochs.
  *
- *   capi_mlp_ini [--epochs N] [--save FILE] [CONFIG]
+ *   capi_mlp_ini [--epochs N] [--save FILE] [--engine cpu|gpu] [CONFIG]
  *
  * CONFIG defaults to Applications/FashionMNIST/mlp.ini of the source tree.
  * Without --save the weights go to the file's save_path (relative paths in
- * the INI resolve against its folder); --save FILE overrides it.
+ * the INI resolve against its folder); --save FILE overrides it. --engine
+ * selects where it computes, as a compile property (engine=gpu: Vulkan).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,12 +37,13 @@ static void on_progress(const ml_train_ext_progress_s *p, void *user_data) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: capi_mlp_ini [--epochs N] [--save FILE] [CONFIG]\n");
+  fprintf(stderr, "usage: capi_mlp_ini [--epochs N] [--save FILE] [--engine cpu|gpu] [CONFIG]\n");
   return 2;
 }
 
 int main(int argc, char **argv) {
   const char *config = MLP_INI, *save = NULL;
+  char engine[32] = ""; /* "engine=gpu"; empty: as the file says */
   size_t epochs = 0; /* 0: as the file says */
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--epochs") && i + 1 < argc) {
@@ -50,6 +52,8 @@ int main(int argc, char **argv) {
       i++;
     } else if (!strcmp(argv[i], "--save") && i + 1 < argc) {
       save = argv[++i];
+    } else if (!strcmp(argv[i], "--engine") && i + 1 < argc) {
+      snprintf(engine, sizeof engine, "engine=%s", argv[++i]);
     } else if (argv[i][0] == '-') {
       return usage();
     } else {
@@ -70,8 +74,10 @@ int main(int argc, char **argv) {
                   "ml_train_model_construct_with_conf")))
     return 1;
 
-  /* 2. Compile: no properties beyond the file's (the list is NULL-ended). */
-  if ((rc = check(ml_train_model_compile(model, NULL), "ml_train_model_compile")))
+  /* 2. Compile: no properties beyond the file's but the engine, when given
+   * (the list is NULL-ended). */
+  if ((rc = check(ml_train_model_compile(model, engine[0] ? engine : NULL, NULL),
+                  "ml_train_model_compile")))
     goto out;
 
   /* 3. The summary: one line per layer. The text is ours to free. */

@@ -7,13 +7,14 @@
  * epoch.
  *
  *   capi_mlp [--data DIR] [--train-samples N] [--test-samples N]
- *            [--epochs N] [--save FILE]
+ *            [--epochs N] [--save FILE] [--engine cpu|gpu]
  *
  * Defaults: the whole training set (60,000), the whole test set (10,000),
  * 10 epochs, no saving. The test images are the validation set of every
  * epoch (whole batches only: 9,984 of them); the test accuracy at the end
  * is computed on all of them through inference. --save writes the weights
- * for capi_fine_tune --weights.
+ * for capi_fine_tune --weights. --engine selects where it computes (the
+ * compile property engine=...; gpu is Vulkan, docs/gpu.md).
  */
 #include <stdio.h>
 #include <string.h>
@@ -54,12 +55,13 @@ static void on_progress(const ml_train_ext_progress_s *p, void *user_data) {
 
 static int usage(void) {
   fprintf(stderr, "usage: capi_mlp [--data DIR] [--train-samples N] [--test-samples N] "
-                  "[--epochs N] [--save FILE]\n");
+                  "[--epochs N] [--save FILE] [--engine cpu|gpu]\n");
   return 2;
 }
 
 int main(int argc, char **argv) {
   const char *data_dir = FASHION_MNIST_DIR, *save = NULL;
+  char engine[32] = ""; /* "engine=gpu"; empty: the default (cpu) */
   size_t train_samples = 0, test_samples = 0, epochs = 10; /* 0: all samples */
   for (int i = 1; i < argc; i++) {
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
@@ -67,6 +69,8 @@ int main(int argc, char **argv) {
       data_dir = value;
     else if (!strcmp(argv[i], "--save") && value)
       save = value;
+    else if (!strcmp(argv[i], "--engine") && value)
+      snprintf(engine, sizeof engine, "engine=%s", value);
     else if (!strcmp(argv[i], "--train-samples")) {
       if (fm_parse_size(argv[i], value, &train_samples))
         return 2;
@@ -147,8 +151,10 @@ int main(int argc, char **argv) {
   dataset = NULL; /* the model's now */
 
   /* 5. Compile with the [Model] properties: the loss (softmax cross-entropy
-   * with the softmax above), the batch size and the seed. */
-  if ((rc = check(ml_train_model_compile(model, "loss=cross", "batch_size=64", "seed=1", NULL),
+   * with the softmax above), the batch size, the seed and, when given, the
+   * engine (the list ends at the first NULL). */
+  if ((rc = check(ml_train_model_compile(model, "loss=cross", "batch_size=64", "seed=1",
+                                         engine[0] ? engine : NULL, NULL),
                   "ml_train_model_compile")))
     goto out;
 

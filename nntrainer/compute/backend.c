@@ -4,6 +4,7 @@
 #include "nntrainer/compute/backend.h"
 #include "nntrainer/compute/cpu_impl.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #ifdef NNT_HAVE_VULKAN
@@ -39,6 +40,12 @@ const char *nnt_engine_name(nnt_engine en) {
 
 #define HOST_ALIGN 64
 
+/* Bytes of live host buffers, for the CPU backend's memory entry. The host
+ * buffer type and the CPU backend are one static instance for the whole
+ * process, so this is process-wide accounting (every model's host buffers
+ * together), kept atomic as buffers come and go on any thread. */
+static atomic_size_t host_live_bytes;
+
 static int host_alloc(const nnt_buffer_type *t, size_t size, const char *what, nnt_buffer **out,
                       nnt_err *e) {
   nnt_buffer *b = nnt_calloc(1, sizeof *b);
@@ -48,6 +55,7 @@ static int host_alloc(const nnt_buffer_type *t, size_t size, const char *what, n
     return nnt_err_set(e, NNT_ERR_NOMEM, "cannot allocate %s (%zu bytes)", what, size);
   }
   memset(mem, 0, size);
+  atomic_fetch_add(&host_live_bytes, size);
   b->type = t;
   b->size = size;
   b->ctx = mem;
@@ -57,6 +65,7 @@ static int host_alloc(const nnt_buffer_type *t, size_t size, const char *what, n
 }
 
 static void host_free(nnt_buffer *b) {
+  atomic_fetch_sub(&host_live_bytes, b->size);
   nnt_free(b->ctx);
   nnt_free(b);
 }
@@ -126,6 +135,12 @@ static int cpu_supports(const nnt_backend *be, nnt_kop op) {
   return (unsigned)op < NNT_KOP__COUNT;
 }
 
+static void cpu_memory(const nnt_backend *be, nnt_mem_usage *out) {
+  (void)be;
+  out->device = 0;
+  out->host = atomic_load(&host_live_bytes);
+}
+
 /* Never written: a backend without state is one instance for everyone. */
 static nnt_backend cpu_backend = {
     .name = "cpu",
@@ -133,6 +148,7 @@ static nnt_backend cpu_backend = {
     .k = &nnt_cpu_kernel_table,
     .synchronize = cpu_synchronize,
     .supports = cpu_supports,
+    .memory = cpu_memory,
 };
 
 nnt_backend *nnt_backend_cpu(void) { return &cpu_backend; }
@@ -160,6 +176,12 @@ int nnt_backend_get(nnt_engine en, nnt_backend **out, nnt_err *e) {
 void nnt_backend_free(nnt_backend *be) {
   if (be && be->free)
     be->free(be);
+}
+
+void nnt_backend_memory(const nnt_backend *be, nnt_mem_usage *out) {
+  *out = (nnt_mem_usage){0, 0};
+  if (be && be->memory)
+    be->memory(be, out);
 }
 
 /* ---- buffers and tensors from the host's side ---- */

@@ -22,6 +22,12 @@ typedef struct nnt_buffer nnt_buffer;
 typedef struct nnt_buffer_type nnt_buffer_type;
 typedef struct nnt_backend nnt_backend;
 
+/* Bytes a backend holds now: in device memory (memory the host cannot
+ * dereference) and in host memory (host buffers, mapped staging). */
+typedef struct nnt_mem_usage {
+  size_t device, host;
+} nnt_mem_usage;
+
 /* How a backend's memory is allocated and reached. Every entry that can
  * fail returns an NNT_ERR_* code with a message in e. */
 struct nnt_buffer_type {
@@ -119,6 +125,9 @@ struct nnt_backend {
    * the backend wait in the middle of it. */
   int (*step_begin)(nnt_backend *be, uint64_t key, nnt_err *e);
   int (*step_end)(nnt_backend *be, nnt_err *e);
+  /* The bytes it holds now, its buffers and its own staging, by where they
+   * live; NULL: it does not say (nnt_backend_memory counts nothing). */
+  void (*memory)(const nnt_backend *be, nnt_mem_usage *out);
   void *ctx;
 };
 
@@ -133,6 +142,11 @@ const char *nnt_engine_name(nnt_engine en);
  * nnt_backend_free. */
 int nnt_backend_get(nnt_engine en, nnt_backend **out, nnt_err *e);
 void nnt_backend_free(nnt_backend *be);
+/* What be->memory says; zeros for a backend without the entry. The CPU
+ * backend's figure is every live host buffer of the process (the CPU
+ * backend and the host buffer type are one static instance shared by all
+ * models), all host memory. */
+void nnt_backend_memory(const nnt_backend *be, nnt_mem_usage *out);
 
 /* The CPU backend (OpenBLAS and loops) and its host buffer type. */
 nnt_backend *nnt_backend_cpu(void);

@@ -345,6 +345,13 @@ static int vk_synchronize(nnt_backend *be, nnt_err *e) {
   return rc;
 }
 
+static void vk_memory(const nnt_backend *be, nnt_mem_usage *out) {
+  vk_ctx *c = be->ctx;
+  pthread_mutex_lock(&c->lock);
+  *out = (nnt_mem_usage){c->dev_bytes, c->host_bytes};
+  pthread_mutex_unlock(&c->lock);
+}
+
 /* The handle goes; the instance stays while a buffer of it lives. */
 static void vk_backend_free(nnt_backend *be) {
   vk_ctx *c = be->ctx;
@@ -370,6 +377,7 @@ int nnt_backend_vulkan(nnt_backend **out, nnt_err *e) {
                         .step_end = vk_step_end,
                         .supports = nnt_vk_supports,
                         .free = vk_backend_free,
+                        .memory = vk_memory,
                         .ctx = c};
   c->refs = 1;
   *out = &c->be;

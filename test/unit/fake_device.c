@@ -28,7 +28,8 @@ static struct {
   pthread_mutex_t lock;
   nnt_buffer **live;
   size_t cap;
-} reg = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
+  size_t bytes; /* of the live buffers: the device's memory */
+} reg = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
 
 static int opq_alloc(const nnt_buffer_type *t, size_t size, const char *what, nnt_buffer **out,
                      nnt_err *e) {
@@ -55,6 +56,7 @@ static int opq_alloc(const nnt_buffer_type *t, size_t size, const char *what, nn
     reg.cap = cap;
   }
   reg.live[k] = b;
+  reg.bytes += size;
   pthread_mutex_unlock(&reg.lock);
   mem->k = k;
   mem->bytes = bytes;
@@ -69,6 +71,7 @@ static void opq_free(nnt_buffer *b) {
   opaque_mem *mem = b->ctx;
   pthread_mutex_lock(&reg.lock);
   reg.live[mem->k] = NULL;
+  reg.bytes -= b->size;
   pthread_mutex_unlock(&reg.lock);
   nnt_free(mem->bytes);
   nnt_free(mem);
@@ -329,6 +332,15 @@ static int fdev_supports(const nnt_backend *be, nnt_kop op) {
   return (unsigned)op < NNT_KOP__COUNT;
 }
 
+/* Device memory: the bytes of its live buffers; it stages nothing. */
+static void fdev_memory(const nnt_backend *be, nnt_mem_usage *out) {
+  (void)be;
+  pthread_mutex_lock(&reg.lock);
+  out->device = reg.bytes;
+  pthread_mutex_unlock(&reg.lock);
+  out->host = 0;
+}
+
 static nnt_backend fake = {
     .name = "fakedev",
     .engine = "cpu",
@@ -336,6 +348,7 @@ static nnt_backend fake = {
     .k = &table,
     .synchronize = fdev_synchronize,
     .supports = fdev_supports,
+    .memory = fdev_memory,
 };
 
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;

@@ -45,6 +45,20 @@ static void test_train_writes_weights(void **state) {
     fail_msg("exit %d: %s", rc, out);
   tu_assert_contains(out, "planned memory");
   tu_assert_contains(out, "epoch 2/2");
+  /* where the bytes live: the CPU's are all host memory, at least the
+   * planned weights and training arena (the plan's own figures) */
+  double dev, host, slack;
+  tu_cli_memory(out, &dev, &host, &slack);
+  tu_assert_contains(out, "); on cpu: 0 B device, ");
+  assert_true(dev == 0);
+  char plan[1 << 16];
+  assert_int_equal(tu_run_cli("plan good.ini --json", plan, sizeof plan), 0);
+  tu_assert_contains(plan, "\"engine\":\"cpu\",\"backend\":\"cpu\",\"device\":null,"
+                           "\"memory\":{\"arena\":\"host\",\"weights\":\"host\","
+                           "\"optimizer\":\"host\"}");
+  size_t want = tu_json_size(plan, "arena_bytes") + tu_json_size(plan, "weight_bytes");
+  if (host + slack < (double)want)
+    fail_msg("host bytes %.0f (+%.0f) < planned arena and weights %zu", host, slack, want);
   assert_true(exists("out.bin"));
   /* overrides and --synthetic */
   rc = tu_run_cli("train good.ini epochs=1 fc1.unit=4 --synthetic=32 --seed 3", out, sizeof out);
@@ -143,6 +157,8 @@ static void test_plan(void **state) {
   assert_int_equal(tu_run_cli("plan good.ini", out, sizeof out), 0);
   tu_assert_contains(out, "arena / lower bound");
   tu_assert_contains(out, "saving");
+  tu_assert_contains(out, "engine       cpu (backend 'cpu'): arena in host memory, weights and "
+                          "optimizer state in host memory\n");
   assert_int_equal(tu_run_cli("plan good.ini --json --mode infer --planner pool", out, sizeof out),
                    0);
   const char *fields[] = {"\"mode\":\"infer\"", "\"planner\":\"pool\"", "\"arena_bytes\":",

@@ -9,7 +9,8 @@
  * optimization off, poison mode and the C API's training, inference and
  * tensor reads.
  * The op harness runs every case on it too, and a layer that reads an
- * address, or hands a host pointer to a kernel, is caught. */
+ * address, or hands a host pointer to a kernel, is caught. The backends'
+ * memory entries count exactly the live buffers, device or host. */
 #include "test_util.h"
 
 #include <dirent.h>
@@ -177,6 +178,49 @@ static void both_app(const char *path, void *ud) {
 static void test_applications(void **state) {
   (void)state;
   assert_true(tu_each_app_ini(both_app, NULL) >= 8);
+}
+
+/* The memory entry: the fake device's buffers are device memory and it
+ * holds nothing on the host; the CPU's are host memory and it holds no
+ * device memory. Each counts exactly the bytes of the model's live buffers
+ * (the weights and training arena after planning; the optimizer state,
+ * the model's scalar and the evaluation arena of validation once it
+ * trains), and nothing once it is destroyed. */
+static void test_memory_report(void **state) {
+  (void)state;
+  const char *path = NNT_SOURCE_DIR "/Applications/FashionMNIST/mlp.ini";
+  const char *ov[] = {"epochs=1", "save_path=", "batch_size=2"};
+  nnt_err e = {0};
+  for (int fake = 0; fake < 2; fake++) {
+    nnt_backend *be = fake ? fdev_backend() : nnt_backend_cpu();
+    nnt_mem_usage before, planned, trained, after;
+    nnt_backend_memory(be, &before);
+    nnt_model *m = load(path, fake, ov, NNT_ARRAY_LEN(ov), 1);
+    assert_int_equal(nnt_model_plan(m, NNT_MODE_TRAIN, &e), NNT_OK);
+    nnt_backend_memory(be, &planned);
+    size_t held = m->wbuf->size + m->mgr[NNT_MODE_TRAIN].buf->size;
+    assert_true(held >= m->mgr[NNT_MODE_TRAIN].arena_bytes + m->wpool_floats * sizeof(float));
+    assert_int_equal(fake ? planned.device - before.device : planned.host - before.host, held);
+    assert_int_equal(fake ? planned.host : planned.device, 0);
+    if (nnt_model_train(m, NULL, NULL, &e))
+      fail_msg("%s: %s", fake ? "fakedev" : "cpu", e.msg);
+    nnt_backend_memory(be, &trained);
+    held = m->wbuf->size + m->omgr.buf->size + m->sbuf->size;
+    for (int mode = 0; mode < 3; mode++) /* validation plans the evaluation arena */
+      held += m->mgr[mode].buf ? m->mgr[mode].buf->size : 0;
+    assert_int_equal(fake ? trained.device - before.device : trained.host - before.host, held);
+    tu_model_destroy_checked(m);
+    nnt_backend_memory(be, &after);
+    assert_int_equal(after.device, before.device);
+    assert_int_equal(after.host, before.host);
+  }
+  /* a backend without the entry counts nothing */
+  nnt_backend none = *nnt_backend_cpu();
+  none.memory = NULL;
+  nnt_mem_usage u = {1, 1};
+  nnt_backend_memory(&none, &u);
+  assert_int_equal(u.device, 0);
+  assert_int_equal(u.host, 0);
 }
 
 /* Every layer type, memory optimization on and off, and with the poison
@@ -627,6 +671,7 @@ int main(void) {
       cmocka_unit_test(test_harness_runs_on_the_fake_device),
       cmocka_unit_test(test_a_host_dereference_is_caught),
       cmocka_unit_test_setup_teardown(test_applications, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_memory_report, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_every_layer_type, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_features, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_load_and_continue, tu_dir_setup, tu_dir_teardown),

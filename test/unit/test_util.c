@@ -178,6 +178,41 @@ int tu_run_cli_env(const char *env, const char *args, char *out, size_t n) {
 
 int tu_run_cli(const char *args, char *out, size_t n) { return tu_run_cli_env("", args, out, n); }
 
+/* "1.97 MiB" at p: bytes, and half of its last printed digit. */
+static double human_bytes(const char *p, double *slack) {
+  double v = 0;
+  char unit[16] = "";
+  if (sscanf(p, "%lf %15s", &v, unit) != 2)
+    fail_msg("no byte figure at '%.40s'", p);
+  double f = !strcmp(unit, "MiB") ? 1048576 : !strcmp(unit, "KiB") ? 1024 : 1;
+  double s = !strcmp(unit, "MiB") ? 0.005 * f : !strcmp(unit, "KiB") ? 0.05 * f : 0;
+  if (s > *slack)
+    *slack = s;
+  return v * f;
+}
+
+void tu_cli_memory(const char *out, double *device, double *host, double *slack) {
+  const char *d = strstr(out, " device, ");
+  const char *on = strstr(out, "); on ");
+  if (!d || !on || on > d)
+    fail_msg("no \"on <device>: D device, H host\" in: %s", out);
+  const char *p = d;
+  while (p > on && !(p[0] == ':' && p[1] == ' '))
+    p--;
+  *slack = 0;
+  *device = human_bytes(p + 2, slack);
+  *host = human_bytes(d + strlen(" device, "), slack);
+}
+
+size_t tu_json_size(const char *out, const char *key) {
+  char k[128];
+  snprintf(k, sizeof k, "\"%s\":", key);
+  const char *p = strstr(out, k);
+  if (!p)
+    fail_msg("no %s in: %.200s", k, out);
+  return (size_t)strtoull(p + strlen(k), NULL, 10);
+}
+
 void tu_watch_cb(const nnt_progress *p, void *ud) {
   tu_watch *w = ud;
   if (p->epoch_done)

@@ -38,6 +38,12 @@ const char *tu_write_text(const char *name, const char *text);
  * @return the exit code (-1 when it did not exit). */
 int tu_run_cli_env(const char *env, const char *args, char *out, size_t n);
 int tu_run_cli(const char *args, char *out, size_t n);
+/* The CLI's "on <device>: D device, H host" (nnt_bytes_str figures) in
+ * bytes; *slack is the most the printed rounding may hide. Fails the test
+ * when out has no such phrase. */
+void tu_cli_memory(const char *out, double *device, double *host, double *slack);
+/* The number after "key": in the JSON text out; fails the test if none. */
+size_t tu_json_size(const char *out, const char *key);
 /* Log messages captured through nnt_log_set: tu_log_start clears the
  * record and installs the capture, tu_log_stop removes it and sets the
  * level back to notice. All messages are counted, the first TU_LOG_MAX

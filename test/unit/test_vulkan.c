@@ -9,9 +9,11 @@
  * Applications/FashionMNIST/cnn_bn.ini (convolutions, batch normalization,
  * pooling, dropout); two GPU models train at once in two threads, each on
  * its own instance, bitwise like alone; the dropout mask is the CPU's bit for bit; the CLI
- * names the device; and every test asserts that its instance's validation
- * record is empty before it frees it (tu_backend_free_checked). A build
- * without Vulkan checks only that engine=gpu says so. */
+ * names the device and says where the bytes live (the memory entry counts
+ * every buffer as device memory, the staging as host); and every test
+ * asserts that its instance's validation record is empty before it frees
+ * it (tu_backend_free_checked). A build without Vulkan checks only that
+ * engine=gpu says so. */
 #include "test_util.h"
 
 #include <dlfcn.h>
@@ -580,8 +582,59 @@ static void test_cli_names_the_device(void **state) {
   tu_assert_contains(out, "device: ");
   tu_assert_contains(out, "backend 'vulkan'");
   assert_true(strstr(out, "device: ") < strstr(out, "model: "));
+  /* the weights and the training arena are device memory (at least their
+   * planned bytes), the staging buffer host memory */
+  double dev, host, slack;
+  tu_cli_memory(out, &dev, &host, &slack);
+  char plan[1 << 16];
+  rc = tu_run_cli_env("ASAN_OPTIONS=detect_leaks=0", "plan m.ini engine=gpu --json", plan,
+                      sizeof plan);
+  if (rc)
+    fail_msg("exit %d: %s", rc, plan);
+  tu_assert_contains(plan, "\"engine\":\"gpu\",\"backend\":\"vulkan\",\"device\":\"");
+  tu_assert_contains(plan, "\"memory\":{\"arena\":\"device\",\"weights\":\"device\","
+                           "\"optimizer\":\"device\"}");
+  size_t want = tu_json_size(plan, "arena_bytes") + tu_json_size(plan, "weight_bytes");
+  print_message("engine=gpu: %.0f bytes device, %.0f host; planned arena and weights %zu\n", dev,
+                host, want);
+  if (dev + slack < (double)want || host + slack < (double)VK_STAGING_BLOCK)
+    fail_msg("device %.0f (+%.0f) < %zu or host %.0f < the staging buffer: %s", dev, slack, want,
+             host, out);
   assert_int_equal(tu_run_cli("train m.ini engine=cpu --synthetic=8", out, sizeof out), 0);
   assert_null(strstr(out, "device: "));
+}
+
+/* The memory entry: a buffer's device memory (at least its size) comes
+ * and goes with it; the staging of a transfer (a block of 4 MiB, kept for
+ * the next) is host memory; a model on it holds at least its weights and
+ * arena on the device. */
+static void test_memory_counts(void **state) {
+  (void)state;
+  nnt_backend *be = gpu();
+  nnt_err e = {0};
+  nnt_mem_usage before, held, after;
+  nnt_backend_memory(be, &before);
+  assert_int_equal(before.device, 0);
+  nnt_buffer *b;
+  assert_int_equal(nnt_buffer_alloc(be->buft, 1001, "counted", &b, &e), NNT_OK);
+  nnt_backend_memory(be, &held);
+  assert_true(held.device - before.device >= 1001);
+  assert_int_equal(held.host, before.host);
+  char bytes[1001] = {1};
+  assert_int_equal(be->buft->set(b, 0, bytes, sizeof bytes, &e), NNT_OK);
+  assert_int_equal(be->synchronize(be, &e), NNT_OK);
+  nnt_backend_memory(be, &held);
+  assert_true(held.host >= before.host + VK_STAGING_BLOCK);
+  nnt_buffer_free(b);
+  nnt_backend_memory(be, &after);
+  assert_int_equal(after.device, before.device);
+  tu_backend_free_checked(be);
+  nnt_model *m = mlp("engine=gpu", NULL);
+  assert_int_equal(nnt_model_plan(m, NNT_MODE_TRAIN, &e), NNT_OK);
+  nnt_backend_memory(m->be, &held);
+  assert_true(held.device >= m->wbuf->size + m->mgr[NNT_MODE_TRAIN].buf->size);
+  assert_true(held.host >= VK_STAGING_BLOCK);
+  tu_model_destroy_checked(m);
 }
 
 /* The C API selects it with engine=gpu at compile: a model trains and
@@ -678,6 +731,7 @@ int main(void) {
       cmocka_unit_test(test_cnn_trains_like_the_cpu),
       cmocka_unit_test(test_two_models_train_concurrently),
       cmocka_unit_test(test_dropout_mask_is_the_cpus),
+      cmocka_unit_test(test_memory_counts),
       cmocka_unit_test_setup_teardown(test_cli_names_the_device, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_capi_selects_it, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test(test_validation_is_silent),
