@@ -289,6 +289,7 @@ static int vk_synchronize(nnt_backend *be, nnt_err *e) {
 /* The handle goes; the instance stays while a buffer of it lives. */
 static void vk_backend_free(nnt_backend *be) {
   vk_ctx *c = be->ctx;
+  nnt_vk_gemm_release(c); /* gemm's scratch refers to c too */
   pthread_mutex_lock(&c->lock);
   if (!ctx_unref(c))
     pthread_mutex_unlock(&c->lock);

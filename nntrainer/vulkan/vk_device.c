@@ -395,6 +395,7 @@ int nnt_vk_open(vk_ctx **out, nnt_err *e) {
     return nnt_err_set(e, NNT_ERR_NOMEM, "engine 'gpu': no memory for the Vulkan context");
   pthread_mutex_init(&c->lock, NULL);
   pthread_mutex_init(&c->vlock, NULL);
+  pthread_mutex_init(&c->glock, NULL);
   /* Each instance dlopens the loader itself (the C library counts the
    * handles), so no handle is kept at file scope. */
   int rc = load_loader(c, e);
@@ -449,6 +450,7 @@ void nnt_vk_close(vk_ctx *c) {
   nnt_free(c->live);
   pthread_mutex_destroy(&c->lock);
   pthread_mutex_destroy(&c->vlock);
+  pthread_mutex_destroy(&c->glock);
   nnt_free(c);
 }
 
