@@ -290,30 +290,35 @@ static void test_each_variant_chosen_and_reported(void **state) {
 
 /* Two threads' split-k calls on one instance share its scratch: each call
  * keeps it to itself until its reduce pass is recorded, so each thread's
- * results are its own (all ones times 2 or 3, summed over k). */
+ * results are its own: C += A B, WREPS times, A all ones and B all 2 (3),
+ * is exactly WREPS 2 WK (3 WK) everywhere; a reduce that read the other
+ * thread's partial sums would add 3 (2) WK somewhere. The threads start
+ * together, so their calls interleave. */
 typedef struct worker {
   nnt_backend *be;
   nnt_buffer *buf; /* A (m x k), B (k x n), C (m x n) */
   float val;
+  pthread_barrier_t *go;
   int ok;
 } worker;
 
-enum { WM = 20, WN = 20, WK = 2048, WREPS = 6 };
+enum { WM = 20, WN = 20, WK = 2048, WREPS = 40 };
 
 static void *work(void *arg) {
   worker *w = arg;
   nnt_err e = {0};
   float *a = nnt_buffer_at(w->buf, 0), *b = a + WM * WK, *c = b + WK * WN;
   w->ok = 1;
+  pthread_barrier_wait(w->go);
   for (int i = 0; i < WREPS; i++)
-    if (w->be->k->gemm(w->be->k, 0, 0, WM, WN, WK, 1.0f, a, WK, b, WN, 0.0f, c, WN))
+    if (w->be->k->gemm(w->be->k, 0, 0, WM, WN, WK, 1.0f, a, WK, b, WN, 1.0f, c, WN))
       w->ok = 0;
   float got[WM * WN];
   if (w->be->synchronize(w->be, &e) || w->buf->type->get(w->buf, (WM * WK + WK * WN) * 4, got,
                                                       sizeof got, &e))
     w->ok = 0;
   for (int i = 0; i < WM * WN; i++)
-    if (got[i] != w->val * WK)
+    if (got[i] != w->val * WK * WREPS)
       w->ok = 0;
   return NULL;
 }
@@ -323,13 +328,15 @@ static void test_two_threads_split_k(void **state) {
   nnt_backend *be = gpu();
   nnt_err e = {0};
   worker w[2];
+  pthread_barrier_t go;
+  assert_int_equal(pthread_barrier_init(&go, NULL, 2), 0);
   size_t floats = WM * WK + WK * WN + WM * WN;
   float *h = malloc(floats * 4);
   for (int t = 0; t < 2; t++) {
-    w[t] = (worker){.be = be, .val = (float)(t + 2)};
+    w[t] = (worker){.be = be, .val = (float)(t + 2), .go = &go};
     assert_int_equal(nnt_buffer_alloc(be->buft, floats * 4, "w", &w[t].buf, &e), NNT_OK);
     for (size_t i = 0; i < floats; i++)
-      h[i] = i < WM * WK ? 1.0f : (float)(t + 2); /* exact sums */
+      h[i] = i < WM * WK ? 1.0f : i < WM * WK + WK * WN ? (float)(t + 2) : 0.0f;
     assert_int_equal(w[t].buf->type->set(w[t].buf, 0, h, floats * 4, &e), NNT_OK);
   }
   pthread_t th[2];
@@ -342,7 +349,8 @@ static void test_two_threads_split_k(void **state) {
   }
   char rep[128];
   assert_int_equal(nnt_vulkan_gemm_report(be, rep, sizeof rep), 2 * WREPS);
-  tu_assert_contains(rep, "splitk 12");
+  tu_assert_contains(rep, "splitk 80");
+  pthread_barrier_destroy(&go);
   free(h);
   tu_backend_free_checked(be);
 }
