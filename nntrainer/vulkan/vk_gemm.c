@@ -53,7 +53,8 @@ static int split(size_t m, size_t n, size_t k, int forced, vk_gemm_plan *pl) {
       depth = SPLIT_MIN_DEPTH;
   }
   s = cdiv(k, depth);
-  if (s > SPLIT_MAX_FLOATS / (m * n) || (!forced && s < 2))
+  if (m > SPLIT_MAX_FLOATS || n > SPLIT_MAX_FLOATS / m || s > SPLIT_MAX_FLOATS / (m * n) ||
+      (!forced && s < 2))
     return 0;
   pl->slices = (uint32_t)s, pl->chunk = (uint32_t)depth, pl->tiles_m = (uint32_t)cdiv(m, 64);
   return 1;

@@ -95,6 +95,14 @@ static void test_plan_by_shape(void **state) {
   assert_int_equal(pl.slices, 5);
   assert_int_equal(nnt_vk_gemm_plan(NULL, 10, 10, 0, VK_GEMM_SPLITK, &pl), NNT_OK);
   assert_int_equal(pl.path, VK_GEMM_TILE64);
+  /* nor when the partial sums would pass the scratch limit (4 Mi floats) */
+  assert_int_equal(nnt_vk_gemm_plan(NULL, 2048, 1024, 128, VK_GEMM_SPLITK, &pl), NNT_OK);
+  assert_int_equal(pl.path, VK_GEMM_SPLITK);
+  assert_int_equal(nnt_vk_gemm_plan(NULL, 2048, 1024, 129, VK_GEMM_SPLITK, &pl), NNT_OK);
+  assert_int_equal(pl.path, VK_GEMM_TILE64);
+  assert_int_equal(nnt_vk_gemm_plan(NULL, (size_t)1 << 32, (size_t)1 << 32, 64, VK_GEMM_SPLITK,
+                                    &pl),
+                   NNT_ERR_INVAL); /* no overflow in m n: too many groups for tile64 */
   /* more work groups than the device allows (65535 with no device) */
   assert_int_equal(nnt_vk_gemm_plan(NULL, 1, 65535u * 32 + 1, 1, VK_GEMM_AUTO, &pl),
                    NNT_ERR_INVAL);
