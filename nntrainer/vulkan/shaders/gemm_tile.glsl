@@ -11,26 +11,34 @@
 // sum to b2[o2 + z m n + row n + col] (every element, so the scratch needs
 // no clearing); gemm_reduce.comp applies alpha and beta.
 //
-// Layout: the slices are stored k-major, As[l][i] and Bs[l][j], padded so
-// that the transposing stores do not collide in a bank. Invocation (tx, ty)
-// owns rows ty + TY i and columns tx + TX j (interleaved, not a contiguous
-// block), so in the inner loop neighbouring invocations read neighbouring
-// words of Bs (no bank conflicts) and a warp reads one or two words of As
-// (broadcast); the final stores are coalesced along a row of C. The global
+// Layout: the slices are stored k-major as vec4s, As[l][i / 4][i % 4] and
+// Bs[l][j / 4][j % 4], padded so that the transposing stores do not collide
+// in a bank. Invocation (tx, ty) owns rows 4 (ty + TY g) + 0..3 and columns
+// 4 (tx + TX g) + 0..3 (groups of 4 interleaved across the tile, TM and TN
+// multiples of 4), so the inner loop reads whole vec4s, neighbouring
+// invocations read neighbouring vec4s of Bs (no bank conflicts) and a warp
+// reads one or two vec4s of As (broadcast); the final stores run along a
+// row of C. The global
 // loads run along the contiguous dimension of each operand (l for a plain
 // A and a transposed B, i or j otherwise), so a warp reads whole segments.
 #version 450
+// [[unroll]]: the register arrays are indexed by loop counters only, so
+// the loops over them must unroll for acc, ra and rb to stay in registers
+#extension GL_EXT_control_flow_attributes : require
 #define TX (BN / TN)
 #define TY (BM / TM)
 #define NT (TX * TY)
+#if (BM * BK) % NT != 0 || (BN * BK) % NT != 0 || TM % 4 != 0 || TN % 4 != 0
+#error "each invocation loads whole shares of a slice; TM and TN are multiples of 4"
+#endif
 #ifndef PAD
 #define PAD 4
 #endif
 layout(local_size_x = NT) in;
 #include "common.glsl"
 
-shared float As[BK][BM + PAD];
-shared float Bs[BK][BN + PAD];
+shared vec4 As[BK][(BM + PAD) / 4];
+shared vec4 Bs[BK][(BN + PAD) / 4];
 
 void main() {
   uint lid = gl_LocalInvocationID.x;
@@ -48,13 +56,14 @@ void main() {
   uint bn = gl_WorkGroupID.x * BN;
 
   float acc[TM][TN];
-  for (uint i = 0u; i < TM; i++)
-    for (uint j = 0u; j < TN; j++)
+  [[unroll]] for (uint i = 0u; i < TM; i++)
+    [[unroll]] for (uint j = 0u; j < TN; j++)
       acc[i][j] = 0.0;
 
   for (uint k0 = kb; k0 < ke; k0 += BK) {
     // A's slice: BM x BK, (BM BK) / NT elements per invocation
-    for (uint e = lid; e < BM * BK; e += NT) {
+    [[unroll]] for (uint q = 0u; q < BM * BK / NT; q++) {
+      uint e = lid + q * NT;
       uint i, l;
       float a = 0.0;
       if (tra) {
@@ -66,10 +75,11 @@ void main() {
         if (bm + i < m && k0 + l < ke)
           a = b0.v[p.o0 + (bm + i) * p.i0 + k0 + l];
       }
-      As[l][i] = a;
+      As[l][i >> 2][i & 3u] = a;
     }
     // B's slice: BK x BN
-    for (uint e = lid; e < BN * BK; e += NT) {
+    [[unroll]] for (uint q = 0u; q < BN * BK / NT; q++) {
+      uint e = lid + q * NT;
       uint j, l;
       float b = 0.0;
       if (trb) {
@@ -81,28 +91,28 @@ void main() {
         if (bn + j < n && k0 + l < ke)
           b = b1.v[p.o1 + (k0 + l) * p.i1 + bn + j];
       }
-      Bs[l][j] = b;
+      Bs[l][j >> 2][j & 3u] = b;
     }
     barrier();
-    for (uint l = 0u; l < BK; l++) {
-      float ra[TM], rb[TN];
-      for (uint i = 0u; i < TM; i++)
-        ra[i] = As[l][ty + TY * i];
-      for (uint j = 0u; j < TN; j++)
-        rb[j] = Bs[l][tx + TX * j];
-      for (uint i = 0u; i < TM; i++)
-        for (uint j = 0u; j < TN; j++)
-          acc[i][j] = fma(ra[i], rb[j], acc[i][j]);
+    [[unroll]] for (uint l = 0u; l < BK; l++) {
+      vec4 ra[TM / 4], rb[TN / 4];
+      [[unroll]] for (uint g = 0u; g < TM / 4; g++)
+        ra[g] = As[l][ty + TY * g];
+      [[unroll]] for (uint g = 0u; g < TN / 4; g++)
+        rb[g] = Bs[l][tx + TX * g];
+      [[unroll]] for (uint i = 0u; i < TM; i++)
+        [[unroll]] for (uint j = 0u; j < TN; j++)
+          acc[i][j] = fma(ra[i >> 2][i & 3u], rb[j >> 2][j & 3u], acc[i][j]);
     }
     barrier();
   }
 
-  for (uint i = 0u; i < TM; i++) {
-    uint row = bm + ty + TY * i;
+  [[unroll]] for (uint i = 0u; i < TM; i++) {
+    uint row = bm + 4u * (ty + TY * (i >> 2)) + (i & 3u);
     if (row >= m)
       break;
-    for (uint j = 0u; j < TN; j++) {
-      uint col = bn + tx + TX * j;
+    [[unroll]] for (uint j = 0u; j < TN; j++) {
+      uint col = bn + 4u * (tx + TX * (j >> 2)) + (j & 3u);
       if (col >= n)
         break;
 #ifdef SPLITK
