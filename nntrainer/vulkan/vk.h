@@ -36,5 +36,11 @@ typedef struct nnt_vulkan_counters {
 } nnt_vulkan_counters;
 /* NNT_ERR_INVAL for a backend that is not Vulkan's. */
 int nnt_vulkan_stats(const nnt_backend *be, nnt_vulkan_counters *out);
+/* Which SGEMM variant ran how often on the Vulkan backend instance be
+ * since it was opened (one count per gemm call, split-k's two dispatches
+ * included), as text in buf: "gemm paths: tile128 0, tile64 3, small32 1,
+ * splitk 2" (truncated to n - 1 characters). @return the number of gemm
+ * calls counted; 0 (and "" in buf) for a backend that is not Vulkan's. */
+size_t nnt_vulkan_gemm_report(const nnt_backend *be, char *buf, size_t n);
 
 #endif

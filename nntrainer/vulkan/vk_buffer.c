@@ -355,6 +355,7 @@ static void vk_memory(const nnt_backend *be, nnt_mem_usage *out) {
 /* The handle goes; the instance stays while a buffer of it lives. */
 static void vk_backend_free(nnt_backend *be) {
   vk_ctx *c = be->ctx;
+  nnt_vk_gemm_release(c); /* gemm's scratch refers to c too */
   pthread_mutex_lock(&c->lock);
   if (!ctx_unref(c))
     pthread_mutex_unlock(&c->lock);

@@ -442,6 +442,7 @@ int nnt_vk_open(vk_ctx **out, nnt_err *e) {
   pthread_mutex_init(&c->vlock, NULL);
   c->tag = (atomic_fetch_add(&next_tag, 1) % ((1u << VK_TAG_BITS) - 1)) + 1;
   c->cur = &c->eager;
+  pthread_mutex_init(&c->glock, NULL);
   /* Each instance dlopens the loader itself (the C library counts the
    * handles), so no handle is kept at file scope. */
   int rc = load_loader(c, e);
@@ -488,6 +489,7 @@ void nnt_vk_close(vk_ctx *c) {
   nnt_free(c->pipes);
   pthread_mutex_destroy(&c->lock);
   pthread_mutex_destroy(&c->vlock);
+  pthread_mutex_destroy(&c->glock);
   nnt_free(c);
 }
 

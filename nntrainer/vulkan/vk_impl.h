@@ -169,6 +169,25 @@ typedef struct vk_counters {
   uint64_t submits, dispatches, barriers, copies, recorded_steps, replayed_steps,
       rerecorded_steps, step_syncs;
 } vk_counters;
+/* The SGEMM variants (vk_gemm.c; shaders/gemm_tile.glsl compiled per
+ * tile shape): VK_GEMM_AUTO chooses by shape. */
+typedef enum vk_gemm_path {
+  VK_GEMM_AUTO = 0,
+  VK_GEMM_TILE128, /* 128 x 128 tiles, 8 x 8 per invocation: big m and n */
+  VK_GEMM_TILE64,  /* 64 x 64 tiles, 4 x 4 per invocation: the rest */
+  VK_GEMM_SMALL32, /* 32 x 32 tiles, 4 x 4 per invocation: m or n <= 32 */
+  VK_GEMM_SPLITK,  /* 64 x 64 tiles over slices of k, then gemm_reduce */
+  VK_GEMM__COUNT
+} vk_gemm_path;
+
+/* What one gemm call runs: the variant, its shader and work groups, and
+ * for split-k the slices, their depth and the tile rows per slice. */
+typedef struct vk_gemm_plan {
+  vk_gemm_path path;
+  const char *shader;
+  uint32_t gx, gy;
+  uint32_t slices, chunk, tiles_m;
+} vk_gemm_plan;
 
 typedef struct vk_pipe {
   VkPipeline pipe; /* VK_NULL_HANDLE until first use */
@@ -237,6 +256,14 @@ typedef struct vk_ctx {
   unsigned refs; /* the backend handle and live buffers */
   int failed;    /* a device error happened: later ops refuse */
   char fail_msg[256];
+  /* SGEMM (vk_gemm.c): glock makes one gemm call's dispatches and its use
+   * of the split-k scratch one step (taken before lock, never inside it);
+   * gemm_force (under glock) overrides the choice, for tests and
+   * benchmarks; gemm_runs counts calls per variant (under lock). */
+  pthread_mutex_t glock;
+  vk_gemm_path gemm_force;
+  nnt_buffer *gemm_scratch; /* holds a reference: released with the handle */
+  size_t gemm_runs[VK_GEMM__COUNT];
 } vk_ctx;
 
 /* vk_device.c */
@@ -286,6 +313,21 @@ void nnt_vk_buffer_type_init(vk_ctx *c); /* c->buft */
  * no live buffer of this instance or is not float-aligned. The chunk's
  * extent from there is in *room (bytes). */
 vk_buf *nnt_vk_resolve(vk_ctx *c, const void *p, uint32_t *elem, VkDeviceSize *room);
+
+/* vk_gemm.c */
+/* The plan for gemm of m x n x k on c (force: a variant, or VK_GEMM_AUTO);
+ * NNT_ERR_INVAL when the work groups exceed the device's limits. */
+int nnt_vk_gemm_plan(const vk_ctx *c, size_t m, size_t n, size_t k, vk_gemm_path force,
+                     vk_gemm_plan *out);
+/* Under glock: the split-k scratch of at least `floats` elements (grown on
+ * demand through the buffer type); NULL when it cannot be had. */
+float *nnt_vk_gemm_scratch(vk_ctx *c, size_t floats);
+void nnt_vk_gemm_count(vk_ctx *c, vk_gemm_path path); /* takes lock */
+/* Sets gemm_force (takes glock). */
+void nnt_vk_gemm_force(vk_ctx *c, vk_gemm_path path);
+/* Frees the scratch (takes glock, then the buffer code takes lock): called
+ * when the backend handle is released, as the scratch holds a reference. */
+void nnt_vk_gemm_release(vk_ctx *c);
 
 /* vk_ops.c */
 void nnt_vk_kernels_init(vk_ctx *c); /* c->k */

@@ -84,6 +84,9 @@ static int ew(vk_ctx *vc, const char *shader, size_t n, const vk_arg *args, unsi
 
 #define ARGS(...) (const vk_arg[]){__VA_ARGS__}, sizeof((vk_arg[]){__VA_ARGS__}) / sizeof(vk_arg)
 
+/* SGEMM: vk_gemm.c chooses the variant of shaders/gemm_tile.glsl; split-k
+ * writes partial sums to a scratch buffer and gemm_reduce.comp sums them
+ * into C. glock keeps a call's dispatches and its scratch to itself. */
 static int v_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n, size_t k,
                   float alpha, const float *a, size_t lda, const float *b, size_t ldb, float beta,
                   float *c, size_t ldc) {
@@ -94,18 +97,38 @@ static int v_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n, s
       ldb > UINT32_MAX || ldc > UINT32_MAX || ldc < n ||
       (k && (!a || !b || lda < (ta ? m : k) || ldb < (tb ? k : n))))
     return NNT_ERR_INVAL;
+  pthread_mutex_lock(&vc->glock);
+  vk_gemm_plan pl;
+  float *scratch = NULL;
+  int rc = nnt_vk_gemm_plan(vc, m, n, k, vc->gemm_force, &pl);
+  if (!rc && pl.path == VK_GEMM_SPLITK &&
+      !(scratch = nnt_vk_gemm_scratch(vc, (size_t)pl.slices * m * n)))
+    rc = nnt_vk_gemm_plan(vc, m, n, k, VK_GEMM_TILE64, &pl); /* no scratch: one pass */
+  if (rc)
+    goto out;
   vk_push pc = {.rows = (uint32_t)m, .cols = (uint32_t)n, .k = (uint32_t)k,
                 .i0 = (uint32_t)lda, .i1 = (uint32_t)ldb, .i2 = (uint32_t)ldc,
-                .i3 = (ta ? 1u : 0u) | (tb ? 2u : 0u), .f0 = alpha, .f1 = beta};
-  uint32_t gx = (uint32_t)((n + 15) / 16), gy = (uint32_t)((m + 15) / 16);
-  vk_ctx *ctx = vc;
-  if (ctx && (gx > ctx->props.limits.maxComputeWorkGroupCount[0] ||
-              gy > ctx->props.limits.maxComputeWorkGroupCount[1]))
-    return NNT_ERR_INVAL;
+                .i3 = (ta ? 1u : 0u) | (tb ? 2u : 0u), .u0 = pl.chunk, .u1 = pl.tiles_m,
+                .f0 = alpha, .f1 = beta};
   size_t ea = k ? (ta ? (k - 1) * lda + m : (m - 1) * lda + k) : 0;
   size_t eb = k ? (tb ? (n - 1) * ldb + k : (k - 1) * ldb + n) : 0;
-  return dispatch(vc, "gemm", ARGS(RD(k ? a : NULL, ea), RD(k ? b : NULL, eb),
-                                   WR(c, (m - 1) * ldc + n)), &pc, gx, gy);
+  size_t ec = (m - 1) * ldc + n, parts = (size_t)pl.slices * m * n;
+  if (pl.path == VK_GEMM_SPLITK) {
+    rc = dispatch(vc, pl.shader, ARGS(RD(a, ea), RD(b, eb), WR(scratch, parts)), &pc, pl.gx,
+                  pl.gy);
+    vk_push pr = {.cols = (uint32_t)n, .i0 = pl.slices, .i2 = (uint32_t)ldc, .f0 = alpha,
+                  .f1 = beta};
+    if (!rc)
+      rc = ew(vc, "gemm_reduce", m * n, ARGS(RD(scratch, parts), WR(c, ec)), &pr);
+  } else {
+    rc = dispatch(vc, pl.shader, ARGS(RD(k ? a : NULL, ea), RD(k ? b : NULL, eb), WR(c, ec)),
+                  &pc, pl.gx, pl.gy);
+  }
+  if (!rc)
+    nnt_vk_gemm_count(vc, pl.path);
+out:
+  pthread_mutex_unlock(&vc->glock);
+  return rc;
 }
 
 static int v_fill(const nnt_kernels *self, size_t n, float v, float *y) {
