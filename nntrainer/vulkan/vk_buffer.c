@@ -3,8 +3,9 @@
  * with opaque base addresses (instance tag and slot, vk_impl.h; never a
  * host pointer), the registry that maps an address back to its chunk,
  * set/get through staging recorded with the ops (vk_record.c), memset
- * through vkCmdFillBuffer, the step hooks, and nnt_backend_vulkan (a new instance per call, closed when its handle and
- * its last buffer are released). */
+ * through vkCmdFillBuffer, the step hooks, and nnt_backend_vulkan (a new
+ * instance per call, closed when its handle and its last buffer are
+ * released). */
 #include "nntrainer/vulkan/vk_impl.h"
 
 #include <stdio.h>

@@ -75,7 +75,8 @@ int nnt_vk_gemm_plan(const vk_ctx *c, size_t m, size_t n, size_t k, vk_gemm_path
   if (path == VK_GEMM_SPLITK && !(k && split(m, n, k, 1, maxf, &pl)))
     path = VK_GEMM_TILE64; /* k = 0 or a scratch too big: nothing to split */
   if ((unsigned)path >= VK_GEMM__COUNT || path == VK_GEMM_AUTO) {
-    if (k >= SPLIT_MIN_K && cdiv(m, 64) * cdiv(n, 64) <= SPLIT_TILES && split(m, n, k, 0, maxf, &pl))
+    if (k >= SPLIT_MIN_K && cdiv(m, 64) * cdiv(n, 64) <= SPLIT_TILES &&
+        split(m, n, k, 0, maxf, &pl))
       path = VK_GEMM_SPLITK;
     else if (m <= 32 || n <= 32)
       path = VK_GEMM_SMALL32;
@@ -146,7 +147,8 @@ size_t nnt_vulkan_gemm_report(const nnt_backend *be, char *buf, size_t n) {
   for (int p = VK_GEMM_AUTO + 1; p < VK_GEMM__COUNT; p++) {
     total += runs[p];
     if (buf && len < n) {
-      int w = snprintf(buf + len, n - len, "%s%s %zu", p == VK_GEMM_AUTO + 1 ? "gemm paths: " : ", ",
+      int w = snprintf(buf + len, n - len, "%s%s %zu",
+                       p == VK_GEMM_AUTO + 1 ? "gemm paths: " : ", ",
                        VARIANTS[p].name, runs[p]);
       len += w > 0 ? (size_t)w : 0;
     }
