@@ -101,8 +101,6 @@ static int vk_alloc(const nnt_buffer_type *t, size_t size, const char *what, nnt
                      "buffers already", what, c->props.deviceName, VK_MAX_SLOTS);
     goto out;
   }
-  if ((rc = nnt_vk_flush(c, e)))
-    goto out;
   for (size_t i = 0; i < p->n_chunks && !rc; i++) {
     size_t len = i + 1 < p->n_chunks ? p->chunk : size - i * p->chunk;
     if (nnt_vk_buf_create(c, len ? len : 4, 0,
@@ -113,15 +111,20 @@ static int vk_alloc(const nnt_buffer_type *t, size_t size, const char *what, nnt
     else
       c->dev_bytes += p->chunks[i].size;
   }
-  /* zeroed, as alloc promises */
-  for (size_t i = 0; i < p->n_chunks && !rc; i++)
-    rc = nnt_vk_record_fill(c, &p->chunks[i], 0, p->chunks[i].size, 0);
-  if (!rc)
-    rc = nnt_vk_flush(c, e);
-  else
-    nnt_err_set(e, rc, "cannot allocate %s: zeroing it failed", what);
   if (rc)
     goto out;
+  /* zeroed, as alloc promises */
+  vk_buf *chunks[64];
+  for (size_t i = 0; i < p->n_chunks && !rc; i += 64) {
+    size_t m = p->n_chunks - i < 64 ? p->n_chunks - i : 64;
+    for (size_t j = 0; j < m; j++)
+      chunks[j] = &p->chunks[i + j];
+    rc = nnt_vk_fill_now(c, chunks, m, e);
+  }
+  if (rc) {
+    nnt_err_prefix(e, "cannot allocate %s: ", what);
+    goto out;
+  }
   p->slot = slot;
   c->live[slot] = p;
   b->type = t;

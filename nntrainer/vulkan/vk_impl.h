@@ -299,6 +299,9 @@ int nnt_vk_record_copy_in(vk_ctx *c, vk_buf *dev, VkDeviceSize off, const void *
                           VkDeviceSize n);
 int nnt_vk_record_copy_out(vk_ctx *c, vk_buf *dev, VkDeviceSize off, void *dst, VkDeviceSize n);
 int nnt_vk_record_fill(vk_ctx *c, vk_buf *dev, VkDeviceSize off, VkDeviceSize n, uint32_t word);
+/* Zero n buffers now, in a submit of their own: a step in progress is not
+ * disturbed (an allocation inside a step does not break its recording). */
+int nnt_vk_fill_now(vk_ctx *c, vk_buf *const *dev, size_t n, nnt_err *e);
 /* Submit what the eager recording holds and wait; deliver its reads. */
 int nnt_vk_flush(vk_ctx *c, nnt_err *e);
 int nnt_vk_step_begin(vk_ctx *c, uint64_t key, nnt_err *e);

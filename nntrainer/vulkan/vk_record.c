@@ -543,6 +543,21 @@ int nnt_vk_record_fill(vk_ctx *c, vk_buf *dev, VkDeviceSize off, VkDeviceSize n,
   return rc ? rc : route(c, &en, &at);
 }
 
+int nnt_vk_fill_now(vk_ctx *c, vk_buf *const *dev, size_t n, nnt_err *e) {
+  /* the step in progress (if any) stays as it is: its recording, replay
+   * position and pending reads are set aside */
+  vk_rec *cur = c->cur;
+  int in_step = c->in_step, replaying = c->replaying;
+  size_t n_dl = c->n_dl;
+  int rc = eager_submit(c, e); /* empty inside a step: step_begin submitted it */
+  c->cur = &c->eager, c->in_step = 0, c->replaying = 0, c->n_dl = 0;
+  for (size_t i = 0; i < n && !rc; i++)
+    rc = nnt_vk_record_fill(c, dev[i], 0, dev[i]->size, 0);
+  int r2 = eager_submit(c, rc ? NULL : e);
+  c->cur = cur, c->in_step = in_step, c->replaying = replaying, c->n_dl = n_dl;
+  return rc ? nnt_err_set(e, rc, "engine 'gpu': zeroing a new buffer failed") : r2;
+}
+
 int nnt_vk_flush(vk_ctx *c, nnt_err *e) {
   int rc = failed(c, e);
   if (rc)
