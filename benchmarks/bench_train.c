@@ -1,6 +1,9 @@
 /* Training-step benchmark for one INI: seeded synthetic data, warm-up steps
  * excluded, median ms per step, planned memory, peak RSS. Prints one JSON
- * object. Usage: nnt_bench_train CONFIG [WARMUP] [STEPS] */
+ * object. Usage: nnt_bench_train CONFIG [WARMUP] [STEPS] [Section.key=value ...]
+ * (overrides as the CLI takes them: engine=gpu, batch_size=128). On a
+ * backend with steps (Vulkan) a step is the whole backend step, the
+ * batch's upload and the wait for its end included. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +26,7 @@ static int cmp_double(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: nnt_bench_train CONFIG [WARMUP] [STEPS]\n");
+    fprintf(stderr, "usage: nnt_bench_train CONFIG [WARMUP] [STEPS] [Section.key=value ...]\n");
     return 2;
   }
   int warmup = argc > 2 ? atoi(argv[2]) : 3, steps = argc > 3 ? atoi(argv[3]) : 10;
@@ -35,7 +38,8 @@ int main(int argc, char **argv) {
   }
   nnt_model *m;
   nnt_dataset *ds;
-  if (nnt_model_create(&m, &e) || nnt_ini_load(m, argv[1], NULL, 0, &e))
+  const char *const *ov = argc > 4 ? (const char *const *)argv + 4 : NULL;
+  if (nnt_model_create(&m, &e) || nnt_ini_load(m, argv[1], ov, argc > 4 ? argc - 4 : 0, &e))
     goto fail;
   unsigned batch = nnt_model_batch_size(m);
   if (nnt_dataset_create_synthetic(batch * (unsigned)(warmup + steps), 1, &ds, &e) ||
@@ -62,12 +66,14 @@ int main(int argc, char **argv) {
   for (int s = 0; s < warmup + steps; s++) {
     const float *in[NNT_DS_MAX_STREAMS], *lab[NNT_DS_MAX_STREAMS];
     int end;
+    int steps_api = m->be->step_begin != NULL;
     if (nnt_dataset_next_batch_view(ds, in, lab, &end, &e) || end ||
-        nnt_model_set_batch(m, in, lab, &e))
+        (!steps_api && nnt_model_set_batch(m, in, lab, &e)))
       goto fail;
     double t0 = now_ms();
     float loss;
-    if (nnt_model_train_step(m, ds, &loss, &e))
+    if (steps_api ? nnt_model_train_batch(m, ds, in, lab, &loss, &e)
+                  : nnt_model_train_step(m, ds, &loss, &e))
       goto fail;
     m->iter++;
     if (s >= warmup)
@@ -78,9 +84,9 @@ int main(int argc, char **argv) {
   getrusage(RUSAGE_SELF, &ru);
   const nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
   size_t wbytes = m->wpool_floats * sizeof(float);
-  printf("{\"ms_median\":%.3f,\"ms_min\":%.3f,\"ms_max\":%.3f,\"peak_rss_kb\":%ld,"
+  printf("{\"backend\":\"%s\",\"batch\":%u,\"ms_median\":%.3f,\"ms_min\":%.3f,\"ms_max\":%.3f,\"peak_rss_kb\":%ld,"
          "\"arena_bytes\":%zu,\"lower_bound_bytes\":%zu,\"total_planned_bytes\":%zu}\n",
-         ms[steps / 2], ms[0], ms[steps - 1], ru.ru_maxrss, g->arena_bytes, g->lower_bound,
+         m->be->name, batch, ms[steps / 2], ms[0], ms[steps - 1], ru.ru_maxrss, g->arena_bytes, g->lower_bound,
          g->arena_bytes + wbytes * (1 + slots));
   free(ms);
   nnt_model_destroy(m);

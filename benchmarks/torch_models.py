@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """PyTorch twins of benchmarks/models/*.ini and ResNet-18, timed the same way
 as nnt_bench_train: random data, SGD, warm-up steps excluded, median ms per
-step, peak RSS. Usage: torch_models.py MODEL [WARMUP] [STEPS]; prints JSON."""
+step, peak RSS. Usage: torch_models.py MODEL [WARMUP] [STEPS]; prints JSON.
+BENCH_DEVICE=cuda runs on the GPU in FP32 (TF32 off, as the Vulkan backend
+computes), timing each step to its cuda synchronize; BENCH_BATCH overrides
+the batch size."""
 import json
 import os
 import resource
@@ -78,22 +81,35 @@ def main():
     steps = int(sys.argv[3]) if len(sys.argv) > 3 else 10
     torch.manual_seed(1)
     model, shape = globals()[name]()
+    if os.environ.get("BENCH_BATCH"):
+        shape = (int(os.environ["BENCH_BATCH"]),) + tuple(shape[1:])
+    dev = torch.device(os.environ.get("BENCH_DEVICE", "cpu"))
+    cuda = dev.type == "cuda"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    model = model.to(dev)
     classes = 100 if name == "resnet18" else 10
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
-    x = torch.randn(*shape)
-    y = torch.randint(0, classes, (shape[0],))
+    x = torch.randn(*shape).to(dev)
+    y = torch.randint(0, classes, (shape[0],)).to(dev)
     times = []
     for s in range(warmup + steps):
+        if cuda:
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
+        if cuda:
+            torch.cuda.synchronize()
         if s >= warmup:
             times.append((time.perf_counter() - t0) * 1e3)
     times.sort()
-    print(json.dumps({"ms_median": times[len(times) // 2], "ms_min": times[0],
+    print(json.dumps({"device": str(dev), "batch": shape[0],
+                      "ms_median": times[len(times) // 2], "ms_min": times[0],
                       "ms_max": times[-1],
                       "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 
