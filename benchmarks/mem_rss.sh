@@ -48,11 +48,11 @@ printf '| model | batch | baseline | plan total | queue | peak RSS | peak - base
 printf '|---|---:|---:|---:|---:|---:|---:|\n'
 for m in "${models[@]}"; do
   json=$("$cli" plan "$m" --json)
-  read -r total queue batch < <(python3 -c '
+  read -r total queue < <(python3 -c '
 import json, sys
 p = json.loads(sys.stdin.read())
 k = p["kinds"]
-print(p["total_bytes"], 2 * (k["input"] + k["label"]), 0)' <<< "$json")
+print(p["total_bytes"], 2 * (k["input"] + k["label"]))' <<< "$json")
   grep -q '^\[valid_set\]' "$m" && queue=$((2 * queue))
   batch=$(grep -m1 -i '^batch_size' "$m" | tr -dc 0-9)
   # 4 steps (the validation and test sets get a quarter: one batch); the
