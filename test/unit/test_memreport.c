@@ -233,6 +233,24 @@ static void test_capi_peak(void **state) {
     if (mode == ML_TRAIN_EXT_MODE_INFER)
       assert_int_equal(p.label_bytes + p.gradient_bytes + p.derivative_bytes, 0);
   }
+  /* every allocation failing in turn: out of memory and nothing kept,
+   * until the call succeeds with the figures of a clean call */
+  ml_train_ext_memory_peak_s clean, q;
+  OK(ml_train_ext_model_get_memory_peak(model, ML_TRAIN_EXT_MODE_INFER, &clean));
+  for (long k = 0;; k++) {
+    nnt_alloc_fail_once(k);
+    int rc = ml_train_ext_model_get_memory_peak(model, ML_TRAIN_EXT_MODE_INFER, &q);
+    nnt_alloc_fail_after(-1);
+    if (nnt_alloc_failures() == 0) {
+      OK(rc);
+      break;
+    }
+    assert_int_equal(rc, ML_ERROR_OUT_OF_MEMORY);
+    assert_true(k < 1000);
+  }
+  assert_int_equal(q.live_bytes, clean.live_bytes);
+  assert_int_equal(q.step, clean.step);
+  assert_string_equal(q.largest[0].name, clean.largest[0].name);
   OK(ml_train_model_destroy(model));
 }
 
