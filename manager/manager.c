@@ -308,3 +308,50 @@ int nnt_mgr_validate(const nnt_mgr *m, nnt_err *e) {
   nnt_free(off);
   return rc;
 }
+
+int nnt_mgr_peak(const nnt_mgr *m, unsigned *order, size_t kind_bytes[NNT_TK__COUNT],
+                 nnt_err *e) {
+  for (int k = 0; k < NNT_TK__COUNT; k++)
+    kind_bytes[k] = 0;
+  *order = 0;
+  if (!m->planned || !m->n)
+    return NNT_OK;
+  /* each root's reserved bytes, then a sweep over the orders with the
+   * changes of the live sum at each (lives are inclusive) */
+  unsigned orders = 0;
+  for (size_t i = 0; i < m->n; i++)
+    if (m->t[i].parent < 0 && m->t[i].life_last + 1 > orders)
+      orders = m->t[i].life_last + 1;
+  size_t *ext = nnt_calloc(m->n, sizeof *ext);
+  size_t *delta = nnt_calloc((size_t)orders + 1, 2 * sizeof *delta);
+  if (!ext || !delta) {
+    nnt_free(ext), nnt_free(delta);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "manager: out of memory finding the peak of %zu "
+                       "tensors", m->n);
+  }
+  for (size_t i = 0; i < m->n; i++) {
+    int r = nnt_mgr_root(m, (int)i);
+    if (m->t[i].bytes > ext[r])
+      ext[r] = m->t[i].bytes;
+  }
+  /* delta[2o]: bytes starting at o; delta[2o + 1]: bytes ending after o */
+  for (size_t i = 0; i < m->n; i++)
+    if (m->t[i].parent < 0) {
+      delta[2 * (size_t)m->t[i].life_first] += ext[i];
+      delta[2 * (size_t)m->t[i].life_last + 1] += ext[i];
+    }
+  size_t cur = 0, best = 0;
+  for (unsigned o = 0; o < orders; o++) {
+    cur += delta[2 * (size_t)o];
+    if (cur > best) {
+      best = cur;
+      *order = o;
+    }
+    cur -= delta[2 * (size_t)o + 1];
+  }
+  for (size_t i = 0; i < m->n; i++)
+    if (m->t[i].parent < 0 && m->t[i].life_first <= *order && *order <= m->t[i].life_last)
+      kind_bytes[m->t[i].kind] += ext[i];
+  nnt_free(ext), nnt_free(delta);
+  return NNT_OK;
+}

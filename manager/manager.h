@@ -101,6 +101,13 @@ int nnt_mgr_validate(const nnt_mgr *m, nnt_err *e);
 void nnt_mgr_life(const nnt_mgr *m, int id, unsigned *first, unsigned *last);
 /* Bytes of root requests of one kind. */
 size_t nnt_mgr_kind_bytes(const nnt_mgr *m, nnt_tkind kind);
+/* Where the plan peaks (after planning): the first execution order at
+ * which the most bytes are live, in *order, and the bytes live there per
+ * kind (a view's memory counts once, as its root's kind), summing to the
+ * lower bound. An empty plan peaks at order 0 with nothing live.
+ * @return NNT_OK or NNT_ERR_NOMEM. */
+int nnt_mgr_peak(const nnt_mgr *m, unsigned *order, size_t kind_bytes[NNT_TK__COUNT],
+                 nnt_err *e);
 /* Poison mode: after executing `order`, fill tensors whose life ended. */
 void nnt_mgr_poison_after(nnt_mgr *m, unsigned order);
 

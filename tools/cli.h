@@ -3,6 +3,7 @@
 #define NNT_CLI_H
 
 #include <stdio.h>
+#include "nntrainer/memreport.h"
 #include "nntrainer/model_impl.h"
 
 /* The whole command line tool: what main() returns. */
@@ -24,6 +25,7 @@ typedef struct cli_plan_info {
   const char *backend;       /* "cpu", "vulkan" */
   const char *device;        /* the device in words; NULL: none (the CPU) */
   int arena_host, state_host; /* 1: host memory; 0: device memory */
+  const nnt_mem_peak *peak;  /* where the plan peaks; NULL: not reported */
 } cli_plan_info;
 
 void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose);

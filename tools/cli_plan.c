@@ -27,6 +27,57 @@ static void step_node(FILE *out, const cli_plan_info *pi, unsigned i, int json) 
     fputs(name ? name : json ? "null" : "-", out);
 }
 
+/* "peak": the step, what runs there, the bytes live there by kind and the
+ * largest live tensors. */
+static void peak_json(FILE *out, const cli_plan_info *pi) {
+  const nnt_mem_peak *p = pi->peak;
+  char w[NNT_NAME_MAX + 96];
+  fprintf(out, ",\"peak\":{\"step\":%u,\"steps\":%u,\"kind\":\"%s\",\"node\":", p->step,
+          p->n_steps, nnt_step_kind_name(p->kind));
+  if (p->layer)
+    json_str(out, p->layer);
+  else
+    fputs("null", out);
+  fprintf(out, ",\"where\":");
+  json_str(out, nnt_mem_peak_where(p, w, sizeof w));
+  fprintf(out, ",\"live_bytes\":%zu,\"total_bytes\":%zu,\"kinds\":{", p->live_bytes,
+          p->total_bytes);
+  for (int k = 0; k < NNT_TK__COUNT; k++)
+    fprintf(out, "%s\"%s\":%zu", k ? "," : "", nnt_tkind_name(k), p->kind_bytes[k]);
+  fprintf(out, "},\"largest\":[");
+  for (unsigned i = 0; i < p->n_largest; i++) {
+    const nnt_mgr_tensor *t = &pi->mgr->t[p->largest[i]];
+    fprintf(out, "%s{\"name\":", i ? "," : "");
+    json_str(out, t->name);
+    fprintf(out, ",\"kind\":\"%s\",\"bytes\":%zu}", nnt_tkind_name(t->kind),
+            p->largest_bytes[i]);
+  }
+  fputs("]}", out);
+}
+
+/* The peak as text: where, then the bytes live there per kind; with
+ * verbose, the largest live tensors by name. */
+static void peak_text(FILE *out, const cli_plan_info *pi, int verbose) {
+  const nnt_mem_peak *p = pi->peak;
+  char w[NNT_NAME_MAX + 96], a[32];
+  fprintf(out, "peak         %s (of %u steps): %zu bytes live (%s)\n",
+          nnt_mem_peak_where(p, w, sizeof w), p->n_steps, p->total_bytes,
+          nnt_bytes_str(p->total_bytes, a, sizeof a));
+  for (int k = 0; k < NNT_TK__COUNT; k++)
+    if (p->kind_bytes[k])
+      fprintf(out, "  %-11s %12zu bytes (%s)%s\n", nnt_tkind_name(k), p->kind_bytes[k],
+              nnt_bytes_str(p->kind_bytes[k], a, sizeof a),
+              k == NNT_TK_WEIGHT || k == NNT_TK_OPT_STATE ? "   (every step)" : "");
+  if (!verbose)
+    return;
+  fprintf(out, "  largest live there:\n");
+  for (unsigned i = 0; i < p->n_largest; i++) {
+    const nnt_mgr_tensor *t = &pi->mgr->t[p->largest[i]];
+    fprintf(out, "    %-44s %-11s %12zu bytes (%s)\n", t->name, nnt_tkind_name(t->kind),
+            p->largest_bytes[i], nnt_bytes_str(p->largest_bytes[i], a, sizeof a));
+  }
+}
+
 /* Where a pool lives: "host" or "device" memory. */
 static const char *where(int host) { return host ? "host" : "device"; }
 
@@ -75,7 +126,10 @@ void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose) 
       step_node(out, pi, i, 1);
       fprintf(out, ",\"kind\":\"%s\"}", nnt_step_kind_name(pi->steps[i].kind));
     }
-    fprintf(out, "]}\n");
+    fputc(']', out);
+    if (pi->peak)
+      peak_json(out, pi);
+    fprintf(out, "}\n");
     return;
   }
   fprintf(out, "mode %s, planner %s, %zu tensors, %u execution orders\n", pi->mode,
@@ -104,6 +158,8 @@ void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose) 
             (double)total / (double)pi->memory_budget);
   else
     fprintf(out, "budget       none (memory_budget)\n");
+  if (pi->peak)
+    peak_text(out, pi, verbose);
   fprintf(out, "planning     %.3f ms\n", g->planning_ms);
   fprintf(out, "engine       %s (backend '%s'%s%s): arena in %s memory, weights and optimizer "
                "state in %s memory\n", pi->engine, pi->backend, pi->device ? " on " : "",

@@ -434,6 +434,13 @@ static int cmd_plan(int argc, char **argv) {
   pi.optimizer_bytes = mode == NNT_MODE_TRAIN && m->opt
                            ? nnt_optimizer_state_count(m->opt) * pi.weight_bytes
                            : 0;
+  nnt_mem_peak peak;
+  if (nnt_model_mem_peak(m, mode, &peak, &e)) {
+    nnt_model_destroy(base);
+    nnt_model_destroy(m);
+    return fail(&e);
+  }
+  pi.peak = &peak;
   cli_plan_report(stdout, &pi, o.json, o.verbose);
   int rc = 0;
   nnt_err se;

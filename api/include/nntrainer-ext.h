@@ -61,6 +61,45 @@ int ml_train_ext_model_get_memory_report(ml_train_model_h model,
                                          ml_train_ext_mode_e mode,
                                          ml_train_ext_memory_report_s *report);
 
+/* One tensor live at the peak of a plan. */
+typedef struct {
+  char name[160];   /* "layer:out0", "layer:grad0", "model:input0" ... */
+  const char *kind; /* "activation", "derivative", "gradient", "scratch",
+                       "input" or "label" (a string of the library's) */
+  size_t bytes;
+} ml_train_ext_memory_tensor_s;
+
+/* Where the plan of a mode peaks: the step of its schedule at which the
+ * most bytes are live, what runs there and what is live there, in bytes. */
+typedef struct {
+  unsigned int step;       /* the step's index in the mode's schedule; equal
+                              to steps when the peak is after the last step
+                              (the loss values are read there) */
+  unsigned int steps;      /* the number of steps of the schedule */
+  const char *step_kind;   /* "forward", "calc_gradient", "calc_derivative",
+                              "apply_gradient", ...; "none" past the end (a
+                              string of the library's) */
+  char layer[128];         /* the layer the step runs; "" when none */
+  size_t weight_bytes;     /* live at every step: the weights and, in train */
+  size_t optimizer_bytes;  /*   mode, the optimizer state */
+  size_t gradient_bytes;   /* the arena's tensors live at the step, by kind */
+  size_t activation_bytes;
+  size_t derivative_bytes;
+  size_t scratch_bytes;    /* scratch and the loss values */
+  size_t input_bytes;      /* the model's inputs */
+  size_t label_bytes;      /* the labels */
+  size_t live_bytes;       /* their sum: the report's lower_bound_bytes */
+  size_t total_bytes;      /* live_bytes + weight_bytes + optimizer_bytes */
+  unsigned int n_largest;  /* the largest tensors live there, largest first */
+  ml_train_ext_memory_tensor_s largest[8];
+} ml_train_ext_memory_peak_s;
+
+/* Report where the plan of a mode peaks, after compile. A mode not planned
+ * yet is planned for the report and its arena released again, as
+ * ml_train_ext_model_get_memory_report() does. */
+int ml_train_ext_model_get_memory_peak(ml_train_model_h model, ml_train_ext_mode_e mode,
+                                       ml_train_ext_memory_peak_s *peak);
+
 /* Choose the planner before compile: "best_fit" (default), "pool" or
  * "basic" (the same as the memory_planner model property). */
 int ml_train_ext_model_set_planner(ml_train_model_h model, const char *planner);

@@ -1,9 +1,11 @@
 /* nntrainer-ext.h: what nntrainer offers beyond the Tizen API. */
 #include "api/src/capi.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "nntrainer-ext.h"
+#include "nntrainer/memreport.h"
 #include "nntrainer/model_impl.h"
 
 int capi_run(ml_train_model_h model, const char *what, const char *const *props, size_t n,
@@ -63,6 +65,72 @@ int ml_train_ext_model_get_memory_report(ml_train_model_h model, ml_train_ext_mo
     nnt_model_release_plan(m, pm);
   capi_leave(cm);
   *report = r;
+  return ML_ERROR_NONE;
+}
+
+/* The peak of a mode in the API's terms. */
+static void peak_to_api(const nnt_model *m, nnt_mode pm, const nnt_mem_peak *p,
+                        ml_train_ext_memory_peak_s *r) {
+  memset(r, 0, sizeof *r);
+  r->step = p->step;
+  r->steps = p->n_steps;
+  r->step_kind = nnt_step_kind_name(p->kind);
+  if (p->layer)
+    snprintf(r->layer, sizeof r->layer, "%s", p->layer);
+  r->weight_bytes = p->kind_bytes[NNT_TK_WEIGHT];
+  r->optimizer_bytes = p->kind_bytes[NNT_TK_OPT_STATE];
+  r->gradient_bytes = p->kind_bytes[NNT_TK_GRADIENT];
+  r->activation_bytes = p->kind_bytes[NNT_TK_ACTIVATION];
+  r->derivative_bytes = p->kind_bytes[NNT_TK_DERIVATIVE];
+  r->scratch_bytes = p->kind_bytes[NNT_TK_SCRATCH];
+  r->input_bytes = p->kind_bytes[NNT_TK_INPUT];
+  r->label_bytes = p->kind_bytes[NNT_TK_LABEL];
+  r->live_bytes = p->live_bytes;
+  r->total_bytes = p->total_bytes;
+  unsigned n = sizeof r->largest / sizeof r->largest[0];
+  r->n_largest = p->n_largest < n ? p->n_largest : n;
+  for (unsigned i = 0; i < r->n_largest; i++) {
+    const nnt_mgr_tensor *t = &m->mgr[pm].t[p->largest[i]];
+    snprintf(r->largest[i].name, sizeof r->largest[i].name, "%s", t->name);
+    r->largest[i].kind = nnt_tkind_name(t->kind);
+    r->largest[i].bytes = p->largest_bytes[i];
+  }
+}
+
+int ml_train_ext_model_get_memory_peak(ml_train_model_h model, ml_train_ext_mode_e mode,
+                                       ml_train_ext_memory_peak_s *peak) {
+  const char *what = "ml_train_ext_model_get_memory_peak";
+  if (!peak)
+    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: peak is NULL", what);
+  if ((unsigned)mode > ML_TRAIN_EXT_MODE_EVAL)
+    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: mode %d is not a mode", what,
+                        (int)mode);
+  capi_model *cm;
+  int rc = enter_compiled(model, what, &cm);
+  if (rc)
+    return rc;
+  nnt_model *m = cm->m;
+  nnt_mode pm = mode == ML_TRAIN_EXT_MODE_TRAIN   ? NNT_MODE_TRAIN
+                : mode == ML_TRAIN_EXT_MODE_EVAL ? NNT_MODE_EVAL
+                                                 : NNT_MODE_INFER;
+  int was_planned = m->mgr[pm].planned;
+  nnt_err e;
+  nnt_err_clear(&e);
+  nnt_mem_peak p;
+  rc = nnt_model_plan(m, pm, &e);
+  if (!rc)
+    rc = nnt_model_mem_peak(m, pm, &p, &e);
+  ml_train_ext_memory_peak_s r;
+  if (!rc)
+    peak_to_api(m, pm, &p, &r);
+  if (!was_planned && m->mgr[pm].planned)
+    nnt_model_release_plan(m, pm);
+  capi_leave(cm);
+  if (rc) {
+    nnt_err_prefix(&e, "%s: ", what);
+    return nnt_api_fail_err(&e);
+  }
+  *peak = r;
   return ML_ERROR_NONE;
 }
 

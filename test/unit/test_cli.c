@@ -157,6 +157,9 @@ static void test_plan(void **state) {
   assert_int_equal(tu_run_cli("plan good.ini", out, sizeof out), 0);
   tu_assert_contains(out, "arena / lower bound");
   tu_assert_contains(out, "saving");
+  /* where the plan peaks: the step, what runs there, the kinds live there */
+  tu_assert_contains(out, "peak         step ");
+  tu_assert_contains(out, "(every step)");
   tu_assert_contains(out, "engine       cpu (backend 'cpu'): arena in host memory, weights and "
                           "optimizer state in host memory\n");
   assert_int_equal(tu_run_cli("plan good.ini --json --mode infer --planner pool", out, sizeof out),
@@ -168,6 +171,9 @@ static void test_plan(void **state) {
                           "\"offset\":"};
   for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
     tu_assert_contains(out, fields[i]);
+  tu_assert_contains(out, "\"peak\":{\"step\":");
+  tu_assert_contains(out, "\"largest\":[{\"name\":");
+  assert_int_equal(tu_json_size(out, "live_bytes"), tu_json_size(out, "lower_bound_bytes"));
   /* the evaluation plan holds the labels and the loss value, inference
    * neither */
   tu_assert_contains(out, "\"kinds\"");
@@ -181,6 +187,7 @@ static void test_plan(void **state) {
   tu_assert_contains(out, "--mode: 'test' is not train, eval or infer");
   assert_int_equal(tu_run_cli("plan good.ini --svg plan.svg --verbose", out, sizeof out), 0);
   tu_assert_contains(out, "fc1:out0");
+  tu_assert_contains(out, "largest live there:");
   assert_true(exists("plan.svg"));
   /* written as every file of the library: a folder is refused by name */
   char sub[1024];
