@@ -92,6 +92,12 @@ static void test_frozen_plan(void **state) {
     checked++;
   }
   assert_true(checked >= 8);
+  /* the schedule has no backward step of a frozen node (nor of the input):
+   * 8 forward steps (in, c1, b1, b1's relu, c2, b2, flat, fc's softmax and
+   * loss as one), backward for the loss and fc only */
+  for (unsigned s = fwd_end; s < f->n_steps[NNT_MODE_TRAIN]; s++)
+    assert_false(frozen_node(f->nodes[f->sched[NNT_MODE_TRAIN][s].node].layer->name));
+  assert_int_equal(f->n_steps[NNT_MODE_TRAIN], fwd_end + 2 * 3);
   /* the arena: the forward pass and the head's training, no more; and
    * well below the model that trains everything */
   size_t tr = g->arena_bytes, inf = f->mgr[NNT_MODE_INFER].arena_bytes;
