@@ -62,6 +62,7 @@ int main(int argc, char **argv) {
   m->obuf = m->omgr.buf;
   m->opt_pool = m->omgr.arena;
   m->opt_slots = slots;
+  m->opt_stride = nnt_model_opt_stride(m, slots);
   double *ms = malloc(sizeof(double) * (size_t)steps);
   for (int s = 0; s < warmup + steps; s++) {
     const float *in[NNT_DS_MAX_STREAMS], *lab[NNT_DS_MAX_STREAMS];

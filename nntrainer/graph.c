@@ -744,6 +744,8 @@ void nnt_graph_free(nnt_model *m) {
   nnt_free(m->wspec);
   nnt_free(m->w);
   nnt_free(m->w_node);
+  nnt_free(m->opt_off);
+  m->opt_off = NULL;
   m->wspec = NULL;
   m->w = NULL;
   m->w_node = NULL;

@@ -141,10 +141,13 @@ struct nnt_model {
   nnt_buffer *wbuf;         /* wmgr's arena, a buffer of the backend */
   float *wpool;             /* its base address (in the backend's space) */
   size_t wpool_floats;
-  /* optimizer state, allocated at the first training step: slot s of
-   * weight i at opt_pool + s * nnt_model_opt_stride(m, opt_slots)
-   * + (w[i].data - wpool); the stride is wpool_floats without a chunk */
-  nnt_mgr omgr;             /* NNT_TK_OPT_STATE: request s * n_w + i */
+  /* optimizer state, allocated at the first training step, for the
+   * weights that train only (nnt_model_weight_trains): slot s of weight i
+   * at opt_pool + s * opt_stride + opt_off[i] (opt_off[i] is SIZE_MAX for
+   * a weight without state); one slot packs those weights in save order */
+  nnt_mgr omgr;             /* NNT_TK_OPT_STATE: slot s of each weight that trains */
+  size_t *opt_off;          /* n_w offsets in floats (plan.c), or NULL */
+  size_t opt_stride;        /* nnt_model_opt_stride(m, opt_slots) */
   nnt_buffer *obuf;         /* omgr's arena */
   float *opt_pool;          /* obuf's base address */
   unsigned opt_slots;
@@ -205,21 +208,26 @@ static inline const nnt_buffer_type *nnt_model_state_buft(const nnt_model *m) {
 int nnt_model_set_state_buffer_type(nnt_model *m, const nnt_buffer_type *state_buft,
                                     nnt_err *e);
 
+/* plan.c: whether weight i has optimizer state (and a gradient): the node
+ * that holds its gradient sum trains it. Frozen weights have none. */
+int nnt_model_weight_trains(const nnt_model *m, size_t i);
 /* plan.c: floats from one slot of optimizer state to the next, for
- * `slots` slots: the weight pool's size (wpool_floats) without a chunk;
- * with one, rounded up to whole chunks unless all the slots fit in one, so
- * every slot's tensors lie inside chunks as the weights do. */
+ * `slots` slots: one slot's size (the weights that train, packed; without
+ * a chunk the sum of their sizes); with a chunk, rounded up to whole
+ * chunks unless all the slots fit in one, so every slot's tensors lie
+ * inside chunks as the weights do. */
 size_t nnt_model_opt_stride(const nnt_model *m, unsigned slots);
 /* The optimizer state's bytes for `slots` slots, gaps included. */
 size_t nnt_model_opt_bytes(const nnt_model *m, unsigned slots);
 
-/* Slot s of weight i's optimizer state as a tensor of the state buffer:
- * it starts at opt_pool + s * nnt_model_opt_stride + (w[i].data - wpool).
+/* Slot s of weight i's optimizer state as a tensor of the state buffer
+ * (i must have state: nnt_model_weight_trains):
+ * it starts at opt_pool + s * opt_stride + opt_off[i].
  * Only an address: it is reached through tensor_host.h or
  * nnt_tensor_get/set. */
 static inline nnt_tensor nnt_model_state_tensor(const nnt_model *m, unsigned s, size_t i) {
   nnt_tensor t = {.dim = m->wspec[i].dim, .buf = m->obuf};
-  t.data = m->opt_pool + s * nnt_model_opt_stride(m, m->opt_slots) + (m->w[i].data - m->wpool);
+  t.data = m->opt_pool + s * m->opt_stride + m->opt_off[i];
   return t;
 }
 
@@ -256,9 +264,9 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e);
 void nnt_model_release_plan(nnt_model *m, nnt_mode mode);
 /* The persistent pools, planned and allocated into a fresh g (whole-run
  * lifetime, packed in save order, the basic planner): the weights (request
- * i: weight i), and `slots` values per weight of optimizer state (request
- * s * n_w + i: slot s of weight i, so at s * nnt_model_opt_stride plus the
- * weight's offset in its pool). NNT_ERR_NOMEM naming the pool. With a
+ * i: weight i), and `slots` values per weight that trains of optimizer
+ * state (slot s of weight i at s * nnt_model_opt_stride + m->opt_off[i],
+ * a table this sets). NNT_ERR_NOMEM naming the pool. With a
  * chunk the weight pool has gaps before weights that would cross one. */
 int nnt_model_plan_weights(nnt_model *m, nnt_mgr *g, nnt_err *e);
 int nnt_model_plan_opt_state(nnt_model *m, unsigned slots, nnt_mgr *g, nnt_err *e);

@@ -37,10 +37,20 @@ static int accumulates(const nnt_model *m, size_t i) {
   return nd->do_grad && nd->grad_sum != i;
 }
 
+/* Does node i have backward steps? Not when it computes no gradient and
+ * no derivative (a frozen node with no trainable layer before it, a model
+ * input) and applies no shared weight's update. */
+static int has_backward(const nnt_model *m, size_t i) {
+  const nnt_node *nd = &m->nodes[i];
+  return nd->do_grad || nd->do_deriv || (nd->grad_apply == i && m->nodes[nd->grad_sum].do_grad);
+}
+
 /* Training: every node forwards in graph order; then, walking back from
- * the last node, each node has three steps: calc_gradient, calc_derivative
- * and apply_gradient (a node without such work does nothing in that step,
- * which keeps the numbering of the plans as it was). With clip_grad_by_norm
+ * the last node, each node that has backward work has three steps:
+ * calc_gradient, calc_derivative and apply_gradient (one of them may do
+ * nothing, e.g. calc_gradient of a layer without weights); a node without
+ * any (has_backward) has none, so nothing of it lives into the backward
+ * part of the schedule. With clip_grad_by_norm
  * no node applies alone: the last step clips the global norm of every
  * gradient and applies them all. Inference and evaluation: the forward
  * steps (they differ in what their plans hold, not in what runs).
@@ -71,6 +81,8 @@ int nnt_schedule_build(nnt_model *m, nnt_err *e) {
   }
   for (size_t i = n; i-- > 0;) {
     const nnt_node *nd = &m->nodes[i];
+    if (!has_backward(m, i))
+      continue;
     tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_CALC_GRADIENT};
     if (accumulates(m, i))
       tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_ACCUMULATE_GRADIENT};
@@ -78,7 +90,7 @@ int nnt_schedule_build(nnt_model *m, nnt_err *e) {
     int apply = !clip && nd->grad_apply == i;
     tr[s++] = (nnt_step){(unsigned)i, apply ? NNT_STEP_APPLY_GRADIENT : NNT_STEP_NONE};
   }
-  if (clip && s)
+  if (clip && s > n) /* the last apply_gradient slot (every one is none) */
     tr[s - 1] = (nnt_step){NNT_NO_NODE, NNT_STEP_CLIP_APPLY};
   m->sched[NNT_MODE_TRAIN] = tr;
   m->n_steps[NNT_MODE_TRAIN] = (unsigned)s;

@@ -58,7 +58,7 @@ static int ensure_scalar(nnt_model *m, nnt_err *e) {
 }
 
 /* Optimizer state: slot s of weight i starts at opt_pool + s * stride
- * + (w[i].data - wpool) (nnt_model_opt_stride). */
+ * + opt_off[i] (only weights that train have it: plan.c). */
 static int ensure_opt_state(nnt_model *m, nnt_err *e) {
   unsigned slots = nnt_optimizer_state_count(m->opt);
   if (!slots || (m->opt_pool && m->opt_slots == slots))
@@ -73,14 +73,14 @@ static int ensure_opt_state(nnt_model *m, nnt_err *e) {
   m->obuf = m->omgr.buf;
   m->opt_pool = m->omgr.arena;
   m->opt_slots = slots;
+  m->opt_stride = nnt_model_opt_stride(m, slots);
   return NNT_OK;
 }
 
 static int apply_weight(nnt_model *m, size_t wi, const nnt_tensor *gw) {
   float *state[4] = {0};
-  size_t off = (size_t)(m->w[wi].data - m->wpool), stride = nnt_model_opt_stride(m, m->opt_slots);
   for (unsigned s = 0; s < m->opt_slots && s < 4; s++)
-    state[s] = m->opt_pool + s * stride + off;
+    state[s] = m->opt_pool + s * m->opt_stride + m->opt_off[wi];
   return nnt_optimizer_apply(m->opt, m->k, m->iter, nnt_dim_len(gw->dim), m->w[wi].data,
                              gw->data, state, m->skip);
 }

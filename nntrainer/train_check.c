@@ -236,6 +236,8 @@ int nnt_check_gradients(const nnt_node *nd, nnt_err *e) {
 int nnt_check_weights(const nnt_model *m, nnt_err *e) {
   for (unsigned s = 0; s <= m->opt_slots; s++)
     for (size_t i = 0; i < m->n_w; i++) {
+      if (s && !nnt_model_weight_trains(m, i)) /* a frozen weight has no state */
+        continue;
       nnt_tensor x = s ? nnt_model_state_tensor(m, s - 1, i) : m->w[i];
       size_t n = nnt_dim_len(m->wspec[i].dim), k;
       float v;

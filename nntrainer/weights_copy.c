@@ -124,7 +124,9 @@ int nnt_model_weights_put(nnt_model *dst, const nnt_wcopy *c, nnt_err *e) {
     size_t wi = nd->w_first + w->index, len = nnt_dim_len(w->dim);
     int rc = nnt_tensor_set(&dst->w[wi], 0, w->data, len, e);
     /* optimizer state kept for the old values would not fit the new ones */
-    for (unsigned s = 0; !rc && dst->opt_pool && s < dst->opt_slots; s++) {
+    for (unsigned s = 0; !rc && dst->opt_pool && nnt_model_weight_trains(dst, wi) &&
+                         s < dst->opt_slots;
+         s++) {
       nnt_tensor t = nnt_model_state_tensor(dst, s, wi);
       rc = nnt_tensor_memset(&t, 0, e);
     }

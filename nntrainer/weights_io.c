@@ -29,10 +29,9 @@
 
 static int is_adam(const nnt_model *m) { return m->opt && m->opt->type == NNT_OPT_ADAM; }
 
-/* Whether weight i has Adam moments in the file: it has a gradient. */
-static int has_moments(const nnt_model *m, size_t i) {
-  return m->nodes[m->w_node[i]].do_grad && m->wspec[i].trainable;
-}
+/* Whether weight i has Adam moments in the file: it has a gradient (and
+ * so optimizer state in the model). */
+static int has_moments(const nnt_model *m, size_t i) { return nnt_model_weight_trains(m, i); }
 
 static const char *layer_of(const nnt_model *m, size_t i) {
   return m->nodes[m->w_node[i]].layer->name;
@@ -295,7 +294,7 @@ static int moments_pool(nnt_model *m, const uint8_t *buf, size_t off, nnt_mgr *o
   for (size_t i = 0; !rc && i < m->n_w; i++) {
     if (!has_moments(m, i))
       continue;
-    size_t n = wlen(m, i), at = (size_t)(m->w[i].data - m->wpool);
+    size_t n = wlen(m, i), at = m->opt_off[i]; /* set by the plan */
     for (unsigned s = 0; !rc && s < 2; s++, off += n * sizeof(float))
       rc = pool->type->set(pool, (s * stride + at) * sizeof(float), buf + off,
                            n * sizeof(float), e);
@@ -374,6 +373,7 @@ int nnt_model_load_weights(nnt_model *m, const char *path, nnt_err *e) {
   m->obuf = pool.buf;
   m->opt_pool = pool.arena;
   m->opt_slots = pool.buf ? 2 : 0;
+  m->opt_stride = nnt_model_opt_stride(m, 2);
   m->epoch_idx = m->iter = 0;
   if (l->counters) {
     const uint8_t *c = buf + l->bytes - 8;

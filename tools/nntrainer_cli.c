@@ -305,12 +305,15 @@ static int cmd_train(int argc, char **argv) {
   char a[32], b[32], c[32];
   const nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
   size_t wbytes = m->wpool_floats * sizeof(float);
-  size_t obytes = (size_t)nnt_optimizer_state_count(m->opt) * wbytes;
+  size_t obytes = nnt_model_opt_bytes(m, nnt_optimizer_state_count(m->opt)), trains = 0,
+         frozen = 0;
+  for (size_t i = 0; i < m->n_w; i++)
+    *(nnt_model_weight_trains(m, i) ? &trains : &frozen) += nnt_dim_len(m->wspec[i].dim);
   if (m->be->device) /* engine=gpu: which device computes */
     fprintf(stderr, "device: %s, backend '%s'\n", m->be->device, m->be->name);
-  fprintf(stderr, "model: %zu layers, %zu parameters; planned memory %s (weights %s, "
-                  "training arena %s",
-          m->n_nodes, m->wpool_floats, nnt_bytes_str(wbytes + obytes + g->arena_bytes, a, sizeof a),
+  fprintf(stderr, "model: %zu layers, %zu parameters (%zu train, %zu frozen); planned memory "
+                  "%s (weights %s, training arena %s",
+          m->n_nodes, m->wpool_floats, trains, frozen, nnt_bytes_str(wbytes + obytes + g->arena_bytes, a, sizeof a),
           nnt_bytes_str(wbytes, b, sizeof b), nnt_bytes_str(g->arena_bytes, c, sizeof c));
   if (obytes)
     fprintf(stderr, ", optimizer %s", nnt_bytes_str(obytes, a, sizeof a));
@@ -431,8 +434,9 @@ static int cmd_plan(int argc, char **argv) {
   for (size_t i = 0; i < m->n_w; i++)
     wfloats += nnt_dim_len(m->wspec[i].dim);
   pi.weight_bytes = wfloats * sizeof(float);
+  /* state for the weights that train only (frozen ones have none) */
   pi.optimizer_bytes = mode == NNT_MODE_TRAIN && m->opt
-                           ? nnt_optimizer_state_count(m->opt) * pi.weight_bytes
+                           ? nnt_model_opt_bytes(m, nnt_optimizer_state_count(m->opt))
                            : 0;
   nnt_mem_peak peak;
   if (nnt_model_mem_peak(m, mode, &peak, &e)) {

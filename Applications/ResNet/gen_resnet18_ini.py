@@ -1,6 +1,13 @@
 #!/usr/bin/python3
 """Writes resnet18.ini: ResNet-18 for 3:32:32 inputs and 100 classes, as an
-NNTrainer INI. Run from this folder: /usr/bin/python3 gen_resnet18_ini.py"""
+NNTrainer INI. Run from this folder: /usr/bin/python3 gen_resnet18_ini.py
+With --frozen it writes resnet18_frozen.ini instead: the backbone frozen
+(trainable = false on every conv2d and batch_normalization) and the head
+trained with Adam (learning rate 0.001), as NNTrainer's ResNet application
+trains it when it does not start from pre-trained weights."""
+import sys
+
+FROZEN = "--frozen" in sys.argv[1:]
 
 HEAD = """# ResNet-18 for 3:32:32 inputs and 100 classes (made by gen_resnet18_ini.py).
 # Trained on seeded synthetic data; prints its planned memory and step time.
@@ -31,11 +38,11 @@ kernel_size = 3,3
 padding = 1,1
 disable_bias = true
 weight_initializer = he_normal
-
+{FREEZE}
 [bn0]
 type = batch_normalization
 activation = relu
-"""
+{FREEZE}"""
 
 
 def conv(name, inp, filters, k, stride, pad):
@@ -49,12 +56,12 @@ stride = {stride},{stride}
 padding = {pad},{pad}
 disable_bias = true
 weight_initializer = he_normal
-"""
+{FREEZE}"""
 
 
 def bn(name, inp, act=None):
     s = f"\n[{name}]\ntype = batch_normalization\ninput_layers = {inp}\n"
-    return s + (f"activation = {act}\n" if act else "")
+    return s + (f"activation = {act}\n" if act else "") + FREEZE
 
 
 def block(name, inp, filters, stride, project):
@@ -71,7 +78,14 @@ def block(name, inp, filters, stride, project):
     return s, f"{name}_add"
 
 
-out = HEAD
+FREEZE = "trainable = false\n" if FROZEN else ""
+head = HEAD
+if FROZEN:
+    head = head.replace("made by gen_resnet18_ini.py", "made by gen_resnet18_ini.py --frozen")
+    head = head.replace("resnet18.ini\n[Model]", "resnet18_frozen.ini\n"
+                        "# The backbone is frozen: only the head (fc) trains, with Adam.\n[Model]")
+    head = head.replace("type = sgd\nlearning_rate = 0.01", "type = adam\nlearning_rate = 0.001")
+out = head.replace("{FREEZE}", FREEZE)
 prev, width = "bn0", 64
 for stage, filters in enumerate([64, 128, 256, 512], start=1):
     for b in range(2):
@@ -94,5 +108,5 @@ type = fully_connected
 unit = 100
 activation = softmax
 """
-with open("resnet18.ini", "w") as f:
+with open("resnet18_frozen.ini" if FROZEN else "resnet18.ini", "w") as f:
     f.write(out)

@@ -55,7 +55,7 @@ typedef struct snapshot {
 static void take(const nnt_model *m, snapshot *s) {
   memset(s, 0, sizeof *s);
   s->nw = m->wpool ? m->wpool_floats : 0;
-  s->nopt = m->opt_pool ? (size_t)m->opt_slots * m->wpool_floats : 0;
+  s->nopt = m->opt_pool ? nnt_model_opt_bytes(m, m->opt_slots) / sizeof(float) : 0;
   s->w = nnt_malloc(s->nw * sizeof(float) + 1);
   s->opt = nnt_malloc(s->nopt * sizeof(float) + 1);
   if (!s->w || !s->opt)
@@ -70,7 +70,7 @@ static void take(const nnt_model *m, snapshot *s) {
 
 static void same(const nnt_model *m, const snapshot *s, const char *msg) {
   size_t nw = m->wpool ? m->wpool_floats : 0;
-  size_t nopt = m->opt_pool ? (size_t)m->opt_slots * m->wpool_floats : 0;
+  size_t nopt = m->opt_pool ? nnt_model_opt_bytes(m, m->opt_slots) / sizeof(float) : 0;
   if (nw != s->nw || (nw && memcmp(s->w, m->wpool, nw * sizeof(float))))
     nnt_fuzz_fail("a refused weight file changed the weights (%s)", msg);
   if (nopt != s->nopt || (nopt && memcmp(s->opt, m->opt_pool, nopt * sizeof(float))))

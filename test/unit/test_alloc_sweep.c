@@ -181,7 +181,7 @@ static int core_job(void *vc, sw_out *out, char *msg) {
   const char *copied[] = {"conv"};
   CALL(nnt_model_copy_layer_weights(m2, m, copied, 1, &e));
   sw_put(out, "weights", m->wpool, m->wpool_floats * sizeof(float));
-  sw_put(out, "adam", m->opt_pool, (size_t)m->opt_slots * m->wpool_floats * sizeof(float));
+  sw_put(out, "adam", m->opt_pool, nnt_model_opt_bytes(m, m->opt_slots));
   sw_put(out, "loss", &loss, sizeof loss);
   sw_put(out, "accuracy", &acc, sizeof acc);
   sw_put(out, "inference", y, sizeof y);
@@ -191,7 +191,7 @@ static int core_job(void *vc, sw_out *out, char *msg) {
   sw_put(out, "evaluation plan", plan, sizeof plan);
   sw_put(out, "weights of the second model", m2->wpool, m2->wpool_floats * sizeof(float));
   sw_put(out, "adam of the second model", m2->opt_pool,
-         (size_t)m2->opt_slots * m2->wpool_floats * sizeof(float));
+         nnt_model_opt_bytes(m2, m2->opt_slots));
 done:
   if (rc)
     snprintf(msg, SW_MSG_MAX, "%s", e.msg);

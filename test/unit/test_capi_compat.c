@@ -213,7 +213,7 @@ static void test_batch_size_at_run(void **state) {
    * changes, and drops both plans */
   capi_model *cm = b.model;
   nnt_model *m = cm->m;
-  size_t wn = m->wpool_floats, on = (size_t)m->opt_slots * m->wpool_floats;
+  size_t wn = m->wpool_floats, on = nnt_model_opt_bytes(m, m->opt_slots) / sizeof(float);
   assert_true(on > 0);
   float *w = malloc(wn * sizeof *w), *o = malloc(on * sizeof *o);
   assert_non_null(w);

@@ -82,16 +82,19 @@ static void test_compile_realizes_nodes(void **state) {
   assert_int_equal(m->nodes[7].in_node[0], 6);
   assert_int_equal(m->n_inputs, 1);
   assert_int_equal(m->n_labels, 1);
-  /* the schedule: node i forwards at step i; backward walks from the end */
+  /* the schedule: node i forwards at step i; backward walks from the end,
+   * three steps a node, none for the input (no gradient, no derivative) */
   const nnt_step *st = m->sched[NNT_MODE_TRAIN];
-  assert_int_equal(m->n_steps[NNT_MODE_TRAIN], 4 * 8);
+  assert_int_equal(m->n_steps[NNT_MODE_TRAIN], 8 + 3 * 7);
   assert_int_equal(st[3].node, 3);
   assert_int_equal(st[3].kind, NNT_STEP_FORWARD);
   assert_int_equal(st[8].node, 7);
   assert_int_equal(st[8].kind, NNT_STEP_CALC_GRADIENT);
   assert_int_equal(st[9].kind, NNT_STEP_CALC_DERIVATIVE);
-  assert_int_equal(st[4 * 8 - 1].node, 0);
-  assert_int_equal(st[4 * 8 - 1].kind, NNT_STEP_APPLY_GRADIENT);
+  assert_int_equal(st[8 + 3 * 7 - 1].node, 1);
+  assert_int_equal(st[8 + 3 * 7 - 1].kind, NNT_STEP_APPLY_GRADIENT);
+  for (unsigned s = 8; s < m->n_steps[NNT_MODE_TRAIN]; s++)
+    assert_int_not_equal(st[s].node, 0);
   assert_int_equal(m->n_steps[NNT_MODE_INFER], 8);
   assert_int_equal(m->sched[NNT_MODE_INFER][7].kind, NNT_STEP_FORWARD);
   /* the input layer has no backward; fc1 computes dW but no dX */

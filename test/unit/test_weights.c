@@ -92,6 +92,12 @@ static void put_u32(bytes *b, uint32_t v) {
   put(b, c, 4);
 }
 
+/* Slot s of weight i's optimizer state (a weight that trains). */
+static float *st(const nnt_model *m, unsigned s, size_t i) {
+  assert_true(m->opt_off[i] != SIZE_MAX);
+  return m->opt_pool + s * m->opt_stride + m->opt_off[i];
+}
+
 /* What NNTrainer writes for m: weights, "adam", the moments of the weights
  * that train (first then second, weight by weight), the counters. */
 static bytes expected_file(const nnt_model *m) {
@@ -100,9 +106,8 @@ static bytes expected_file(const nnt_model *m) {
   put(&b, "adam", 4);
   for (size_t k = 0; k < NNT_ARRAY_LEN(with_moments); k++) {
     size_t i = with_moments[k], n = nnt_dim_len(m->wspec[i].dim);
-    size_t off = (size_t)(m->w[i].data - m->wpool);
     for (unsigned s = 0; s < 2; s++)
-      put(&b, m->opt_pool + s * m->wpool_floats + off, n * 4);
+      put(&b, st(m, s, i), n * 4);
   }
   put_u32(&b, m->epoch_idx);
   put_u32(&b, m->iter);
@@ -144,9 +149,18 @@ static void test_layout_written(void **state) {
   assert_int_equal(want.n, FULL_BYTES);
   assert_memory_equal(got.p, want.p, want.n);
   /* the frozen layer's and the moving statistics' state is not there, and
-   * it did not move: their moments are zero */
-  for (size_t j = 0; j < 5; j++)
-    assert_true(m->opt_pool[m->w[2].data - m->wpool + j] == 0);
+   * the model holds none for them: one slot is the moments' weights only */
+  size_t mom = 0;
+  for (size_t i = 0; i < m->n_w; i++) {
+    int listed = 0;
+    for (size_t k = 0; k < NNT_ARRAY_LEN(with_moments); k++)
+      listed |= with_moments[k] == i;
+    assert_int_equal(m->opt_off[i] != SIZE_MAX, listed);
+    mom += listed ? nnt_dim_len(m->wspec[i].dim) : 0;
+  }
+  assert_int_equal(m->opt_stride, mom);
+  assert_true(mom < W_FLOATS);
+  assert_int_equal(m->omgr.arena_bytes, 2 * mom * 4);
   free(got.p);
   /* sgd and adamw: weights and counters, no tag */
   const char *opts[] = {"sgd", "adamw"};
@@ -185,7 +199,7 @@ static snap snap_take(const nnt_model *m) {
   s.w = malloc(m->wpool_floats * 4);
   memcpy(s.w, m->wpool, m->wpool_floats * 4);
   if (m->opt_pool) {
-    s.nopt = m->opt_slots * m->wpool_floats;
+    s.nopt = nnt_model_opt_bytes(m, m->opt_slots) / 4;
     s.opt = malloc(s.nopt * 4);
     memcpy(s.opt, m->opt_pool, s.nopt * 4);
   }
@@ -198,7 +212,7 @@ static void snap_same(const nnt_model *m, const snap *s) {
   assert_memory_equal(m->wpool, s->w, m->wpool_floats * 4);
   assert_int_equal(m->opt_pool != NULL, s->opt != NULL);
   if (s->opt) {
-    assert_int_equal(m->opt_slots * m->wpool_floats, s->nopt);
+    assert_int_equal(nnt_model_opt_bytes(m, m->opt_slots) / 4, s->nopt);
     assert_memory_equal(m->opt_pool, s->opt, s->nopt * 4);
   }
   assert_int_equal(m->epoch_idx, s->epoch);
@@ -238,13 +252,10 @@ static void test_layouts_accepted(void **state) {
       assert_non_null(m->opt_pool);
       for (size_t j = 0; j < NNT_ARRAY_LEN(with_moments); j++) {
         size_t i = with_moments[j], n = nnt_dim_len(m->wspec[i].dim);
-        size_t off = (size_t)(m->w[i].data - m->wpool);
         for (unsigned s = 0; s < 2; s++)
-          assert_memory_equal(m->opt_pool + s * W_FLOATS + off,
-                              src->opt_pool + s * W_FLOATS + off, n * 4);
+          assert_memory_equal(st(m, s, i), st(src, s, i), n * 4);
       }
-      for (size_t j = 0; j < 5; j++) /* bn moving_mean has no moments */
-        assert_true(m->opt_pool[(size_t)(m->w[2].data - m->wpool) + j] == 0);
+      assert_true(m->opt_off[2] == SIZE_MAX); /* bn moving_mean has no moments */
     } else {
       assert_null(m->opt_pool); /* the old moments do not fit new weights */
     }
@@ -481,7 +492,8 @@ static void test_new_run_clears_moments(void **state) {
   assert_int_equal(nnt_model_train(a, NULL, NULL, &e), NNT_OK);
   assert_int_equal(nnt_model_train(b, NULL, NULL, &e), NNT_OK);
   assert_memory_equal(a->wpool, b->wpool, W_BYTES);
-  assert_memory_equal(a->opt_pool, b->opt_pool, 2 * W_BYTES);
+  assert_int_equal(a->omgr.arena_bytes, b->omgr.arena_bytes);
+  assert_memory_equal(a->opt_pool, b->opt_pool, a->omgr.arena_bytes);
   assert_int_equal(a->iter, b->iter);
   nnt_model_destroy(a);
   nnt_model_destroy(b);
@@ -508,7 +520,7 @@ static void test_save_refuses_non_finite(void **state) {
   free(now.p);
   m->w[7].data[2] = keep;
   /* a moment that overflowed */
-  float *v = m->opt_pool + W_FLOATS + (size_t)(m->w[9].data - m->wpool);
+  float *v = st(m, 1, 9);
   v[0] = INFINITY;
   assert_int_equal(nnt_model_save_weights(m, path, 1, &e), NNT_ERR_INVAL);
   tu_assert_contains(e.msg, "second moment of layer 'fc3' weight 'bias' holds inf");
@@ -602,12 +614,17 @@ static void test_copy_layers(void **state) {
   assert_memory_equal(head->wpool, base->wpool, feat * 4);
   assert_memory_equal(head->wpool + feat, before.w + feat, (W_FLOATS - feat) * 4);
   /* the copied weights' moments start again; the head's are kept */
-  for (unsigned s = 0; s < 2; s++) {
-    for (size_t j = 0; j < feat; j++)
-      assert_true(head->opt_pool[s * W_FLOATS + j] == 0);
-    assert_memory_equal(head->opt_pool + s * W_FLOATS + feat,
-                        before.opt + s * W_FLOATS + feat, (W_FLOATS - feat) * 4);
-  }
+  for (unsigned s = 0; s < 2; s++)
+    for (size_t i = 0; i < head->n_w; i++) {
+      if (head->opt_off[i] == SIZE_MAX)
+        continue;
+      size_t n = nnt_dim_len(head->wspec[i].dim), at = s * head->opt_stride + head->opt_off[i];
+      if (i < 8) /* fc1, bn, fc2 */
+        for (size_t j = 0; j < n; j++)
+          assert_true(head->opt_pool[at + j] == 0);
+      else
+        assert_memory_equal(head->opt_pool + at, before.opt + at, n * 4);
+    }
   assert_int_equal(head->iter, before.iter);
   /* and the head trains on them */
   assert_int_equal(nnt_model_train(head, NULL, NULL, &e), NNT_OK);
