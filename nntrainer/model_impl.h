@@ -166,6 +166,9 @@ struct nnt_model {
    * recomputed twin (-1: none), n_alt ids */
   unsigned n_recompute;
   double recompute_flops;
+  /* bytes the training plan left free under memory_budget for the
+   * datasets' queues when it was made (plan.c queue_reserve) */
+  size_t budget_reserve;
   int *alt;
   size_t n_alt;
   int input_t[NNT_DS_MAX_STREAMS], label_t[NNT_DS_MAX_STREAMS]; /* label_t: -1 in inference */
@@ -269,6 +272,11 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e);
  * optimizer state, arena) with the current schedule, planned in a
  * scratch manager (nothing allocated, the bound plan untouched). */
 int nnt_model_train_total(nnt_model *m, size_t *total, nnt_err *e);
+/* The bytes of the datasets' queues a training run holds with the
+ * model's shape and batch (every dataset set; buffer_size + 1 batches
+ * each before its prepare): what the training plan leaves free under
+ * memory_budget. */
+size_t nnt_model_queue_reserve(const nnt_model *m);
 /* Bind the training contexts to the forward tensors (bwd 0) or to the
  * recomputed ones (bwd 1); nothing without recomputation. */
 void nnt_model_bind_phase(nnt_model *m, int bwd);

@@ -556,8 +556,29 @@ void nnt_model_bind_phase(nnt_model *m, int bwd) {
   }
 }
 
+size_t nnt_model_queue_reserve(const nnt_model *m) {
+  nnt_ds_shape sh;
+  memset(&sh, 0, sizeof sh);
+  sh.n_in = m->n_inputs;
+  sh.n_label = m->n_labels;
+  for (unsigned i = 0; i < m->n_inputs; i++)
+    sh.in_len[i] = nnt_dim_feature_len(m->input_dim[i]);
+  for (unsigned i = 0; i < m->n_labels; i++)
+    sh.label_len[i] = nnt_dim_feature_len(m->label_dim[i]);
+  size_t total = 0;
+  for (int k = 0; k < 3; k++)
+    if (nnt_size_add(total, nnt_dataset_queue_bytes_for(m->ds[k], &sh, m->batch), &total))
+      return SIZE_MAX;
+  return total;
+}
+
 int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
   nnt_mgr *g = &m->mgr[mode];
+  /* under a budget the training plan leaves room for the datasets' queues;
+   * datasets set (or grown) since it was made: fit it again */
+  size_t reserve = mode == NNT_MODE_TRAIN && m->memory_budget ? nnt_model_queue_reserve(m) : 0;
+  if (g->planned && reserve > m->budget_reserve)
+    nnt_model_release_plan(m, mode);
   if (g->planned) {
     if (m->bound_mode != (int)mode) {
       /* the nodes hold the other mode's ids: rebuild this mode's */
@@ -572,12 +593,17 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
     return NNT_OK;
   }
   nnt_mgr_free(g);
+  if (mode == NNT_MODE_TRAIN)
+    m->budget_reserve = reserve;
   int rc = plan_requests(m, mode, g, e);
-  /* over the budget in training: recompute activations to fit */
+  /* over the budget in training, with the queues: recompute activations
+   * to fit */
   size_t parts[3], total, min = 0;
+  int fit = NNT_OK;
   if (!rc && mode == NNT_MODE_TRAIN && m->memory_budget &&
-      (mode_total(m, mode, g, parts, &total) || total > m->memory_budget)) {
-    int fit = nnt_recompute_fit(m, &min, e);
+      (mode_total(m, mode, g, parts, &total) || nnt_size_add(total, reserve, &total) ||
+       total > m->memory_budget)) {
+    fit = nnt_recompute_fit(m, &min, e);
     if (fit == NNT_OK) {
       nnt_mgr_free(g);
       rc = plan_requests(m, mode, g, e);
@@ -590,12 +616,18 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
   }
   if (!rc)
     rc = fit_budget(m, mode, g, e);
+  if (!rc && fit == NNT_ERR_NOMEM) /* the plan fits, not with the queues */
+    rc = nnt_model_budget_with(m, mode, reserve, "the datasets' queues (buffer_size batches each)",
+                               e);
   if (rc == NNT_ERR_NOMEM && min) {
-    size_t len = strlen(e->msg);
-    char a[64];
+    size_t len = strlen(e->msg), need;
+    char a[64], b[64], c[64];
+    if (nnt_size_add(min, reserve, &need))
+      need = SIZE_MAX;
     snprintf(e->msg + len, sizeof e->msg - len, "; recomputing activations in the backward pass, "
-             "the smallest training plan found needs %s: the minimum budget that fits",
-             bytes_both(min, a, sizeof a));
+             "the smallest training plan found needs %s, plus %s for the datasets' queues: "
+             "the minimum budget that fits is %s", bytes_both(min, a, sizeof a),
+             nnt_bytes_str(reserve, b, sizeof b), bytes_both(need, c, sizeof c));
   }
   if (!rc)
     rc = nnt_mgr_alloc(g, nnt_mode_name(mode), e);

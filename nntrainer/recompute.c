@@ -148,6 +148,8 @@ static int measure(nnt_model *m, const unsigned char *r, unsigned char *scratch,
 
 int nnt_recompute_fit(nnt_model *m, size_t *min, nnt_err *e) {
   size_t n = m->n_nodes, budget = (size_t)m->memory_budget;
+  /* room for the datasets' queues (plan.c) */
+  budget = budget > m->budget_reserve ? budget - m->budget_reserve : 0;
   *min = 0;
   if (!n)
     return NNT_ERR_NOMEM;

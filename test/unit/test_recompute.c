@@ -75,9 +75,11 @@ static size_t train_total(nnt_model *m) {
   return t;
 }
 
-/* "needs 1.2 MiB (1234 bytes): the minimum" -> 1234 */
+/* "the minimum budget that fits is 1.2 MiB (1234 bytes)" -> 1234 */
 static size_t min_named(const char *msg) {
-  const char *p = strstr(msg, "the smallest training plan found needs");
+  tu_assert_contains(msg, "the smallest training plan found needs");
+  tu_assert_contains(msg, "for the datasets' queues");
+  const char *p = strstr(msg, "the minimum budget that fits is");
   if (!p)
     fail_msg("no minimum in: %s", msg);
   p = strchr(p, '(');
@@ -110,7 +112,9 @@ static void check_model(int resnet, int fake) {
     fail_msg("at the minimum %zu: %s", min, e.msg);
   assert_true(m->n_recompute > 0);
   assert_true(m->recompute_flops > 0);
-  assert_true(train_total(m) <= min);
+  assert_true(train_total(m) + nnt_model_queue_reserve(m) <= min);
+  assert_true(nnt_model_queue_reserve(m) > 0);
+  nnt_model_destroy(m);
   /* one byte less does not fit */
   nnt_model *less;
   snprintf(b, sizeof b, "memory_budget=%zu", min - 1);
@@ -118,28 +122,33 @@ static void check_model(int resnet, int fake) {
   if (nnt_model_plan(less, NNT_MODE_TRAIN, &e) != NNT_ERR_NOMEM)
     fail_msg("min %zu - 1 fits: %zu, %u recomputed", min, train_total(less), less->n_recompute);
   nnt_model_destroy(less);
-  /* the budgets count the queues too: train with them on top, i.e. plan
-   * at the minimum and raise the budget only for the queues' check */
-  m->memory_budget = 0;
-  m->keep_train_arena = 1;
-  nnt_model_destroy(m);
+  /* training under the budget, the queues on top, weights bitwise */
   for (int k = 0; k < 2; k++) {
-    /* k 0: the minimum; k 1: half way to the full plan */
+    /* k 0: the minimum, the training dataset set only after a plan (the
+     * plan is fit again when training starts); k 1: half way to the full
+     * plan */
     size_t bud = k ? min + (full - min) / 2 : min;
     nnt_model *r = load(resnet, fake, NULL, &e, &rc);
     nnt_model *p = load(resnet, fake, NULL, &e, &rc);
     r->memory_budget = bud;
-    if (nnt_model_plan(r, NNT_MODE_TRAIN, &e))
-      fail_msg("budget %zu (min %zu): %s", bud, min, e.msg);
-    assert_true(r->n_recompute > 0);
-    r->memory_budget = 0; /* the plan stays; the queues are not this test's */
+    if (!k) {
+      assert_int_equal(nnt_model_set_dataset(r, NNT_DS_TRAIN, NULL, &e), NNT_OK);
+      if (nnt_model_plan(r, NNT_MODE_TRAIN, &e))
+        fail_msg("budget %zu without datasets: %s", bud, e.msg);
+      nnt_dataset *ds = NULL;
+      assert_int_equal(nnt_dataset_create_synthetic(3 * nnt_model_batch_size(r), 5, &ds, &e),
+                       NNT_OK);
+      assert_int_equal(nnt_model_set_dataset(r, NNT_DS_TRAIN, ds, &e), NNT_OK);
+    }
     for (int step = 0; step < 2; step++) {
       if (nnt_model_train(r, NULL, NULL, &e))
-        fail_msg("train with recomputation: %s", e.msg);
+        fail_msg("train with recomputation, budget %zu (min %zu): %s", bud, min, e.msg);
       if (nnt_model_train(p, NULL, NULL, &e))
         fail_msg("train: %s", e.msg);
     }
     assert_true(r->n_recompute > 0);
+    assert_int_equal(r->memory_budget, bud);
+    assert_true(train_total(r) + nnt_model_queue_reserve(r) <= bud);
     float *wr = tu_weights_of(r), *wp = tu_weights_of(p);
     size_t nf = 0;
     for (size_t i = 0; i < p->n_w; i++)
