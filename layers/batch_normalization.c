@@ -108,6 +108,8 @@ static int bn_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   NNT_TRY(k->bn_fwd_train(k, p->outer, p->ch, p->inner, ctx->in[0].data, g, b, p->epsilon, stats,
                           stats + p->ch, ctx->scratch[1].data, ctx->scratch[0].data,
                           ctx->out[0].data));
+  if (ctx->recompute) /* the moving statistics moved in the first forward */
+    return NNT_OK;
   NNT_TRY(k->scale(k, p->ch, p->momentum, mm));
   NNT_TRY(k->axpy(k, p->ch, 1 - p->momentum, stats, mm));
   NNT_TRY(k->scale(k, p->ch, p->momentum, mv));

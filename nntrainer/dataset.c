@@ -374,6 +374,27 @@ size_t nnt_dataset_queue_bytes(const nnt_dataset *d) {
   return bytes;
 }
 
+size_t nnt_dataset_queue_bytes_for(const nnt_dataset *d, const nnt_ds_shape *shape,
+                                   unsigned batch) {
+  if (!d || !shape || !batch)
+    return 0;
+  size_t floats = 0, bytes;
+  for (unsigned i = 0; i < shape->n_in + shape->n_label; i++) {
+    size_t len = i < shape->n_in ? shape->in_len[i] : shape->label_len[i - shape->n_in];
+    if (__builtin_mul_overflow(len, (size_t)batch, &len) ||
+        __builtin_add_overflow(floats, len, &floats))
+      return SIZE_MAX;
+  }
+  /* a sized source prepared once knows its samples: no more than an epoch */
+  size_t ahead = d->buffer_size;
+  if (d->prepared && d->src->ops->sized && d->samples / batch < ahead)
+    ahead = d->samples / batch;
+  if (d->buffer_size == UINT_MAX || __builtin_mul_overflow(floats, sizeof(float), &floats) ||
+      __builtin_mul_overflow(floats, (ahead ? ahead : 1) + 1, &bytes))
+    return SIZE_MAX;
+  return bytes;
+}
+
 int nnt_dataset_epoch_begin(nnt_dataset *d, nnt_err *e) {
   if (!d)
     return nnt_err_set(e, NNT_ERR_INVAL, "dataset: epoch_begin needs a dataset");

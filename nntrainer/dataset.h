@@ -77,6 +77,13 @@ void nnt_dataset_set_stop_flag(nnt_dataset *ds, const atomic_int *flag);
  * batches ahead (no more than an epoch of a sized source) and the one being
  * read; 0 before a prepare, SIZE_MAX when it does not fit. */
 size_t nnt_dataset_queue_bytes(const nnt_dataset *ds);
+/* The queue bytes an epoch would hold with this shape and batch, before
+ * or after a prepare: exact once the source was prepared (a sized source
+ * holds no more than an epoch), buffer_size + 1 batches before; 0 for
+ * NULL, SIZE_MAX when it does not fit. The planner reserves it under
+ * [Model] memory_budget. */
+size_t nnt_dataset_queue_bytes_for(const nnt_dataset *ds, const nnt_ds_shape *shape,
+                                   unsigned batch);
 /* Start an epoch: starts the producer thread. */
 int nnt_dataset_epoch_begin(nnt_dataset *ds, nnt_err *e);
 /* Copy the next full batch into in[i] (batch * in_len[i] floats) and

@@ -741,6 +741,11 @@ void nnt_graph_free(nnt_model *m) {
   nnt_free(m->nodes);
   m->nodes = NULL;
   m->n_nodes = 0;
+  nnt_free(m->alt); /* recomputation (recompute.c) */
+  m->alt = NULL;
+  m->n_alt = 0;
+  m->n_recompute = 0;
+  m->recompute_flops = 0;
   nnt_free(m->wspec);
   nnt_free(m->w);
   nnt_free(m->w_node);

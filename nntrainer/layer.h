@@ -157,6 +157,10 @@ typedef struct nnt_run_ctx {
    * nnt_tensor_get. NULL for other layers. */
   nnt_tensor *loss;
   int training;            /* forward: 1 in training, 0 in inference */
+  /* forward: 1 when it runs again in the backward pass (memory_budget):
+   * same inputs, same outputs, but no side effect a second time (batch
+   * normalization's moving statistics) */
+  int recompute;
   /* For dropout and similar: the key and stream of the counter-based
    * generator (nntrainer/philox.h). seed is the model's seed; stream is
    * (iteration << 20) | node index, unique per (iteration, node) for graphs

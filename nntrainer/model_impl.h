@@ -82,6 +82,11 @@ typedef struct nnt_node {
   int t_scratch[NNT_MAX_SCRATCH];
   int t_label;
   int t_loss;                     /* loss nodes: the 1-float loss value */
+  /* memory_budget (recompute.c): the node's forward runs again in the
+   * backward pass; a_out / a_scratch are the tensors that second forward
+   * writes and the backward reads (-1: none) */
+  int recompute;
+  int a_out[NNT_MAX_IO], a_scratch[NNT_MAX_SCRATCH];
   /* run context, bound to the current plan */
   nnt_tensor in[NNT_MAX_IO], out[NNT_MAX_IO], din[NNT_MAX_IO], dout[NNT_MAX_IO];
   nnt_tensor gw[NNT_MAX_WEIGHTS], scratch[NNT_MAX_SCRATCH], label, loss;
@@ -159,6 +164,16 @@ struct nnt_model {
   /* per-mode plans */
   nnt_mgr mgr[NNT_MODE__COUNT];
   int bound_mode;           /* which plan the nodes' contexts point into; -1 */
+  /* recomputation (recompute.c): how many nodes recompute, their extra
+   * FLOPs per step, and for the training plan each tensor id's
+   * recomputed twin (-1: none), n_alt ids */
+  unsigned n_recompute;
+  double recompute_flops;
+  /* bytes the training plan left free under memory_budget for the
+   * datasets' queues when it was made (plan.c queue_reserve) */
+  size_t budget_reserve;
+  int *alt;
+  size_t n_alt;
   int input_t[NNT_DS_MAX_STREAMS], label_t[NNT_DS_MAX_STREAMS]; /* label_t: -1 in inference */
   /* counters */
   unsigned epoch_idx;       /* epochs done */
@@ -261,6 +276,32 @@ unsigned nnt_schedule_forward_end(const nnt_model *m, nnt_mode mode);
 int nnt_schedule_insert(nnt_model *m, nnt_mode mode, unsigned at, nnt_step step, nnt_err *e);
 /* plan.c: build the requests of a mode, plan them, bind node contexts. */
 int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e);
+/* plan.c, for recompute.c: the training plan's total bytes (weights,
+ * optimizer state, arena) with the current schedule, planned in a
+ * scratch manager (nothing allocated, the bound plan untouched). */
+int nnt_model_train_total(nnt_model *m, size_t *total, nnt_err *e);
+/* The bytes of the datasets' queues a training run holds with the
+ * model's shape and batch (every dataset set; buffer_size + 1 batches
+ * each before its prepare): what the training plan leaves free under
+ * memory_budget. */
+size_t nnt_model_queue_reserve(const nnt_model *m);
+/* Bind the training contexts to the forward tensors (bwd 0) or to the
+ * recomputed ones (bwd 1); nothing without recomputation. */
+void nnt_model_bind_phase(nnt_model *m, int bwd);
+
+/* recompute.c: under [Model] memory_budget, when the training plan does
+ * not fit: choose the nodes whose forward results are dropped and
+ * recomputed in the backward pass, insert their steps (nodes' recompute,
+ * m->n_recompute, m->recompute_flops). NNT_ERR_NOMEM when no choice
+ * fits, *min the smallest total found; NNT_OK with the schedule changed
+ * otherwise. */
+int nnt_recompute_fit(nnt_model *m, size_t *min, nnt_err *e);
+/* Forget every recomputation: the schedule's recompute steps and the
+ * nodes' flags. */
+void nnt_recompute_clear(nnt_model *m);
+/* Approximate FLOPs of node i's forward (2 per multiply-add of conv and
+ * fully_connected, 1 per output element otherwise). */
+double nnt_recompute_node_flops(const nnt_model *m, size_t i);
 void nnt_model_release_plan(nnt_model *m, nnt_mode mode);
 /* The persistent pools, planned and allocated into a fresh g (whole-run
  * lifetime, packed in save order, the basic planner): the weights (request

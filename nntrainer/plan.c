@@ -215,6 +215,64 @@ static int request_backward(nnt_model *m, nnt_mgr *g, nnt_err *e) {
   return NNT_OK;
 }
 
+/* Recomputation: each recomputed node's outputs and forward scratch get a
+ * twin that its second forward writes and the backward reads; the forward
+ * ones then die with their last forward reader. An in-place node's twin
+ * shares its producer's twin, as in the forward (recompute.c only picks
+ * an in-place node with its producer). m->alt maps every id to its twin. */
+static int request_recompute(nnt_model *m, nnt_mgr *g, nnt_err *e) {
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    nnt_node *nd = &m->nodes[i];
+    for (unsigned o = 0; o < NNT_MAX_IO; o++)
+      nd->a_out[o] = -1;
+    for (unsigned c = 0; c < NNT_MAX_SCRATCH; c++)
+      nd->a_scratch[c] = -1;
+    if (!nd->recompute)
+      continue;
+    for (unsigned o = 0; o < nd->fc.n_out; o++) {
+      int id = req(g, nd->layer->name, "recomputed_out", o, NNT_TK_ACTIVATION,
+                   nd->fc.out_dim[o], e);
+      if (id < 0)
+        return id;
+      nd->a_out[o] = id;
+      if (o == 0 && nd->inplace && nd->in_node[0] != NNT_NO_NODE &&
+          m->nodes[nd->in_node[0]].a_out[nd->in_idx[0]] >= 0)
+        nnt_mgr_merge(g, id, m->nodes[nd->in_node[0]].a_out[nd->in_idx[0]]);
+    }
+    for (unsigned c = 0; c < nd->fc.n_scratch; c++) {
+      if (nd->fc.scratch_life[c] == NNT_SCRATCH_BWD)
+        continue;
+      int id = req(g, nd->layer->name, "recomputed_scratch", c, NNT_TK_SCRATCH,
+                   nd->fc.scratch_dim[c], e);
+      if (id < 0)
+        return id;
+      nd->a_scratch[c] = id;
+    }
+  }
+  nnt_free(m->alt);
+  m->alt = nnt_malloc((g->n ? g->n : 1) * sizeof *m->alt);
+  m->n_alt = m->alt ? g->n : 0;
+  if (!m->alt)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory planning recomputation");
+  for (size_t i = 0; i < g->n; i++)
+    m->alt[i] = -1;
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    const nnt_node *nd = &m->nodes[i];
+    for (unsigned o = 0; o < nd->fc.n_out; o++)
+      if (nd->a_out[o] >= 0)
+        m->alt[nd->t_out[o]] = nd->a_out[o];
+    for (unsigned c = 0; c < nd->fc.n_scratch; c++)
+      if (nd->a_scratch[c] >= 0)
+        m->alt[nd->t_scratch[c]] = nd->a_scratch[c];
+  }
+  return NNT_OK;
+}
+
+/* In the backward part of a schedule with recomputation: id's twin. */
+static int twin(const nnt_model *m, int bwd, int id) {
+  return bwd && id >= 0 && (size_t)id < m->n_alt && m->alt[id] >= 0 ? m->alt[id] : id;
+}
+
 static void use(nnt_mgr *g, int id, unsigned step) {
   if (id >= 0)
     nnt_mgr_use(g, id, step);
@@ -229,7 +287,7 @@ static void use(nnt_mgr *g, int id, unsigned step) {
  * before it) keeps nothing past its forward step: its scratch lives in
  * that step only, and its backward scratch is not requested. */
 static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
-                       const nnt_step *st) {
+                       const nnt_step *st, int re) {
   int train = mode == NNT_MODE_TRAIN;
   if (st->kind == NNT_STEP_CLIP_APPLY) {
     /* every weight's gradient once: a shared weight's sum */
@@ -245,12 +303,12 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
   int grad = st->kind == NNT_STEP_CALC_GRADIENT, deriv = st->kind == NNT_STEP_CALC_DERIVATIVE;
   if (st->kind == NNT_STEP_FORWARD) {
     for (unsigned k = 0; k < nd->n_in; k++)
-      use(g, nd->t_in[k], s);
+      use(g, twin(m, re, nd->t_in[k]), s);
     for (unsigned o = 0; o < nd->fc.n_out; o++)
-      use(g, nd->t_out[o], s);
+      use(g, twin(m, re, nd->t_out[o]), s);
     for (unsigned c = 0; c < nd->fc.n_scratch; c++)
       if (!train || nd->fc.scratch_life[c] != NNT_SCRATCH_BWD)
-        use(g, nd->t_scratch[c], s);
+        use(g, twin(m, re, nd->t_scratch[c]), s);
     use(g, nd->t_label, s);
     use(g, nd->t_loss, s);
   } else if (train && st->kind == NNT_STEP_APPLY_GRADIENT) {
@@ -269,12 +327,12 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
       use(g, nd->t_label, s);
     for (unsigned c = 0; c < nd->fc.n_scratch; c++)
       if (bwd && nd->fc.scratch_life[c] != NNT_SCRATCH_FWD)
-        use(g, nd->t_scratch[c], s);
+        use(g, twin(m, re, nd->t_scratch[c]), s);
     if (!bwd)
       return;
     for (unsigned k = 0; k < nd->n_in; k++) {
       if (flags & NNT_LF_BWD_READS_INPUT)
-        use(g, nd->t_in[k], s);
+        use(g, twin(m, re, nd->t_in[k]), s);
       if (deriv && nd->do_deriv) {
         use(g, nd->t_din[k], s);
         use(g, nd->t_dsum[k], s);
@@ -282,7 +340,7 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
     }
     for (unsigned o = 0; o < nd->fc.n_out; o++) {
       if (flags & NNT_LF_BWD_READS_OUTPUT)
-        use(g, nd->t_out[o], s);
+        use(g, twin(m, re, nd->t_out[o]), s);
       use(g, nd->t_dout[o], s);
     }
     for (unsigned w = 0; grad && w < nd->fc.n_w; w++)
@@ -303,15 +361,16 @@ static int touch_steps(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
     use(g, m->input_t[s], 0);
   for (unsigned s = 0; s < m->n_labels; s++)
     use(g, m->label_t[s], 0);
+  unsigned fwd_end = nnt_schedule_forward_end(m, mode);
+  int re = mode == NNT_MODE_TRAIN && m->n_recompute;
   for (unsigned s = 0; s < n; s++)
-    touch_step(m, mode, g, s, &m->sched[mode][s]);
+    touch_step(m, mode, g, s, &m->sched[mode][s], re && s >= fwd_end);
   for (size_t i = 0; n && i < m->n_nodes; i++)
     for (unsigned o = 0; o < m->nodes[i].fc.n_out; o++)
       if (!m->nodes[i].n_consumers[o])
         use(g, m->nodes[i].t_out[o], n - 1);
   /* train.c reads the loss values when the forward steps are done: at the
    * step after them (past the end of an inference schedule) */
-  unsigned fwd_end = nnt_schedule_forward_end(m, mode);
   for (size_t i = 0; i < m->n_nodes; i++)
     use(g, m->nodes[i].t_loss, fwd_end);
   for (size_t i = 0; i < g->n; i++)
@@ -458,13 +517,77 @@ static int build_requests(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
   int rc = request_forward(m, mode, g, e);
   if (!rc && mode == NNT_MODE_TRAIN)
     rc = request_backward(m, g, e);
+  if (!rc && mode == NNT_MODE_TRAIN && m->n_recompute)
+    rc = request_recompute(m, g, e);
   if (!rc)
     rc = touch_steps(m, mode, g, e);
   return rc;
 }
 
+/* A fresh manager g planned for mode (no memory yet). */
+static int plan_requests(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
+  nnt_mgr_init(g);
+  nnt_mgr_set_buffer_type(g, m->be->buft);
+  g->poison = m->poison;
+  int rc = build_requests(m, mode, g, e);
+  if (!rc) {
+    nnt_planner_kind k = m->memory_optimization ? m->planner : NNT_PLANNER_BASIC;
+    rc = nnt_mgr_plan(g, k, 0, e);
+  }
+  return rc;
+}
+
+int nnt_model_train_total(nnt_model *m, size_t *total, nnt_err *e) {
+  nnt_mgr g;
+  size_t parts[3];
+  int rc = plan_requests(m, NNT_MODE_TRAIN, &g, e);
+  if (!rc && mode_total(m, NNT_MODE_TRAIN, &g, parts, total))
+    *total = SIZE_MAX;
+  nnt_mgr_free(&g);
+  /* the nodes' ids are this scratch plan's now: rebind before running */
+  if (m->bound_mode == NNT_MODE_TRAIN)
+    m->bound_mode = -1;
+  return rc;
+}
+
+void nnt_model_bind_phase(nnt_model *m, int bwd) {
+  if (m->bound_mode != NNT_MODE_TRAIN || !m->n_recompute)
+    return;
+  const nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    nnt_node *nd = &m->nodes[i];
+    for (unsigned k = 0; k < nd->n_in; k++)
+      bind(&nd->in[k], g, twin(m, bwd, nd->t_in[k]), nd->fc.in_dim[k]);
+    for (unsigned o = 0; o < nd->fc.n_out; o++)
+      bind(&nd->out[o], g, twin(m, bwd, nd->t_out[o]), nd->fc.out_dim[o]);
+    for (unsigned c = 0; c < nd->fc.n_scratch; c++)
+      bind(&nd->scratch[c], g, twin(m, bwd, nd->t_scratch[c]), nd->fc.scratch_dim[c]);
+  }
+}
+
+size_t nnt_model_queue_reserve(const nnt_model *m) {
+  nnt_ds_shape sh;
+  memset(&sh, 0, sizeof sh);
+  sh.n_in = m->n_inputs;
+  sh.n_label = m->n_labels;
+  for (unsigned i = 0; i < m->n_inputs; i++)
+    sh.in_len[i] = nnt_dim_feature_len(m->input_dim[i]);
+  for (unsigned i = 0; i < m->n_labels; i++)
+    sh.label_len[i] = nnt_dim_feature_len(m->label_dim[i]);
+  size_t total = 0;
+  for (int k = 0; k < 3; k++)
+    if (nnt_size_add(total, nnt_dataset_queue_bytes_for(m->ds[k], &sh, m->batch), &total))
+      return SIZE_MAX;
+  return total;
+}
+
 int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
   nnt_mgr *g = &m->mgr[mode];
+  /* under a budget the training plan leaves room for the datasets' queues;
+   * datasets set (or grown) since it was made: fit it again */
+  size_t reserve = mode == NNT_MODE_TRAIN && m->memory_budget ? nnt_model_queue_reserve(m) : 0;
+  if (g->planned && reserve > m->budget_reserve)
+    nnt_model_release_plan(m, mode);
   if (g->planned) {
     if (m->bound_mode != (int)mode) {
       /* the nodes hold the other mode's ids: rebuild this mode's */
@@ -479,16 +602,42 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
     return NNT_OK;
   }
   nnt_mgr_free(g);
-  nnt_mgr_init(g);
-  nnt_mgr_set_buffer_type(g, m->be->buft);
-  g->poison = m->poison;
-  int rc = build_requests(m, mode, g, e);
-  if (!rc) {
-    nnt_planner_kind k = m->memory_optimization ? m->planner : NNT_PLANNER_BASIC;
-    rc = nnt_mgr_plan(g, k, 0, e);
+  if (mode == NNT_MODE_TRAIN)
+    m->budget_reserve = reserve;
+  int rc = plan_requests(m, mode, g, e);
+  /* over the budget in training, with the queues: recompute activations
+   * to fit */
+  size_t parts[3], total, min = 0;
+  int fit = NNT_OK;
+  if (!rc && mode == NNT_MODE_TRAIN && m->memory_budget &&
+      (mode_total(m, mode, g, parts, &total) || nnt_size_add(total, reserve, &total) ||
+       total > m->memory_budget)) {
+    fit = nnt_recompute_fit(m, &min, e);
+    if (fit == NNT_OK) {
+      nnt_mgr_free(g);
+      rc = plan_requests(m, mode, g, e);
+    } else if (fit != NNT_ERR_NOMEM) {
+      rc = fit;
+    } else { /* the plan without, for the message */
+      nnt_mgr_free(g);
+      rc = plan_requests(m, mode, g, e);
+    }
   }
   if (!rc)
     rc = fit_budget(m, mode, g, e);
+  if (!rc && fit == NNT_ERR_NOMEM) /* the plan fits, not with the queues */
+    rc = nnt_model_budget_with(m, mode, reserve, "the datasets' queues (buffer_size batches each)",
+                               e);
+  if (rc == NNT_ERR_NOMEM && min) {
+    size_t len = strlen(e->msg), need;
+    char a[64], b[64], c[64];
+    if (nnt_size_add(min, reserve, &need))
+      need = SIZE_MAX;
+    snprintf(e->msg + len, sizeof e->msg - len, "; recomputing activations in the backward pass, "
+             "the smallest training plan found needs %s, plus %s for the datasets' queues: "
+             "the minimum budget that fits is %s", bytes_both(min, a, sizeof a),
+             nnt_bytes_str(reserve, b, sizeof b), bytes_both(need, c, sizeof c));
+  }
   if (!rc)
     rc = nnt_mgr_alloc(g, nnt_mode_name(mode), e);
   if (rc) {

@@ -24,6 +24,7 @@ static int pass_failed(const nnt_node *nd, const char *pass, int rc, nnt_err *e)
 static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt_err *e);
 
 int nnt_model_forward(nnt_model *m, int training, float *loss, nnt_err *e) {
+  nnt_model_bind_phase(m, 0);
   int rc = run_steps(m, 0, nnt_schedule_forward_end(m, (nnt_mode)m->bound_mode), training, e);
   if (rc || !loss)
     return rc;
@@ -213,6 +214,7 @@ static int accumulate(nnt_model *m, nnt_node *nd) {
 static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt_err *e) {
   nnt_mgr *g = &m->mgr[m->bound_mode];
   const nnt_step *steps = m->sched[m->bound_mode];
+  unsigned fwd_end = nnt_schedule_forward_end(m, (nnt_mode)m->bound_mode);
   int rc = NNT_OK;
   for (unsigned s = from; s < to; s++) {
     nnt_node *nd = steps[s].node < m->n_nodes ? &m->nodes[steps[s].node] : NULL;
@@ -220,6 +222,7 @@ static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt
     case NNT_STEP_FORWARD:
       nd->ctx.training = training;
       nd->ctx.stream = nnt_run_stream(m->iter, steps[s].node);
+      nd->ctx.recompute = s >= fwd_end; /* memory_budget: a second forward */
       if ((rc = nd->layer->ops->forward(nd->layer, &nd->ctx)))
         return pass_failed(nd, "forward", rc, e);
       break;
@@ -266,6 +269,7 @@ static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt
 
 int nnt_model_backward(nnt_model *m, nnt_err *e) {
   nnt_mode mode = (nnt_mode)m->bound_mode;
+  nnt_model_bind_phase(m, 1);
   return run_steps(m, nnt_schedule_forward_end(m, mode), m->n_steps[mode], 1, e);
 }
 

@@ -31,4 +31,20 @@ typedef struct cli_plan_info {
 void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose);
 /* Write the plan as an SVG picture. @return NNT_OK, or an error in e. */
 int cli_plan_svg(const char *path, const cli_plan_info *pi, nnt_err *e);
+
+/* cli_budget.c: `plan --budget` / `--max-batch`. */
+typedef struct cli_budget_info {
+  uint64_t budget;           /* the bytes of --budget or --max-batch */
+  size_t weight_bytes, optimizer_bytes;
+  unsigned max_batch;        /* --max-batch: the largest batch that fits; 0: not asked */
+  const char *next_refused;  /* --max-batch: why max_batch + 1 does not fit */
+} cli_budget_info;
+/* A byte count with an optional K, M or G suffix (as memory_budget), more
+ * than 0; prints why not (naming opt) and returns -1. */
+int cli_parse_bytes(const char *opt, const char *v, uint64_t *out);
+/* The training plan's report (cli_plan_report) and what is recomputed,
+ * its extra FLOPs, the plan with the datasets' queues against the budget
+ * (JSON: members of the same object). @return 0, -1 out of memory. */
+int cli_plan_report_budget(FILE *out, const cli_plan_info *pi, const nnt_model *m,
+                           const cli_budget_info *bi, int json, int verbose);
 #endif

@@ -38,6 +38,13 @@ static void usage(FILE *out) {
           "       [--svg FILE] [--verbose] [Section.key=value ...]\n"
           "        print the memory plan: bytes per kind, the arena, its lower\n"
           "        bound, the saving against memory_optimization=false\n"
+          "  plan CONFIG --budget BYTES [...]\n"
+          "        the training plan under memory_budget=BYTES (K, M, G suffixes):\n"
+          "        the layers recomputed in the backward pass, their extra FLOPs,\n"
+          "        the plan with the datasets' queues against BYTES\n"
+          "  plan CONFIG --max-batch BYTES [...]\n"
+          "        the largest batch_size whose training plan (recomputing as\n"
+          "        needed, the queues included) fits BYTES, and its plan\n"
           "\n"
           "options:\n"
           "  --help     show this help\n"
@@ -59,6 +66,7 @@ typedef struct cli_opts {
   const char *planner;
   const char *svg;
   const char *dump;         /* train: write every tensor after training */
+  const char *budget, *max_batch; /* plan: --budget / --max-batch BYTES */
   int json, verbose;
 } cli_opts;
 
@@ -111,6 +119,12 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
         return -1;
       o->seed = (unsigned)v;
       o->seed_set = 1;
+    } else if (!strcmp(a, "--budget") || !strcmp(a, "--max-batch")) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "nntrainer: %s needs a byte count (as in 512M)\n", a);
+        return -1;
+      }
+      *(a[2] == 'b' ? &o->budget : &o->max_batch) = argv[++i];
     } else if (!strcmp(a, "--mode") || !strcmp(a, "--planner") || !strcmp(a, "--svg") ||
                !strcmp(a, "--dump")) {
       if (i + 1 >= argc) {
@@ -380,6 +394,105 @@ static int plan_mode(nnt_model *m, nnt_mode mode, const char *planner, nnt_err *
   return nnt_model_plan(m, mode, e);
 }
 
+/* The training plan of o under memory_budget=bytes (batch_size=batch
+ * unless 0), into *out. A model without a training dataset is planned
+ * with --synthetic's, so its queue counts as `train --synthetic` holds
+ * it. On an error nothing is left. */
+static int budget_probe(const cli_opts *o, unsigned batch, uint64_t bytes, nnt_model **out,
+                        nnt_err *e) {
+  cli_opts b = *o;
+  char ms[48], bs[48];
+  if (b.n_overrides + 2 > MAX_OVERRIDES)
+    return nnt_err_set(e, NNT_ERR_INVAL, "too many overrides");
+  snprintf(ms, sizeof ms, "memory_budget=%llu", (unsigned long long)bytes);
+  b.overrides[b.n_overrides++] = ms;
+  if (batch) {
+    snprintf(bs, sizeof bs, "batch_size=%u", batch);
+    b.overrides[b.n_overrides++] = bs;
+  }
+  nnt_model *m;
+  int rc = build_model(&b, &m, e);
+  if (rc)
+    return rc;
+  if (!nnt_model_dataset(m, NNT_DS_TRAIN)) {
+    nnt_dataset *ds;
+    rc = nnt_dataset_create_synthetic(1024, 0x5157ULL, &ds, e);
+    if (!rc)
+      rc = nnt_model_set_dataset(m, NNT_DS_TRAIN, ds, e);
+  }
+  if (!rc)
+    rc = plan_mode(m, NNT_MODE_TRAIN, o->planner, e);
+  if (rc)
+    nnt_model_destroy(m);
+  else
+    *out = m;
+  return rc;
+}
+
+/* --max-batch: the largest batch_size whose training plan fits bytes
+ * (doubling, then bisection), and in why the reason batch + 1 does not.
+ * @return 0, or the exit code after saying why. */
+static int find_max_batch(const cli_opts *o, uint64_t bytes, unsigned *best, char *why,
+                          size_t n) {
+  unsigned lo = 0, hi = 0; /* the largest batch that fits, the smallest that does not */
+  nnt_err e = {0};
+  for (unsigned b = 1; !hi; b = b > UINT_MAX / 2 ? UINT_MAX : 2 * b) {
+    nnt_model *m;
+    if (budget_probe(o, b, bytes, &m, &e)) {
+      hi = b;
+      snprintf(why, n, "%s", e.msg);
+    } else {
+      nnt_model_destroy(m);
+      lo = b;
+      if (b == UINT_MAX)
+        break;
+    }
+  }
+  while (hi && hi - lo > 1) {
+    unsigned mid = lo + (hi - lo) / 2;
+    nnt_model *m;
+    if (budget_probe(o, mid, bytes, &m, &e)) {
+      hi = mid;
+      snprintf(why, n, "%s", e.msg);
+    } else {
+      nnt_model_destroy(m);
+      lo = mid;
+    }
+  }
+  if (!lo) {
+    fprintf(stderr, "nntrainer: --max-batch: no batch size fits %llu bytes: batch_size 1: %s\n",
+            (unsigned long long)bytes, why);
+    return 1;
+  }
+  *best = lo;
+  return 0;
+}
+
+/* --budget / --max-batch into bi: @return 0 to go on, else the exit code. */
+static int budget_options(const cli_opts *o, nnt_mode mode, cli_budget_info *bi, char *why,
+                          size_t n) {
+  if (!o->budget && !o->max_batch)
+    return 0;
+  if (o->budget && o->max_batch) {
+    fprintf(stderr, "nntrainer: --budget and --max-batch: give one of them\n");
+    return 2;
+  }
+  const char *opt = o->budget ? "--budget" : "--max-batch";
+  if (mode != NNT_MODE_TRAIN) {
+    fprintf(stderr, "nntrainer: %s plans training: not with --mode %s\n", opt, o->mode);
+    return 2;
+  }
+  if (cli_parse_bytes(opt, o->budget ? o->budget : o->max_batch, &bi->budget))
+    return 2;
+  if (o->max_batch) {
+    int rc = find_max_batch(o, bi->budget, &bi->max_batch, why, n);
+    if (rc)
+      return rc;
+    bi->next_refused = why;
+  }
+  return 0;
+}
+
 static int cmd_plan(int argc, char **argv) {
   cli_opts o;
   if (parse_args(argc, argv, &o))
@@ -395,9 +508,14 @@ static int cmd_plan(int argc, char **argv) {
   }
   nnt_err e = {0};
   nnt_model *m, *base;
-  if (build_model(&o, &m, &e))
+  cli_budget_info bi = {0};
+  char why[NNT_ERR_MSG_MAX], bs[48];
+  int brc = budget_options(&o, mode, &bi, why, sizeof why);
+  if (brc)
+    return brc;
+  if (bi.budget ? budget_probe(&o, bi.max_batch, bi.budget, &m, &e) : build_model(&o, &m, &e))
     return fail(&e);
-  if (plan_mode(m, mode, o.planner, &e)) {
+  if (!bi.budget && plan_mode(m, mode, o.planner, &e)) {
     nnt_model_destroy(m);
     return fail(&e);
   }
@@ -406,6 +524,10 @@ static int cmd_plan(int argc, char **argv) {
   if (ob.n_overrides + 1 < MAX_OVERRIDES) {
     ob.overrides[ob.n_overrides++] = "memory_optimization=false";
     ob.overrides[ob.n_overrides++] = "memory_budget=0"; /* only compared, never run */
+  }
+  if (bi.max_batch && ob.n_overrides < MAX_OVERRIDES) { /* at the batch found */
+    snprintf(bs, sizeof bs, "batch_size=%u", bi.max_batch);
+    ob.overrides[ob.n_overrides++] = bs;
   }
   if (build_model(&ob, &base, &e)) {
     nnt_model_destroy(m);
@@ -445,8 +567,15 @@ static int cmd_plan(int argc, char **argv) {
     return fail(&e);
   }
   pi.peak = &peak;
-  cli_plan_report(stdout, &pi, o.json, o.verbose);
   int rc = 0;
+  if (bi.budget) {
+    bi.weight_bytes = pi.weight_bytes;
+    bi.optimizer_bytes = pi.optimizer_bytes;
+    if (cli_plan_report_budget(stdout, &pi, m, &bi, o.json, o.verbose))
+      rc = 1;
+  } else {
+    cli_plan_report(stdout, &pi, o.json, o.verbose);
+  }
   nnt_err se;
   if (o.svg && cli_plan_svg(o.svg, &pi, &se)) {
     fprintf(stderr, "nntrainer: error: %s\n", se.msg);
