@@ -16,8 +16,8 @@
 #include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
 
-#define HEAD(BATCH)                                                                          \
-  "[Model]\ntype = NeuralNetwork\nbatch_size = " BATCH "\nepochs = 2\nloss = mse\nseed = 3\n" \
+#define HEAD(B)                                                                              \
+  "[Model]\ntype = NeuralNetwork\nbatch_size = " B "\nepochs = 2\nloss = mse\nseed = 3\n" \
   "[Optimizer]\ntype = sgd\nlearning_rate = 0.001\n"
 
 /* a's output goes to tanh b and to the addition, which is the later of the
