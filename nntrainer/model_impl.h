@@ -23,9 +23,11 @@ const char *nnt_loss_name(nnt_loss_kind k);
 
 /* How a consumer's derivative reaches its producer's output. */
 typedef enum nnt_dmode {
-  NNT_D_DIRECT = 0, /* the consumer writes the producer's d_out itself */
-  NNT_D_COPY,       /* fan-out: write a temporary, copy into the sum */
-  NNT_D_ADD,        /* fan-out: write a temporary, add into the sum */
+  /* the consumer writes the producer's d_out itself: the only consumer,
+   * or with memory_optimization a fan-out's first in backward order */
+  NNT_D_DIRECT = 0,
+  NNT_D_COPY, /* fan-out, memory_optimization=false: the first, copied in */
+  NNT_D_ADD,  /* fan-out: a later consumer: a temporary, added in */
 } nnt_dmode;
 
 /* What a step of the schedule runs. */

@@ -163,7 +163,13 @@ static int request_backward(nnt_model *m, nnt_mgr *g, nnt_err *e) {
       nd->t_gw[w] = id;
     }
   }
-  /* a consumer's d_in is its producer's d_out; fan-out gets a sum */
+  /* A consumer's d_in is its producer's d_out. A fan-out (an output read
+   * by several consumers) gets a sum, its d_out: with memory_optimization
+   * the first consumer in backward order (the last in forward) writes it
+   * directly (NNT_D_DIRECT), as the first value of the sum is its
+   * derivative; each later one writes a temporary that train.c adds in.
+   * Without it every consumer keeps its own derivative (a temporary that
+   * the first copies into the sum), the reference that --dump reads. */
   for (size_t i = 0; i < m->n_nodes; i++)
     for (unsigned o = 0; o < NNT_MAX_IO; o++)
       m->nodes[i].t_dout[o] = -1;
@@ -193,6 +199,10 @@ static int request_backward(nnt_model *m, nnt_mgr *g, nnt_err *e) {
           if (id < 0)
             return id;
           p->t_dout[pi] = id;
+          if (opt) {
+            c->t_din[k] = id;
+            continue;
+          }
           c->dmode[k] = NNT_D_COPY;
         } else {
           c->dmode[k] = NNT_D_ADD;

@@ -1,0 +1,254 @@
+/* Fan-out derivatives (an output read by several layers): with
+ * memory_optimization the first consumer in backward order writes the
+ * producer's summed derivative itself, without a temporary of its own, and
+ * each later consumer adds a temporary into it; without it every consumer
+ * keeps its own derivative. The residual model's training arena is one
+ * temporary smaller than the count with it, and training gives the same
+ * weights bit for bit either way (a view, an in-place addition, a layer
+ * reading one output twice and a shared weight among the consumers). */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nntrainer/ini.h"
+#include "nntrainer/model_impl.h"
+
+#define HEAD(B)                                                                              \
+  "[Model]\ntype = NeuralNetwork\nbatch_size = " B "\nepochs = 2\nloss = mse\nseed = 3\n" \
+  "[Optimizer]\ntype = sgd\nlearning_rate = 0.001\n"
+
+/* a's output goes to tanh b and to the addition, which is the later of the
+ * two in forward: the first in backward */
+#define BATCH 16
+#define WIDTH 256
+static const char RESIDUAL[] = HEAD("16")
+    "[in]\ntype = input\ninput_shape = 1:1:4\n"
+    "[a]\ntype = fully_connected\nunit = 256\n"
+    "[b]\ntype = activation\nactivation = tanh\ninput_layers = a\n"
+    "[add]\ntype = addition\ninput_layers = b, a\n"
+    "[out]\ntype = fully_connected\nunit = 2\ninput_layers = add\n";
+
+/* the cases that share memory: add is in place over b (input 0) and its
+ * input 1 is a fan-out; add's output goes to flatten r (a view), c and c2
+ * (c's weights), r being the first in backward; e reads d twice; e's
+ * output goes to f and f2 (f's weights) */
+static const char CASES[] = HEAD("4")
+    "[in]\ntype = input\ninput_shape = 1:1:8\n"
+    "[a]\ntype = fully_connected\nunit = 16\n"
+    "[b]\ntype = fully_connected\nunit = 16\ninput_layers = a\n"
+    "[add]\ntype = addition\ninput_layers = b, a\n"
+    "[r]\ntype = flatten\ninput_layers = add\n"
+    "[c]\ntype = fully_connected\nunit = 16\ninput_layers = add\n"
+    "[c2]\ntype = fully_connected\nunit = 16\ninput_layers = add\nshared_from = c\n"
+    "[d]\ntype = addition\ninput_layers = c, r, c2\n"
+    "[e]\ntype = addition\ninput_layers = d, d\n"
+    "[f]\ntype = fully_connected\nunit = 16\ninput_layers = e\n"
+    "[f2]\ntype = fully_connected\nunit = 16\ninput_layers = e\nshared_from = f\n"
+    "[g]\ntype = addition\ninput_layers = f, f2\n"
+    "[out]\ntype = fully_connected\nunit = 3\ninput_layers = g\n";
+
+static nnt_model *load(const char *name, const char *text, int memopt, int poison) {
+  const char *path = tu_write_text(name, text);
+  nnt_model *m = tu_model_for_ini(path);
+  nnt_err e = {0};
+  const char *ov[] = {memopt ? "memory_optimization=true" : "memory_optimization=false"};
+  if (nnt_ini_load(m, path, ov, 1, &e))
+    fail_msg("%s: %s", name, e.msg);
+  m->poison = poison;
+  nnt_dataset *ds = NULL;
+  assert_int_equal(nnt_dataset_create_synthetic(3 * nnt_model_batch_size(m), 77, &ds, &e),
+                   NNT_OK);
+  assert_int_equal(nnt_model_set_dataset(m, NNT_DS_TRAIN, ds, &e), NNT_OK);
+  if (nnt_model_compile(m, &e) || nnt_model_initialize(m, &e))
+    fail_msg("%s: %s", name, e.msg);
+  m->keep_train_arena = 1;
+  if (nnt_model_plan(m, NNT_MODE_TRAIN, &e) || nnt_mgr_validate(&m->mgr[NNT_MODE_TRAIN], &e))
+    fail_msg("%s: %s", name, e.msg);
+  return m;
+}
+
+static const nnt_node *node(const nnt_model *m, const char *name) {
+  for (size_t i = 0; i < m->n_nodes; i++)
+    if (!strcmp(m->nodes[i].layer->name, name))
+      return &m->nodes[i];
+  fail_msg("no node '%s'", name);
+  return NULL;
+}
+
+static int has_tensor(const nnt_mgr *g, const char *name) {
+  for (size_t i = 0; i < g->n; i++)
+    if (!strcmp(g->t[i].name, name))
+      return 1;
+  return 0;
+}
+
+/* Consumer c's input k writes producer p's d_out itself. */
+static void assert_direct(const nnt_node *c, unsigned k, const nnt_node *p) {
+  assert_int_equal(c->dmode[k], NNT_D_DIRECT);
+  assert_true(p->t_dout[0] >= 0);
+  assert_int_equal(c->t_din[k], p->t_dout[0]);
+  assert_int_equal(c->t_dsum[k], -1);
+}
+
+/* Consumer c's input k writes a temporary that mode adds or copies in. */
+static void assert_temporary(const nnt_node *c, unsigned k, const nnt_node *p, nnt_dmode mode) {
+  assert_int_equal(c->dmode[k], mode);
+  assert_true(c->t_din[k] >= 0);
+  assert_int_not_equal(c->t_din[k], p->t_dout[0]);
+  assert_int_equal(c->t_dsum[k], p->t_dout[0]);
+}
+
+/* The most bytes live at one step (each memory group once, over its whole
+ * life), with extra bytes added at step at: what the planner cannot go
+ * under. */
+static size_t live_max(const nnt_mgr *g, unsigned at, size_t extra) {
+  size_t best = 0;
+  for (unsigned s = 0; s < 1000; s++) {
+    size_t sum = s == at ? extra : 0;
+    for (size_t i = 0; i < g->n; i++) {
+      unsigned f, l;
+      nnt_mgr_life(g, (int)i, &f, &l);
+      if (nnt_mgr_root(g, (int)i) == (int)i && f <= s && s <= l)
+        sum += g->t[i].bytes;
+    }
+    if (sum > best)
+      best = sum;
+  }
+  return best;
+}
+
+static unsigned deriv_step(const nnt_model *m, const nnt_node *nd) {
+  unsigned i = (unsigned)(nd - m->nodes);
+  for (unsigned s = 0; s < m->n_steps[NNT_MODE_TRAIN]; s++)
+    if (m->sched[NNT_MODE_TRAIN][s].node == i &&
+        m->sched[NNT_MODE_TRAIN][s].kind == NNT_STEP_CALC_DERIVATIVE)
+      return s;
+  fail_msg("node '%s' has no calc_derivative step", nd->layer->name);
+  return 0;
+}
+
+/* Every fan-out of m's training plan: the consumer input whose
+ * calc_derivative runs first (the lower input index within a node) writes
+ * the sum itself with memory_optimization, or a temporary copied in
+ * without; every other one a temporary added in. @return the fan-outs;
+ * first[] receives each one's first consumer (up to 8). */
+static unsigned check_fanouts(const nnt_model *m, const nnt_node **first) {
+  unsigned n = 0;
+  for (size_t pi = 0; pi < m->n_nodes; pi++) {
+    const nnt_node *p = &m->nodes[pi];
+    if (p->n_consumers[0] < 2 || !p->needs_d)
+      continue;
+    const nnt_node *fc = NULL;
+    unsigned fk = 0, fs = 0, readers = 0;
+    for (size_t ci = 0; ci < m->n_nodes; ci++) {
+      const nnt_node *c = &m->nodes[ci];
+      for (unsigned k = 0; k < c->n_in; k++) {
+        if (c->in_node[k] != pi || c->in_idx[k] != 0 || !c->do_deriv)
+          continue;
+        unsigned s = deriv_step(m, c);
+        readers++;
+        if (!fc || s < fs)
+          fc = c, fk = k, fs = s;
+      }
+    }
+    assert_int_equal(readers, p->n_consumers[0]);
+    for (size_t ci = 0; ci < m->n_nodes; ci++) {
+      const nnt_node *c = &m->nodes[ci];
+      for (unsigned k = 0; k < c->n_in; k++) {
+        if (c->in_node[k] != pi || c->in_idx[k] != 0 || !c->do_deriv)
+          continue;
+        if (c != fc || k != fk)
+          assert_temporary(c, k, p, NNT_D_ADD);
+        else if (m->memory_optimization)
+          assert_direct(c, k, p);
+        else
+          assert_temporary(c, k, p, NNT_D_COPY);
+      }
+    }
+    if (n < 8)
+      first[n] = fc;
+    n++;
+  }
+  return n;
+}
+
+static void test_residual_plan(void **state) {
+  (void)state;
+  nnt_model *m = load("residual.ini", RESIDUAL, 1, 0);
+  const nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
+  const nnt_node *a = node(m, "a"), *b = node(m, "b"), *add = node(m, "add");
+  assert_int_equal(a->n_consumers[0], 2);
+  /* the addition, first in backward, writes a's sum; tanh adds into it */
+  assert_direct(add, 1, a);
+  assert_direct(add, 0, b);
+  assert_temporary(b, 0, a, NNT_D_ADD);
+  assert_true(has_tensor(g, "a:d_out0"));
+  assert_true(has_tensor(g, "b:d_in0"));
+  assert_false(has_tensor(g, "add:d_in1"));
+  const nnt_node *first[8];
+  assert_int_equal(check_fanouts(m, first), 1);
+  assert_ptr_equal(first[0], add);
+  /* at add's calc_derivative, the peak: the input (read by a's backward),
+   * tanh's output (read by its backward), the model's output, add's d_out,
+   * b's d_out and a's sum; the temporary it had would have been one more */
+  size_t act = (size_t)BATCH * WIDTH * sizeof(float);
+  size_t count = BATCH * 4 * sizeof(float) + BATCH * 2 * sizeof(float) + 4 * act;
+  size_t before = count + act;
+  assert_int_equal(live_max(g, deriv_step(m, add), 0), count);
+  assert_int_equal(live_max(g, deriv_step(m, add), act), before);
+  assert_int_equal(g->lower_bound, count);
+  assert_int_equal(g->arena_bytes, count);
+  assert_true(g->arena_bytes < before);
+  nnt_model_destroy(m);
+
+  /* memory_optimization=false keeps every consumer's own derivative: the
+   * first one's is copied into the sum */
+  m = load("residual.ini", RESIDUAL, 0, 0);
+  g = &m->mgr[NNT_MODE_TRAIN];
+  a = node(m, "a"), b = node(m, "b"), add = node(m, "add");
+  assert_temporary(add, 1, a, NNT_D_COPY);
+  assert_temporary(b, 0, a, NNT_D_ADD);
+  assert_true(has_tensor(g, "add:d_in1"));
+  assert_int_equal(check_fanouts(m, first), 1);
+  nnt_model_destroy(m);
+}
+
+static void test_cases_bitwise(void **state) {
+  (void)state;
+  nnt_err e = {0};
+  nnt_model *on = load("cases.ini", CASES, 1, 1), *off = load("cases.ini", CASES, 0, 0);
+  const nnt_node *first[8];
+  /* a's sum: add (in place over b); add's: flatten r (a view); d's: e
+   * (reading it twice); e's: a layer of a shared weight */
+  assert_true(node(on, "add")->inplace);
+  assert_true(node(on, "r")->inplace);
+  assert_int_equal(check_fanouts(on, first), 4);
+  assert_ptr_equal(first[0], node(on, "add"));
+  assert_ptr_equal(first[1], node(on, "r"));
+  assert_ptr_equal(first[2], node(on, "e"));
+  assert_true(first[3] == node(on, "f") || first[3] == node(on, "f2"));
+  assert_int_equal(node(on, "e")->dmode[0], NNT_D_DIRECT);
+  assert_int_equal(node(on, "e")->dmode[1], NNT_D_ADD);
+  assert_int_equal(check_fanouts(off, first), 4);
+  /* the same weights, bit for bit; poison mode finds no read after death */
+  if (nnt_model_train(on, NULL, NULL, &e) || nnt_model_train(off, NULL, NULL, &e))
+    fail_msg("%s", e.msg);
+  assert_int_equal(on->wpool_floats, off->wpool_floats);
+  for (size_t i = 0; i < on->wpool_floats; i++)
+    if (isnan(on->wpool[i]))
+      fail_msg("weight %zu is NaN under poison mode", i);
+  assert_memory_equal(on->wpool, off->wpool, on->wpool_floats * sizeof(float));
+  nnt_model_destroy(on);
+  nnt_model_destroy(off);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_residual_plan),
+      cmocka_unit_test(test_cases_bitwise),
+  };
+  return cmocka_run_group_tests(tests, tu_dir_setup, tu_dir_teardown);
+}
