@@ -516,7 +516,7 @@ static int k_sgd_step(const nnt_kernels *self, size_t n, float lr, const float *
   if (skip && *skip != 0)
     return NNT_OK;
   for (size_t i = 0; i < n; i++)
-    w[i] -= lr * g[i];
+    w[i] = nnt_flush_subnormal(w[i] - lr * g[i]);
   return NNT_OK;
 }
 
@@ -530,9 +530,9 @@ static int k_adam_step(const nnt_kernels *self, size_t n, float lr_t, float b1, 
     for (size_t i = 0; i < n; i++)
       w[i] *= wscale;
   for (size_t i = 0; i < n; i++) {
-    m[i] = b1 * m[i] + (1 - b1) * g[i];
-    v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
-    w[i] -= lr_t * m[i] / (sqrtf(v[i]) + eps);
+    m[i] = nnt_flush_subnormal(b1 * m[i] + (1 - b1) * g[i]);
+    v[i] = nnt_flush_subnormal(b2 * v[i] + (1 - b2) * g[i] * g[i]);
+    w[i] = nnt_flush_subnormal(w[i] - lr_t * m[i] / (sqrtf(v[i]) + eps));
   }
   return NNT_OK;
 }

@@ -4,6 +4,7 @@
 #ifndef NNT_KERNELS_H
 #define NNT_KERNELS_H
 
+#include <float.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,6 +56,17 @@ enum { NNT_NORM_MINMAX = 1u << 0, NNT_NORM_STANDARD = 1u << 1 };
  * arguments it can see are wrong); none returns a value on the host or
  * touches host state: a scalar result (dot, sum, a loss, a count) is
  * written to one float in the backend's memory. */
+/* A value below the smallest normal float becomes 0. The optimizer
+ * updates apply it to what they store (Adam's moments, every updated
+ * weight): a moment whose gradient stays 0 decays geometrically
+ * (m *= beta1), and rounding keeps it at the smallest subnormal forever
+ * (0.9 of one ulp rounds to one ulp), where every operation on it is many
+ * times slower on x86 (a weight decayed by weight decay or L2 the same);
+ * flushed, it ends at 0 instead. What it drops is below 1.2e-38. */
+static inline float nnt_flush_subnormal(float x) {
+  return x > -FLT_MIN && x < FLT_MIN ? 0.0f : x;
+}
+
 typedef struct nnt_kernels {
   const char *name;
   /* The backend instance's own state, for its entries: each entry gets the
@@ -211,7 +223,8 @@ typedef struct nnt_kernels {
                   const float *skip);
   /* m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; w = w * wscale (AdamW's
    * decay; 1: none), then w -= lr_t * m / (sqrt(v) + eps). lr_t carries
-   * the bias corrections. */
+   * the bias corrections. Stored m, v and w (and sgd_step's w) pass
+   * through nnt_flush_subnormal. */
   int (*adam_step)(const struct nnt_kernels *self, size_t n, float lr_t, float b1, float b2,
                    float eps, float wscale, const float *g, float *m, float *v, float *w,
                    const float *skip);
