@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "nntrainer/common.h"
 
 /* Element-wise activation functions. */
@@ -64,7 +65,13 @@ enum { NNT_NORM_MINMAX = 1u << 0, NNT_NORM_STANDARD = 1u << 1 };
  * times slower on x86 (a weight decayed by weight decay or L2 the same);
  * flushed, it ends at 0 instead. What it drops is below 1.2e-38. */
 static inline float nnt_flush_subnormal(float x) {
-  return x > -FLT_MIN && x < FLT_MIN ? 0.0f : x;
+  /* on the bits, without a branch, so the update loops stay vectorized:
+   * a zero exponent field (zero or subnormal) gives +0 */
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  u &= -(uint32_t)((u & 0x7f800000u) != 0);
+  memcpy(&x, &u, sizeof x);
+  return x;
 }
 
 typedef struct nnt_kernels {
