@@ -436,7 +436,7 @@ static int v_upsample_nearest_bwd(const nnt_kernels *self, size_t rows, size_t h
   return upsample(vc, 1, rows, h, w, kh, kw, dy, dx);
 }
 
-/* The geometry into the push constants as shaders/window.glsl reads it;
+/* The geometry into the parameter block as shaders/window.glsl reads it;
  * every index the shaders form (planes of n images, columns) fits 32 bits. */
 static int window(const nnt_conv_geom *g, size_t n, vk_push *pc) {
   if (!g || !g->sh || !g->sw)

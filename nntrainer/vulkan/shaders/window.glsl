@@ -1,5 +1,5 @@
 // The window geometry (struct nnt_conv_geom) of im2col, col2im and pooling
-// as vk_ops.c's window() packs it into the push constants.
+// as vk_ops.c's window() packs it into the parameter block.
 #define G_C p.rows
 #define G_H p.i0
 #define G_W p.i1
