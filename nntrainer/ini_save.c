@@ -57,6 +57,8 @@ static void write_model(FILE *f, const nnt_model *m, const char *bin_path, int *
     fprintf(f, "memory_budget = %llu\n", (unsigned long long)m->memory_budget);
   if (m->engine_set)
     fprintf(f, "engine = %s\n", nnt_engine_name(m->engine));
+  if (m->gpu_device)
+    fprintf(f, "gpu_device = %s\n", m->gpu_device);
 }
 
 static void write_floats(FILE *f, const char *key, const float *v, unsigned n) {

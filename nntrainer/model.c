@@ -55,6 +55,7 @@ void nnt_model_destroy(nnt_model *m) {
   nnt_free(m->chost);
   nnt_free(m->loss_host);
   nnt_free(m->save_path);
+  nnt_free(m->gpu_device);
   nnt_free(m->base_dir);
   nnt_free(m);
 }
@@ -240,6 +241,18 @@ int nnt_model_set_property(nnt_model *m, const char *key, const char *value,
     m->engine_set = 1;
     return NNT_OK;
   }
+  if (nnt_streq(key, "gpu_device")) {
+    size_t len = strlen(value);
+    if (!len || len > 255)
+      return nnt_err_set(e, NNT_ERR_INVAL, "key 'gpu_device': expected a device index or part "
+                         "of its name (1 to 255 characters), got '%s'", value);
+    char *d = nnt_strdup(value);
+    if (!d)
+      return nnt_err_set(e, NNT_ERR_NOMEM, "key 'gpu_device': out of memory");
+    nnt_free(m->gpu_device);
+    m->gpu_device = d;
+    return NNT_OK;
+  }
   if (nnt_streq(key, "memory_planner")) {
     if (nnt_planner_from_name(value, &m->planner))
       return nnt_err_set(e, NNT_ERR_INVAL,
@@ -352,7 +365,7 @@ static int select_backend(nnt_model *m, nnt_err *e) {
   nnt_backend *be;
   int rc;
   if (strcmp(engine_of(m->be), want)) {
-    if ((rc = nnt_backend_get(m->engine, &be, e))) {
+    if ((rc = nnt_backend_get_on(m->engine, m->gpu_device, &be, e))) {
       nnt_err_prefix(e, "[Model] ");
       return rc;
     }
@@ -366,7 +379,7 @@ static int select_backend(nnt_model *m, nnt_err *e) {
     const char *name = nnt_engine_name(l->engine);
     if (!l->has_engine || !strcmp(name, engine_of(m->be)))
       continue;
-    if ((rc = nnt_backend_get(l->engine, &be, e))) {
+    if ((rc = nnt_backend_get_on(l->engine, m->gpu_device, &be, e))) {
       nnt_err_prefix(e, "layer '%s': ", l->name);
       return rc;
     }

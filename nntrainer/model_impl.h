@@ -127,6 +127,7 @@ struct nnt_model {
   int load_on_init;         /* load_weights: load save_path at initialize */
   nnt_engine engine;        /* engine: selects m->be at compile */
   int engine_set;           /* engine given (written back by the INI writer) */
+  char *gpu_device;         /* gpu_device: the Vulkan device (index or name); NULL: chosen */
   char *base_dir;
   /* compiled */
   int compiled, initialized;

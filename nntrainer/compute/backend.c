@@ -154,14 +154,19 @@ static nnt_backend cpu_backend = {
 nnt_backend *nnt_backend_cpu(void) { return &cpu_backend; }
 
 int nnt_backend_get(nnt_engine en, nnt_backend **out, nnt_err *e) {
+  return nnt_backend_get_on(en, NULL, out, e);
+}
+
+int nnt_backend_get_on(nnt_engine en, const char *device, nnt_backend **out, nnt_err *e) {
   switch (en) {
   case NNT_ENGINE_CPU:
     *out = nnt_backend_cpu();
     return NNT_OK;
   case NNT_ENGINE_GPU:
 #ifdef NNT_HAVE_VULKAN
-    return nnt_backend_vulkan(out, e);
+    return nnt_backend_vulkan_on(out, device, e);
 #else
+    (void)device;
     return nnt_err_set(e, NNT_ERR_NOT_SUPPORTED,
                        "engine 'gpu': this build has no GPU backend (built without Vulkan: "
                        "NNT_VULKAN=OFF); only 'cpu'");

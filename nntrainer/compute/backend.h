@@ -141,6 +141,9 @@ const char *nnt_engine_name(nnt_engine en);
  * with the reason this build or machine cannot give it. Release with
  * nnt_backend_free. */
 int nnt_backend_get(nnt_engine en, nnt_backend **out, nnt_err *e);
+/* The same on a chosen device (an index or part of its name, as [Model]
+ * gpu_device gives it; NULL: NNTRAINER_VULKAN_DEVICE, else the best). */
+int nnt_backend_get_on(nnt_engine en, const char *device, nnt_backend **out, nnt_err *e);
 void nnt_backend_free(nnt_backend *be);
 /* What be->memory says; zeros for a backend without the entry. The CPU
  * backend's figure is every live host buffer of the process (the CPU

@@ -15,6 +15,9 @@
  * compute at once from two threads; NNTRAINER_VULKAN_VALIDATION=1 turns the
  * validation layer on. */
 int nnt_backend_vulkan(nnt_backend **out, nnt_err *e);
+/* On the device `device` names (an index or part of its name), which
+ * overrides NNTRAINER_VULKAN_DEVICE; NULL: as nnt_backend_vulkan. */
+int nnt_backend_vulkan_on(nnt_backend **out, const char *device, nnt_err *e);
 
 /* The warnings and errors the validation layer reported for the Vulkan
  * backend instance be since it was opened: their count, and the first

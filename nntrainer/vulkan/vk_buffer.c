@@ -366,8 +366,12 @@ static void vk_backend_free(nnt_backend *be) {
 }
 
 int nnt_backend_vulkan(nnt_backend **out, nnt_err *e) {
+  return nnt_backend_vulkan_on(out, NULL, e);
+}
+
+int nnt_backend_vulkan_on(nnt_backend **out, const char *device, nnt_err *e) {
   vk_ctx *c = NULL;
-  int rc = nnt_vk_open(&c, e);
+  int rc = nnt_vk_open(&c, device, e);
   if (rc)
     return rc;
   nnt_vk_buffer_type_init(c);

@@ -222,8 +222,9 @@ static int create_instance(vk_ctx *c, nnt_err *e) {
   return NNT_OK;
 }
 
-/* discrete > integrated > virtual > CPU, or NNTRAINER_VULKAN_DEVICE. */
-static int choose_device(vk_ctx *c, nnt_err *e) {
+/* discrete > integrated > virtual > CPU, or the device `device` names
+ * ([Model] gpu_device), else NNTRAINER_VULKAN_DEVICE. */
+static int choose_device(vk_ctx *c, const char *device, nnt_err *e) {
   uint32_t n = 0;
   VkResult r = c->f.vkEnumeratePhysicalDevices(c->inst, &n, NULL);
   if (r != VK_SUCCESS || !n)
@@ -233,7 +234,8 @@ static int choose_device(vk_ctx *c, nnt_err *e) {
   if (!pd)
     return nnt_err_set(e, NNT_ERR_NOMEM, "engine 'gpu': cannot list the Vulkan devices");
   c->f.vkEnumeratePhysicalDevices(c->inst, &n, pd);
-  const char *want = getenv("NNTRAINER_VULKAN_DEVICE");
+  const char *from = device ? "gpu_device" : "NNTRAINER_VULKAN_DEVICE";
+  const char *want = device ? device : getenv("NNTRAINER_VULKAN_DEVICE");
   int best = -1, best_rank = -1, rc = NNT_OK;
   char names[512] = "";
   size_t len = 0;
@@ -262,8 +264,8 @@ static int choose_device(vk_ctx *c, nnt_err *e) {
   if (best < 0)
     rc = want && *want
              ? nnt_err_set(e, NNT_ERR_NOT_SUPPORTED,
-                           "engine 'gpu': NNTRAINER_VULKAN_DEVICE='%s' matches no Vulkan 1.1 "
-                           "device with a compute queue (devices: %s)", want, names)
+                           "engine 'gpu': %s='%s' matches no Vulkan 1.1 device with a compute "
+                           "queue (devices: %s)", from, want, names)
              : nnt_err_set(e, NNT_ERR_NOT_SUPPORTED,
                            "engine 'gpu': no Vulkan 1.1 device with a compute queue (devices: "
                            "%s)", names);
@@ -434,7 +436,7 @@ void nnt_vk_buf_destroy(vk_ctx *c, vk_buf *v) {
  * backend (atomic), so two instances never hand out the same address. */
 static atomic_uint_fast32_t next_tag;
 
-int nnt_vk_open(vk_ctx **out, nnt_err *e) {
+int nnt_vk_open(vk_ctx **out, const char *device, nnt_err *e) {
   vk_ctx *c = nnt_calloc(1, sizeof *c);
   if (!c)
     return nnt_err_set(e, NNT_ERR_NOMEM, "engine 'gpu': no memory for the Vulkan context");
@@ -449,7 +451,7 @@ int nnt_vk_open(vk_ctx **out, nnt_err *e) {
   if (!rc)
     rc = create_instance(c, e);
   if (!rc)
-    rc = choose_device(c, e);
+    rc = choose_device(c, device, e);
   if (!rc)
     rc = create_device(c, e);
   if (rc) {

@@ -270,7 +270,7 @@ typedef struct vk_ctx {
 /* vk_device.c */
 /* A new instance (its locks initialized, refs 0); no lock is held, as
  * nothing else can see it yet. */
-int nnt_vk_open(vk_ctx **out, nnt_err *e);
+int nnt_vk_open(vk_ctx **out, const char *device, nnt_err *e);
 /* Destroys c: called without c->lock held (ctx_unref releases it first),
  * once nothing else refers to c. */
 void nnt_vk_close(vk_ctx *c);

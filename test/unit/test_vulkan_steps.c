@@ -373,6 +373,42 @@ static void test_chunked_pools_train_like_the_cpu(void **state) {
   tu_model_destroy_checked(m);
 }
 
+/* [Model] gpu_device chooses the device by index or name and overrides
+ * NNTRAINER_VULKAN_DEVICE; one that matches nothing is refused naming the
+ * key and the devices; an empty one is refused. */
+static void test_gpu_device_key(void **state) {
+  (void)state;
+  nnt_err e = {0};
+  setenv("NNTRAINER_VULKAN_DEVICE", "no-such-device", 1);
+  const char *by_index[] = {"engine=gpu", "batch_size=8", "gpu_device=0"};
+  nnt_model *m = model_of(MLP_INI, by_index, 3, 16);
+  assert_string_equal(m->be->name, "vulkan");
+  tu_model_destroy_checked(m);
+  unsetenv("NNTRAINER_VULKAN_DEVICE");
+  nnt_backend *be = gpu();
+  char part[16];
+  snprintf(part, sizeof part, "%.8s", be->device); /* the first letters of its name */
+  tu_backend_free_checked(be);
+  char key[64];
+  snprintf(key, sizeof key, "gpu_device=%s", part);
+  const char *by_name[] = {"engine=gpu", "batch_size=8", key};
+  m = model_of(MLP_INI, by_name, 3, 16);
+  tu_assert_contains(m->be->device, part);
+  tu_model_destroy_checked(m);
+  m = tu_model_for_ini(MLP_INI);
+  const char *bad[] = {"engine=gpu", "save_path=", "gpu_device=no-such-device"};
+  assert_int_equal(nnt_ini_load(m, MLP_INI, bad, 3, &e), NNT_OK);
+  assert_int_equal(nnt_model_compile(m, &e), NNT_ERR_NOT_SUPPORTED);
+  tu_assert_contains(e.msg, "[Model] engine 'gpu': gpu_device='no-such-device' matches no");
+  tu_assert_contains(e.msg, "(devices: 0: ");
+  tu_model_destroy_checked(m);
+  m = tu_model_for_ini(MLP_INI);
+  const char *empty[] = {"gpu_device="};
+  assert_int_equal(nnt_ini_load(m, MLP_INI, empty, 1, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "gpu_device");
+  tu_model_destroy_checked(m);
+}
+
 int main(void) {
   setenv("NNTRAINER_VULKAN_VALIDATION", "1", 1);
   (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE); /* test_vulkan.c says why */
@@ -384,6 +420,7 @@ int main(void) {
       cmocka_unit_test(test_clipping_stays_on_the_device),
       cmocka_unit_test(test_nonfinite_stops_like_the_cpu),
       cmocka_unit_test(test_chunked_pools_train_like_the_cpu),
+      cmocka_unit_test(test_gpu_device_key),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
