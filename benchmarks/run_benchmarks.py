@@ -66,6 +66,7 @@ def main():
         f"{args.reps} alternating runs of {args.steps} steps after {args.warmup} "
         "warm-up steps; ms/step is the median of the runs' medians, the spread is "
         "min-max of the runs' medians.",
+        f"nntrainer's BLAS: {rows[0][10].get('blas', 'not reported')}.",
         "",
         "| model | batch | nntrainer ms/step (spread) | PyTorch ms/step (spread) | ratio | "
         "nntrainer peak RSS | PyTorch peak RSS | RSS ratio | arena / lower bound | total planned |",

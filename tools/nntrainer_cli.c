@@ -323,11 +323,17 @@ static int cmd_train(int argc, char **argv) {
          frozen = 0;
   for (size_t i = 0; i < m->n_w; i++)
     *(nnt_model_weight_trains(m, i) ? &trains : &frozen) += nnt_dim_len(m->wspec[i].dim);
-  if (m->be->device) /* engine=gpu: which device computes */
+  if (m->be->device) { /* engine=gpu: which device computes */
     fprintf(stderr, "device: %s, backend '%s'\n", m->be->device, m->be->name);
+  } else { /* the CPU: the kernels OpenBLAS chose for it */
+    char blas[160];
+    nnt_cpu_blas_describe(blas, sizeof blas);
+    fprintf(stderr, "blas: %s\n", blas);
+  }
   fprintf(stderr, "model: %zu layers, %zu parameters (%zu train, %zu frozen); planned memory "
                   "%s (weights %s, training arena %s",
-          m->n_nodes, m->wpool_floats, trains, frozen, nnt_bytes_str(wbytes + obytes + g->arena_bytes, a, sizeof a),
+          m->n_nodes, m->wpool_floats, trains, frozen,
+          nnt_bytes_str(wbytes + obytes + g->arena_bytes, a, sizeof a),
           nnt_bytes_str(wbytes, b, sizeof b), nnt_bytes_str(g->arena_bytes, c, sizeof c));
   if (obytes)
     fprintf(stderr, ", optimizer %s", nnt_bytes_str(obytes, a, sizeof a));

@@ -23,6 +23,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -164,4 +165,23 @@ int nnt_cpu_set_threads(unsigned n, nnt_err *e) {
   }
   pthread_mutex_unlock(&blas_mu);
   return rc;
+}
+
+void nnt_cpu_blas_describe(char *buf, size_t n) {
+  if (!buf || !n)
+    return;
+  /* "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64": the
+   * first two words */
+  const char *cfg = openblas_get_config(), *core = openblas_get_corename();
+  int len = 0;
+  while (cfg && cfg[len] && cfg[len] != ' ')
+    len++;
+  if (cfg && cfg[len] == ' ') {
+    len++;
+    while (cfg[len] && cfg[len] != ' ')
+      len++;
+  }
+  int threads = openblas_get_num_threads();
+  snprintf(buf, n, "%.*s, %s kernels, %d thread%s", len, cfg ? cfg : "OpenBLAS",
+           core ? core : "unknown", threads, threads == 1 ? "" : "s");
 }

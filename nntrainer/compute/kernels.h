@@ -260,5 +260,8 @@ int nnt_cpu_set_threads(unsigned n, nnt_err *e);
  * (NNT_ERR_NOMEM if not, where OpenBLAS would wait forever), and have it
  * mapped now. Without a limit it does nothing. */
 int nnt_cpu_prepare(nnt_err *e);
+/* The BLAS the CPU backend calls, in words: "OpenBLAS 0.3.21, Haswell
+ * kernels, 2 threads" (the kernel path OpenBLAS chose for this CPU). */
+void nnt_cpu_blas_describe(char *buf, size_t n);
 
 #endif

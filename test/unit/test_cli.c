@@ -45,6 +45,10 @@ static void test_train_writes_weights(void **state) {
     fail_msg("exit %d: %s", rc, out);
   tu_assert_contains(out, "planned memory");
   tu_assert_contains(out, "epoch 2/2");
+  /* the kernels OpenBLAS chose for this CPU, before the model line */
+  tu_assert_contains(out, "blas: OpenBLAS ");
+  tu_assert_contains(out, " kernels, ");
+  assert_true(strstr(out, "blas: ") < strstr(out, "model: "));
   /* where the bytes live: the CPU's are all host memory, at least the
    * planned weights and training arena (the plan's own figures) */
   double dev, host, slack;
