@@ -220,6 +220,68 @@ static int try_set(nnt_model *m, search_ws *w, search_best *b, const unsigned ch
   return NNT_OK;
 }
 
+#define NNT_RECOMPUTE_EVALS 600 /* plans per descent */
+
+/* Move k of a search over units: k < 3n sets group k / 3 (the units
+ * whose gid is k / 3) to choice k % 3; k < 6n sets unit k / 3 - n. No
+ * change (or no such group): 0. */
+static int move(const nnt_model *m, const search_ws *w, const unsigned *gid, unsigned char *r,
+                size_t k) {
+  size_t n = m->n_nodes, x = k / 3;
+  unsigned char v = (unsigned char)(k % 3);
+  int changed = 0;
+  for (size_t u = 0; u < n; u++) {
+    int hit = x < n ? gid[u] == x : u == x - n;
+    if (hit && w->unit[u] == u && eligible(m, u) && r[u] != v) {
+      r[u] = v;
+      changed = 1;
+    }
+  }
+  if (changed)
+    close_set(m, w->unit, r);
+  return changed;
+}
+
+/* Fewer FLOPs under the budget from start (which fits, with flops f):
+ * first-improvement descent over single moves and pairs (a move that
+ * saves FLOPs with a group move that saves memory), at most evals plans.
+ * cur, r: n bytes each. */
+static int reduce_flops(nnt_model *m, search_ws *w, search_best *b, const unsigned *gid,
+                        const unsigned char *start, double f, unsigned char *cur,
+                        unsigned char *r, size_t evals, nnt_err *e) {
+  size_t n = m->n_nodes, total;
+  unsigned char *base = r + n; /* r's second half */
+  int rc = NNT_OK;
+  memcpy(cur, start, n);
+  /* cyclic: go on after the move that improved; stop after a whole round
+   * of moves without a gain */
+  for (size_t k = 0, quiet = 0; quiet < 6 * n && !rc && evals; k = (k + 1) % (6 * n), quiet++) {
+    int improved = 0;
+    memcpy(base, cur, n);
+    if (!move(m, w, gid, base, k))
+      continue;
+    memcpy(r, base, n);
+    rc = try_set(m, w, b, r, &total, e);
+    evals--;
+    improved = !rc && total <= b->budget && m->recompute_flops < f;
+    if (!improved && !rc && total > b->budget && m->recompute_flops < f)
+      for (size_t j = 0; j < 3 * n && !improved && !rc && evals; j++) {
+        memcpy(r, base, n);
+        if (j / 3 == k / 3 || !move(m, w, gid, r, j))
+          continue;
+        rc = try_set(m, w, b, r, &total, e);
+        evals--;
+        improved = !rc && total <= b->budget && m->recompute_flops < f;
+      }
+    if (improved) {
+      memcpy(cur, r, n);
+      f = m->recompute_flops;
+      quiet = 0;
+    }
+  }
+  return rc;
+}
+
 int nnt_recompute_fit(nnt_model *m, size_t *min, nnt_err *e) {
   size_t n = m->n_nodes, budget = (size_t)m->memory_budget;
   /* room for the datasets' queues (plan.c) */
@@ -227,17 +289,17 @@ int nnt_recompute_fit(nnt_model *m, size_t *min, nnt_err *e) {
   *min = 0;
   if (!n)
     return NNT_ERR_NOMEM;
-  /* r, best, smallest, scratch (2n), cut flags; unit, inst */
-  unsigned char *mem = nnt_calloc(7 * n, 1);
-  unsigned *umem = nnt_calloc(2 * n, sizeof *umem);
+  /* r (2n), best, smallest, scratch (2n), cut flags, base, start */
+  unsigned char *mem = nnt_calloc(9 * n, 1);
+  unsigned *umem = nnt_calloc(3 * n, sizeof *umem);
   if (!mem || !umem) {
     nnt_free(mem);
     nnt_free(umem);
     return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory choosing recomputation");
   }
-  unsigned char *r = mem, *cut = mem + 5 * n, *tried = mem + 6 * n;
-  search_ws w = {umem, umem + n, mem + 3 * n};
-  search_best b = {budget, SIZE_MAX, 0, 0, mem + n, mem + 2 * n};
+  unsigned char *r = mem, *cut = mem + 6 * n, *base = mem + 7 * n, *start = mem + 8 * n;
+  search_ws w = {umem, umem + n, mem + 4 * n};
+  search_best b = {budget, SIZE_MAX, 0, 0, mem + 2 * n, mem + 3 * n};
   units(m, w.unit);
   /* cut nodes: no edge from before i to after i */
   size_t reach = 0, ncut = 0;
@@ -266,6 +328,22 @@ int nnt_recompute_fit(nnt_model *m, size_t *min, nnt_err *e) {
       close_set(m, w.unit, r);
       rc = try_set(m, &w, &b, r, &total, e);
     }
+  /* the early layers hold the largest activations: the units before the
+   * a-th recomputed for each reader, those before the b-th once, the rest
+   * kept */
+  size_t nu = 0;
+  for (size_t i = 0; i < n; i++)
+    nu += w.unit[i] == i;
+  for (size_t ua = 0; ua <= nu && !rc; ua++)
+    for (size_t ub = ua; ub <= nu && !rc; ub++) {
+      size_t c = 0;
+      for (size_t i = 0; i < n; i++) {
+        r[i] = w.unit[i] != i ? R_KEEP : c < ua ? R_EACH : c < ub ? R_ONCE : R_KEEP;
+        c += w.unit[i] == i;
+      }
+      close_set(m, w.unit, r);
+      rc = try_set(m, &w, &b, r, &total, e);
+    }
   /* nothing fits: change one unit at a time from the smallest while the
    * total falls */
   for (int round = 0; !rc && !b.found && round < 8; round++) {
@@ -285,32 +363,27 @@ int nnt_recompute_fit(nnt_model *m, size_t *min, nnt_err *e) {
     if (b.min >= before)
       break;
   }
-  /* fewer FLOPs: recompute the most expensive units less while it fits */
-  memset(tried, 0, n);
-  for (int round = 0; b.found && !rc && round < 4 * (int)n; round++) {
-    size_t pick = n;
-    double f = -1;
-    for (size_t i = 0; i < n; i++)
-      if (b.best[i] && !tried[i] && w.unit[i] == i) {
-        double fl = 0;
-        for (size_t j = i; j < n; j++)
-          if (w.unit[j] == i)
-            fl += nnt_recompute_node_flops(m, j);
-        if (fl > f) {
-          f = fl;
-          pick = i;
+  /* fewer FLOPs: moves that set a unit, or a group of alike units (the
+   * same output size, cut or not), to one choice; a move that saves FLOPs
+   * but does not fit is tried with each group move that saves memory */
+  if (b.found && !rc) {
+    unsigned *gid = w.inst + n; /* after units(): one per node */
+    for (size_t u = 0; u < n; u++) {
+      gid[u] = (unsigned)u;
+      for (size_t v = 0; v < u && w.unit[u] == u; v++)
+        if (w.unit[v] == v && cut[v] == cut[u] &&
+            nnt_dim_len(m->nodes[v].fc.out_dim[0]) == nnt_dim_len(m->nodes[u].fc.out_dim[0])) {
+          gid[u] = (unsigned)v;
+          break;
         }
-      }
-    if (pick == n || f <= 0)
-      break;
-    memcpy(r, b.best, n);
-    r[pick]--;
-    close_set(m, w.unit, r);
-    double before = b.flops;
-    rc = try_set(m, &w, &b, r, &total, e);
-    /* no gain: leave the unit as it is */
-    if (!rc && b.flops >= before)
-      tried[pick] = 1;
+    }
+    /* from the fitting set of fewest FLOPs, then from the smallest */
+    memcpy(start, b.best, n);
+    rc = reduce_flops(m, &w, &b, gid, start, b.flops, base, r, NNT_RECOMPUTE_EVALS, e);
+    memcpy(start, b.smallest, n);
+    if (!rc && measure(m, &w, start, &total, e) == NNT_OK && total <= budget)
+      rc = reduce_flops(m, &w, &b, gid, start, m->recompute_flops, base, r,
+                        NNT_RECOMPUTE_EVALS, e);
   }
   *min = b.min;
   if (!rc && b.found)
