@@ -291,8 +291,14 @@ size_t nnt_model_queue_reserve(const nnt_model *m);
  * recomputation. */
 void nnt_model_bind_phase(nnt_model *m, int bwd);
 /* Recomputation: bind the node of training step s to the versions that
- * step reads and writes (plan.c). */
+ * step reads and writes (recompute.c). */
 void nnt_model_bind_step(nnt_model *m, unsigned s);
+/* The id training step s binds for its node's input k / output o / scratch
+ * c (slot k, NNT_MAX_IO + o, 2 * NNT_MAX_IO + c) with recomputation (re),
+ * or the plain id. */
+static inline int nnt_step_id(const nnt_model *m, int re, unsigned s, unsigned slot, int id) {
+  return re && s < m->n_alt ? m->alt[(size_t)s * NNT_STEP_IDS + slot] : id;
+}
 
 /* recompute.c: under [Model] memory_budget, when the training plan does
  * not fit: choose the nodes whose forward results are dropped and

@@ -298,13 +298,6 @@ static int request_recompute(nnt_model *m, nnt_mgr *g, nnt_err *e) {
   return rc;
 }
 
-/* The id step s binds for its node's input k / output o / scratch c
- * (slot k, NNT_MAX_IO + o, 2 * NNT_MAX_IO + c), or plain id without
- * recomputation. */
-static int step_id(const nnt_model *m, int re, unsigned s, unsigned slot, int id) {
-  return re && s < m->n_alt ? m->alt[(size_t)s * NNT_STEP_IDS + slot] : id;
-}
-
 static void use(nnt_mgr *g, int id, unsigned step) {
   if (id >= 0)
     nnt_mgr_use(g, id, step);
@@ -335,12 +328,12 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
   int grad = st->kind == NNT_STEP_CALC_GRADIENT, deriv = st->kind == NNT_STEP_CALC_DERIVATIVE;
   if (st->kind == NNT_STEP_FORWARD) {
     for (unsigned k = 0; k < nd->n_in; k++)
-      use(g, step_id(m, re, s, k, nd->t_in[k]), s);
+      use(g, nnt_step_id(m, re, s, k, nd->t_in[k]), s);
     for (unsigned o = 0; o < nd->fc.n_out; o++)
-      use(g, step_id(m, re, s, NNT_MAX_IO + o, nd->t_out[o]), s);
+      use(g, nnt_step_id(m, re, s, NNT_MAX_IO + o, nd->t_out[o]), s);
     for (unsigned c = 0; c < nd->fc.n_scratch; c++)
       if (!train || nd->fc.scratch_life[c] != NNT_SCRATCH_BWD)
-        use(g, step_id(m, re, s, 2 * NNT_MAX_IO + c, nd->t_scratch[c]), s);
+        use(g, nnt_step_id(m, re, s, 2 * NNT_MAX_IO + c, nd->t_scratch[c]), s);
     use(g, nd->t_label, s);
     use(g, nd->t_loss, s);
   } else if (train && st->kind == NNT_STEP_APPLY_GRADIENT) {
@@ -359,12 +352,12 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
       use(g, nd->t_label, s);
     for (unsigned c = 0; c < nd->fc.n_scratch; c++)
       if (bwd && nd->fc.scratch_life[c] != NNT_SCRATCH_FWD)
-        use(g, step_id(m, re, s, 2 * NNT_MAX_IO + c, nd->t_scratch[c]), s);
+        use(g, nnt_step_id(m, re, s, 2 * NNT_MAX_IO + c, nd->t_scratch[c]), s);
     if (!bwd)
       return;
     for (unsigned k = 0; k < nd->n_in; k++) {
       if (flags & NNT_LF_BWD_READS_INPUT)
-        use(g, step_id(m, re, s, k, nd->t_in[k]), s);
+        use(g, nnt_step_id(m, re, s, k, nd->t_in[k]), s);
       if (deriv && nd->do_deriv) {
         use(g, nd->t_din[k], s);
         use(g, nd->t_dsum[k], s);
@@ -372,7 +365,7 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
     }
     for (unsigned o = 0; o < nd->fc.n_out; o++) {
       if (flags & NNT_LF_BWD_READS_OUTPUT)
-        use(g, step_id(m, re, s, NNT_MAX_IO + o, nd->t_out[o]), s);
+        use(g, nnt_step_id(m, re, s, NNT_MAX_IO + o, nd->t_out[o]), s);
       use(g, nd->t_dout[o], s);
     }
     for (unsigned w = 0; grad && w < nd->fc.n_w; w++)
@@ -580,38 +573,6 @@ int nnt_model_train_total(nnt_model *m, size_t *total, nnt_err *e) {
   if (m->bound_mode == NNT_MODE_TRAIN)
     m->bound_mode = -1;
   return rc;
-}
-
-void nnt_model_bind_phase(nnt_model *m, int bwd) {
-  if (m->bound_mode != NNT_MODE_TRAIN || !m->n_recompute || bwd)
-    return;
-  const nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
-  for (size_t i = 0; i < m->n_nodes; i++) {
-    nnt_node *nd = &m->nodes[i];
-    for (unsigned k = 0; k < nd->n_in; k++)
-      bind(&nd->in[k], g, nd->t_in[k], nd->fc.in_dim[k]);
-    for (unsigned o = 0; o < nd->fc.n_out; o++)
-      bind(&nd->out[o], g, nd->t_out[o], nd->fc.out_dim[o]);
-    for (unsigned c = 0; c < nd->fc.n_scratch; c++)
-      bind(&nd->scratch[c], g, nd->t_scratch[c], nd->fc.scratch_dim[c]);
-  }
-}
-
-void nnt_model_bind_step(nnt_model *m, unsigned s) {
-  if (m->bound_mode != NNT_MODE_TRAIN || !m->n_recompute || s >= m->n_alt)
-    return;
-  const nnt_step *st = &m->sched[NNT_MODE_TRAIN][s];
-  if (st->node >= m->n_nodes)
-    return;
-  const nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
-  nnt_node *nd = &m->nodes[st->node];
-  for (unsigned k = 0; k < nd->n_in; k++)
-    bind(&nd->in[k], g, step_id(m, 1, s, k, nd->t_in[k]), nd->fc.in_dim[k]);
-  for (unsigned o = 0; o < nd->fc.n_out; o++)
-    bind(&nd->out[o], g, step_id(m, 1, s, NNT_MAX_IO + o, nd->t_out[o]), nd->fc.out_dim[o]);
-  for (unsigned c = 0; c < nd->fc.n_scratch; c++)
-    bind(&nd->scratch[c], g, step_id(m, 1, s, 2 * NNT_MAX_IO + c, nd->t_scratch[c]),
-         nd->fc.scratch_dim[c]);
 }
 
 size_t nnt_model_queue_reserve(const nnt_model *m) {

@@ -1,19 +1,53 @@
 /* Recomputation under [Model] memory_budget: when the training plan does
  * not fit, some forward results are dropped after the forward pass and
  * computed again in the backward pass, just before the first backward step
- * that reads them. The choice is segment checkpointing (Chen et al. 2016)
- * over the graph's cut nodes (a node no edge jumps over: on a chain every
- * node, on a residual net the block boundaries): every k-th cut is kept,
- * the nodes between are recomputed, for every k; the fitting choice of
- * fewest extra FLOPs is then refined greedily by keeping again the most
- * expensive recomputed nodes while the plan still fits. Every candidate is
- * measured with the real planner (nnt_model_train_total), so what is
- * chosen is what runs. A recompute step is a forward step of the node in
- * the backward part of the schedule; plan.c gives its outputs and forward
- * scratch twins, so the forward ones die with their last forward reader. */
+ * that reads them. The unit is an in-place chain, kept, recomputed once or
+ * recomputed for each reader (what only fed another recomputation is
+ * dropped at once and computed again when read). The choice: segment
+ * checkpointing (Chen et al. 2016) over the graph's cut nodes, prefixes of
+ * the graph, a descent towards the smallest plan when nothing fits, then a
+ * descent over unit and group moves for fewer extra FLOPs under the
+ * budget. Every candidate is measured with the real planner
+ * (nnt_model_train_total), so what is chosen is what runs. A recompute
+ * step is a forward step of the node in the backward part of the
+ * schedule; plan.c gives each one fresh outputs and forward scratch, and
+ * each step binds the latest (nnt_model_bind_step, here). */
 #include "nntrainer/model_impl.h"
 
 #include <string.h>
+
+void nnt_model_bind_phase(nnt_model *m, int bwd) {
+  if (m->bound_mode != NNT_MODE_TRAIN || !m->n_recompute || bwd)
+    return;
+  const nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    nnt_node *nd = &m->nodes[i];
+    for (unsigned k = 0; k < nd->n_in; k++)
+      nd->in[k] = nnt_mgr_bind(g, nd->t_in[k], nd->fc.in_dim[k]);
+    for (unsigned o = 0; o < nd->fc.n_out; o++)
+      nd->out[o] = nnt_mgr_bind(g, nd->t_out[o], nd->fc.out_dim[o]);
+    for (unsigned c = 0; c < nd->fc.n_scratch; c++)
+      nd->scratch[c] = nnt_mgr_bind(g, nd->t_scratch[c], nd->fc.scratch_dim[c]);
+  }
+}
+
+void nnt_model_bind_step(nnt_model *m, unsigned s) {
+  if (m->bound_mode != NNT_MODE_TRAIN || !m->n_recompute || s >= m->n_alt)
+    return;
+  const nnt_step *st = &m->sched[NNT_MODE_TRAIN][s];
+  if (st->node >= m->n_nodes)
+    return;
+  const nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
+  nnt_node *nd = &m->nodes[st->node];
+  for (unsigned k = 0; k < nd->n_in; k++)
+    nd->in[k] = nnt_mgr_bind(g, nnt_step_id(m, 1, s, k, nd->t_in[k]), nd->fc.in_dim[k]);
+  for (unsigned o = 0; o < nd->fc.n_out; o++)
+    nd->out[o] =
+        nnt_mgr_bind(g, nnt_step_id(m, 1, s, NNT_MAX_IO + o, nd->t_out[o]), nd->fc.out_dim[o]);
+  for (unsigned c = 0; c < nd->fc.n_scratch; c++)
+    nd->scratch[c] = nnt_mgr_bind(g, nnt_step_id(m, 1, s, 2 * NNT_MAX_IO + c, nd->t_scratch[c]),
+                                  nd->fc.scratch_dim[c]);
+}
 
 double nnt_recompute_node_flops(const nnt_model *m, size_t i) {
   const nnt_node *nd = &m->nodes[i];
@@ -137,8 +171,8 @@ static int insert_unit(nnt_model *m, apply_st *a, unsigned u, int target, nnt_er
   for (size_t i = u; i < m->n_nodes; i++) {
     if (a->unit[i] != u)
       continue;
-    int rc = nnt_schedule_insert(m, NNT_MODE_TRAIN, a->at, (nnt_step){(unsigned)i, NNT_STEP_FORWARD},
-                                 e);
+    nnt_step st = {(unsigned)i, NNT_STEP_FORWARD};
+    int rc = nnt_schedule_insert(m, NNT_MODE_TRAIN, a->at, st, e);
     if (rc)
       return rc;
     a->at++;
