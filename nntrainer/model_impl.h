@@ -85,10 +85,8 @@ typedef struct nnt_node {
   int t_label;
   int t_loss;                     /* loss nodes: the 1-float loss value */
   /* memory_budget (recompute.c): the node's forward runs again in the
-   * backward pass; a_out / a_scratch are the tensors that second forward
-   * writes and the backward reads (-1: none) */
+   * backward pass (how often: the recompute steps of the schedule) */
   int recompute;
-  int a_out[NNT_MAX_IO], a_scratch[NNT_MAX_SCRATCH];
   /* run context, bound to the current plan */
   nnt_tensor in[NNT_MAX_IO], out[NNT_MAX_IO], din[NNT_MAX_IO], dout[NNT_MAX_IO];
   nnt_tensor gw[NNT_MAX_WEIGHTS], scratch[NNT_MAX_SCRATCH], label, loss;
@@ -168,8 +166,8 @@ struct nnt_model {
   nnt_mgr mgr[NNT_MODE__COUNT];
   int bound_mode;           /* which plan the nodes' contexts point into; -1 */
   /* recomputation (recompute.c): how many nodes recompute, their extra
-   * FLOPs per step, and for the training plan each tensor id's
-   * recomputed twin (-1: none), n_alt ids */
+   * FLOPs per step, and for the training plan the ids each step binds
+   * (NNT_STEP_IDS per step: inputs, outputs, scratch), n_alt steps */
   unsigned n_recompute;
   double recompute_flops;
   /* bytes the training plan left free under memory_budget for the
@@ -177,6 +175,7 @@ struct nnt_model {
   size_t budget_reserve;
   int *alt;
   size_t n_alt;
+#define NNT_STEP_IDS (2 * NNT_MAX_IO + NNT_MAX_SCRATCH)
   int input_t[NNT_DS_MAX_STREAMS], label_t[NNT_DS_MAX_STREAMS]; /* label_t: -1 in inference */
   /* counters */
   unsigned epoch_idx;       /* epochs done */
@@ -288,9 +287,19 @@ int nnt_model_train_total(nnt_model *m, size_t *total, nnt_err *e);
  * each before its prepare): what the training plan leaves free under
  * memory_budget. */
 size_t nnt_model_queue_reserve(const nnt_model *m);
-/* Bind the training contexts to the forward tensors (bwd 0) or to the
- * recomputed ones (bwd 1); nothing without recomputation. */
+/* Bind the training contexts to the forward tensors (bwd 0; bwd 1 does
+ * nothing: nnt_model_bind_step binds each backward step); nothing without
+ * recomputation. */
 void nnt_model_bind_phase(nnt_model *m, int bwd);
+/* Recomputation: bind the node of training step s to the versions that
+ * step reads and writes (recompute.c). */
+void nnt_model_bind_step(nnt_model *m, unsigned s);
+/* The id training step s binds for its node's input k / output o / scratch
+ * c (slot k, NNT_MAX_IO + o, 2 * NNT_MAX_IO + c) with recomputation (re),
+ * or the plain id. */
+static inline int nnt_step_id(const nnt_model *m, int re, unsigned s, unsigned slot, int id) {
+  return re && s < m->n_alt ? m->alt[(size_t)s * NNT_STEP_IDS + slot] : id;
+}
 
 /* recompute.c: under [Model] memory_budget, when the training plan does
  * not fit: choose the nodes whose forward results are dropped and

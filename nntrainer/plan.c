@@ -225,62 +225,77 @@ static int request_backward(nnt_model *m, nnt_mgr *g, nnt_err *e) {
   return NNT_OK;
 }
 
-/* Recomputation: each recomputed node's outputs and forward scratch get a
- * twin that its second forward writes and the backward reads; the forward
- * ones then die with their last forward reader. An in-place node's twin
- * shares its producer's twin, as in the forward (recompute.c only picks
- * an in-place node with its producer). m->alt maps every id to its twin. */
+/* Recomputation: every forward step of the backward part (recompute.c
+ * may run a node's forward there more than once) writes a fresh version of
+ * the node's outputs and forward scratch; each step reads the latest
+ * version of what it touches, so an older version dies with its last
+ * reader. An in-place node's version shares its producer's, which must be
+ * a version recomputed just before (recompute.c recomputes an in-place
+ * chain as one unit). m->alt holds, per training step, the ids its node's
+ * inputs, outputs and scratch are bound to (NNT_STEP_IDS each). */
 static int request_recompute(nnt_model *m, nnt_mgr *g, nnt_err *e) {
-  for (size_t i = 0; i < m->n_nodes; i++) {
-    nnt_node *nd = &m->nodes[i];
-    for (unsigned o = 0; o < NNT_MAX_IO; o++)
-      nd->a_out[o] = -1;
-    for (unsigned c = 0; c < NNT_MAX_SCRATCH; c++)
-      nd->a_scratch[c] = -1;
-    if (!nd->recompute)
-      continue;
-    for (unsigned o = 0; o < nd->fc.n_out; o++) {
-      int id = req(g, nd->layer->name, "recomputed_out", o, NNT_TK_ACTIVATION,
-                   nd->fc.out_dim[o], e);
-      if (id < 0)
-        return id;
-      nd->a_out[o] = id;
-      if (o == 0 && nd->inplace && nd->in_node[0] != NNT_NO_NODE &&
-          m->nodes[nd->in_node[0]].a_out[nd->in_idx[0]] >= 0)
-        nnt_mgr_merge(g, id, m->nodes[nd->in_node[0]].a_out[nd->in_idx[0]]);
-    }
-    for (unsigned c = 0; c < nd->fc.n_scratch; c++) {
-      if (nd->fc.scratch_life[c] == NNT_SCRATCH_BWD)
-        continue;
-      int id = req(g, nd->layer->name, "recomputed_scratch", c, NNT_TK_SCRATCH,
-                   nd->fc.scratch_dim[c], e);
-      if (id < 0)
-        return id;
-      nd->a_scratch[c] = id;
-    }
-  }
+  size_t n0 = g->n;
+  unsigned ns = m->n_steps[NNT_MODE_TRAIN], fe = nnt_schedule_forward_end(m, NNT_MODE_TRAIN);
+  const nnt_step *st = m->sched[NNT_MODE_TRAIN];
+  int *cur = nnt_malloc((n0 ? n0 : 1) * sizeof *cur);
   nnt_free(m->alt);
-  m->alt = nnt_malloc((g->n ? g->n : 1) * sizeof *m->alt);
-  m->n_alt = m->alt ? g->n : 0;
-  if (!m->alt)
+  m->alt = nnt_malloc((ns ? ns : 1) * NNT_STEP_IDS * sizeof *m->alt);
+  m->n_alt = m->alt ? ns : 0;
+  if (!cur || !m->alt) {
+    nnt_free(cur);
     return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory planning recomputation");
-  for (size_t i = 0; i < g->n; i++)
-    m->alt[i] = -1;
-  for (size_t i = 0; i < m->n_nodes; i++) {
-    const nnt_node *nd = &m->nodes[i];
-    for (unsigned o = 0; o < nd->fc.n_out; o++)
-      if (nd->a_out[o] >= 0)
-        m->alt[nd->t_out[o]] = nd->a_out[o];
-    for (unsigned c = 0; c < nd->fc.n_scratch; c++)
-      if (nd->a_scratch[c] >= 0)
-        m->alt[nd->t_scratch[c]] = nd->a_scratch[c];
   }
-  return NNT_OK;
-}
-
-/* In the backward part of a schedule with recomputation: id's twin. */
-static int twin(const nnt_model *m, int bwd, int id) {
-  return bwd && id >= 0 && (size_t)id < m->n_alt && m->alt[id] >= 0 ? m->alt[id] : id;
+  for (size_t i = 0; i < n0; i++)
+    cur[i] = (int)i;
+  int rc = NNT_OK;
+  for (unsigned s = 0; s < ns && !rc; s++) {
+    int *ids = m->alt + (size_t)s * NNT_STEP_IDS;
+    for (unsigned k = 0; k < NNT_STEP_IDS; k++)
+      ids[k] = -1;
+    if (st[s].kind == NNT_STEP_NONE || st[s].kind == NNT_STEP_CLIP_APPLY)
+      continue;
+    nnt_node *nd = &m->nodes[st[s].node];
+    if (s >= fe && st[s].kind == NNT_STEP_FORWARD) {
+      for (unsigned o = 0; o < nd->fc.n_out; o++) {
+        int id = req(g, nd->layer->name, "recomputed_out", o, NNT_TK_ACTIVATION,
+                     nd->fc.out_dim[o], e);
+        if (id < 0) {
+          rc = id;
+          break;
+        }
+        if (o == 0 && nd->inplace && nd->t_in[0] >= 0) {
+          int p = cur[nd->t_in[0]];
+          if ((size_t)p < n0) {
+            rc = nnt_err_set(e, NNT_ERR_INVAL,
+                             "compile: [%s] runs in place and is recomputed without its "
+                             "producer",
+                             nd->layer->name);
+            break;
+          }
+          nnt_mgr_merge(g, id, p);
+        }
+        cur[nd->t_out[o]] = id;
+      }
+      for (unsigned c = 0; c < nd->fc.n_scratch && !rc; c++) {
+        if (nd->fc.scratch_life[c] == NNT_SCRATCH_BWD)
+          continue;
+        int id = req(g, nd->layer->name, "recomputed_scratch", c, NNT_TK_SCRATCH,
+                     nd->fc.scratch_dim[c], e);
+        if (id < 0)
+          rc = id;
+        else
+          cur[nd->t_scratch[c]] = id;
+      }
+    }
+    for (unsigned k = 0; k < nd->n_in; k++)
+      ids[k] = nd->t_in[k] >= 0 ? cur[nd->t_in[k]] : -1;
+    for (unsigned o = 0; o < nd->fc.n_out; o++)
+      ids[NNT_MAX_IO + o] = nd->t_out[o] >= 0 ? cur[nd->t_out[o]] : -1;
+    for (unsigned c = 0; c < nd->fc.n_scratch; c++)
+      ids[2 * NNT_MAX_IO + c] = nd->t_scratch[c] >= 0 ? cur[nd->t_scratch[c]] : -1;
+  }
+  nnt_free(cur);
+  return rc;
 }
 
 static void use(nnt_mgr *g, int id, unsigned step) {
@@ -313,12 +328,12 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
   int grad = st->kind == NNT_STEP_CALC_GRADIENT, deriv = st->kind == NNT_STEP_CALC_DERIVATIVE;
   if (st->kind == NNT_STEP_FORWARD) {
     for (unsigned k = 0; k < nd->n_in; k++)
-      use(g, twin(m, re, nd->t_in[k]), s);
+      use(g, nnt_step_id(m, re, s, k, nd->t_in[k]), s);
     for (unsigned o = 0; o < nd->fc.n_out; o++)
-      use(g, twin(m, re, nd->t_out[o]), s);
+      use(g, nnt_step_id(m, re, s, NNT_MAX_IO + o, nd->t_out[o]), s);
     for (unsigned c = 0; c < nd->fc.n_scratch; c++)
       if (!train || nd->fc.scratch_life[c] != NNT_SCRATCH_BWD)
-        use(g, twin(m, re, nd->t_scratch[c]), s);
+        use(g, nnt_step_id(m, re, s, 2 * NNT_MAX_IO + c, nd->t_scratch[c]), s);
     use(g, nd->t_label, s);
     use(g, nd->t_loss, s);
   } else if (train && st->kind == NNT_STEP_APPLY_GRADIENT) {
@@ -337,12 +352,12 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
       use(g, nd->t_label, s);
     for (unsigned c = 0; c < nd->fc.n_scratch; c++)
       if (bwd && nd->fc.scratch_life[c] != NNT_SCRATCH_FWD)
-        use(g, twin(m, re, nd->t_scratch[c]), s);
+        use(g, nnt_step_id(m, re, s, 2 * NNT_MAX_IO + c, nd->t_scratch[c]), s);
     if (!bwd)
       return;
     for (unsigned k = 0; k < nd->n_in; k++) {
       if (flags & NNT_LF_BWD_READS_INPUT)
-        use(g, twin(m, re, nd->t_in[k]), s);
+        use(g, nnt_step_id(m, re, s, k, nd->t_in[k]), s);
       if (deriv && nd->do_deriv) {
         use(g, nd->t_din[k], s);
         use(g, nd->t_dsum[k], s);
@@ -350,7 +365,7 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
     }
     for (unsigned o = 0; o < nd->fc.n_out; o++) {
       if (flags & NNT_LF_BWD_READS_OUTPUT)
-        use(g, twin(m, re, nd->t_out[o]), s);
+        use(g, nnt_step_id(m, re, s, NNT_MAX_IO + o, nd->t_out[o]), s);
       use(g, nd->t_dout[o], s);
     }
     for (unsigned w = 0; grad && w < nd->fc.n_w; w++)
@@ -374,7 +389,7 @@ static int touch_steps(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
   unsigned fwd_end = nnt_schedule_forward_end(m, mode);
   int re = mode == NNT_MODE_TRAIN && m->n_recompute;
   for (unsigned s = 0; s < n; s++)
-    touch_step(m, mode, g, s, &m->sched[mode][s], re && s >= fwd_end);
+    touch_step(m, mode, g, s, &m->sched[mode][s], re);
   for (size_t i = 0; n && i < m->n_nodes; i++)
     for (unsigned o = 0; o < m->nodes[i].fc.n_out; o++)
       if (!m->nodes[i].n_consumers[o])
@@ -558,21 +573,6 @@ int nnt_model_train_total(nnt_model *m, size_t *total, nnt_err *e) {
   if (m->bound_mode == NNT_MODE_TRAIN)
     m->bound_mode = -1;
   return rc;
-}
-
-void nnt_model_bind_phase(nnt_model *m, int bwd) {
-  if (m->bound_mode != NNT_MODE_TRAIN || !m->n_recompute)
-    return;
-  const nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
-  for (size_t i = 0; i < m->n_nodes; i++) {
-    nnt_node *nd = &m->nodes[i];
-    for (unsigned k = 0; k < nd->n_in; k++)
-      bind(&nd->in[k], g, twin(m, bwd, nd->t_in[k]), nd->fc.in_dim[k]);
-    for (unsigned o = 0; o < nd->fc.n_out; o++)
-      bind(&nd->out[o], g, twin(m, bwd, nd->t_out[o]), nd->fc.out_dim[o]);
-    for (unsigned c = 0; c < nd->fc.n_scratch; c++)
-      bind(&nd->scratch[c], g, twin(m, bwd, nd->t_scratch[c]), nd->fc.scratch_dim[c]);
-  }
 }
 
 size_t nnt_model_queue_reserve(const nnt_model *m) {

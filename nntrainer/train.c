@@ -218,6 +218,7 @@ static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt
   int rc = NNT_OK;
   for (unsigned s = from; s < to; s++) {
     nnt_node *nd = steps[s].node < m->n_nodes ? &m->nodes[steps[s].node] : NULL;
+    nnt_model_bind_step(m, s); /* recomputation: this step's versions */
     switch (steps[s].kind) {
     case NNT_STEP_FORWARD:
       nd->ctx.training = training;

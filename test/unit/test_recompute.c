@@ -5,7 +5,8 @@
  * budget, on a chain with batch normalization and dropout and on a
  * residual net, on the CPU and on the fake device; the plan fits the
  * budget; an impossible budget names the smallest one that fits; no
- * budget changes nothing. */
+ * budget changes nothing; the smallest plan recomputes a layer more than
+ * once; an in-place layer recomputed alone is refused. */
 #include "test_util.h"
 
 #include <stdio.h>
@@ -87,6 +88,20 @@ static size_t min_named(const char *msg) {
   return (size_t)strtoull(p + 1, NULL, 10);
 }
 
+/* The most forward steps any node runs in m's training schedule (1: each
+ * recomputed at most once). */
+static unsigned most_forwards(const nnt_model *m) {
+  unsigned most = 0;
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    unsigned c = 0;
+    for (unsigned s = 0; s < m->n_steps[NNT_MODE_TRAIN]; s++)
+      c += m->sched[NNT_MODE_TRAIN][s].node == i &&
+           m->sched[NNT_MODE_TRAIN][s].kind == NNT_STEP_FORWARD;
+    most = c > most ? c : most;
+  }
+  return most;
+}
+
 static void check_model(int resnet, int fake) {
   nnt_err e = {0};
   int rc;
@@ -114,6 +129,9 @@ static void check_model(int resnet, int fake) {
   assert_true(m->recompute_flops > 0);
   assert_true(train_total(m) + nnt_model_queue_reserve(m) <= min);
   assert_true(nnt_model_queue_reserve(m) > 0);
+  /* the smallest plan recomputes a layer more than once: what only feeds
+   * another recomputation is dropped and computed again when read */
+  assert_true(most_forwards(m) >= 3);
   nnt_model_destroy(m);
   /* one byte less does not fit */
   nnt_model *less;
@@ -161,6 +179,33 @@ static void check_model(int resnet, int fake) {
   nnt_model_destroy(plain);
 }
 
+/* An in-place layer recomputed without its producer would apply itself
+ * twice: planning refuses such a schedule, naming the layer. */
+static void test_inplace_alone(void **s) {
+  (void)s;
+  nnt_err e = {0};
+  int rc;
+  nnt_model *m = load(0, 0, NULL, &e, &rc);
+  assert_int_equal(nnt_model_plan(m, NNT_MODE_TRAIN, &e), NNT_OK); /* sets inplace */
+  size_t b1 = m->n_nodes; /* the first in-place layer over another's output */
+  for (size_t i = m->n_nodes; i-- > 0;)
+    if (m->nodes[i].inplace && m->nodes[i].in_node[0] != NNT_NO_NODE)
+      b1 = i;
+  assert_true(b1 < m->n_nodes);
+  char want[NNT_NAME_MAX + 96];
+  snprintf(want, sizeof want, "[%s] runs in place and is recomputed without its producer",
+           m->nodes[b1].layer->name);
+  unsigned fe = nnt_schedule_forward_end(m, NNT_MODE_TRAIN);
+  assert_int_equal(nnt_schedule_insert(m, NNT_MODE_TRAIN, fe + 1,
+                                       (nnt_step){(unsigned)b1, NNT_STEP_FORWARD}, &e),
+                   NNT_OK);
+  m->nodes[b1].recompute = 1;
+  m->n_recompute = 1;
+  assert_int_equal(nnt_model_plan(m, NNT_MODE_TRAIN, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, want);
+  nnt_model_destroy(m);
+}
+
 static void test_chain_cpu(void **s) { (void)s; check_model(0, 0); }
 static void test_chain_fake(void **s) { (void)s; check_model(0, 1); }
 static void test_resnet_cpu(void **s) { (void)s; check_model(1, 0); }
@@ -169,6 +214,7 @@ static void test_resnet_fake(void **s) { (void)s; check_model(1, 1); }
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_chain_cpu, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_inplace_alone, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_chain_fake, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_resnet_cpu, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_resnet_fake, tu_dir_setup, tu_dir_teardown),
