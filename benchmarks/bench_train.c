@@ -87,10 +87,11 @@ int main(int argc, char **argv) {
   size_t wbytes = m->wpool_floats * sizeof(float);
   char blas[160];
   nnt_cpu_blas_describe(blas, sizeof blas);
-  printf("{\"backend\":\"%s\",\"blas\":\"%s\",\"batch\":%u,\"ms_median\":%.3f,\"ms_min\":%.3f,\"ms_max\":%.3f,\"peak_rss_kb\":%ld,"
-         "\"arena_bytes\":%zu,\"lower_bound_bytes\":%zu,\"total_planned_bytes\":%zu}\n",
-         m->be->name, blas, batch, ms[steps / 2], ms[0], ms[steps - 1], ru.ru_maxrss, g->arena_bytes, g->lower_bound,
-         g->arena_bytes + wbytes * (1 + slots));
+  printf("{\"backend\":\"%s\",\"blas\":\"%s\",\"batch\":%u,\"ms_median\":%.3f,"
+         "\"ms_min\":%.3f,\"ms_max\":%.3f,\"peak_rss_kb\":%ld,\"arena_bytes\":%zu,"
+         "\"lower_bound_bytes\":%zu,\"total_planned_bytes\":%zu}\n",
+         m->be->name, blas, batch, ms[steps / 2], ms[0], ms[steps - 1], ru.ru_maxrss,
+         g->arena_bytes, g->lower_bound, g->arena_bytes + wbytes + nnt_model_opt_bytes(m, slots));
   free(ms);
   nnt_model_destroy(m);
   return 0;

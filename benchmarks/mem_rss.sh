@@ -5,8 +5,8 @@
 # planned total (`nntrainer plan --json`: weights, optimizer state, training
 # arena), the datasets' queues (buffer_size + 1 = 2 batches of inputs and
 # labels each, for the training set and the validation set when the INI has
-# one; the test set is evaluated after the training arena is released) and the peak RSS of `nntrainer train X --synthetic=N`
-# (/usr/bin/time -v). Usage: benchmarks/mem_rss.sh [BUILD_DIR] [MODEL.ini...]
+# one; the test set is evaluated after the training arena is released) and
+# the peak RSS of `nntrainer train X --synthetic=N` (/usr/bin/time -v). Usage: benchmarks/mem_rss.sh [BUILD_DIR] [MODEL.ini...]
 set -euo pipefail
 build=${1:-build}
 shift || true
