@@ -127,6 +127,27 @@ static int fit_chunk(const nnt_mgr *m, const size_t *roots, const nnt_plan_block
   return NNT_OK;
 }
 
+/* Best fit's other block orders (planner.h); off and *pool become the
+ * first that gives a smaller arena, down to the bound. */
+static int try_orders(const nnt_plan_block *blk, size_t nr, size_t align, size_t chunk,
+                      size_t bound, size_t *off, size_t *pool, nnt_err *e) {
+  size_t *alt = nnt_malloc((nr + 1) * sizeof *alt);
+  if (!alt)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "manager: out of memory planning %zu tensors", nr);
+  int rc = NNT_OK;
+  for (int o = 1; o < NNT_BEST_FIT_ORDERS && *pool > bound && !rc; o++) {
+    size_t p = 0;
+    if ((rc = nnt_plan_best_fit_order(blk, nr, align, chunk, o, alt, &p, e)))
+      break;
+    if (p < *pool) {
+      memcpy(off, alt, nr * sizeof *off);
+      *pool = p;
+    }
+  }
+  nnt_free(alt);
+  return rc;
+}
+
 int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
                  nnt_err *e) {
   struct timespec t0, t1; /* planning time: requests to offsets, not allocation */
@@ -153,9 +174,13 @@ int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
     }
   if ((rc = fit_chunk(m, roots, blk, nr, e)))
     goto out;
-  size_t pool = 0;
+  size_t pool = 0, bound;
   rc = nnt_plan_chunked(planner, blk, nr, m->align, m->chunk, off, &pool, e);
-  if (rc)
+  if (rc || (rc = nnt_plan_lower_bound(blk, nr, &bound, e)))
+    goto out;
+  /* above the bound: best fit in its other orders, the smallest kept */
+  if (planner == NNT_PLANNER_BEST_FIT && pool > bound &&
+      (rc = try_orders(blk, nr, m->align, m->chunk, bound, off, &pool, e)))
     goto out;
 #ifndef NDEBUG
   validate = 1;
@@ -174,9 +199,6 @@ int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
                        m->t[roots[k]].name, blk[k].bytes, off[k], pool);
       goto out;
     }
-  size_t bound;
-  if ((rc = nnt_plan_lower_bound(blk, nr, &bound, e)))
-    goto out;
   release_arena(m);
   for (size_t k = 0; k < nr; k++)
     m->t[roots[k]].offset = off[k];

@@ -288,7 +288,7 @@ static size_t walk_fit(const bf_node *t, bf_walk *w, size_t at, size_t need, uns
 
 typedef struct {
   size_t bytes;
-  unsigned len, idx;
+  unsigned len, idx, first;
 } bf_key;
 
 static int cmp_key(const void *pa, const void *pb) {
@@ -298,6 +298,38 @@ static int cmp_key(const void *pa, const void *pb) {
   if (a->len != b->len)
     return a->len > b->len ? -1 : 1;
   return a->idx < b->idx ? -1 : (a->idx > b->idx);
+}
+
+/* The other orders nnt_plan_best_fit_order offers: longest life first,
+ * and largest bytes x life first. */
+static int cmp_key_len(const void *pa, const void *pb) {
+  const bf_key *a = pa, *b = pb;
+  if (a->len != b->len)
+    return a->len > b->len ? -1 : 1;
+  return cmp_key(pa, pb);
+}
+
+static int cmp_key_first(const void *pa, const void *pb) {
+  const bf_key *a = pa, *b = pb;
+  if (a->first != b->first)
+    return a->first < b->first ? -1 : 1;
+  return cmp_key(pa, pb);
+}
+
+static int cmp_key_last(const void *pa, const void *pb) {
+  const bf_key *a = pa, *b = pb;
+  unsigned la = a->first + a->len, lb = b->first + b->len;
+  if (la != lb)
+    return la > lb ? -1 : 1;
+  return cmp_key(pa, pb);
+}
+
+static int cmp_key_area(const void *pa, const void *pb) {
+  const bf_key *a = pa, *b = pb;
+  double x = (double)a->bytes * (a->len + 1.0), y = (double)b->bytes * (b->len + 1.0);
+  if (x != y)
+    return x > y ? -1 : 1;
+  return cmp_key(pa, pb);
 }
 
 static int cmp_uint(const void *pa, const void *pb) {
@@ -393,7 +425,7 @@ static int bf_cells(bf_state *s, const nnt_plan_block *b, size_t n, size_t nz) {
 }
 
 static int plan_best_fit(const nnt_plan_block *b, size_t n, size_t align, size_t chunk,
-                         size_t *off, size_t *pool, nnt_err *e) {
+                         int order, size_t *off, size_t *pool, nnt_err *e) {
   bf_state s = {0};
   size_t nz = 0, top = 0;
   for (size_t i = 0; i < n; i++) {
@@ -426,8 +458,13 @@ static int plan_best_fit(const nnt_plan_block *b, size_t n, size_t align, size_t
   size_t m = 0;
   for (size_t i = 0; i < n; i++)
     if (b[i].bytes)
-      s.key[m++] = (bf_key){b[i].bytes, b[i].last - b[i].first, (unsigned)i};
-  qsort(s.key, nz, sizeof *s.key, cmp_key);
+      s.key[m++] = (bf_key){b[i].bytes, b[i].last - b[i].first, (unsigned)i, b[i].first};
+  qsort(s.key, nz, sizeof *s.key,
+        order == 1   ? cmp_key_len
+        : order == 2 ? cmp_key_area
+        : order == 3 ? cmp_key_first
+        : order == 4 ? cmp_key_last
+                     : cmp_key);
   for (size_t i = 0; i < n; i++) /* count each cell's registry nodes */
     if (b[i].bytes) {
       size_t cf = bf_cell(&s, b[i].first), cl = bf_cell(&s, b[i].last);
@@ -735,5 +772,15 @@ int nnt_plan_chunked(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t
     return plan_basic(blocks, n, align, chunk, offsets, pool_bytes);
   if (kind == NNT_PLANNER_POOL)
     return plan_pool(blocks, n, align, chunk, offsets, pool_bytes, e);
-  return plan_best_fit(blocks, n, align, chunk, offsets, pool_bytes, e);
+  return plan_best_fit(blocks, n, align, chunk, 0, offsets, pool_bytes, e);
+}
+
+int nnt_plan_best_fit_order(const nnt_plan_block *blocks, size_t n, size_t align, size_t chunk,
+                            int order, size_t *offsets, size_t *pool_bytes, nnt_err *e) {
+  /* the same checks as nnt_plan_chunked's: a plain best fit first */
+  int rc = nnt_plan_chunked(NNT_PLANNER_BEST_FIT, blocks, n, align, chunk, offsets, pool_bytes,
+                            e);
+  if (rc || order <= 0 || order >= NNT_BEST_FIT_ORDERS)
+    return rc;
+  return plan_best_fit(blocks, n, align, chunk, order, offsets, pool_bytes, e);
 }

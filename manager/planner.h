@@ -38,6 +38,13 @@ int nnt_plan_chunked(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t
  * @return NNT_OK and the bound in *bound, or NNT_ERR_NOMEM (it sorts a
  * copy of the blocks' ends). */
 int nnt_plan_lower_bound(const nnt_plan_block *blocks, size_t n, size_t *bound, nnt_err *e);
+/* Best fit with the blocks taken in another order: 0 largest first (as
+ * nnt_plan_chunked), 1 longest life first, 2 largest bytes x life first,
+ * 3 earliest first, 4 latest end first. The manager tries them when order
+ * 0 leaves the arena above its lower bound, and keeps the smallest. */
+#define NNT_BEST_FIT_ORDERS 5
+int nnt_plan_best_fit_order(const nnt_plan_block *blocks, size_t n, size_t align, size_t chunk,
+                            int order, size_t *offsets, size_t *pool_bytes, nnt_err *e);
 
 /* Check a plan: every pair of blocks whose lifetimes overlap is disjoint in
  * memory, and every block lies inside the pool and is aligned.
