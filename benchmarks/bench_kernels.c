@@ -1,5 +1,5 @@
 /* Kernel efficiency: the fully_connected layer's forward at the MLP's shapes
- * and conv2d's forward at the Fashion-MNIST CNN's shapes, against a bare
+ * and conv2d's forward at the Fashion-MNIST CNN's shapes and a 1x1 one, against a bare
  * cblas_sgemm of the same shapes (conv: the im2col shapes). Prints JSON
  * lines with GFLOP/s and their ratio (median of 21 runs each). */
 #include <cblas.h>
@@ -116,16 +116,18 @@ int main(void) {
     report(name, 2.0 * 64 * fc[i][0] * fc[i][1], tl, tg);
   }
   /* conv2d at the Fashion-MNIST CNN's shapes, batch 32: per image one sgemm
-   * of filters x (oh*ow) x (c*kh*kw) */
-  const unsigned cv[][4] = {{1, 28, 16, 3}, {16, 14, 32, 3}};
-  for (int i = 0; i < 2; i++) {
+   * of filters x (oh*ow) x (c*kh*kw); then a pointwise (1x1) conv at a
+   * ResNet-like shape, which needs no im2col */
+  const unsigned cv[][4] = {{1, 28, 16, 3}, {16, 14, 32, 3}, {64, 32, 64, 1}};
+  for (int i = 0; i < 3; i++) {
     unsigned c = cv[i][0], hw = cv[i][1], f = cv[i][2], k = cv[i][3];
-    char filters[16], name[64];
+    char filters[16], ks[16], name[64];
     snprintf(filters, sizeof filters, "%u", f);
-    const char *p[] = {"filters", filters, "kernel_size", "3,3", "padding", "same", NULL};
+    snprintf(ks, sizeof ks, "%u", k);
+    const char *p[] = {"filters", filters, "kernel_size", ks, "padding", "same", NULL};
     double tl = time_layer("conv2d", p, nnt_dim_make(32, c, hw, hw));
     double tg = time_gemm(f, (size_t)hw * hw, (size_t)c * k * k, 32);
-    snprintf(name, sizeof name, "conv2d %u->%u %ux%u batch 32", c, f, hw, hw);
+    snprintf(name, sizeof name, "conv2d %ux%u %u->%u %ux%u batch 32", k, k, c, f, hw, hw);
     report(name, 2.0 * 32 * f * hw * hw * c * k * k, tl, tg);
   }
   return 0;
