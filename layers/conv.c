@@ -2,7 +2,12 @@
  * [filters, c, kh, kw] (NNTrainer's layout) and the bias [filters]; conv1d
  * is conv2d over the width of a b:c:1:w input. The im2col buffers are
  * scratch tensors planned by the manager: one for forward, one recomputed
- * in the backward pass, so no column buffer lives across the step. */
+ * in the backward pass, so no column buffer lives across the step.
+ * A pointwise convolution (1x1 window, stride 1, no padding) has columns
+ * equal to the image itself ([c, h*w]): it skips im2col and col2im, runs
+ * the same gemms on the input and on dX directly, and asks for no scratch
+ * (the same products on the same numbers: results are bitwise those of
+ * the general path). */
 #include <stdint.h>
 #include "nntrainer/layer.h"
 
@@ -14,6 +19,12 @@ typedef struct conv_priv {
 } conv_priv;
 
 static int is_1d(const nnt_layer *l) { return l->ops == &nnt_layer_conv1d; }
+
+/* Whether im2col of one image is the image itself (see above). */
+static int is_pointwise(const nnt_conv_geom *g) {
+  return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && !g->pt && !g->pb && !g->pl &&
+         !g->pr;
+}
 
 static void conv_init(nnt_layer *l) {
   conv_priv *p = l->priv;
@@ -82,9 +93,11 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   if (!p->wp.disable_bias)
     nnt_fctx_add_weight(ctx, "bias", nnt_dim_make(1, p->filters, 1, 1), p->wp.bias_init, patch,
                         p->filters, 0, p->wp.bias_decay, 1);
-  nnt_dim col = nnt_dim_make(1, 1, patch, plane);
-  nnt_fctx_add_scratch(ctx, col, NNT_SCRATCH_FWD);
-  nnt_fctx_add_scratch(ctx, col, NNT_SCRATCH_BWD);
+  if (!is_pointwise(g)) {
+    nnt_dim col = nnt_dim_make(1, 1, patch, plane);
+    nnt_fctx_add_scratch(ctx, col, NNT_SCRATCH_FWD);
+    nnt_fctx_add_scratch(ctx, col, NNT_SCRATCH_BWD);
+  }
   ctx->flags = NNT_LF_BWD_READS_INPUT;
   return NNT_OK;
 }
@@ -94,10 +107,13 @@ static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_conv_geom *g = &p->g;
   size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
   size_t in_len = nnt_dim_feature_len(ctx->in[0].dim), out_len = p->filters * plane;
-  float *col = ctx->scratch[0].data;
+  int pw = is_pointwise(g);
   for (unsigned b = 0; b < ctx->in[0].dim.b; b++) {
-    float *y = ctx->out[0].data + b * out_len;
-    NNT_TRY(ctx->k->im2col(ctx->k, g, ctx->in[0].data + b * in_len, col));
+    float *y = ctx->out[0].data + b * out_len, *col = ctx->in[0].data + b * in_len;
+    if (!pw) {
+      col = ctx->scratch[0].data;
+      NNT_TRY(ctx->k->im2col(ctx->k, g, ctx->in[0].data + b * in_len, col));
+    }
     NNT_TRY(ctx->k->gemm(ctx->k, 0, 0, p->filters, plane, patch, 1.0f, ctx->w[0].data, patch, col,
                          plane, 0.0f, y, plane));
     if (ctx->n_w > 1)
@@ -112,12 +128,16 @@ static int conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_conv_geom *g = &p->g;
   size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
   size_t in_len = nnt_dim_feature_len(ctx->in[0].dim), out_len = p->filters * plane;
-  float *col = ctx->scratch[1].data;
+  int pw = is_pointwise(g);
   for (unsigned b = 0; b < ctx->in[0].dim.b; b++) {
     const float *dy = ctx->d_out[0].data + b * out_len;
     float beta = b ? 1.0f : 0.0f;
     if (ctx->gw[0].data) {
-      NNT_TRY(ctx->k->im2col(ctx->k, g, ctx->in[0].data + b * in_len, col));
+      const float *col = ctx->in[0].data + b * in_len;
+      if (!pw) {
+        NNT_TRY(ctx->k->im2col(ctx->k, g, col, ctx->scratch[1].data));
+        col = ctx->scratch[1].data;
+      }
       NNT_TRY(ctx->k->gemm(ctx->k, 0, 1, p->filters, patch, plane, 1.0f, dy, plane, col, plane,
                            beta, ctx->gw[0].data, patch));
     }
@@ -127,12 +147,19 @@ static int conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   return NNT_OK;
 }
 
-/* dcol = W^T dY, folded back into dX. */
+/* dcol = W^T dY, folded back into dX (pointwise: dcol is dX). */
 static int conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   conv_priv *p = l->priv;
   const nnt_conv_geom *g = &p->g;
   size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
   size_t in_len = nnt_dim_feature_len(ctx->d_in[0].dim), out_len = p->filters * plane;
+  if (is_pointwise(g)) {
+    for (unsigned b = 0; b < ctx->d_in[0].dim.b; b++)
+      NNT_TRY(ctx->k->gemm(ctx->k, 1, 0, patch, plane, p->filters, 1.0f, ctx->w[0].data, patch,
+                           ctx->d_out[0].data + b * out_len, plane, 0.0f,
+                           ctx->d_in[0].data + b * in_len, plane));
+    return NNT_OK;
+  }
   float *col = ctx->scratch[1].data;
   NNT_TRY(ctx->k->fill(ctx->k, nnt_tensor_len(&ctx->d_in[0]), 0.0f, ctx->d_in[0].data));
   for (unsigned b = 0; b < ctx->d_in[0].dim.b; b++) {

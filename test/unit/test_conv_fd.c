@@ -108,6 +108,74 @@ static void test_conv_frozen_weight(void **state) {
   fd_teardown(&h);
 }
 
+/* A pointwise conv (1x1, stride 1, no padding) skips im2col and col2im
+ * and asks for no scratch; its output, filter gradient (accumulated over
+ * the images) and dX must be bitwise those of explicit im2col + gemm (+
+ * col2im) through the same kernel table. A 1x1 stride-2 conv still gets
+ * its two column buffers. */
+static void pointwise_case(const char *type, const char *const *props, nnt_dim in) {
+  fd_harness h;
+  fd_setup(&h, type, props, in, 0);
+  assert_int_equal(h.fc.n_scratch, 0);
+  const nnt_kernels *k = h.ctx.k;
+  unsigned f = h.fc.out_dim[0].c;
+  size_t plane = (size_t)in.h * in.w, in_len = (size_t)in.c * plane, out_len = f * plane;
+  nnt_conv_geom g = {.c = in.c, .h = in.h, .w = in.w, .kh = 1, .kw = 1, .sh = 1, .sw = 1,
+                     .dh = 1, .dw = 1, .oh = in.h, .ow = in.w};
+  size_t nin = nnt_dim_len(in), nout = nnt_dim_len(h.fc.out_dim[0]), nw = (size_t)f * in.c;
+  float *col = calloc(in_len, sizeof(float)), *y = calloc(nout, sizeof(float)),
+        *gw = calloc(nw, sizeof(float)), *dx = calloc(nin, sizeof(float));
+  assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
+  nnt_rng r;
+  nnt_rng_seed(&r, 7);
+  tu_fill_uniform(&r, h.dout.data, nout, -1, 1);
+  memset(h.din.data, 0x7f, nin * sizeof(float)); /* junk the layer must overwrite */
+  assert_int_equal(h.l->ops->calc_gradient(h.l, &h.ctx), NNT_OK);
+  assert_int_equal(h.l->ops->calc_derivative(h.l, &h.ctx), NNT_OK);
+  assert_int_equal(k->fill(k, nin, 0.0f, dx), NNT_OK);
+  for (unsigned b = 0; b < in.b; b++) {
+    assert_int_equal(k->im2col(k, &g, h.in.data + b * in_len, col), NNT_OK);
+    assert_int_equal(k->gemm(k, 0, 0, f, plane, in.c, 1.0f, h.w[0].data, in.c, col, plane, 0.0f,
+                             y + b * out_len, plane),
+                     NNT_OK);
+    if (h.fc.n_w > 1)
+      assert_int_equal(k->add_col_vec(k, f, plane, h.w[1].data, y + b * out_len), NNT_OK);
+    assert_int_equal(k->gemm(k, 0, 1, f, in.c, plane, 1.0f, h.dout.data + b * out_len, plane, col,
+                             plane, b ? 1.0f : 0.0f, gw, in.c),
+                     NNT_OK);
+    assert_int_equal(k->gemm(k, 1, 0, in.c, plane, f, 1.0f, h.w[0].data, in.c,
+                             h.dout.data + b * out_len, plane, 0.0f, col, plane),
+                     NNT_OK);
+    assert_int_equal(k->col2im(k, &g, col, dx + b * in_len), NNT_OK);
+  }
+  assert_memory_equal(h.out.data, y, nout * sizeof(float));
+  assert_memory_equal(h.gw[0].data, gw, nw * sizeof(float));
+  assert_memory_equal(h.din.data, dx, nin * sizeof(float));
+  free(col), free(y), free(gw), free(dx);
+  fd_teardown(&h);
+}
+
+static void test_pointwise_bitwise(void **state) {
+  (void)state;
+  const char *a[] = {"filters", "7", "kernel_size", "1", NULL};
+  pointwise_case("conv2d", a, D(3, 5, 4, 6));
+  const char *b[] = {"filters", "4", "kernel_size", "1,1", "stride", "1,1", "padding", "same",
+                     "disable_bias", "true", NULL};
+  pointwise_case("conv2d", b, D(2, 6, 3, 3));
+  const char *c[] = {"filters", "3", "kernel_size", "1", NULL};
+  pointwise_case("conv1d", c, D(2, 5, 1, 9));
+  /* not pointwise: stride 2, or padding, keeps its column buffers */
+  const char *s2[] = {"filters", "4", "kernel_size", "1", "stride", "2", NULL};
+  const char *p1[] = {"filters", "4", "kernel_size", "1", "padding", "1", NULL};
+  const char *const *np[] = {s2, p1};
+  for (int i = 0; i < 2; i++) {
+    fd_harness h;
+    fd_setup(&h, "conv2d", np[i], D(2, 3, 4, 4), 0);
+    assert_int_equal(h.fc.n_scratch, 2);
+    fd_teardown(&h);
+  }
+}
+
 static int finalize_err(const char *type, const char *const *props, nnt_dim in, nnt_err *e) {
   nnt_layer *l;
   assert_int_equal(nnt_layer_create(type, &l, e), NNT_OK);
@@ -178,6 +246,7 @@ int main(void) {
       cmocka_unit_test(test_pooling2d),
       cmocka_unit_test(test_average_counts_padding),
       cmocka_unit_test(test_conv_frozen_weight),
+      cmocka_unit_test(test_pointwise_bitwise),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_registry),
   };
