@@ -401,3 +401,33 @@ int nnt_parse_uint_list(const char *key, const char *v, unsigned *out,
 int nnt_streq(const char *a, const char *b) {
   return a && b && strcasecmp(a, b) == 0;
 }
+
+int nnt_parse_bytes(const char *v, uint64_t *out) {
+  while (*v == ' ' || *v == '\t')
+    v++;
+  uint64_t x = 0;
+  const char *p = v;
+  for (; *p >= '0' && *p <= '9'; p++)
+    if (__builtin_mul_overflow(x, 10, &x) || __builtin_add_overflow(x, (uint64_t)(*p - '0'), &x))
+      return 2;
+  if (p == v)
+    return 1;
+  unsigned shift = 0;
+  if (*p == 'k' || *p == 'K')
+    shift = 10, p++;
+  else if (*p == 'm' || *p == 'M')
+    shift = 20, p++;
+  else if (*p == 'g' || *p == 'G')
+    shift = 30, p++;
+  while (*p == ' ' || *p == '\t')
+    p++;
+  if (*p)
+    return 1;
+  if (shift && x > (UINT64_MAX >> shift))
+    return 2;
+  x <<= shift;
+  if (x > SIZE_MAX)
+    return 2;
+  *out = x;
+  return 0;
+}

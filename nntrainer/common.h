@@ -128,6 +128,10 @@ int nnt_parse_float(const char *key, const char *v, float *out, nnt_err *e);
 /* A number >= 0; *out is unchanged on error. */
 int nnt_parse_nonneg_float(const char *key, const char *v, float *out, nnt_err *e);
 int nnt_parse_bool(const char *key, const char *v, int *out, nnt_err *e);
+/* A byte count: digits with an optional K, M or G suffix (binary
+ * multiples, any case), blanks around it allowed. @return 0 and *out, 1 when
+ * v is not such a count, 2 when it is more than SIZE_MAX bytes. */
+int nnt_parse_bytes(const char *v, uint64_t *out);
 /* Comma-separated floats, at most max of them. */
 int nnt_parse_float_list(const char *key, const char *v, float *out,
                          unsigned max, unsigned *n, nnt_err *e);

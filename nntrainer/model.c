@@ -98,41 +98,16 @@ static char *resolve_path(const nnt_model *m, const char *v) {
 /* memory_budget: a byte count with an optional K, M or G suffix (binary
  * multiples: 1K = 1024), case-insensitive; 0 means no limit. */
 static int parse_budget(const char *key, const char *v, uint64_t *out, nnt_err *e) {
-  while (*v == ' ' || *v == '\t')
-    v++;
-  uint64_t x = 0;
-  const char *p = v;
-  for (; *p >= '0' && *p <= '9'; p++)
-    if (__builtin_mul_overflow(x, 10, &x) || __builtin_add_overflow(x, (uint64_t)(*p - '0'), &x))
-      goto range;
-  if (p == v)
-    goto bad;
-  unsigned shift = 0;
-  if (*p == 'k' || *p == 'K')
-    shift = 10, p++;
-  else if (*p == 'm' || *p == 'M')
-    shift = 20, p++;
-  else if (*p == 'g' || *p == 'G')
-    shift = 30, p++;
-  while (*p == ' ' || *p == '\t')
-    p++;
-  if (*p)
-    goto bad;
-  if (shift && x > (UINT64_MAX >> shift))
-    goto range;
-  x <<= shift;
-  if (x > SIZE_MAX)
-    goto range;
-  *out = x;
+  int r = nnt_parse_bytes(v, out);
+  if (r == 2)
+    return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': value '%s' is more than %zu bytes", key, v,
+                       (size_t)SIZE_MAX);
+  if (r)
+    return nnt_err_set(e, NNT_ERR_INVAL,
+                       "key '%s': value '%s' is not a byte count (digits with an optional K, M "
+                       "or G suffix, as in 512M; 0 for no limit)",
+                       key, v);
   return NNT_OK;
-range:
-  return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': value '%s' is more than %zu bytes", key, v,
-                     (size_t)SIZE_MAX);
-bad:
-  return nnt_err_set(e, NNT_ERR_INVAL,
-                     "key '%s': value '%s' is not a byte count (digits with an optional K, M "
-                     "or G suffix, as in 512M; 0 for no limit)",
-                     key, v);
 }
 
 /* The batch size; after compile the graph is finalized again for it and

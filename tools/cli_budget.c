@@ -8,40 +8,23 @@
 #include <string.h>
 
 int cli_parse_bytes(const char *opt, const char *v, uint64_t *out) {
-  const char *p = v;
   uint64_t x = 0;
-  for (; *p >= '0' && *p <= '9'; p++)
-    if (__builtin_mul_overflow(x, 10, &x) || __builtin_add_overflow(x, (uint64_t)(*p - '0'), &x))
-      goto range;
-  if (p == v)
-    goto bad;
-  unsigned shift = 0;
-  if (*p == 'k' || *p == 'K')
-    shift = 10, p++;
-  else if (*p == 'm' || *p == 'M')
-    shift = 20, p++;
-  else if (*p == 'g' || *p == 'G')
-    shift = 30, p++;
-  if (*p)
-    goto bad;
-  if (shift && x > (UINT64_MAX >> shift))
-    goto range;
-  x <<= shift;
-  if (x > SIZE_MAX)
-    goto range;
+  int r = nnt_parse_bytes(v, &x);
+  if (r == 2) {
+    fprintf(stderr, "nntrainer: %s: '%s' is more than %zu bytes\n", opt, v, (size_t)SIZE_MAX);
+    return -1;
+  }
+  if (r) {
+    fprintf(stderr, "nntrainer: %s: '%s' is not a byte count (digits with an optional K, M or "
+                    "G suffix, as in 512M)\n", opt, v);
+    return -1;
+  }
   if (!x) {
     fprintf(stderr, "nntrainer: %s: '%s' must be more than 0 bytes\n", opt, v);
     return -1;
   }
   *out = x;
   return 0;
-range:
-  fprintf(stderr, "nntrainer: %s: '%s' is more than %zu bytes\n", opt, v, (size_t)SIZE_MAX);
-  return -1;
-bad:
-  fprintf(stderr, "nntrainer: %s: '%s' is not a byte count (digits with an optional K, M or G "
-                  "suffix, as in 512M)\n", opt, v);
-  return -1;
 }
 
 /* One training step's FLOPs, estimated: the forward (recompute.c's count)

@@ -484,51 +484,47 @@ int nnt_vk_record_dispatch(vk_ctx *c, const char *shader, vk_buf *const bufs[VK_
   return NNT_OK;
 }
 
-int nnt_vk_record_copy_in(vk_ctx *c, vk_buf *dev, VkDeviceSize off, const void *src,
-                          VkDeviceSize n) {
+/* Host bytes into a device range (in) or back (out, landing when the
+ * recording is submitted); outside a step, large transfers go through the
+ * staging in pieces. */
+static int record_copy(vk_ctx *c, int in, vk_buf *dev, VkDeviceSize off, char *host,
+                       VkDeviceSize n) {
   while (n) {
-    /* outside a step, large transfers go through the staging in pieces */
     VkDeviceSize len = !c->in_step && n > VK_STAGING_BLOCK ? VK_STAGING_BLOCK : n;
     vk_entry en, *at;
     memset(&en, 0, sizeof en);
-    en.sig.kind = VK_E_COPY_IN;
+    en.sig.kind = in ? VK_E_COPY_IN : VK_E_COPY_OUT;
     en.sig.off = off, en.sig.size = len;
     en.sig.n_span = 1;
-    en.sig.span[0] = span_of(dev, off, len, 1);
+    en.sig.span[0] = span_of(dev, off, len, in);
     en.dev = dev;
     int rc = failed(c, NULL);
     if (rc || (rc = route(c, &en, &at)))
       return rc;
-    memcpy(staging_at(c->cur, at), src, (size_t)len);
-    src = (const char *)src + len, off += len, n -= len;
+    if (in) {
+      memcpy(staging_at(c->cur, at), host, (size_t)len);
+    } else {
+      if (c->n_dl == c->cap_dl) {
+        size_t cap = c->cap_dl ? 2 * c->cap_dl : 64;
+        vk_delivery *nd = nnt_realloc(c->dl, cap * sizeof *nd);
+        if (!nd)
+          return NNT_ERR_NOMEM;
+        c->dl = nd, c->cap_dl = cap;
+      }
+      c->dl[c->n_dl++] = (vk_delivery){.dst = host, .ent = (size_t)(at - c->cur->ent)};
+    }
+    host += len, off += len, n -= len;
   }
   return NNT_OK;
 }
 
+int nnt_vk_record_copy_in(vk_ctx *c, vk_buf *dev, VkDeviceSize off, const void *src,
+                          VkDeviceSize n) {
+  return record_copy(c, 1, dev, off, (char *)(uintptr_t)src, n);
+}
+
 int nnt_vk_record_copy_out(vk_ctx *c, vk_buf *dev, VkDeviceSize off, void *dst, VkDeviceSize n) {
-  while (n) {
-    VkDeviceSize len = !c->in_step && n > VK_STAGING_BLOCK ? VK_STAGING_BLOCK : n;
-    vk_entry en, *at;
-    memset(&en, 0, sizeof en);
-    en.sig.kind = VK_E_COPY_OUT;
-    en.sig.off = off, en.sig.size = len;
-    en.sig.n_span = 1;
-    en.sig.span[0] = span_of(dev, off, len, 0);
-    en.dev = dev;
-    int rc = failed(c, NULL);
-    if (rc || (rc = route(c, &en, &at)))
-      return rc;
-    if (c->n_dl == c->cap_dl) {
-      size_t cap = c->cap_dl ? 2 * c->cap_dl : 64;
-      vk_delivery *nd = nnt_realloc(c->dl, cap * sizeof *nd);
-      if (!nd)
-        return NNT_ERR_NOMEM;
-      c->dl = nd, c->cap_dl = cap;
-    }
-    c->dl[c->n_dl++] = (vk_delivery){.dst = dst, .ent = (size_t)(at - c->cur->ent)};
-    dst = (char *)dst + len, off += len, n -= len;
-  }
-  return NNT_OK;
+  return record_copy(c, 0, dev, off, dst, n);
 }
 
 int nnt_vk_record_fill(vk_ctx *c, vk_buf *dev, VkDeviceSize off, VkDeviceSize n, uint32_t word) {

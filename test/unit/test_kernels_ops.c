@@ -1,8 +1,10 @@
 /* The kernel entries the layers and the core added when the table became a
  * backend op set: normalize_rows (the input layer's per-sample
  * normalization) and argmax_match (the accuracy count), against double
- * references; and the status every entry returns: NNT_OK on good
- * arguments, NNT_ERR_INVAL on those it can see are wrong. */
+ * references; the optimizer updates' skip flag and subnormal flush,
+ * clip_scale and flag_nonfinite (the checks a backend with steps runs);
+ * and the status every entry returns: NNT_OK on good arguments,
+ * NNT_ERR_INVAL on those it can see are wrong. */
 #include "test_util.h"
 
 #include <math.h>
@@ -107,6 +109,55 @@ static void test_invalid_arguments(void **state) {
   assert_int_equal(K->pool_fwd(K, &g, 1, 2, a, &out, &out), NNT_ERR_INVAL);
   assert_int_equal(K->pool_bwd(K, &g, 1, 2, a, a, a), NNT_ERR_INVAL);
 }
+/* A set skip flag leaves an update undone; stored values below the
+ * smallest normal float become 0 (a moment whose gradient stays 0 would
+ * otherwise stick at the smallest subnormal: 0.9 of 1 ulp rounds to 1 ulp,
+ * and x86 arithmetic on it is slow); clip_scale and flag_nonfinite. */
+static void test_update_guards(void **state) {
+  (void)state;
+  const size_t n = 33;
+  float g[33], w[33], m[33] = {0}, v[33] = {0};
+  for (size_t i = 0; i < n; i++)
+    g[i] = (float)i / 8 - 2, w[i] = 1 - (float)i / 16;
+  float skip = 1, w0 = w[0];
+  assert_int_equal(K->sgd_step(K, n, 0.5f, g, w, &skip), NNT_OK);
+  assert_int_equal(K->adam_step(K, n, 0.1f, 0.9f, 0.999f, 1e-7f, 0.5f, g, m, v, w, &skip),
+                   NNT_OK);
+  assert_true(w[0] == w0 && m[0] == 0 && v[0] == 0);
+  skip = 0; /* a clear flag: AdamW's scale (lr 0 leaves only it) and the moments move */
+  K->adam_step(K, n, 0.0f, 0.9f, 0.999f, 1e-7f, 0.5f, g, m, v, w, &skip);
+  assert_true(w[0] == w0 * 0.5f && m[0] != 0);
+  float mm[2] = {1e-3f, -1e-3f}, vv[2] = {1e-6f, 1e-6f}, ww[2] = {0.5f, -0.5f};
+  const float zero[2] = {0, 0};
+  for (int t = 0; t < 100000; t++)
+    K->adam_step(K, 2, 1e-3f, 0.9f, 0.999f, 1e-7f, 1.0f, zero, mm, vv, ww, NULL);
+  assert_true(mm[0] == 0 && mm[1] == 0 && vv[0] == 0 && vv[1] == 0);
+  assert_true(fpclassify(ww[0]) == FP_NORMAL && fpclassify(ww[1]) == FP_NORMAL);
+  /* AdamW's decay of a weight whose gradient stays 0 ends at 0 too */
+  for (int t = 0; t < 100000; t++)
+    K->adam_step(K, 2, 1e-3f, 0.9f, 0.999f, 1e-7f, 0.999f, zero, mm, vv, ww, NULL);
+  assert_true(ww[0] == 0 && ww[1] == 0);
+  float sw[1] = {1e-37f}, sg[1] = {1e-38f};
+  K->sgd_step(K, 1, 9.5f, sg, sw, NULL); /* 1e-37 - 9.5e-38: subnormal */
+  assert_true(sw[0] == 0);
+  /* clip_scale: by max_norm / sqrt(*sumsq) when that norm is larger */
+  float y2[2] = {3, -4}, sq = 25;
+  assert_int_equal(K->clip_scale(K, 2, 10, &sq, y2), NNT_OK);
+  assert_true(y2[0] == 3 && y2[1] == -4);
+  assert_int_equal(K->clip_scale(K, 2, 2.5f, &sq, y2), NNT_OK);
+  assert_true(y2[0] == 1.5f && y2[1] == -2);
+  /* flag_nonfinite: sets both flags on a NaN or inf, leaves them otherwise */
+  float flag = 0, any = 0;
+  assert_int_equal(K->flag_nonfinite(K, n, g, &flag, &any), NNT_OK);
+  assert_true(flag == 0 && any == 0);
+  g[n - 1] = INFINITY;
+  assert_int_equal(K->flag_nonfinite(K, n, g, &flag, &any), NNT_OK);
+  assert_true(flag == 1 && any == 1);
+  flag = 0, g[n - 1] = NAN;
+  assert_int_equal(K->flag_nonfinite(K, n, g, &flag, NULL), NNT_OK);
+  assert_true(flag == 1);
+}
+
 int main(void) {
   K = nnt_kernels_cpu();
   nnt_rng_seed(&R, 2025);
@@ -114,6 +165,7 @@ int main(void) {
       cmocka_unit_test(test_normalize_rows),
       cmocka_unit_test(test_argmax_match),
       cmocka_unit_test(test_invalid_arguments),
+      cmocka_unit_test(test_update_guards),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
