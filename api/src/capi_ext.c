@@ -22,22 +22,32 @@ static int enter_compiled(ml_train_model_h model, const char *what, capi_model *
   return ML_ERROR_NONE;
 }
 
-int ml_train_ext_model_get_memory_report(ml_train_model_h model, ml_train_ext_mode_e mode,
-                                         ml_train_ext_memory_report_s *report) {
-  const char *what = "ml_train_ext_model_get_memory_report";
-  if (!report)
-    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: report is NULL", what);
+/* The checks of the memory getters: the out argument (out_name in the
+ * message) and the mode, then the compiled model entered and the mode in
+ * the library's terms. */
+static int enter_mode(ml_train_model_h model, const char *what, const void *out,
+                      const char *out_name, ml_train_ext_mode_e mode, capi_model **cm,
+                      nnt_mode *pm) {
+  if (!out)
+    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: %s is NULL", what, out_name);
   if ((unsigned)mode > ML_TRAIN_EXT_MODE_EVAL)
     return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: mode %d is not a mode", what,
                         (int)mode);
+  *pm = mode == ML_TRAIN_EXT_MODE_TRAIN  ? NNT_MODE_TRAIN
+        : mode == ML_TRAIN_EXT_MODE_EVAL ? NNT_MODE_EVAL
+                                         : NNT_MODE_INFER;
+  return enter_compiled(model, what, cm);
+}
+
+int ml_train_ext_model_get_memory_report(ml_train_model_h model, ml_train_ext_mode_e mode,
+                                         ml_train_ext_memory_report_s *report) {
+  const char *what = "ml_train_ext_model_get_memory_report";
   capi_model *cm;
-  int rc = enter_compiled(model, what, &cm);
+  nnt_mode pm = NNT_MODE_TRAIN;
+  int rc = enter_mode(model, what, report, "report", mode, &cm, &pm);
   if (rc)
     return rc;
   nnt_model *m = cm->m;
-  nnt_mode pm = mode == ML_TRAIN_EXT_MODE_TRAIN   ? NNT_MODE_TRAIN
-                : mode == ML_TRAIN_EXT_MODE_EVAL ? NNT_MODE_EVAL
-                                                 : NNT_MODE_INFER;
   nnt_mgr *g = &m->mgr[pm];
   int was_planned = g->planned;
   nnt_err e;
@@ -50,8 +60,8 @@ int ml_train_ext_model_get_memory_report(ml_train_model_h model, ml_train_ext_mo
   ml_train_ext_memory_report_s r;
   memset(&r, 0, sizeof r);
   r.weight_bytes = m->wpool_floats * sizeof(float);
-  if (pm == NNT_MODE_TRAIN && m->opt)
-    r.optimizer_bytes = nnt_optimizer_state_count(m->opt) * r.weight_bytes;
+  if (pm == NNT_MODE_TRAIN && m->opt) /* the weights that train only */
+    r.optimizer_bytes = nnt_model_opt_bytes(m, nnt_optimizer_state_count(m->opt));
   r.gradient_bytes = nnt_mgr_kind_bytes(g, NNT_TK_GRADIENT);
   r.activation_bytes = nnt_mgr_kind_bytes(g, NNT_TK_ACTIVATION);
   r.derivative_bytes = nnt_mgr_kind_bytes(g, NNT_TK_DERIVATIVE);
@@ -100,19 +110,12 @@ static void peak_to_api(const nnt_model *m, nnt_mode pm, const nnt_mem_peak *p,
 int ml_train_ext_model_get_memory_peak(ml_train_model_h model, ml_train_ext_mode_e mode,
                                        ml_train_ext_memory_peak_s *peak) {
   const char *what = "ml_train_ext_model_get_memory_peak";
-  if (!peak)
-    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: peak is NULL", what);
-  if ((unsigned)mode > ML_TRAIN_EXT_MODE_EVAL)
-    return nnt_api_fail(ML_ERROR_INVALID_PARAMETER, "%s: mode %d is not a mode", what,
-                        (int)mode);
   capi_model *cm;
-  int rc = enter_compiled(model, what, &cm);
+  nnt_mode pm = NNT_MODE_TRAIN;
+  int rc = enter_mode(model, what, peak, "peak", mode, &cm, &pm);
   if (rc)
     return rc;
   nnt_model *m = cm->m;
-  nnt_mode pm = mode == ML_TRAIN_EXT_MODE_TRAIN   ? NNT_MODE_TRAIN
-                : mode == ML_TRAIN_EXT_MODE_EVAL ? NNT_MODE_EVAL
-                                                 : NNT_MODE_INFER;
   int was_planned = m->mgr[pm].planned;
   nnt_err e;
   nnt_err_clear(&e);
