@@ -443,3 +443,24 @@ void tu_write_idx(const char *path, int gz, uint8_t type, const uint32_t *dims, 
     assert_int_equal(gzwrite(f, data, (unsigned)n), (int)n);
   gzclose(f);
 }
+
+nnt_backend *tu_gpu(void) {
+  nnt_backend *be;
+  nnt_err e = {0};
+  if (nnt_backend_get(NNT_ENGINE_GPU, &be, &e))
+    fail_msg("%s", e.msg);
+  return be;
+}
+
+static void built_without_vulkan(void **state) {
+  (void)state;
+  nnt_backend *be;
+  nnt_err e = {0};
+  assert_int_equal(nnt_backend_get(NNT_ENGINE_GPU, &be, &e), NNT_ERR_NOT_SUPPORTED);
+  tu_assert_contains(e.msg, "engine 'gpu': this build has no GPU backend (built without Vulkan");
+}
+
+int tu_main_without_vulkan(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(built_without_vulkan)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

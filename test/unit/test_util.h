@@ -115,6 +115,11 @@ float *tu_weights_of(nnt_model *m);
 void tu_assert_validation_silent(const nnt_backend *be);
 /* tu_assert_validation_silent, then nnt_backend_free. */
 void tu_backend_free_checked(nnt_backend *be);
+/* A new GPU backend instance (the test fails when there is none). */
+nnt_backend *tu_gpu(void);
+/* The whole of a Vulkan test program in a build without Vulkan: that
+ * engine=gpu is refused, saying why. */
+int tu_main_without_vulkan(void);
 /* tu_assert_validation_silent on m's backend, then nnt_model_destroy. */
 void tu_model_destroy_checked(nnt_model *m);
 /* A whole file into a malloc'd array, its size in *n; fails the test when

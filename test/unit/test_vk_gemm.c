@@ -22,30 +22,12 @@
 
 #ifndef NNT_HAVE_VULKAN
 
-static void test_built_without_vulkan(void **state) {
-  (void)state;
-  nnt_backend *be;
-  nnt_err e = {0};
-  assert_int_equal(nnt_backend_get(NNT_ENGINE_GPU, &be, &e), NNT_ERR_NOT_SUPPORTED);
-}
-
-int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_built_without_vulkan)};
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return tu_main_without_vulkan(); }
 
 #else
 
 #include "nntrainer/vulkan/vk.h"
 #include "nntrainer/vulkan/vk_impl.h"
-
-static nnt_backend *gpu(void) {
-  nnt_backend *be;
-  nnt_err e = {0};
-  if (nnt_backend_get(NNT_ENGINE_GPU, &be, &e))
-    fail_msg("%s", e.msg);
-  return be;
-}
 
 /* ---- the choice by shape ------------------------------------------------- */
 
@@ -201,7 +183,7 @@ static const struct {
 
 static void test_variants_match_cpu(void **state) {
   (void)state;
-  nnt_backend *be = gpu();
+  nnt_backend *be = tu_gpu();
   vk_ctx *c = be->ctx;
   assert_true(nnt_vulkan_validation_listening(be)); /* the layer checks every dispatch */
   bufs t;
@@ -239,7 +221,7 @@ static void test_variants_match_cpu(void **state) {
  * the CPU (tile128 needs 128 work groups: a shallow 1536 x 1408 x 4). */
 static void test_each_variant_chosen_and_reported(void **state) {
   (void)state;
-  nnt_backend *be = gpu();
+  nnt_backend *be = tu_gpu();
   const nnt_kernels *cpu = nnt_kernels_cpu();
   nnt_err e = {0};
   char rep[128];
@@ -333,7 +315,7 @@ static void *work(void *arg) {
 
 static void test_two_threads_split_k(void **state) {
   (void)state;
-  nnt_backend *be = gpu();
+  nnt_backend *be = tu_gpu();
   nnt_err e = {0};
   worker w[2];
   pthread_barrier_t go;

@@ -31,18 +31,7 @@
 
 #ifndef NNT_HAVE_VULKAN
 
-static void test_built_without_vulkan(void **state) {
-  (void)state;
-  nnt_backend *be;
-  nnt_err e = {0};
-  assert_int_equal(nnt_backend_get(NNT_ENGINE_GPU, &be, &e), NNT_ERR_NOT_SUPPORTED);
-  tu_assert_contains(e.msg, "engine 'gpu': this build has no GPU backend (built without Vulkan");
-}
-
-int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_built_without_vulkan)};
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return tu_main_without_vulkan(); }
 
 #else
 
@@ -123,17 +112,9 @@ static double norm_err(const float *a, const float *b, size_t n) {
   return worst / scale;
 }
 
-static nnt_backend *gpu(void) {
-  nnt_backend *be;
-  nnt_err e = {0};
-  if (nnt_backend_get(NNT_ENGINE_GPU, &be, &e))
-    fail_msg("%s", e.msg);
-  return be;
-}
-
 static void test_buffers(void **state) {
   (void)state;
-  nnt_backend *be = gpu();
+  nnt_backend *be = tu_gpu();
   const nnt_buffer_type *bt = be->buft;
   nnt_err e = {0};
   assert_int_equal(bt->is_host(bt), 0);
@@ -180,7 +161,7 @@ static void test_buffers(void **state) {
  * than the rows, beta 0 over NaN and beta 0.5, against the CPU's. */
 static void test_gemm(void **state) {
   (void)state;
-  nnt_backend *be = gpu();
+  nnt_backend *be = tu_gpu();
   const nnt_kernels *cpu = nnt_kernels_cpu();
   nnt_err e = {0};
   enum { M = 19, N = 23, K = 37, LD = 41 };
@@ -233,7 +214,7 @@ static void test_gemm(void **state) {
  * z of 6 x 7 floats; o is where results go. */
 static void test_other_ops(void **state) {
   (void)state;
-  nnt_backend *be = gpu();
+  nnt_backend *be = tu_gpu();
   const nnt_kernels *cpu = nnt_kernels_cpu(), *k = be->k;
   nnt_err e = {0};
   enum { R = 6, C = 7, N = R * C };
@@ -289,7 +270,7 @@ static void test_other_ops(void **state) {
  * aliasing dy and no dgamma, then with dgamma only, within 1e-5. */
 static void test_window_and_bn_ops(void **state) {
   (void)state;
-  nnt_backend *be = gpu();
+  nnt_backend *be = tu_gpu();
   const nnt_kernels *cpu = nnt_kernels_cpu(), *k = be->k;
   nnt_err e = {0};
   const nnt_conv_geom g = {.c = 2, .h = 5, .w = 6, .kh = 3, .kw = 2, .sh = 2, .sw = 1,
@@ -536,7 +517,7 @@ static void test_cnn_trains_like_the_cpu(void **state) {
  * set, a length that is not a multiple of 4 and an offset that is not. */
 static void test_dropout_mask_is_the_cpus(void **state) {
   (void)state;
-  nnt_backend *be = gpu();
+  nnt_backend *be = tu_gpu();
   nnt_err e = {0};
   enum { N = 4099 };
   float *h = malloc(N * sizeof *h), *d = malloc(N * sizeof *d);
@@ -610,7 +591,7 @@ static void test_cli_names_the_device(void **state) {
  * arena on the device. */
 static void test_memory_counts(void **state) {
   (void)state;
-  nnt_backend *be = gpu();
+  nnt_backend *be = tu_gpu();
   nnt_err e = {0};
   nnt_mem_usage before, held, after;
   nnt_backend_memory(be, &before);
@@ -681,7 +662,7 @@ static void test_capi_selects_it(void **state) {
 static void test_validation_is_silent(void **state) {
   (void)state;
   char first[512];
-  nnt_backend *be = gpu();
+  nnt_backend *be = tu_gpu();
   assert_true(nnt_vulkan_validation_listening(be));
   size_t n = nnt_vulkan_validation_messages(be, first, sizeof first);
   tu_backend_free_checked(be);
@@ -694,7 +675,7 @@ static void test_validation_is_silent(void **state) {
  * something. */
 static void test_validation_catches_misuse(void **state) {
   (void)state;
-  nnt_backend *be = gpu();
+  nnt_backend *be = tu_gpu();
   char first[512];
   size_t before = nnt_vulkan_validation_messages(be, NULL, 0);
   vk_ctx *c = be->ctx;

@@ -21,17 +21,7 @@
 
 #ifndef NNT_HAVE_VULKAN
 
-static void test_built_without_vulkan(void **state) {
-  (void)state;
-  nnt_backend *be;
-  nnt_err e = {0};
-  assert_int_equal(nnt_backend_get(NNT_ENGINE_GPU, &be, &e), NNT_ERR_NOT_SUPPORTED);
-}
-
-int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_built_without_vulkan)};
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return tu_main_without_vulkan(); }
 
 #else
 

@@ -22,17 +22,7 @@
 
 #ifndef NNT_HAVE_VULKAN
 
-static void test_built_without_vulkan(void **state) {
-  (void)state;
-  nnt_backend *be = NULL;
-  nnt_err e = {0};
-  assert_int_equal(nnt_backend_get(NNT_ENGINE_GPU, &be, &e), NNT_ERR_NOT_SUPPORTED);
-}
-
-int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_built_without_vulkan)};
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return tu_main_without_vulkan(); }
 
 #else
 
@@ -40,14 +30,6 @@ int main(void) {
 
 #define MLP_INI NNT_SOURCE_DIR "/Applications/FashionMNIST/mlp.ini"
 #define CNN_INI NNT_SOURCE_DIR "/Applications/FashionMNIST/cnn_bn.ini"
-
-static nnt_backend *gpu(void) {
-  nnt_backend *be;
-  nnt_err e = {0};
-  if (nnt_backend_get(NNT_ENGINE_GPU, &be, &e))
-    fail_msg("%s", e.msg);
-  return be;
-}
 
 static nnt_vulkan_counters stats(const nnt_backend *be) {
   nnt_vulkan_counters s;
@@ -70,7 +52,7 @@ static nnt_tensor vec(nnt_buffer *b, size_t first, size_t n) {
  * what an earlier one wrote, or writes what one read, gets a barrier. */
 static void test_barriers_only_where_needed(void **state) {
   (void)state;
-  nnt_backend *be = gpu();
+  nnt_backend *be = tu_gpu();
   const nnt_kernels *k = be->k;
   nnt_err e = {0};
   nnt_buffer *b;
@@ -128,7 +110,7 @@ static int run_step(nnt_backend *be, nnt_buffer *b, const float *in, float a, in
 
 static void test_steps_replay(void **state) {
   (void)state;
-  nnt_backend *be = gpu();
+  nnt_backend *be = tu_gpu();
   nnt_err e = {0};
   nnt_buffer *b;
   assert_int_equal(nnt_buffer_alloc(be->buft, 3 * N * sizeof(float), "steps", &b, &e), NNT_OK);
@@ -184,7 +166,7 @@ static void test_steps_replay(void **state) {
  * other's. */
 static void test_instances_do_not_mix(void **state) {
   (void)state;
-  nnt_backend *b1 = gpu(), *b2 = gpu();
+  nnt_backend *b1 = tu_gpu(), *b2 = tu_gpu();
   nnt_err e = {0};
   nnt_buffer *x1, *x2;
   assert_int_equal(nnt_buffer_alloc(b1->buft, 64, "one", &x1, &e), NNT_OK);
@@ -385,7 +367,7 @@ static void test_gpu_device_key(void **state) {
   assert_string_equal(m->be->name, "vulkan");
   tu_model_destroy_checked(m);
   unsetenv("NNTRAINER_VULKAN_DEVICE");
-  nnt_backend *be = gpu();
+  nnt_backend *be = tu_gpu();
   char part[16];
   snprintf(part, sizeof part, "%.8s", be->device); /* the first letters of its name */
   tu_backend_free_checked(be);
