@@ -105,6 +105,7 @@ static int no_room(const char *which, size_t limit, size_t need, const char *wha
 }
 
 int nnt_cpu_prepare(nnt_err *e) {
+  nnt_cpu_blas_choose_core();
   const char *which = NULL;
   size_t limit = 0;
   if (!memory_limit(&which, &limit))
@@ -124,6 +125,7 @@ int nnt_cpu_prepare(nnt_err *e) {
 }
 
 int nnt_cpu_set_threads(unsigned n, nnt_err *e) {
+  nnt_cpu_blas_choose_core();
   const char *which = NULL;
   size_t limit = 0;
   int limited = memory_limit(&which, &limit);
@@ -172,6 +174,7 @@ void nnt_cpu_blas_describe(char *buf, size_t n) {
     return;
   /* "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64": the
    * first two words */
+  const char *first = nnt_cpu_blas_first_core();
   const char *cfg = openblas_get_config(), *core = openblas_get_corename();
   int len = 0;
   while (cfg && cfg[len] && cfg[len] != ' ')
@@ -182,6 +185,9 @@ void nnt_cpu_blas_describe(char *buf, size_t n) {
       len++;
   }
   int threads = openblas_get_num_threads();
-  snprintf(buf, n, "%.*s, %s kernels, %d thread%s", len, cfg ? cfg : "OpenBLAS",
-           core ? core : "unknown", threads, threads == 1 ? "" : "s");
+  char why[96] = "";
+  if (first)
+    snprintf(why, sizeof why, " (for this CPU's features; OpenBLAS's own pick: %s)", first);
+  snprintf(buf, n, "%.*s, %s kernels%s, %d thread%s", len, cfg ? cfg : "OpenBLAS",
+           core ? core : "unknown", why, threads, threads == 1 ? "" : "s");
 }

@@ -264,4 +264,27 @@ int nnt_cpu_prepare(nnt_err *e);
  * kernels, 2 threads" (the kernel path OpenBLAS chose for this CPU). */
 void nnt_cpu_blas_describe(char *buf, size_t n);
 
+/* OpenBLAS's kernels chosen by the CPU's features (cpu_blas_core.c). The
+ * vector width of a kernel path: */
+enum { NNT_BLAS_SSE = 0, NNT_BLAS_AVX = 1, NNT_BLAS_AVX2 = 2, NNT_BLAS_AVX512 = 3 };
+/* The width of OpenBLAS's core named core (NNT_BLAS_SSE for a name it does
+ * not know, NULL included). */
+int nnt_blas_core_rank(const char *core);
+/* The widest width this process's CPU and OS allow (NNT_BLAS_SSE off x86). */
+int nnt_blas_cpu_rank(void);
+/* The core OpenBLAS should use instead of current on a CPU of cpu_rank, or
+ * NULL to keep current: when the user named one (user_core, the value of
+ * OPENBLAS_CORETYPE) or current is as wide as the CPU allows. */
+const char *nnt_blas_core_choice(const char *current, int cpu_rank, const char *user_core);
+/* Have OpenBLAS use its kernels of core (a name OPENBLAS_CORETYPE takes),
+ * whatever it picked: 0 when it runs them now, -1 when it cannot switch
+ * (not a DYNAMIC_ARCH OpenBLAS, an unknown name). Process-wide: no product
+ * may run meanwhile. */
+int nnt_blas_switch_core(const char *core);
+/* Switch OpenBLAS to the core nnt_blas_core_choice gives, once per process
+ * (nnt_cpu_prepare, nnt_cpu_set_threads and nnt_cpu_blas_describe call it). */
+void nnt_cpu_blas_choose_core(void);
+/* The core OpenBLAS had picked itself when it was switched, else NULL. */
+const char *nnt_cpu_blas_first_core(void);
+
 #endif
