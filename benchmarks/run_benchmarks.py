@@ -4,7 +4,13 @@ and random data, alternating runs, both on the same thread count.
 
 Usage (after `bash scripts/build.sh build`):
     /usr/bin/python3 benchmarks/run_benchmarks.py [--reps 3] [--threads 2] [--out FILE]
-Writes a markdown table (default benchmarks/results.md) and prints it."""
+        [--keep-coretype]
+Writes a markdown table (default benchmarks/results.md) and prints it.
+
+OPENBLAS_CORETYPE is removed from both programs' environment unless
+--keep-coretype is given: a user's environment does not set it, and a value
+left there (some machines set one) pins both OpenBLAS users (nntrainer, and
+PyTorch's linear algebra) to that kernel path."""
 import argparse
 import datetime
 import json
@@ -24,6 +30,21 @@ MODELS = [
 ]
 
 
+def cpu_name():
+    """The CPU's model name, family and model (the VMs here report only
+    "AMD EPYC")."""
+    info = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                info.setdefault(k.strip(), v.strip())
+    except OSError:
+        return platform.processor() or "unknown"
+    return (f"{info.get('model name', '?')} (family {info.get('cpu family', '?')}, "
+            f"model {info.get('model', '?')})")
+
+
 def run_json(cmd, env):
     out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -36,10 +57,13 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results.md"))
+    ap.add_argument("--keep-coretype", action="store_true")
     args = ap.parse_args()
     t = str(args.threads)
     env = dict(os.environ, OPENBLAS_NUM_THREADS=t, OMP_NUM_THREADS=t, NNTRAINER_THREADS=t,
                BENCH_THREADS=t)
+    if not args.keep_coretype:
+        env.pop("OPENBLAS_CORETYPE", None)
     rows = []
     for title, key, ini, batch in MODELS:
         nn, pt = [], []
@@ -66,6 +90,7 @@ def main():
         f"{args.reps} alternating runs of {args.steps} steps after {args.warmup} "
         "warm-up steps; ms/step is the median of the runs' medians, the spread is "
         "min-max of the runs' medians.",
+        f"CPU: {cpu_name()}. OPENBLAS_CORETYPE: {env.get('OPENBLAS_CORETYPE', 'unset')}.",
         f"nntrainer's BLAS: {rows[0][10].get('blas', 'not reported')}.",
         "",
         "| model | batch | nntrainer ms/step (spread) | PyTorch ms/step (spread) | ratio | "
