@@ -1,7 +1,10 @@
 /* Kernel efficiency: the fully_connected layer's forward at the MLP's shapes
- * and conv2d's forward at the Fashion-MNIST CNN's shapes and a 1x1 one, against a bare
- * cblas_sgemm of the same shapes (conv: the im2col shapes). Prints JSON
- * lines with GFLOP/s and their ratio (median of 21 runs each). */
+ * and conv2d's forward, gradient (dW, db) and derivative (dX) at the
+ * benchmark models' shapes (LeNet-5, the Fashion-MNIST CNN, the conv-BN-ReLU
+ * net, ResNet-18's four stages) and a 1x1 one, each against one bare
+ * cblas_sgemm of the same FLOPs (conv: the whole batch's im2col product in
+ * one gemm, transposed as the layer's). Prints JSON lines with GFLOP/s and
+ * their ratio (median of 21 runs each, 11 for conv). */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +31,12 @@ static float *rnd(size_t n) {
   return x;
 }
 
-/* Median seconds of `reps` runs of a layer forward. */
-static double time_layer(const char *type, const char *const *props, nnt_dim in) {
+enum { OP_FWD, OP_GRAD, OP_DERIV };
+
+/* Median seconds of `reps` runs of a layer's forward, calc_gradient or
+ * calc_derivative (op). */
+static double time_layer_op(const char *type, const char *const *props, nnt_dim in, int op,
+                            int reps) {
   nnt_layer *l;
   nnt_err e = {0};
   if (nnt_layer_create(type, &l, &e))
@@ -43,33 +50,59 @@ static double time_layer(const char *type, const char *const *props, nnt_dim in)
     exit(1);
   }
   nnt_tensor x = {.dim = in, .data = rnd(nnt_dim_len(in))};
+  nnt_tensor dx = {.dim = in, .data = rnd(nnt_dim_len(in))};
   nnt_tensor y = {.dim = fc.out_dim[0], .data = rnd(nnt_dim_len(fc.out_dim[0]))};
-  nnt_tensor w[2], s[NNT_MAX_SCRATCH];
-  for (unsigned i = 0; i < fc.n_w; i++)
+  nnt_tensor dy = {.dim = fc.out_dim[0], .data = rnd(nnt_dim_len(fc.out_dim[0]))};
+  nnt_tensor w[2], gw[2], s[NNT_MAX_SCRATCH];
+  for (unsigned i = 0; i < fc.n_w; i++) {
     w[i] = (nnt_tensor){.dim = fc.w[i].dim, .data = rnd(nnt_dim_len(fc.w[i].dim))};
+    gw[i] = (nnt_tensor){.dim = fc.w[i].dim, .data = rnd(nnt_dim_len(fc.w[i].dim))};
+  }
   for (unsigned i = 0; i < fc.n_scratch; i++)
     s[i] = (nnt_tensor){.dim = fc.scratch_dim[i], .data = rnd(nnt_dim_len(fc.scratch_dim[i]))};
   nnt_run_ctx c = {.k = nnt_kernels_cpu(), .n_in = 1, .n_out = 1, .n_w = fc.n_w,
-                   .n_scratch = fc.n_scratch, .in = &x, .out = &y, .w = w, .scratch = s,
-                   .training = 1};
+                   .n_scratch = fc.n_scratch, .in = &x, .out = &y, .d_in = &dx, .d_out = &dy,
+                   .w = w, .gw = gw, .scratch = s, .training = 1};
   double t[21];
-  for (int r = 0; r < 21; r++) {
+  for (int r = 0; r < reps; r++) {
     double t0 = now_s();
-    int rc = l->ops->forward(l, &c);
+    int rc = op == OP_FWD    ? l->ops->forward(l, &c)
+             : op == OP_GRAD ? l->ops->calc_gradient(l, &c)
+                             : l->ops->calc_derivative(l, &c);
     t[r] = now_s() - t0;
     if (rc) {
-      fprintf(stderr, "%s: forward failed: %s\n", type, nnt_strerror(rc));
+      fprintf(stderr, "%s: op %d failed: %s\n", type, op, nnt_strerror(rc));
       exit(1);
     }
   }
-  qsort(t, 21, sizeof *t, cmp_double);
-  free(x.data), free(y.data);
+  qsort(t, reps, sizeof *t, cmp_double);
+  free(x.data), free(y.data), free(dx.data), free(dy.data);
   for (unsigned i = 0; i < fc.n_w; i++)
-    free(w[i].data);
+    free(w[i].data), free(gw[i].data);
   for (unsigned i = 0; i < fc.n_scratch; i++)
     free(s[i].data);
   nnt_layer_destroy(l);
-  return t[10];
+  return t[reps / 2];
+}
+
+static double time_layer(const char *type, const char *const *props, nnt_dim in) {
+  return time_layer_op(type, props, in, OP_FWD, 21);
+}
+
+/* Median seconds of `reps` sgemms op(A) op(B), m x n x k. */
+static double time_gemm_t(int ta, int tb, size_t m, size_t n, size_t k, int reps) {
+  float *a = rnd(m * k), *b = rnd(k * n), *c = rnd(m * n);
+  double t[21];
+  for (int r = 0; r < reps; r++) {
+    double t0 = now_s();
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)k, 1.0f, a, ta ? (int)m : (int)k, b, tb ? (int)k : (int)n,
+                0.0f, c, (int)n);
+    t[r] = now_s() - t0;
+  }
+  qsort(t, reps, sizeof *t, cmp_double);
+  free(a), free(b), free(c);
+  return t[reps / 2];
 }
 
 /* Median seconds of `times` back-to-back sgemms of m x n x k. */
@@ -115,20 +148,42 @@ int main(void) {
     snprintf(name, sizeof name, "fc %ux%u batch 64", fc[i][0], fc[i][1]);
     report(name, 2.0 * 64 * fc[i][0] * fc[i][1], tl, tg);
   }
-  /* conv2d at the Fashion-MNIST CNN's shapes, batch 32: per image one sgemm
-   * of filters x (oh*ow) x (c*kh*kw); then a pointwise (1x1) conv at a
-   * ResNet-like shape, which needs no im2col */
-  const unsigned cv[][4] = {{1, 28, 16, 3}, {16, 14, 32, 3}, {64, 32, 64, 1}};
-  for (int i = 0; i < 3; i++) {
-    unsigned c = cv[i][0], hw = cv[i][1], f = cv[i][2], k = cv[i][3];
-    char filters[16], ks[16], name[64];
+  /* conv2d at the benchmark models' shapes, batch 32: forward is
+   * filters x (32 plane) x patch, gradient filters x patch x (32 plane),
+   * derivative patch x (32 plane) x filters (patch = c kh kw) */
+  static const struct {
+    const char *model;
+    unsigned c, hw, f, k, pad;
+  } cv[] = {
+      {"lenet5 c1", 1, 28, 6, 5, 2},       {"lenet5 c2", 6, 14, 16, 5, 0},
+      {"fmnist_cnn c1", 1, 28, 16, 3, 1},  {"fmnist_cnn c2", 16, 14, 32, 3, 1},
+      {"convbn c1", 3, 64, 32, 3, 1},      {"convbn c2", 32, 32, 64, 3, 1},
+      {"convbn c3", 64, 16, 128, 3, 1},    {"resnet18 stage1", 64, 32, 64, 3, 1},
+      {"resnet18 stage2", 128, 16, 128, 3, 1}, {"resnet18 stage3", 256, 8, 256, 3, 1},
+      {"resnet18 stage4", 512, 4, 512, 3, 1},  {"pointwise", 64, 32, 64, 1, 0},
+  };
+  const char *opname[] = {"forward", "gradient", "derivative"};
+  const char *only = getenv("BENCH_CONV_ONLY"); /* a substring of the model name */
+  for (size_t i = 0; i < sizeof cv / sizeof cv[0]; i++) {
+    unsigned c = cv[i].c, hw = cv[i].hw, f = cv[i].f, k = cv[i].k, pad = cv[i].pad;
+    if (only && !strstr(cv[i].model, only))
+      continue;
+    unsigned o = hw + 2 * pad - k + 1;
+    char filters[16], ks[16], pd[16], name[128];
     snprintf(filters, sizeof filters, "%u", f);
     snprintf(ks, sizeof ks, "%u", k);
-    const char *p[] = {"filters", filters, "kernel_size", ks, "padding", "same", NULL};
-    double tl = time_layer("conv2d", p, nnt_dim_make(32, c, hw, hw));
-    double tg = time_gemm(f, (size_t)hw * hw, (size_t)c * k * k, 32);
-    snprintf(name, sizeof name, "conv2d %ux%u %u->%u %ux%u batch 32", k, k, c, f, hw, hw);
-    report(name, 2.0 * 32 * f * hw * hw * c * k * k, tl, tg);
+    snprintf(pd, sizeof pd, "%u", pad);
+    const char *p[] = {"filters", filters, "kernel_size", ks, "padding", pd, NULL};
+    size_t np = (size_t)32 * o * o, patch = (size_t)c * k * k;
+    for (int op = 0; op < 3; op++) {
+      double tl = time_layer_op("conv2d", p, nnt_dim_make(32, c, hw, hw), op, 11);
+      double tg = op == OP_FWD    ? time_gemm_t(0, 0, f, np, patch, 11)
+                  : op == OP_GRAD ? time_gemm_t(0, 1, f, patch, np, 11)
+                                  : time_gemm_t(1, 0, patch, np, f, 11);
+      snprintf(name, sizeof name, "conv2d %s %ux%u %u->%u %ux%u batch 32 %s", cv[i].model, k,
+               k, c, f, hw, hw, opname[op]);
+      report(name, 2.0 * np * f * patch, tl, tg);
+    }
   }
   return 0;
 }

@@ -1,21 +1,44 @@
-/* conv2d and conv1d: im2col then one gemm per image. The filter is
- * [filters, c, kh, kw] (NNTrainer's layout) and the bias [filters]; conv1d
- * is conv2d over the width of a b:c:1:w input. The im2col buffers are
- * scratch tensors planned by the manager: one for forward, one recomputed
- * in the backward pass, so no column buffer lives across the step.
+/* conv2d and conv1d: im2col then gemms over groups of images. The filter
+ * is [filters, c, kh, kw] (NNTrainer's layout) and the bias [filters];
+ * conv1d is conv2d over the width of a b:c:1:w input.
+ * The columns of nb images lie side by side ([patch, nb*plane]), so each
+ * gemm has nb*plane columns (forward, derivative) or a depth of nb*plane
+ * (gradient) instead of one image's plane: at a small plane (ResNet's
+ * 4x4) a per-image gemm streams the whole filter, or the whole dW
+ * accumulator, once per image. The forward writes [filters, nb*plane] and
+ * permutes it into the images' [nb][filters][plane]; the backward gathers
+ * dY the other way. nb is fixed at finalize: as many images as fit
+ * CONV_GROUP_BYTES of scratch (columns plus the permuted output) up to
+ * CONV_GROUP_COLS columns, at least one; a layer whose single image needs more runs one image at a
+ * time with no permute scratch, as before. The last group of a batch that
+ * nb does not divide is smaller. The scratch tensors are planned by the
+ * manager: columns and output for forward, columns and dY recomputed in
+ * the backward pass, so no column buffer lives across the step.
  * A pointwise convolution (1x1 window, stride 1, no padding) has columns
  * equal to the image itself ([c, h*w]): it skips im2col and col2im, runs
- * the same gemms on the input and on dX directly, and asks for no scratch
- * (the same products on the same numbers: results are bitwise those of
- * the general path). */
+ * one image's gemms on the input and on dX directly, and asks for no
+ * scratch (the same products on the same numbers as explicit one-image
+ * im2col, gemm and col2im: results are bitwise those). */
 #include <stdint.h>
 #include "nntrainer/layer.h"
+
+/* The scratch a group of images may take (columns and the permuted output
+ * or dY), in bytes: chosen by measurement (docs/performance.md). */
+#define CONV_GROUP_BYTES ((size_t)2 << 20)
+/* A group stops growing once its gemms have this many columns: enough for
+ * OpenBLAS's kernels to reuse the filter (ResNet-18's 8x8 planes take 3
+ * images; its 4x4 ones would take 12, the byte cap gives 6), and no
+ * scratch beyond that, which at a large
+ * plane (LeNet-5's, the Fashion-MNIST CNN's) keeps one image per gemm and
+ * the planned arena as it was (docs/performance.md). */
+#define CONV_GROUP_COLS 192
 
 typedef struct conv_priv {
   unsigned filters;
   nnt_window_props win;
   nnt_weight_props wp;
   nnt_conv_geom g;
+  unsigned nb; /* images per gemm (1: no permute scratch) */
 } conv_priv;
 
 static int is_1d(const nnt_layer *l) { return l->ops == &nnt_layer_conv1d; }
@@ -93,56 +116,106 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   if (!p->wp.disable_bias)
     nnt_fctx_add_weight(ctx, "bias", nnt_dim_make(1, p->filters, 1, 1), p->wp.bias_init, patch,
                         p->filters, 0, p->wp.bias_decay, 1);
+  p->nb = 1;
   if (!is_pointwise(g)) {
-    nnt_dim col = nnt_dim_make(1, 1, patch, plane);
+    /* images per group: (patch + filters) * plane floats each */
+    size_t one = ((size_t)patch + p->filters) * plane * sizeof(float);
+    size_t fit = CONV_GROUP_BYTES / one, groups;
+    size_t want = (CONV_GROUP_COLS + plane - 1) / plane;
+    if (fit > want)
+      fit = want;
+    if (fit > 1 && in.b > 1) {
+      if (fit > in.b)
+        fit = in.b;
+      groups = (in.b + fit - 1) / fit; /* then as even as they go */
+      p->nb = (unsigned)((in.b + groups - 1) / groups);
+    }
+    nnt_dim col = nnt_dim_make(1, 1, patch, (unsigned)(plane * p->nb));
     nnt_fctx_add_scratch(ctx, col, NNT_SCRATCH_FWD);
     nnt_fctx_add_scratch(ctx, col, NNT_SCRATCH_BWD);
+    if (p->nb > 1) {
+      nnt_dim y = nnt_dim_make(1, 1, p->filters, (unsigned)(plane * p->nb));
+      nnt_fctx_add_scratch(ctx, y, NNT_SCRATCH_FWD);
+      nnt_fctx_add_scratch(ctx, y, NNT_SCRATCH_BWD);
+    }
   }
   ctx->flags = NNT_LF_BWD_READS_INPUT;
   return NNT_OK;
 }
 
+/* [n][a][c] <-> [a][n][c]: images and filters swap (permute3's 1,0,2). */
+static int swap_outer(const nnt_kernels *k, unsigned n, unsigned a, size_t c, const float *x,
+                      float *y) {
+  const unsigned d[3] = {n, a, (unsigned)c}, perm[3] = {1, 0, 2};
+  return k->permute3(k, 1, d, perm, x, y);
+}
+
 static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   conv_priv *p = l->priv;
   const nnt_conv_geom *g = &p->g;
+  const nnt_kernels *k = ctx->k;
   size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
   size_t in_len = nnt_dim_feature_len(ctx->in[0].dim), out_len = p->filters * plane;
   int pw = is_pointwise(g);
-  for (unsigned b = 0; b < ctx->in[0].dim.b; b++) {
+  unsigned batch = ctx->in[0].dim.b;
+  for (unsigned b = 0; b < batch; b += p->nb) {
+    unsigned n = batch - b < p->nb ? batch - b : p->nb;
     float *y = ctx->out[0].data + b * out_len, *col = ctx->in[0].data + b * in_len;
+    float *gy = p->nb > 1 ? ctx->scratch[2].data : y; /* [filters, n*plane] */
     if (!pw) {
       col = ctx->scratch[0].data;
-      NNT_TRY(ctx->k->im2col(ctx->k, g, ctx->in[0].data + b * in_len, col));
+      NNT_TRY(k->im2col(k, g, n, ctx->in[0].data + b * in_len, col));
     }
-    NNT_TRY(ctx->k->gemm(ctx->k, 0, 0, p->filters, plane, patch, 1.0f, ctx->w[0].data, patch, col,
-                         plane, 0.0f, y, plane));
+    NNT_TRY(k->gemm(k, 0, 0, p->filters, n * plane, patch, 1.0f, ctx->w[0].data, patch, col,
+                    n * plane, 0.0f, gy, n * plane));
     if (ctx->n_w > 1)
-      NNT_TRY(ctx->k->add_col_vec(ctx->k, p->filters, plane, ctx->w[1].data, y));
+      NNT_TRY(k->add_col_vec(k, p->filters, n * plane, ctx->w[1].data, gy));
+    if (p->nb > 1)
+      NNT_TRY(swap_outer(k, p->filters, n, plane, gy, y));
   }
   return NNT_OK;
 }
 
-/* dW = sum over images of dY col^T; db = sums of dY. */
+/* dY of images [b, b+n) as [filters, n*plane]: the images' own when the
+ * groups are single images, else gathered into scratch 3. */
+static const float *group_dy(conv_priv *p, nnt_run_ctx *ctx, unsigned b, unsigned n,
+                             size_t plane, int *rc) {
+  const float *dy = ctx->d_out[0].data + b * p->filters * plane;
+  *rc = NNT_OK;
+  if (p->nb == 1)
+    return dy;
+  *rc = swap_outer(ctx->k, n, p->filters, plane, dy, ctx->scratch[3].data);
+  return ctx->scratch[3].data;
+}
+
+/* dW = sum over groups of dY col^T; db = sums of dY. */
 static int conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   conv_priv *p = l->priv;
   const nnt_conv_geom *g = &p->g;
+  const nnt_kernels *k = ctx->k;
   size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
-  size_t in_len = nnt_dim_feature_len(ctx->in[0].dim), out_len = p->filters * plane;
-  int pw = is_pointwise(g);
-  for (unsigned b = 0; b < ctx->in[0].dim.b; b++) {
-    const float *dy = ctx->d_out[0].data + b * out_len;
+  size_t in_len = nnt_dim_feature_len(ctx->in[0].dim);
+  int pw = is_pointwise(g), rc;
+  int want_w = ctx->gw[0].data != NULL, want_b = ctx->n_w > 1 && ctx->gw[1].data;
+  if (!want_w && !want_b)
+    return NNT_OK;
+  unsigned batch = ctx->in[0].dim.b;
+  for (unsigned b = 0; b < batch; b += p->nb) {
+    unsigned n = batch - b < p->nb ? batch - b : p->nb;
+    const float *dy = group_dy(p, ctx, b, n, plane, &rc);
+    NNT_TRY(rc);
     float beta = b ? 1.0f : 0.0f;
-    if (ctx->gw[0].data) {
+    if (want_w) {
       const float *col = ctx->in[0].data + b * in_len;
       if (!pw) {
-        NNT_TRY(ctx->k->im2col(ctx->k, g, col, ctx->scratch[1].data));
+        NNT_TRY(k->im2col(k, g, n, col, ctx->scratch[1].data));
         col = ctx->scratch[1].data;
       }
-      NNT_TRY(ctx->k->gemm(ctx->k, 0, 1, p->filters, patch, plane, 1.0f, dy, plane, col, plane,
-                           beta, ctx->gw[0].data, patch));
+      NNT_TRY(k->gemm(k, 0, 1, p->filters, patch, n * plane, 1.0f, dy, n * plane, col,
+                      n * plane, beta, ctx->gw[0].data, patch));
     }
-    if (ctx->n_w > 1 && ctx->gw[1].data)
-      NNT_TRY(ctx->k->sum_cols(ctx->k, p->filters, plane, dy, beta, ctx->gw[1].data));
+    if (want_b)
+      NNT_TRY(k->sum_cols(k, p->filters, n * plane, dy, beta, ctx->gw[1].data));
   }
   return NNT_OK;
 }
@@ -151,21 +224,27 @@ static int conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
 static int conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   conv_priv *p = l->priv;
   const nnt_conv_geom *g = &p->g;
+  const nnt_kernels *k = ctx->k;
   size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
   size_t in_len = nnt_dim_feature_len(ctx->d_in[0].dim), out_len = p->filters * plane;
+  unsigned batch = ctx->d_in[0].dim.b;
   if (is_pointwise(g)) {
-    for (unsigned b = 0; b < ctx->d_in[0].dim.b; b++)
-      NNT_TRY(ctx->k->gemm(ctx->k, 1, 0, patch, plane, p->filters, 1.0f, ctx->w[0].data, patch,
-                           ctx->d_out[0].data + b * out_len, plane, 0.0f,
-                           ctx->d_in[0].data + b * in_len, plane));
+    for (unsigned b = 0; b < batch; b++)
+      NNT_TRY(k->gemm(k, 1, 0, patch, plane, p->filters, 1.0f, ctx->w[0].data, patch,
+                      ctx->d_out[0].data + b * out_len, plane, 0.0f,
+                      ctx->d_in[0].data + b * in_len, plane));
     return NNT_OK;
   }
   float *col = ctx->scratch[1].data;
-  NNT_TRY(ctx->k->fill(ctx->k, nnt_tensor_len(&ctx->d_in[0]), 0.0f, ctx->d_in[0].data));
-  for (unsigned b = 0; b < ctx->d_in[0].dim.b; b++) {
-    NNT_TRY(ctx->k->gemm(ctx->k, 1, 0, patch, plane, p->filters, 1.0f, ctx->w[0].data, patch,
-                         ctx->d_out[0].data + b * out_len, plane, 0.0f, col, plane));
-    NNT_TRY(ctx->k->col2im(ctx->k, g, col, ctx->d_in[0].data + b * in_len));
+  int rc;
+  NNT_TRY(k->fill(k, nnt_tensor_len(&ctx->d_in[0]), 0.0f, ctx->d_in[0].data));
+  for (unsigned b = 0; b < batch; b += p->nb) {
+    unsigned n = batch - b < p->nb ? batch - b : p->nb;
+    const float *dy = group_dy(p, ctx, b, n, plane, &rc);
+    NNT_TRY(rc);
+    NNT_TRY(k->gemm(k, 1, 0, patch, n * plane, p->filters, 1.0f, ctx->w[0].data, patch, dy,
+                    n * plane, 0.0f, col, n * plane));
+    NNT_TRY(k->col2im(k, g, n, col, ctx->d_in[0].data + b * in_len));
   }
   return NNT_OK;
 }
@@ -181,7 +260,8 @@ const nnt_layer_ops nnt_layer_conv2d = {
     .calc_gradient = conv_gradient,
     .calc_derivative = conv_derivative,
     .kops = NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM) | NNT_KOP_BIT(GEMM) |
-            NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL),
+            NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
+            NNT_KOP_BIT(PERMUTE3),
 };
 
 const nnt_layer_ops nnt_layer_conv1d = {
@@ -195,5 +275,6 @@ const nnt_layer_ops nnt_layer_conv1d = {
     .calc_gradient = conv_gradient,
     .calc_derivative = conv_derivative,
     .kops = NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM) | NNT_KOP_BIT(GEMM) |
-            NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL),
+            NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
+            NNT_KOP_BIT(PERMUTE3),
 };

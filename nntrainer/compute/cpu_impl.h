@@ -26,10 +26,10 @@ int nnt_cpu_upsample_nearest_bwd(const struct nnt_kernels *self, size_t rows, si
                                  size_t kh, size_t kw, const float *dy, float *dx);
 
 struct nnt_conv_geom;
-int nnt_cpu_im2col(const struct nnt_kernels *self, const struct nnt_conv_geom *g, const float *x,
-                   float *col);
-int nnt_cpu_col2im(const struct nnt_kernels *self, const struct nnt_conv_geom *g, const float *col,
-                   float *dx);
+int nnt_cpu_im2col(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                   const float *x, float *col);
+int nnt_cpu_col2im(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                   const float *col, float *dx);
 int nnt_cpu_pool_fwd(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                      int mode, const float *x, float *y, float *idx);
 /* 1 when pool_fwd may take the 2x2 stride-2 max path for g. */

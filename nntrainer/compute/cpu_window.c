@@ -24,14 +24,12 @@ static void valid_cols(const nnt_conv_geom *g, long off, unsigned *lo, unsigned 
   *hi = (unsigned)b;
 }
 
-int nnt_cpu_im2col(const struct nnt_kernels *self, const nnt_conv_geom *g, const float *x,
-                   float *col) {
-  (void)self;
-  size_t plane = (size_t)g->oh * g->ow;
+/* im2col of one image x into the rows of col whose stride is ld. */
+static void im2col1(const nnt_conv_geom *g, const float *x, float *col, size_t ld) {
   for (unsigned c = 0; c < g->c; c++)
     for (unsigned a = 0; a < g->kh; a++)
       for (unsigned b = 0; b < g->kw; b++) {
-        float *row = col + (((size_t)c * g->kh + a) * g->kw + b) * plane;
+        float *row = col + (((size_t)c * g->kh + a) * g->kw + b) * ld;
         long off = (long)b * g->dw - g->pl;
         unsigned lo, hi;
         valid_cols(g, off, &lo, &hi);
@@ -54,17 +52,23 @@ int nnt_cpu_im2col(const struct nnt_kernels *self, const nnt_conv_geom *g, const
             r[ox] = 0.0f;
         }
       }
+}
+
+int nnt_cpu_im2col(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n,
+                   const float *x, float *col) {
+  (void)self;
+  size_t plane = (size_t)g->oh * g->ow, in = (size_t)g->c * g->h * g->w;
+  for (size_t i = 0; i < n; i++)
+    im2col1(g, x + i * in, col + i * plane, n * plane);
   return NNT_OK;
 }
 
-int nnt_cpu_col2im(const struct nnt_kernels *self, const nnt_conv_geom *g, const float *col,
-                   float *dx) {
-  (void)self;
-  size_t plane = (size_t)g->oh * g->ow;
+/* col2im of the columns (row stride ld) of one image onto dx. */
+static void col2im1(const nnt_conv_geom *g, const float *col, size_t ld, float *dx) {
   for (unsigned c = 0; c < g->c; c++)
     for (unsigned a = 0; a < g->kh; a++)
       for (unsigned b = 0; b < g->kw; b++) {
-        const float *row = col + (((size_t)c * g->kh + a) * g->kw + b) * plane;
+        const float *row = col + (((size_t)c * g->kh + a) * g->kw + b) * ld;
         long off = (long)b * g->dw - g->pl;
         unsigned lo, hi;
         valid_cols(g, off, &lo, &hi);
@@ -82,6 +86,14 @@ int nnt_cpu_col2im(const struct nnt_kernels *self, const nnt_conv_geom *g, const
               xr[(size_t)ox * g->sw] += r[ox];
         }
       }
+}
+
+int nnt_cpu_col2im(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n,
+                   const float *col, float *dx) {
+  (void)self;
+  size_t plane = (size_t)g->oh * g->ow, in = (size_t)g->c * g->h * g->w;
+  for (size_t i = 0; i < n; i++)
+    col2im1(g, col + i * plane, n * plane, dx + i * in);
   return NNT_OK;
 }
 

@@ -207,12 +207,15 @@ typedef struct nnt_kernels {
                               size_t kh, size_t kw, const float *dy, float *dx);
 
   /* Convolution geometry shared by im2col, col2im and pooling. */
-  /* col [c*kh*kw, oh*ow] from one image x [c, h, w] (zeros in the padding). */
-  int (*im2col)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, const float *x,
-                float *col);
-  /* dx [c, h, w] += the columns folded back (the adjoint of im2col). */
-  int (*col2im)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, const float *col,
-                float *dx);
+  /* col [c*kh*kw, n*oh*ow] from n images x [n, c, h, w] (zeros in the
+   * padding): the columns of the images side by side, image i's in
+   * columns [i*oh*ow, (i+1)*oh*ow), so one gemm covers all n. */
+  int (*im2col)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                const float *x, float *col);
+  /* dx [n, c, h, w] += the columns [c*kh*kw, n*oh*ow] folded back (the
+   * adjoint of im2col). */
+  int (*col2im)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                const float *col, float *dx);
   /* Pooling over windows of g for n images of c channels; mode 0 max,
    * 1 average (the window size divides, padding included). idx keeps each
    * max's position for the backward (-1: the window was all padding). */

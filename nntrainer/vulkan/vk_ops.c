@@ -437,12 +437,13 @@ static int v_upsample_nearest_bwd(const nnt_kernels *self, size_t rows, size_t h
 }
 
 /* The geometry into the parameter block as shaders/window.glsl reads it;
- * every index the shaders form (planes of n images, columns) fits 32 bits. */
+ * every index the shaders form (planes of n images, the columns of n
+ * images) fits 32 bits. */
 static int window(const nnt_conv_geom *g, size_t n, vk_push *pc) {
   if (!g || !g->sh || !g->sw)
     return NNT_ERR_INVAL;
   uint64_t in = (uint64_t)g->c * g->h * g->w, out = (uint64_t)g->c * g->oh * g->ow;
-  uint64_t col = out * g->kh * g->kw, big = n ? (in > out ? in : out) * n : 0;
+  uint64_t col = out * g->kh * g->kw * (n ? n : 1), big = n ? (in > out ? in : out) * n : 0;
   uint64_t reach = (uint64_t)g->oh * g->sh + (uint64_t)g->kh * g->dh + g->pt + g->h +
                    (uint64_t)g->ow * g->sw + (uint64_t)g->kw * g->dw + g->pl + g->w;
   if (col > UINT32_MAX || big > UINT32_MAX || in > UINT32_MAX || reach > INT32_MAX)
@@ -452,22 +453,27 @@ static int window(const nnt_conv_geom *g, size_t n, vk_push *pc) {
                   .u5 = g->pl, .u6 = g->oh, .u7 = g->ow};
   return NNT_OK;
 }
-static int v_im2col(const nnt_kernels *self, const nnt_conv_geom *g, const float *x, float *col) {
+/* The columns of n images side by side: the number of images in k. */
+static int v_im2col(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, const float *x,
+                    float *col) {
   vk_ctx *vc = self->ctx;
   vk_push pc;
-  if (window(g, 1, &pc))
+  if (window(g, n, &pc))
     return NNT_ERR_INVAL;
-  size_t cols = (size_t)g->c * g->kh * g->kw * g->oh * g->ow;
-  return ew(vc, "im2col", cols, ARGS(RD(x, (size_t)g->c * g->h * g->w), WR(col, cols)), &pc);
+  pc.k = (uint32_t)n;
+  size_t cols = (size_t)g->c * g->kh * g->kw * g->oh * g->ow * n;
+  return ew(vc, "im2col", cols, ARGS(RD(x, (size_t)g->c * g->h * g->w * n), WR(col, cols)), &pc);
 }
-static int v_col2im(const nnt_kernels *self, const nnt_conv_geom *g, const float *col, float *dx) {
+static int v_col2im(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, const float *col,
+                    float *dx) {
   vk_ctx *vc = self->ctx;
   vk_push pc;
-  if (window(g, 1, &pc))
+  if (window(g, n, &pc))
     return NNT_ERR_INVAL;
-  size_t img = (size_t)g->c * g->h * g->w;
+  pc.k = (uint32_t)n;
+  size_t img = (size_t)g->c * g->h * g->w * n;
   return ew(vc, "col2im", img,
-            ARGS(RD(col, (size_t)g->c * g->kh * g->kw * g->oh * g->ow), WR(dx, img)), &pc);
+            ARGS(RD(col, (size_t)g->c * g->kh * g->kw * g->oh * g->ow * n), WR(dx, img)), &pc);
 }
 static int v_pool_fwd(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode,
                       const float *x, float *y, float *idx) {

@@ -295,9 +295,10 @@ F(upsample_nearest_fwd, (size_t r, size_t h, size_t w, size_t kh, size_t kw, cf 
   (C(x, r * h * w) C(y, r * h * kh * w * kw)), (r, h, w, kh, kw, H(x), H(y)))
 F(upsample_nearest_bwd, (size_t r, size_t h, size_t w, size_t kh, size_t kw, cf dy, float *dx),
   (C(dy, r * h * kh * w * kw) C(dx, r * h * w)), (r, h, w, kh, kw, H(dy), H(dx)))
-F(im2col, (cg g, cf x, float *col), (C(x, GEO_IN(g)) C(col, GEO_COL(g))), (g, H(x), H(col)))
-F(col2im, (cg g, cf col, float *dx), (C(col, GEO_COL(g)) C(dx, GEO_IN(g))),
-  (g, H(col), H(dx)))
+F(im2col, (cg g, size_t n, cf x, float *col), (C(x, n * GEO_IN(g)) C(col, n * GEO_COL(g))),
+  (g, n, H(x), H(col)))
+F(col2im, (cg g, size_t n, cf col, float *dx), (C(col, n * GEO_COL(g)) C(dx, n * GEO_IN(g))),
+  (g, n, H(col), H(dx)))
 F(pool_fwd, (cg g, size_t n, int mode, cf x, float *y, float *idx),
   (C(x, n * GEO_IN(g)) C(y, n * g->c * GEO_OUT(g)) C(idx, n * g->c * GEO_OUT(g))),
   (g, n, mode, H(x), H(y), H(idx)))

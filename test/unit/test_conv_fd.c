@@ -134,7 +134,7 @@ static void pointwise_case(const char *type, const char *const *props, nnt_dim i
   assert_int_equal(h.l->ops->calc_derivative(h.l, &h.ctx), NNT_OK);
   assert_int_equal(k->fill(k, nin, 0.0f, dx), NNT_OK);
   for (unsigned b = 0; b < in.b; b++) {
-    assert_int_equal(k->im2col(k, &g, h.in.data + b * in_len, col), NNT_OK);
+    assert_int_equal(k->im2col(k, &g, 1, h.in.data + b * in_len, col), NNT_OK);
     assert_int_equal(k->gemm(k, 0, 0, f, plane, in.c, 1.0f, h.w[0].data, in.c, col, plane, 0.0f,
                              y + b * out_len, plane),
                      NNT_OK);
@@ -146,7 +146,7 @@ static void pointwise_case(const char *type, const char *const *props, nnt_dim i
     assert_int_equal(k->gemm(k, 1, 0, in.c, plane, f, 1.0f, h.w[0].data, in.c,
                              h.dout.data + b * out_len, plane, 0.0f, col, plane),
                      NNT_OK);
-    assert_int_equal(k->col2im(k, &g, col, dx + b * in_len), NNT_OK);
+    assert_int_equal(k->col2im(k, &g, 1, col, dx + b * in_len), NNT_OK);
   }
   assert_memory_equal(h.out.data, y, nout * sizeof(float));
   assert_memory_equal(h.gw[0].data, gw, nw * sizeof(float));
@@ -164,16 +164,84 @@ static void test_pointwise_bitwise(void **state) {
   pointwise_case("conv2d", b, D(2, 6, 3, 3));
   const char *c[] = {"filters", "3", "kernel_size", "1", NULL};
   pointwise_case("conv1d", c, D(2, 5, 1, 9));
-  /* not pointwise: stride 2, or padding, keeps its column buffers */
+  /* not pointwise: stride 2, or padding, keeps its column buffers (and,
+   * with both images in one gemm, the permuted output and dY) */
   const char *s2[] = {"filters", "4", "kernel_size", "1", "stride", "2", NULL};
   const char *p1[] = {"filters", "4", "kernel_size", "1", "padding", "1", NULL};
   const char *const *np[] = {s2, p1};
   for (int i = 0; i < 2; i++) {
     fd_harness h;
     fd_setup(&h, "conv2d", np[i], D(2, 3, 4, 4), 0);
-    assert_int_equal(h.fc.n_scratch, 2);
+    assert_int_equal(h.fc.n_scratch, 4);
     fd_teardown(&h);
   }
+}
+
+/* |a - b| <= tol * max(1, |b|) everywhere, else the first index. */
+static void assert_close(const float *a, const float *b, size_t n, double tol) {
+  for (size_t i = 0; i < n; i++) {
+    double d = fabs((double)a[i] - b[i]), m = fabs((double)b[i]);
+    if (d > tol * (m > 1 ? m : 1))
+      fail_msg("[%zu]: %.9g vs %.9g", i, a[i], b[i]);
+  }
+}
+
+/* Images in groups: an 8x8 output plane takes ceil(192 / 64) = 3 images
+ * per gemm (layers/conv.c's CONV_GROUP_COLS), so a batch of 7 runs as
+ * 3 + 3 + 1 (a remainder group). The output, dW, db and dX agree with one
+ * image at a time (explicit im2col, gemm, col2im) up to summation order;
+ * a batch of 1 has no permute scratch. */
+static void test_image_groups(void **state) {
+  (void)state;
+  const char *a[] = {"filters", "8", "kernel_size", "3", NULL};
+  const nnt_dim in = D(7, 2, 10, 10);
+  fd_harness h;
+  fd_setup(&h, "conv2d", a, in, 0);
+  const unsigned f = 8, patch = 18, plane = 8 * 8, nb = 3;
+  assert_int_equal(h.fc.n_scratch, 4);
+  for (unsigned s = 0; s < 4; s++) { /* columns, columns, output, dY */
+    nnt_dim d = h.fc.scratch_dim[s];
+    assert_int_equal(d.h, s < 2 ? patch : f);
+    assert_int_equal(d.w, plane * nb);
+  }
+  const nnt_kernels *k = h.ctx.k;
+  nnt_conv_geom g = {.c = 2, .h = 10, .w = 10, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+                     .dh = 1, .dw = 1, .oh = 8, .ow = 8};
+  size_t in_len = 2 * 10 * 10, out_len = (size_t)f * plane, nin = in.b * in_len;
+  size_t nout = in.b * out_len, nw = (size_t)f * patch;
+  float *col = calloc((size_t)patch * plane, sizeof(float)), *y = calloc(nout, sizeof(float));
+  float *gw = calloc(nw, sizeof(float)), *gb = calloc(f, sizeof(float));
+  float *dx = calloc(nin, sizeof(float));
+  assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
+  nnt_rng r;
+  nnt_rng_seed(&r, 9);
+  tu_fill_uniform(&r, h.dout.data, nout, -1, 1);
+  memset(h.din.data, 0x7f, nin * sizeof(float));
+  assert_int_equal(h.l->ops->calc_gradient(h.l, &h.ctx), NNT_OK);
+  assert_int_equal(h.l->ops->calc_derivative(h.l, &h.ctx), NNT_OK);
+  for (unsigned b = 0; b < in.b; b++) {
+    const float *dy = h.dout.data + b * out_len;
+    assert_int_equal(k->im2col(k, &g, 1, h.in.data + b * in_len, col), NNT_OK);
+    assert_int_equal(k->gemm(k, 0, 0, f, plane, patch, 1.0f, h.w[0].data, patch, col, plane,
+                             0.0f, y + b * out_len, plane), NNT_OK);
+    assert_int_equal(k->add_col_vec(k, f, plane, h.w[1].data, y + b * out_len), NNT_OK);
+    assert_int_equal(k->gemm(k, 0, 1, f, patch, plane, 1.0f, dy, plane, col, plane,
+                             b ? 1.0f : 0.0f, gw, patch), NNT_OK);
+    assert_int_equal(k->sum_cols(k, f, plane, dy, b ? 1.0f : 0.0f, gb), NNT_OK);
+    assert_int_equal(k->gemm(k, 1, 0, patch, plane, f, 1.0f, h.w[0].data, patch, dy, plane, 0.0f,
+                             col, plane), NNT_OK);
+    assert_int_equal(k->col2im(k, &g, 1, col, dx + b * in_len), NNT_OK);
+  }
+  assert_close(h.out.data, y, nout, 1e-5);
+  assert_close(h.gw[0].data, gw, nw, 1e-4);
+  assert_close(h.gw[1].data, gb, f, 1e-4);
+  assert_close(h.din.data, dx, nin, 1e-5);
+  free(col), free(y), free(gw), free(gb), free(dx);
+  fd_teardown(&h);
+  fd_setup(&h, "conv2d", a, D(1, 2, 10, 10), 0);
+  assert_int_equal(h.fc.n_scratch, 2);
+  assert_int_equal(h.fc.scratch_dim[0].w, plane);
+  fd_teardown(&h);
 }
 
 static int finalize_err(const char *type, const char *const *props, nnt_dim in, nnt_err *e) {
@@ -247,6 +315,7 @@ int main(void) {
       cmocka_unit_test(test_average_counts_padding),
       cmocka_unit_test(test_conv_frozen_weight),
       cmocka_unit_test(test_pointwise_bitwise),
+      cmocka_unit_test(test_image_groups),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_registry),
   };

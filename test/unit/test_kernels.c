@@ -679,27 +679,33 @@ static void test_windows(void **state) {
   for (size_t t = 0; t < NNT_ARRAY_LEN(gs); t++) {
     const nnt_conv_geom *g = &gs[t];
     size_t plane = (size_t)g->h * g->w, oplane = (size_t)g->oh * g->ow;
-    size_t nx = g->c * plane, ncol = (size_t)g->c * g->kh * g->kw * oplane;
-    float *x = rnd(nx, -1, 1), *col = malloc(ncol * 4), *cr = rnd(ncol, -1, 1);
-    float *dx = rnd(nx, -1, 1), *dx0 = NULL;
-    K->im2col(K, g, x, col);
-    for (unsigned c = 0; c < g->c; c++)
-      for (unsigned a = 0; a < g->kh; a++)
-        for (unsigned b = 0; b < g->kw; b++)
-          for (unsigned oy = 0; oy < g->oh; oy++)
-            for (unsigned ox = 0; ox < g->ow; ox++) {
-              long at;
-              float want = tap(g, oy, ox, a, b, &at) ? x[c * plane + (size_t)at] : 0.0f;
-              size_t row = ((size_t)c * g->kh + a) * g->kw + b;
-              assert_true(col[row * oplane + (size_t)oy * g->ow + ox] == want);
-            }
+    /* im2col and col2im over NI images: image i's columns at i*oplane of
+     * rows NI*oplane long */
+    enum { NI = 3 };
+    size_t nx = g->c * plane, ncol = (size_t)g->c * g->kh * g->kw * oplane * NI;
+    float *x = rnd(nx * NI, -1, 1), *col = malloc(ncol * 4), *cr = rnd(ncol, -1, 1);
+    float *dx = rnd(nx * NI, -1, 1), *dx0 = NULL;
+    K->im2col(K, g, NI, x, col);
+    for (unsigned i = 0; i < NI; i++)
+      for (unsigned c = 0; c < g->c; c++)
+        for (unsigned a = 0; a < g->kh; a++)
+          for (unsigned b = 0; b < g->kw; b++)
+            for (unsigned oy = 0; oy < g->oh; oy++)
+              for (unsigned ox = 0; ox < g->ow; ox++) {
+                long at;
+                float want =
+                    tap(g, oy, ox, a, b, &at) ? x[i * nx + c * plane + (size_t)at] : 0.0f;
+                size_t row = ((size_t)c * g->kh + a) * g->kw + b;
+                assert_true(col[row * oplane * NI + i * oplane + (size_t)oy * g->ow + ox] ==
+                            want);
+              }
     /* col2im adds the adjoint: dx_after - dx_before = im2col^T(cr) */
-    dx0 = dup(dx, nx);
-    K->col2im(K, g, cr, dx);
+    dx0 = dup(dx, nx * NI);
+    K->col2im(K, g, NI, cr, dx);
     double lhs = 0, rhs = 0;
     for (size_t i = 0; i < ncol; i++)
       lhs += (double)col[i] * cr[i];
-    for (size_t i = 0; i < nx; i++)
+    for (size_t i = 0; i < nx * NI; i++)
       rhs += (double)x[i] * ((double)dx[i] - dx0[i]);
     expect1("col2im adjoint", rhs, lhs, 1e-5);
     /* pooling over 2 images, max and average (padding counted in the mean) */

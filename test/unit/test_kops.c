@@ -86,8 +86,8 @@ V(UPSAMPLE_NEAREST_FWD, upsample_nearest_fwd,
 V(UPSAMPLE_NEAREST_BWD, upsample_nearest_bwd,
   (size_t r, size_t h, size_t w, size_t kh, size_t kw, cf dy, float *dx),
   (r, h, w, kh, kw, dy, dx))
-V(IM2COL, im2col, (cg g, cf x, float *col), (g, x, col))
-V(COL2IM, col2im, (cg g, cf col, float *dx), (g, col, dx))
+V(IM2COL, im2col, (cg g, size_t n, cf x, float *col), (g, n, x, col))
+V(COL2IM, col2im, (cg g, size_t n, cf col, float *dx), (g, n, col, dx))
 V(POOL_FWD, pool_fwd, (cg g, size_t n, int mode, cf x, float *y, float *idx),
   (g, n, mode, x, y, idx))
 V(POOL_BWD, pool_bwd, (cg g, size_t n, int mode, cf dy, cf idx, float *dx),

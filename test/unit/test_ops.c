@@ -72,6 +72,12 @@ static const oh_case cases[] = {
     {.type = "conv2d", .props = {"filters=4", "kernel_size=1", "disable_bias=true"},
      .in = {"3:2:5"}},
     {.type = "conv2d", .props = {"filters=3", "kernel_size=1", "stride=2"}, .in = {"2:5:4"}},
+    /* images in groups (layers/conv.c): an 8x8 plane takes 3 images per
+     * gemm, so a batch of 7 runs as 3 + 3 + 1 (a remainder); the cases
+     * above run their whole batch in one group (finite differences:
+     * test_conv_fd) */
+    {.type = "conv2d", .props = {"filters=4", "kernel_size=3"}, .in = {"2:10:10"}, .batch = 7,
+     .no_fd = 1},
     {.type = "conv1d", .props = {"filters=3", "kernel_size=3", "stride=2", "padding=same"},
      .in = {"2:1:9"}},
     {.type = "conv1d", .props = {"filters=2", "kernel_size=2", "dilation=2"}, .in = {"2:1:7"}},
