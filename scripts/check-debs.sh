@@ -10,7 +10,9 @@
 #   3. installs the four packages (apt-get install ./*.deb);
 #   4. builds the tiny app of test/install/app against /usr with pkg-config
 #      and with find_package(nntrainer CONFIG), runs both, and runs the
-#      installed CLI and its manual page.
+#      installed CLI and its manual page;
+#   5. removes the packages again (when they were not installed before), so
+#      the system is left as it was found.
 #   scripts/check-debs.sh [OUT_DIR]   (the .debs are copied to OUT_DIR)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +57,14 @@ echo "lintian: $errors errors, $warnings warnings"
 [ -z "$out" ] || { mkdir -p "$out"; cp "$tmp"/*.deb "${changes[0]}" "$out"/; }
 
 echo "== install the packages"
+pkgs=(libnntrainer0 libnntrainer-dev nntrainer-tools nntrainer-examples)
+had=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" && had+=("$p")
+done
+if [ ${#had[@]} -eq 0 ]; then
+  trap 'rm -rf "$tmp"; echo "== remove the packages"; DEBIAN_FRONTEND=noninteractive $SUDO apt-get purge -y -qq "${pkgs[@]}" >/dev/null 2>&1 || true' EXIT
+fi
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
   "$tmp"/libnntrainer0_*.deb "$tmp"/libnntrainer-dev_*.deb \
   "$tmp"/nntrainer-tools_*.deb "$tmp"/nntrainer-examples_*.deb >"$tmp/install.log" 2>&1 ||
