@@ -14,6 +14,7 @@
 #   5. removes the packages again (when they were not installed before), so
 #      the system is left as it was found.
 #   scripts/check-debs.sh [OUT_DIR]   (the .debs are copied to OUT_DIR)
+# NNT_DEBS_FROM=DIR skips step 1 and checks the .debs and .changes in DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
@@ -38,14 +39,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "== dpkg-buildpackage -us -uc -b (a clean clone of HEAD $(git rev-parse --short HEAD))"
-git clone -q "$src" "$tmp/nntrainer"
-start=$(date +%s)
-(cd "$tmp/nntrainer" && dpkg-buildpackage -us -uc -b) >"$tmp/build.log" 2>&1 ||
-  { tail -60 "$tmp/build.log" >&2; echo "FAIL: dpkg-buildpackage" >&2; exit 1; }
-echo "ok: built in $(( $(date +%s) - start )) s:"
-grep -E '^(dpkg-gensymbols|[0-9]+% tests passed|Total Test time)' "$tmp/build.log" || true
-ls -1 "$tmp"/*.deb | sed 's|.*/|  |'
+if [ -n "${NNT_DEBS_FROM:-}" ]; then
+  echo "== the .debs of $NNT_DEBS_FROM"
+  cp "$NNT_DEBS_FROM"/*.deb "$NNT_DEBS_FROM"/nntrainer_*.changes "$tmp"/
+else
+  echo "== dpkg-buildpackage -us -uc -b (a clean clone of HEAD $(git rev-parse --short HEAD))"
+  git clone -q "$src" "$tmp/nntrainer"
+  start=$(date +%s)
+  (cd "$tmp/nntrainer" && dpkg-buildpackage -us -uc -b) >"$tmp/build.log" 2>&1 ||
+    { tail -60 "$tmp/build.log" >&2; echo "FAIL: dpkg-buildpackage" >&2; exit 1; }
+  echo "ok: built in $(( $(date +%s) - start )) s:"
+  grep -E '^(dpkg-gensymbols|[0-9]+% tests passed|Total Test time)' "$tmp/build.log" || true
+  ls -1 "$tmp"/*.deb | sed 's|.*/|  |'
+fi
 
 echo "== lintian"
 changes=("$tmp"/nntrainer_*.changes)
@@ -77,7 +83,8 @@ app=$src/test/install/app
 cc -std=c99 -Wall -Wextra -Werror "$app/app.c" $(pkg-config --cflags --libs nntrainer) -o "$tmp/app-pc"
 "$tmp/app-pc"
 libs=$(ldd "$tmp/app-pc")
-case "$libs" in *"/usr/lib/"*"libnntrainer.so.0"*) ;; *) echo "FAIL: not the packaged library: $libs" >&2; exit 1 ;; esac
+triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+case "$libs" in *"libnntrainer.so.0 => "*"lib/$triplet/libnntrainer.so.0 "*) ;; *) echo "FAIL: not the packaged library: $libs" >&2; exit 1 ;; esac
 echo "ok: pkg-config ($(pkg-config --modversion nntrainer)): $(pkg-config --cflags --libs nntrainer)"
 cmake -S "$app" -B "$tmp/app-cmake" -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >"$tmp/cmake.log" 2>&1 ||
   { cat "$tmp/cmake.log" >&2; exit 1; }
