@@ -1,5 +1,6 @@
 /* CPU kernels over sliding windows: im2col, col2im, pooling. */
 #include <float.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -95,10 +96,10 @@ int nnt_cpu_pool_is_max2x2(const nnt_conv_geom *g) {
          2 * (uint64_t)g->ow <= g->w;
 }
 
-/* Whether the fast 2x2 paths may run: also every index of a plane must be
- * exact as a float (the indices are stored as floats). */
+/* Whether max2x2_fwd may run: also every index of a plane must fit an int
+ * (converted to float it is then the general loop's index, bit for bit). */
 static int max2x2_fast(const nnt_conv_geom *g) {
-  return nnt_cpu_pool_is_max2x2(g) && (uint64_t)g->h * g->w <= (1u << 24);
+  return nnt_cpu_pool_is_max2x2(g) && (uint64_t)g->h * g->w <= INT_MAX;
 }
 
 /* One output row of max2x2_fwd: r0 and r1 are the two input rows, base the
@@ -127,7 +128,7 @@ static void max2x2_row(unsigned ow, int w, int base, const float *restrict r0,
   }
 }
 
-/* The caller checked that a plane's indices fit an int. */
+/* The caller checked max2x2_fast. */
 static void max2x2_fwd(const nnt_conv_geom *g, size_t n, const float *x, float *y, float *idx) {
   size_t in_plane = (size_t)g->h * g->w, out_plane = (size_t)g->oh * g->ow;
   for (size_t p = 0; p < n * g->c; p++) {
@@ -186,59 +187,12 @@ int nnt_cpu_pool_fwd(const struct nnt_kernels *self, const nnt_conv_geom *g, siz
   return NNT_OK;
 }
 
-/* The backward of max2x2_fwd for one output row: the windows do not
- * overlap, so every input element gets dy of its window where it was the
- * pick and 0 elsewhere, written straight (no zeroing pass, no scatter). The
- * value is 0 + dy, as the general loop's accumulation into a zeroed dx gives
- * (a -0 becomes +0). */
-static void max2x2_bwd_row(unsigned ow, int w, int base, const float *restrict dy,
-                           const float *restrict idx, float *restrict d0, float *restrict d1) {
-  for (unsigned ox = 0; ox < ow; ox++) {
-    /* the pick's offset in its window: 0, 1, w, w + 1 (another value, as -1
-     * of an empty window, matches none); bit masks instead of selects,
-     * which gcc turned into unpredictable branches */
-    int k = (int)idx[ox] - (base + 2 * (int)ox);
-    float g = 0.0f + dy[ox];
-    uint32_t gb, o[4];
-    memcpy(&gb, &g, sizeof gb);
-    o[0] = gb & -(uint32_t)(k == 0);
-    o[1] = gb & -(uint32_t)(k == 1);
-    o[2] = gb & -(uint32_t)(k == w);
-    o[3] = gb & -(uint32_t)(k == w + 1);
-    memcpy(d0 + 2 * ox, o, 2 * sizeof *o);
-    memcpy(d1 + 2 * ox, o + 2, 2 * sizeof *o);
-  }
-}
-
-static void max2x2_bwd(const nnt_conv_geom *g, size_t n, const float *dy, const float *idx,
-                       float *dx) {
-  size_t in_plane = (size_t)g->h * g->w, out_plane = (size_t)g->oh * g->ow;
-  size_t cw = 2 * (size_t)g->ow, ch = 2 * (size_t)g->oh;
-  for (size_t p = 0; p < n * g->c; p++) {
-    float *dp = dx + p * in_plane;
-    for (unsigned oy = 0; oy < g->oh; oy++) {
-      size_t r0 = 2 * (size_t)oy * g->w, o = p * out_plane + (size_t)oy * g->ow;
-      max2x2_bwd_row(g->ow, (int)g->w, (int)r0, dy + o, idx + o, dp + r0, dp + r0 + g->w);
-      if (cw < g->w) { /* the columns no window covers */
-        memset(dp + r0 + cw, 0, (g->w - cw) * sizeof *dp);
-        memset(dp + r0 + g->w + cw, 0, (g->w - cw) * sizeof *dp);
-      }
-    }
-    if (ch < g->h) /* the rows no window covers */
-      memset(dp + ch * g->w, 0, (g->h - ch) * g->w * sizeof *dp);
-  }
-}
-
 int nnt_cpu_pool_bwd(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode,
                      const float *dy, const float *idx, float *dx) {
   (void)self;
   if (!g || (mode != 0 && mode != 1))
     return NNT_ERR_INVAL;
   size_t in_plane = (size_t)g->h * g->w, out_plane = (size_t)g->oh * g->ow;
-  if (mode == 0 && max2x2_fast(g)) {
-    max2x2_bwd(g, n, dy, idx, dx);
-    return NNT_OK;
-  }
   float inv = 1.0f / (float)(g->kh * g->kw);
   memset(dx, 0, n * g->c * in_plane * sizeof(float));
   for (size_t p = 0; p < n * g->c; p++) {
