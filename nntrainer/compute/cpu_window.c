@@ -1,5 +1,6 @@
 /* CPU kernels over sliding windows: im2col, col2im, pooling. */
 #include <float.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -107,26 +108,48 @@ int nnt_cpu_pool_is_max2x2(const nnt_conv_geom *g) {
          2 * (uint64_t)g->ow <= g->w;
 }
 
+/* Whether max2x2_fwd may run: also every index of a plane must fit an int
+ * (converted to float it is then the general loop's index, bit for bit). */
+static int max2x2_fast(const nnt_conv_geom *g) {
+  return nnt_cpu_pool_is_max2x2(g) && (uint64_t)g->h * g->w <= INT_MAX;
+}
+
+/* One output row of max2x2_fwd: r0 and r1 are the two input rows, base the
+ * plane index of r0[0]. The window's four values in the general loop's order
+ * with strict ">" selects (ties and NaN keep the earlier pick), the index in
+ * 32-bit integers converted once: a loop gcc vectorizes (strided loads,
+ * compares and blends), unlike one with 64-bit indices converted to float
+ * per candidate. */
+static void max2x2_row(unsigned ow, int w, int base, const float *restrict r0,
+                       const float *restrict r1, float *restrict y, float *restrict idx) {
+  for (unsigned ox = 0; ox < ow; ox++) {
+    int i0 = base + 2 * (int)ox;
+    float v0 = r0[2 * ox], v1 = r0[2 * ox + 1], v2 = r1[2 * ox], v3 = r1[2 * ox + 1];
+    float best = -FLT_MAX;
+    int pick = -1;
+    pick = v0 > best ? i0 : pick;
+    best = v0 > best ? v0 : best;
+    pick = v1 > best ? i0 + 1 : pick;
+    best = v1 > best ? v1 : best;
+    pick = v2 > best ? i0 + w : pick;
+    best = v2 > best ? v2 : best;
+    pick = v3 > best ? i0 + w + 1 : pick;
+    best = v3 > best ? v3 : best;
+    y[ox] = pick < 0 ? 0.0f : best;
+    idx[ox] = (float)pick;
+  }
+}
+
+/* The caller checked max2x2_fast. */
 static void max2x2_fwd(const nnt_conv_geom *g, size_t n, const float *x, float *y, float *idx) {
   size_t in_plane = (size_t)g->h * g->w, out_plane = (size_t)g->oh * g->ow;
   for (size_t p = 0; p < n * g->c; p++) {
     const float *xp = x + p * in_plane;
     float *yp = y + p * out_plane, *ip = idx + p * out_plane;
     for (unsigned oy = 0; oy < g->oh; oy++) {
-      long r0 = 2L * oy * g->w, r1 = r0 + g->w;
-      for (unsigned ox = 0; ox < g->ow; ox++) {
-        long at[4] = {r0 + 2L * ox, r0 + 2L * ox + 1, r1 + 2L * ox, r1 + 2L * ox + 1};
-        float best = -FLT_MAX;
-        long pick = -1;
-        for (int k = 0; k < 4; k++) { /* selects, not branches */
-          float v = xp[at[k]];
-          int take = v > best;
-          pick = take ? at[k] : pick;
-          best = take ? v : best;
-        }
-        yp[(size_t)oy * g->ow + ox] = pick < 0 ? 0.0f : best;
-        ip[(size_t)oy * g->ow + ox] = (float)pick;
-      }
+      size_t r0 = 2 * (size_t)oy * g->w;
+      max2x2_row(g->ow, (int)g->w, (int)r0, xp + r0, xp + r0 + g->w, yp + (size_t)oy * g->ow,
+                 ip + (size_t)oy * g->ow);
     }
   }
 }
@@ -136,7 +159,7 @@ int nnt_cpu_pool_fwd(const struct nnt_kernels *self, const nnt_conv_geom *g, siz
   (void)self;
   if (!g || (mode != 0 && mode != 1))
     return NNT_ERR_INVAL;
-  if (mode == 0 && nnt_cpu_pool_is_max2x2(g)) {
+  if (mode == 0 && max2x2_fast(g)) {
     max2x2_fwd(g, n, x, y, idx);
     return NNT_OK;
   }
