@@ -82,8 +82,10 @@ C
 "$CC" -std=c99 -Wall -Wextra -Werror "${extra[@]}" "$tmp/app.c" $flags -o "$tmp/app"
 LD_LIBRARY_PATH=$P/lib "$tmp/app"
 # and it really used the installed library (no `ldd | grep -q`: with
-# pipefail, grep quitting early can fail the pipe)
-libs=$(LD_LIBRARY_PATH=$P/lib ldd "$tmp/app")
+# pipefail, grep quitting early can fail the pipe). The loader lists what it
+# loads, as ldd would: the host's ldd cannot read a cross-built program
+# (scripts/cross-arm64.sh), the program's own loader can.
+libs=$(LD_LIBRARY_PATH=$P/lib LD_TRACE_LOADED_OBJECTS=1 "$tmp/app")
 case "$libs" in *"$P/lib/libnntrainer"*) ;; *) fail "the app does not load the installed library: $libs" ;; esac
 
 # The example capi_mlp, built from its sources against the installed copy.
