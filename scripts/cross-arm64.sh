@@ -80,7 +80,7 @@ fi
 cmake -S . -B "$dir" -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/toolchain-aarch64-linux-gnu.cmake" \
   -DCMAKE_BUILD_TYPE=Release -DNNT_WERROR=ON -DNNT_VULKAN=OFF "$@" >/dev/null
 cmake --build "$dir" -j"$jobs"
-file "$dir/nntrainer"
+if command -v file >/dev/null; then file "$dir/nntrainer"; fi
 
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 # The emulated CPU is a Neoverse N1, a core OpenBLAS has NEON kernels for
