@@ -372,9 +372,12 @@ static void test_softmax(void **state) {
       x[cols - 1] += 200; /* ... and so does a shift by anything but the max */
     double *w = dbl(n);
     for (size_t r = 0; r < rows; r++) {
-      double mx = -INFINITY, s = 0;
+      /* the max of floats in float: gcc 12 for aarch64 fails (an internal
+       * compiler error) on a vectorized fmax over floats into a double */
+      float mxf = -INFINITY;
       for (size_t c = 0; c < cols; c++)
-        mx = fmax(mx, x[r * cols + c]);
+        mxf = fmaxf(mxf, x[r * cols + c]);
+      double mx = mxf, s = 0;
       for (size_t c = 0; c < cols; c++)
         s += exp(x[r * cols + c] - mx);
       for (size_t c = 0; c < cols; c++)

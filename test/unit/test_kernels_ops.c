@@ -45,9 +45,13 @@ static void test_normalize_rows(void **state) {
       assert_memory_equal(y, z, n * 4);
       for (size_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols, *yr = y + r * cols;
-        double v[130], lo = xr[0], hi = xr[0];
+        /* min and max in float (exact): gcc 12 for aarch64 fails on a
+         * vectorized fmin/fmax over floats into a double */
+        float lof = xr[0], hif = xr[0];
+        double v[130];
         for (size_t c = 0; c < cols; c++)
-          v[c] = xr[c], lo = fmin(lo, xr[c]), hi = fmax(hi, xr[c]);
+          v[c] = xr[c], lof = fminf(lof, xr[c]), hif = fmaxf(hif, xr[c]);
+        double lo = lof, hi = hif;
         if (mode & NNT_NORM_MINMAX)
           for (size_t c = 0; c < cols; c++)
             v[c] = hi > lo ? (v[c] - lo) / (hi - lo) : 0;
