@@ -553,6 +553,32 @@ static int assign_work(nnt_model *m, nnt_err *e) {
   return nnt_graph_weights(m, e);
 }
 
+/* Each node whose backward runs and whose output 0 only it reads there
+ * (no consumer reads its input in a backward that runs, directly or
+ * through a view; a model output is read at the end) may keep less
+ * (nnt_layer_ops.keep_less). After finalize_each and assign_work. */
+static int keep_less(nnt_model *m, nnt_err *e) {
+  if (m->keep_outputs || !m->n_nodes)
+    return NNT_OK;
+  unsigned char *read = nnt_calloc(m->n_nodes, 1);
+  if (!read)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
+  /* consumers come after their producers: read[j] is final at j */
+  for (size_t j = m->n_nodes; j-- > 0;) {
+    const nnt_node *c = &m->nodes[j];
+    int reads = (c->fc.flags & NNT_LF_BWD_READS_INPUT) && (c->do_grad || c->do_deriv);
+    int view = (c->fc.flags & NNT_LF_VIEW) && read[j];
+    for (unsigned k = 0; k < c->n_in; k++)
+      if (c->in_node[k] != NNT_NO_NODE && c->in_idx[k] == 0 && (reads || view))
+        read[c->in_node[k]] = 1;
+    if (!read[j] && c->n_consumers[0] && (c->do_grad || c->do_deriv) &&
+        (c->fc.flags & NNT_LF_BWD_READS_OUTPUT) && c->layer->ops->keep_less)
+      c->layer->ops->keep_less(c->layer, &m->nodes[j].fc);
+  }
+  nnt_free(read);
+  return NNT_OK;
+}
+
 /* The weight pool and the optimizer state are one allocation each: their
  * totals must fit as well as each weight does. */
 static int weight_totals(nnt_model *m, nnt_err *e) {
@@ -687,6 +713,8 @@ int nnt_graph_compile(nnt_model *m, nnt_err *e) {
   if (!rc)
     rc = assign_work(m, e);
   if (!rc)
+    rc = keep_less(m, e);
+  if (!rc)
     rc = nnt_schedule_build(m, e);
   if (!rc)
     rc = weight_totals(m, e);
@@ -709,6 +737,8 @@ int nnt_graph_set_batch(nnt_model *m, unsigned batch, nnt_err *e) {
   unsigned old = m->batch;
   m->batch = batch;
   rc = finalize_each(m, cons, cons + m->n_nodes, e);
+  if (!rc)
+    rc = keep_less(m, e);
   /* weights do not depend on the batch; a layer whose weights did would
    * invalidate the ones already allocated */
   for (size_t i = 0; !rc && i < m->n_nodes; i++) {
@@ -726,7 +756,8 @@ int nnt_graph_set_batch(nnt_model *m, unsigned batch, nnt_err *e) {
     nnt_err ignored;
     nnt_err_clear(&ignored);
     m->batch = old;
-    finalize_each(m, cons, cons + m->n_nodes, &ignored);
+    if (!finalize_each(m, cons, cons + m->n_nodes, &ignored))
+      keep_less(m, &ignored);
   }
   nnt_free(cons);
   return rc;

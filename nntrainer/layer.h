@@ -93,6 +93,9 @@ typedef enum nnt_scratch_life {
   NNT_SCRATCH_FWD = 0, /* within forward only */
   NNT_SCRATCH_ITER,    /* from forward until this layer's backward is done */
   NNT_SCRATCH_BWD,     /* within calc_gradient / calc_derivative only */
+  /* as NNT_SCRATCH_ITER, but only in training where the layer's backward
+   * runs: elsewhere it is not planned (its data is NULL in forward) */
+  NNT_SCRATCH_SAVED,
 } nnt_scratch_life;
 
 /* Layer facts given at finalize (nnt_finalize_ctx.flags). */
@@ -206,6 +209,13 @@ typedef struct nnt_layer_ops {
    * NNTrainer requires), and a warning for given keys the layer ignores.
    * nnt_layer_has_key says what was given. */
   void (*log_defaults)(const nnt_layer *l);
+  /* At compile, after every node's finalize, for a node whose backward
+   * runs and whose output 0 no other layer reads in the backward pass (so
+   * that memory would be kept for this layer alone): it may give up
+   * NNT_LF_BWD_READS_OUTPUT in ctx->flags for a smaller scratch of life
+   * NNT_SCRATCH_SAVED (activation: a bit per element for relu). NULL:
+   * nothing. Results must stay bit for bit the same. */
+  void (*keep_less)(nnt_layer *l, nnt_finalize_ctx *ctx);
   /* The kernel ops forward, calc_gradient and calc_derivative may call, as
    * NNT_KOP_BIT(...)s: compile refuses the layer on a backend whose
    * supports gate says no to one of them. */

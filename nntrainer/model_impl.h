@@ -117,6 +117,9 @@ struct nnt_model {
   char *save_path;          /* resolved against base_dir */
   int continue_train;
   int memory_optimization;
+  /* tests only: 1 leaves every layer's backward reads as its finalize
+   * declared them (no keep_less), to compare both ways bit for bit */
+  int keep_outputs;
   float clip_grad_norm;     /* 0: off */
   uint64_t seed;
   int seed_set;

@@ -97,7 +97,8 @@ static int request_forward(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) 
        * scratch */
       nd->t_scratch[s] = -1;
       if ((mode != NNT_MODE_TRAIN || !(nd->do_grad || nd->do_deriv)) &&
-          nd->fc.scratch_life[s] == NNT_SCRATCH_BWD)
+          (nd->fc.scratch_life[s] == NNT_SCRATCH_BWD ||
+           nd->fc.scratch_life[s] == NNT_SCRATCH_SAVED))
         continue;
       int id = req(g, name, "scratch", s, NNT_TK_SCRATCH, nd->fc.scratch_dim[s], e);
       if (id < 0)
@@ -277,7 +278,7 @@ static int request_recompute(nnt_model *m, nnt_mgr *g, nnt_err *e) {
         cur[nd->t_out[o]] = id;
       }
       for (unsigned c = 0; c < nd->fc.n_scratch && !rc; c++) {
-        if (nd->fc.scratch_life[c] == NNT_SCRATCH_BWD)
+        if (nd->fc.scratch_life[c] == NNT_SCRATCH_BWD || nd->t_scratch[c] < 0)
           continue;
         int id = req(g, nd->layer->name, "recomputed_scratch", c, NNT_TK_SCRATCH,
                      nd->fc.scratch_dim[c], e);

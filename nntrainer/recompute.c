@@ -127,7 +127,8 @@ static void step_needs(const nnt_model *m, const nnt_step *st, unsigned char *ne
   int bwd = grad ? nd->do_grad : nd->do_grad || nd->do_deriv;
   if (bwd)
     for (unsigned c = 0; c < nd->fc.n_scratch; c++)
-      if (nd->fc.scratch_life[c] == NNT_SCRATCH_ITER)
+      if (nd->fc.scratch_life[c] == NNT_SCRATCH_ITER ||
+          nd->fc.scratch_life[c] == NNT_SCRATCH_SAVED)
         need[st->node] = 1;
   if (!bwd)
     return;

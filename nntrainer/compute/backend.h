@@ -78,7 +78,8 @@ struct nnt_buffer {
   X(GEMM, gemm) X(FILL, fill) X(COPY, copy) X(SCALE, scale) X(AXPY, axpy) X(ADD, add)     \
   X(SUB, sub) X(MUL, mul) X(DOT, dot) X(SUM, sum) X(ADD_ROW_VEC, add_row_vec)             \
   X(ADD_COL_VEC, add_col_vec) X(SUM_COLS, sum_cols) X(SUM_ROWS, sum_rows)                 \
-  X(ACT_FWD, act_fwd) X(ACT_BWD, act_bwd) X(SOFTMAX_FWD, softmax_fwd)                     \
+  X(ACT_FWD, act_fwd) X(ACT_BWD, act_bwd) X(ACT_MASK, act_mask)                           \
+  X(ACT_BWD_MASK, act_bwd_mask) X(SOFTMAX_FWD, softmax_fwd)                               \
   X(SOFTMAX_BWD, softmax_bwd) X(NORMALIZE_ROWS, normalize_rows)                           \
   X(XENT_SOFTMAX_FWD, xent_softmax_fwd)                                                   \
   X(XENT_SOFTMAX_BWD, xent_softmax_bwd) X(XENT_SIGMOID_FWD, xent_sigmoid_fwd)             \

@@ -65,6 +65,8 @@ int nnt_act_bwd_needs_output_only(nnt_act a) {
   }
 }
 
+int nnt_act_bwd_sign_only(nnt_act a) { return a == NNT_ACT_RELU || a == NNT_ACT_LEAKY_RELU; }
+
 static int k_scale(const nnt_kernels *self, size_t n, float a, float *y);
 
 /* beta == 0 overwrites C without reading it (OpenBLAS does the same, so a
@@ -349,6 +351,46 @@ static int k_act_bwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, 
   return NNT_OK;
 }
 
+/* The mask's words are written and read as uint32_t only; the tensor's
+ * float slots merely hold them. */
+static int k_act_mask(const nnt_kernels *self, size_t n, const float *y, float *mask) {
+  (void)self;
+  uint32_t *m = (uint32_t *)(void *)mask;
+  for (size_t w = 0; w < nnt_mask_words(n); w++) {
+    size_t lo = w * 32, len = n - lo < 32 ? n - lo : 32;
+    uint32_t u = 0;
+    for (size_t b = 0; b < len; b++)
+      u |= (uint32_t)(y[lo + b] > 0) << b;
+    m[w] = u;
+  }
+  return NNT_OK;
+}
+
+/* The same selects as k_act_bwd's relu and leaky_relu, on the bit that
+ * stands for y[i] > 0. */
+static int k_act_bwd_mask(const nnt_kernels *self, nnt_act a, float alpha, size_t n,
+                          const float *mask, const float *dy, float *dx) {
+  (void)self;
+  const uint32_t *m = (const uint32_t *)(const void *)mask;
+  size_t i;
+  switch (a) {
+  case NNT_ACT_RELU:
+    for (i = 0; i < n; i++) {
+      float g = dy[i];
+      dx[i] = (m[i >> 5] >> (i & 31)) & 1u ? g : 0.0f;
+    }
+    return NNT_OK;
+  case NNT_ACT_LEAKY_RELU:
+    for (i = 0; i < n; i++) {
+      float g = dy[i];
+      dx[i] = (m[i >> 5] >> (i & 31)) & 1u ? g : alpha * g;
+    }
+    return NNT_OK;
+  default:
+    return NNT_ERR_INVAL;
+  }
+}
+
 static int k_softmax_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x,
                          float *y) {
   (void)self;
@@ -590,6 +632,8 @@ const nnt_kernels nnt_cpu_kernel_table = {
     .sum_cols = k_sum_cols,
     .act_fwd = k_act_fwd,
     .act_bwd = k_act_bwd,
+    .act_mask = k_act_mask,
+    .act_bwd_mask = k_act_bwd_mask,
     .softmax_fwd = k_softmax_fwd,
     .softmax_bwd = k_softmax_bwd,
     .normalize_rows = k_normalize_rows,

@@ -35,6 +35,12 @@ const char *nnt_act_name(nnt_act a);
 /* 1 when the backward pass needs only the output y (relu, leaky_relu,
  * sigmoid, tanh, softmax, none); 0 when it needs the input x. */
 int nnt_act_bwd_needs_output_only(nnt_act a);
+/* 1 when the backward pass needs only whether y > 0 (relu, leaky_relu):
+ * act_mask's bits then stand in for y (act_bwd_mask). */
+int nnt_act_bwd_sign_only(nnt_act a);
+/* The 32-bit words of a mask of n bits (act_mask), each in one float slot
+ * of a tensor. */
+static inline size_t nnt_mask_words(size_t n) { return n / 32 + (n % 32 != 0); }
 
 /* The geometry of a convolution or pooling window over one image. */
 typedef struct nnt_conv_geom {
@@ -130,6 +136,15 @@ typedef struct nnt_kernels {
    * says the other is enough. dx may alias dy. */
   int (*act_bwd)(const struct nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x,
                   const float *y, const float *dy, float *dx);
+  /* A bit per element for a backward that needs only whether y > 0
+   * (nnt_act_bwd_sign_only): bit i % 32 of word i / 32 of mask
+   * (nnt_mask_words(n) 32-bit words in float slots) is y[i] > 0 (0 for
+   * NaN), the last word's unused bits 0. act_bwd_mask gives act_bwd's dx
+   * bit for bit from those bits instead of y: dy where the bit is set,
+   * else 0 (relu) or alpha * dy (leaky_relu). dx may alias dy. */
+  int (*act_mask)(const struct nnt_kernels *self, size_t n, const float *y, float *mask);
+  int (*act_bwd_mask)(const struct nnt_kernels *self, nnt_act a, float alpha, size_t n,
+                      const float *mask, const float *dy, float *dx);
 
   /* Softmax over rows of length cols; y may alias x. */
   int (*softmax_fwd)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x,

@@ -252,6 +252,25 @@ static int v_act_bwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, 
   return ew(vc, "act", n, ARGS(RD(x, n), RD(y, n), RD(dy, n), WR(dx, n)), &pc);
 }
 
+/* The mask: one invocation per 32-bit word, so no word has two writers. */
+static int v_act_mask(const nnt_kernels *self, size_t n, const float *y, float *mask) {
+  vk_ctx *vc = self->ctx;
+  if (n > UINT32_MAX)
+    return NNT_ERR_INVAL;
+  size_t words = nnt_mask_words(n);
+  vk_push pc = {.i0 = 3, .k = (uint32_t)n};
+  return ew(vc, "act", words, ARGS(WR(mask, words), RD(y, n)), &pc);
+}
+static int v_act_bwd_mask(const nnt_kernels *self, nnt_act a, float alpha, size_t n,
+                          const float *mask, const float *dy, float *dx) {
+  vk_ctx *vc = self->ctx;
+  if (!nnt_act_bwd_sign_only(a))
+    return NNT_ERR_INVAL;
+  vk_push pc = {.i0 = 2, .i1 = (uint32_t)a, .f0 = alpha};
+  return ew(vc, "act", n, ARGS(RD(mask, nnt_mask_words(n)), RD(NULL, 0), RD(dy, n), WR(dx, n)),
+            &pc);
+}
+
 static int softmax(vk_ctx *vc, unsigned mode, size_t rows, size_t cols, const float *a,
                    const float *b, float *c) {
   uint32_t gx, gy;
@@ -537,6 +556,8 @@ static const nnt_kernels vk_kernels = {
     .sum_rows = v_sum_rows,
     .act_fwd = v_act_fwd,
     .act_bwd = v_act_bwd,
+    .act_mask = v_act_mask,
+    .act_bwd_mask = v_act_bwd_mask,
     .softmax_fwd = v_softmax_fwd,
     .softmax_bwd = v_softmax_bwd,
     .normalize_rows = v_normalize_rows,

@@ -254,6 +254,9 @@ F(act_fwd, (nnt_act a, float al, size_t n, cf x, float *y), (C(x, n) C(y, n)),
   (a, al, n, H(x), H(y)))
 F(act_bwd, (nnt_act a, float al, size_t n, cf x, cf y, cf dy, float *dx),
   (C(x, n) C(y, n) C(dy, n) C(dx, n)), (a, al, n, H(x), H(y), H(dy), H(dx)))
+F(act_mask, (size_t n, cf y, float *m), (C(y, n) C(m, nnt_mask_words(n))), (n, H(y), H(m)))
+F(act_bwd_mask, (nnt_act a, float al, size_t n, cf m, cf dy, float *dx),
+  (C(m, nnt_mask_words(n)) C(dy, n) C(dx, n)), (a, al, n, H(m), H(dy), H(dx)))
 F(softmax_fwd, (size_t r, size_t c, cf x, float *y), (C(x, r * c) C(y, r * c)),
   (r, c, H(x), H(y)))
 F(softmax_bwd, (size_t r, size_t c, cf y, cf dy, float *dx),

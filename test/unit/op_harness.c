@@ -364,6 +364,8 @@ static int setup(oh_run *u, const oh_case *c, const nnt_backend *be, int one_buf
   nnt_err e = {0};
   if (u->l->ops->finalize(u->l, fc, &e))
     return oh_fail(r, "%s: finalize: %s", c->type, e.msg);
+  if (c->keep_less && u->l->ops->keep_less)
+    u->l->ops->keep_less(u->l, fc);
   u->is_loss = (fc->flags & NNT_LF_LOSS) != 0;
   list_slots(u);
   if (place(u, be->buft, one_buffer))

@@ -33,6 +33,8 @@ typedef struct oh_case {
   float fd_eps;                       /* the step; 0: 1e-2 */
   int distinct;                       /* inputs all apart by more than 2 steps (max-like) */
   int no_fd;                          /* the backward is not the forward's derivative by design */
+  int keep_less;                      /* after finalize, the type's keep_less (as compile
+                                       * calls it when only the layer reads its output) */
   const nnt_layer_ops *ops;           /* a test-only layer instead of type's */
 } oh_case;
 

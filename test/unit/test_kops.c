@@ -53,6 +53,9 @@ V(SUM_ROWS, sum_rows, (size_t r, size_t c, cf x, float b, float *o), (r, c, x, b
 V(ACT_FWD, act_fwd, (nnt_act a, float al, size_t n, cf x, float *y), (a, al, n, x, y))
 V(ACT_BWD, act_bwd, (nnt_act a, float al, size_t n, cf x, cf y, cf dy, float *dx),
   (a, al, n, x, y, dy, dx))
+V(ACT_MASK, act_mask, (size_t n, cf y, float *m), (n, y, m))
+V(ACT_BWD_MASK, act_bwd_mask, (nnt_act a, float al, size_t n, cf m, cf dy, float *dx),
+  (a, al, n, m, dy, dx))
 V(SOFTMAX_FWD, softmax_fwd, (size_t r, size_t c, cf x, float *y), (r, c, x, y))
 V(SOFTMAX_BWD, softmax_bwd, (size_t r, size_t c, cf y, cf dy, float *dx), (r, c, y, dy, dx))
 V(NORMALIZE_ROWS, normalize_rows, (size_t r, size_t c, unsigned mode, cf x, float *y),

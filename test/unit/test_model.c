@@ -486,14 +486,15 @@ static void test_branch_fanout(void **state) {
 }
 
 /* Consecutive in-place layers where the rule allows it: the input layer
- * runs in place over the model input, relu in place over fc's output, and
- * a second output-reading activation after relu is refused. */
+ * runs in place over the model input, tanh in place over fc's output, and
+ * a second output-reading activation after tanh is refused (relu would
+ * keep a bit mask instead of its output: test_applications). */
 static void test_consecutive_inplace(void **state) {
   (void)state;
   const lspec g[] = {
       {"input", "in", {"input_shape", "1:1:6", NULL}},
       {"fully_connected", "fc", {"unit", "5", NULL}},
-      {"activation", "r", {"activation", "relu", NULL}},
+      {"activation", "r", {"activation", "tanh", NULL}},
       {"activation", "s", {"activation", "sigmoid", NULL}},
       {"fully_connected", "out", {"unit", "3", "activation", "softmax", NULL}},
   };
@@ -505,8 +506,8 @@ static void test_consecutive_inplace(void **state) {
   assert_int_equal(nnt_model_initialize(m, &e), NNT_OK);
   assert_int_equal(nnt_model_plan(m, NNT_MODE_TRAIN, &e), NNT_OK);
   assert_true(m->nodes[0].inplace);  /* input over the model input */
-  assert_true(m->nodes[2].inplace);  /* relu over fc's output */
-  assert_false(m->nodes[3].inplace); /* relu's backward reads what it would overwrite */
+  assert_true(m->nodes[2].inplace);  /* tanh over fc's output */
+  assert_false(m->nodes[3].inplace); /* tanh's backward reads what it would overwrite */
   /* in inference nothing reads backward: sigmoid may run in place too */
   assert_int_equal(nnt_model_plan(m, NNT_MODE_INFER, &e), NNT_OK);
   assert_true(m->nodes[3].inplace);

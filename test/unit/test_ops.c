@@ -25,6 +25,9 @@ static const oh_case cases[] = {
     {.type = "fully_connected", .props = {"unit=3", "disable_bias=true"}, .in = {"5"}},
     {.type = "activation", .props = {"activation=relu"}, .in = {"2:5"}, .batch = 3},
     {.type = "activation", .props = {"activation=leaky_relu"}, .in = {"2:5"}},
+    /* a bit per element instead of the output: 210 bits, a partial last word */
+    {.type = "activation", .props = {"activation=relu"}, .in = {"3:7:5"}, .keep_less = 1},
+    {.type = "activation", .props = {"activation=leaky_relu"}, .in = {"3:7:5"}, .keep_less = 1},
     {.type = "activation", .props = {"activation=sigmoid"}, .in = {"2:5"}},
     {.type = "activation", .props = {"activation=tanh"}, .in = {"2:5"}},
     {.type = "activation", .props = {"activation=softmax"}, .in = {"2:5"}},

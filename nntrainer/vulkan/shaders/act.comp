@@ -2,6 +2,10 @@
 // i1 = the nnt_act value (kernels.h), f0 = alpha.
 // i0 = 0 forward: b0 = x, b1 = y (may alias x).
 // i0 = 1 backward: b0 = x, b1 = y, b2 = dy, b3 = dx (dx may alias dy).
+// i0 = 2 backward from a mask (relu, leaky_relu): b0 = the mask's words,
+// b2 = dy, b3 = dx; the bit of element i stands for y > 0.
+// i0 = 3 the mask: one invocation per 32-bit word (n words, k elements),
+// b0 = mask, b1 = y; no two invocations write the same word.
 // GLSL has no erf, expm1 or log1p: erf is Abramowitz-Stegun 7.1.26
 // (absolute error below 1.5e-7); tanh and softplus use forms that cannot
 // overflow.
@@ -73,7 +77,16 @@ void main() {
   uint i = flat_id();
   if (i >= p.n)
     return;
-  if (p.i0 == 0u) {
+  if (p.i0 == 3u) {
+    uint lo = i * 32u, len = min(p.k - lo, 32u), u = 0u;
+    for (uint b = 0u; b < len; b++)
+      u |= (b1.v[p.o1 + lo + b] > 0.0 ? 1u : 0u) << b;
+    b0.v[p.o0 + i] = uintBitsToFloat(u);
+  } else if (p.i0 == 2u) {
+    bool set = ((floatBitsToUint(b0.v[p.o0 + (i >> 5)]) >> (i & 31u)) & 1u) != 0u;
+    float dy = b2.v[p.o2 + i];
+    b3.v[p.o3 + i] = set ? dy : (p.i1 == LEAKY ? p.f0 * dy : 0.0);
+  } else if (p.i0 == 0u) {
     b1.v[p.o1 + i] = fwd(p.i1, b0.v[p.o0 + i]);
   } else {
     bool need_x = p.i1 >= SWISH;
