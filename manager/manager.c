@@ -127,24 +127,100 @@ static int fit_chunk(const nnt_mgr *m, const size_t *roots, const nnt_plan_block
   return NNT_OK;
 }
 
-/* Best fit's other block orders (planner.h); off and *pool become the
- * first that gives a smaller arena, down to the bound. */
+/* The block that reaches highest in a plan (the first such). */
+static size_t top_block(const nnt_plan_block *blk, size_t nr, const size_t *off) {
+  size_t t = 0, top = 0;
+  for (size_t i = 0; i < nr; i++)
+    if (blk[i].bytes && off[i] + blk[i].bytes > top) {
+      top = off[i] + blk[i].bytes;
+      t = i;
+    }
+  return t;
+}
+
+/* The block right under block t that lives at the same time as it (the
+ * one whose end is highest at or below t's offset); nr when none. */
+static size_t blocker(const nnt_plan_block *blk, size_t nr, const size_t *off, size_t t) {
+  size_t j = nr, end = 0;
+  for (size_t i = 0; i < nr; i++)
+    if (i != t && blk[i].bytes && blk[i].first <= blk[t].last && blk[t].first <= blk[i].last &&
+        off[i] + blk[i].bytes <= off[t] && (j == nr || off[i] + blk[i].bytes > end)) {
+      j = i;
+      end = off[i] + blk[i].bytes;
+    }
+  return j;
+}
+
+/* Rounds of the search below: each is one placement. */
+#define TOP_MOVES 24
+
+/* Best fit's other block orders (planner.h), then a search over orders:
+ * the block that reaches highest is placed earlier (just before the block
+ * right under it, else first) in the order of the best plan so far, and
+ * the blocks placed again; a move is kept when the arena shrinks. (A small
+ * long-lived block placed early under a short-lived large one is the usual
+ * obstacle: the move lets the large one go in first.) off and *pool become
+ * the best plan found, down to the bound. */
 static int try_orders(const nnt_plan_block *blk, size_t nr, size_t align, size_t chunk,
                       size_t bound, size_t *off, size_t *pool, nnt_err *e) {
   size_t *alt = nnt_malloc((nr + 1) * sizeof *alt);
-  if (!alt)
+  unsigned *best = nnt_malloc((nr + 1) * sizeof *best);
+  unsigned *perm = nnt_malloc((nr + 1) * sizeof *perm);
+  if (!alt || !best || !perm) {
+    nnt_free(alt), nnt_free(best), nnt_free(perm);
     return nnt_err_set(e, NNT_ERR_NOMEM, "manager: out of memory planning %zu tensors", nr);
+  }
   int rc = NNT_OK;
-  for (int o = 1; o < NNT_BEST_FIT_ORDERS && *pool > bound && !rc; o++) {
+  /* order 0 again, for its permutation (off holds its offsets already) */
+  for (int o = 0; o < NNT_BEST_FIT_ORDERS && (o == 0 || *pool > bound) && !rc; o++) {
     size_t p = 0;
-    if ((rc = nnt_plan_best_fit_order(blk, nr, align, chunk, o, alt, &p, e)))
+    if ((rc = nnt_plan_best_fit_perm(blk, nr, align, chunk, o, NULL, perm, alt, &p, e)))
       break;
-    if (p < *pool) {
+    if (o == 0 || p < *pool) {
       memcpy(off, alt, nr * sizeof *off);
+      memcpy(best, perm, nr * sizeof *best);
       *pool = p;
     }
   }
-  nnt_free(alt);
+  size_t nz = 0;
+  for (size_t i = 0; i < nr; i++)
+    nz += blk[i].bytes != 0;
+  /* candidates: the top block, the block under it, the one under that... */
+  for (int moves = 0; moves < TOP_MOVES && *pool > bound && !rc && nz > 1;) {
+    int better = 0;
+    size_t c = top_block(blk, nr, off);
+    for (int depth = 0; depth < 8 && c < nr && !better && moves < TOP_MOVES && !rc; depth++) {
+      size_t u = blocker(blk, nr, off, c), k = 0;
+      while (k < nz && best[k] != c)
+        k++;
+      for (int how = 0; how < 2 && k < nz && !better && moves < TOP_MOVES; how++) {
+        size_t to = 0; /* how 0: just before the block under it; 1: first */
+        if (!how && u < nr)
+          while (to < k && best[to] != u)
+            to++;
+        if (to >= k)
+          continue;
+        memcpy(perm, best, to * sizeof *perm);
+        perm[to] = (unsigned)c;
+        memcpy(perm + to + 1, best + to, (k - to) * sizeof *perm);
+        memcpy(perm + k + 1, best + k + 1, (nz - k - 1) * sizeof *perm);
+        size_t p = 0;
+        moves++;
+        if ((rc = nnt_plan_best_fit_perm(blk, nr, align, chunk, 0, perm, NULL, alt, &p, e)))
+          break;
+        if (p < *pool) {
+          better = 1;
+          memcpy(best, perm, nz * sizeof *best);
+          memcpy(off, alt, nr * sizeof *off);
+          *pool = p;
+        }
+      }
+      c = u;
+    }
+    if (!better)
+      break;
+  }
+  nnt_free(alt), nnt_free(best), nnt_free(perm);
   return rc;
 }
 

@@ -425,7 +425,8 @@ static int bf_cells(bf_state *s, const nnt_plan_block *b, size_t n, size_t nz) {
 }
 
 static int plan_best_fit(const nnt_plan_block *b, size_t n, size_t align, size_t chunk,
-                         int order, size_t *off, size_t *pool, nnt_err *e) {
+                         int order, const unsigned *perm, unsigned *perm_out, size_t *off,
+                         size_t *pool, nnt_err *e) {
   bf_state s = {0};
   size_t nz = 0, top = 0;
   for (size_t i = 0; i < n; i++) {
@@ -459,12 +460,20 @@ static int plan_best_fit(const nnt_plan_block *b, size_t n, size_t align, size_t
   for (size_t i = 0; i < n; i++)
     if (b[i].bytes)
       s.key[m++] = (bf_key){b[i].bytes, b[i].last - b[i].first, (unsigned)i, b[i].first};
-  qsort(s.key, nz, sizeof *s.key,
-        order == 1   ? cmp_key_len
-        : order == 2 ? cmp_key_area
-        : order == 3 ? cmp_key_first
-        : order == 4 ? cmp_key_last
-                     : cmp_key);
+  if (perm) /* the caller's order: the key of block perm[k] k-th */
+    for (size_t k = 0; k < nz; k++)
+      s.key[k] = (bf_key){b[perm[k]].bytes, b[perm[k]].last - b[perm[k]].first, perm[k],
+                          b[perm[k]].first};
+  else
+    qsort(s.key, nz, sizeof *s.key,
+          order == 1   ? cmp_key_len
+          : order == 2 ? cmp_key_area
+          : order == 3 ? cmp_key_first
+          : order == 4 ? cmp_key_last
+                       : cmp_key);
+  if (perm_out)
+    for (size_t k = 0; k < nz; k++)
+      perm_out[k] = s.key[k].idx;
   for (size_t i = 0; i < n; i++) /* count each cell's registry nodes */
     if (b[i].bytes) {
       size_t cf = bf_cell(&s, b[i].first), cl = bf_cell(&s, b[i].last);
@@ -772,7 +781,7 @@ int nnt_plan_chunked(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t
     return plan_basic(blocks, n, align, chunk, offsets, pool_bytes);
   if (kind == NNT_PLANNER_POOL)
     return plan_pool(blocks, n, align, chunk, offsets, pool_bytes, e);
-  return plan_best_fit(blocks, n, align, chunk, 0, offsets, pool_bytes, e);
+  return plan_best_fit(blocks, n, align, chunk, 0, NULL, NULL, offsets, pool_bytes, e);
 }
 
 int nnt_plan_best_fit_order(const nnt_plan_block *blocks, size_t n, size_t align, size_t chunk,
@@ -782,5 +791,17 @@ int nnt_plan_best_fit_order(const nnt_plan_block *blocks, size_t n, size_t align
                             e);
   if (rc || order <= 0 || order >= NNT_BEST_FIT_ORDERS)
     return rc;
-  return plan_best_fit(blocks, n, align, chunk, order, offsets, pool_bytes, e);
+  return plan_best_fit(blocks, n, align, chunk, order, NULL, NULL, offsets, pool_bytes, e);
+}
+
+int nnt_plan_best_fit_perm(const nnt_plan_block *blocks, size_t n, size_t align, size_t chunk,
+                           int order, const unsigned *perm, unsigned *perm_out,
+                           size_t *offsets, size_t *pool_bytes, nnt_err *e) {
+  if (order < 0 || order >= NNT_BEST_FIT_ORDERS)
+    order = 0;
+  int rc = nnt_plan_chunked(NNT_PLANNER_BEST_FIT, blocks, n, align, chunk, offsets, pool_bytes,
+                            e);
+  if (rc)
+    return rc;
+  return plan_best_fit(blocks, n, align, chunk, order, perm, perm_out, offsets, pool_bytes, e);
 }

@@ -45,6 +45,13 @@ int nnt_plan_lower_bound(const nnt_plan_block *blocks, size_t n, size_t *bound, 
 #define NNT_BEST_FIT_ORDERS 5
 int nnt_plan_best_fit_order(const nnt_plan_block *blocks, size_t n, size_t align, size_t chunk,
                             int order, size_t *offsets, size_t *pool_bytes, nnt_err *e);
+/* Best fit with the blocks of nonzero size taken in the order perm gives
+ * (their indices, each once), or when perm is NULL in order `order` (as
+ * above). perm_out, when not NULL, receives the order used (one index per
+ * block of nonzero size). */
+int nnt_plan_best_fit_perm(const nnt_plan_block *blocks, size_t n, size_t align, size_t chunk,
+                           int order, const unsigned *perm, unsigned *perm_out,
+                           size_t *offsets, size_t *pool_bytes, nnt_err *e);
 
 /* Check a plan: every pair of blocks whose lifetimes overlap is disjoint in
  * memory, and every block lies inside the pool and is aligned.

@@ -95,6 +95,28 @@ static const char *const models[] = {
     "benchmarks/models/fmnist_cnn.ini", "benchmarks/models/lenet5.ini",
     "benchmarks/models/mlp.ini"};
 
+/* At the benchmark models' own batch (32), where ReLU's bit masks (small,
+ * long-lived) sit among short-lived large tensors: best fit's block orders
+ * alone left LeNet-5 at 1.123 of its bound and the Fashion-MNIST CNN at
+ * 1.157; the search over orders (manager.c try_orders) brings both within
+ * 1.02. (conv-BN-ReLU stays at 1.040: docs/memory.md.) */
+static void test_bound_at_batch32(void **state) {
+  (void)state;
+  static const char *const ini[] = {"benchmarks/models/lenet5.ini",
+                                    "benchmarks/models/fmnist_cnn.ini",
+                                    "Applications/FashionMNIST/cnn.ini"};
+  nnt_err e = {0};
+  for (size_t i = 0; i < sizeof ini / sizeof *ini; i++) {
+    nnt_model *m = load(ini[i], "32", 64);
+    assert_int_equal(nnt_model_plan(m, NNT_MODE_TRAIN, &e), NNT_OK);
+    const nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
+    if ((double)g->arena_bytes > 1.02 * (double)g->lower_bound)
+      fail_msg("%s: arena %zu > 1.02 x lower bound %zu", ini[i], g->arena_bytes,
+               g->lower_bound);
+    nnt_model_destroy(m);
+  }
+}
+
 /* Every mode of every model: the peak's live bytes are the lower bound,
  * its kinds sum to them, the step is one of the schedule's (or just after
  * it), the largest tensors are live there and sorted, and inference holds
@@ -270,6 +292,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mgr_peak),
       cmocka_unit_test(test_model_peaks),
+      cmocka_unit_test(test_bound_at_batch32),
       cmocka_unit_test(test_steps_do_not_allocate),
       cmocka_unit_test(test_capi_peak),
   };
