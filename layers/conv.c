@@ -11,9 +11,19 @@
  * CONV_GROUP_BYTES of scratch (columns plus the permuted output) up to
  * CONV_GROUP_COLS columns, at least one; a layer whose single image needs more runs one image at a
  * time with no permute scratch, as before. The last group of a batch that
- * nb does not divide is smaller. The scratch tensors are planned by the
- * manager: columns and output for forward, columns and dY recomputed in
- * the backward pass, so no column buffer lives across the step.
+ * nb does not divide is smaller. The backward, where training's memory
+ * peak lies (a weight gradient is live), has its own groups of bnb <= nb
+ * images and takes the patch rows a block of bc input channels at a time
+ * (im2col is per channel): dW's columns of the block = dY x block^T, the
+ * block's dcol = (W's columns of the block)^T x dY, folded into those
+ * channels of dX. bnb and bc keep the block's columns plus the gathered
+ * dY within one image's columns [patch, plane] (bnb = 1: no dY to gather,
+ * one block), so the backward's scratch never exceeds what one image at a
+ * time took; dX and db are bitwise those of unblocked groups, dW equal up
+ * to rounding (the blocks' gemms are narrower). The scratch tensors are
+ * planned by the manager: columns and output for forward, a block's
+ * columns and dY recomputed in the backward pass, so no column buffer
+ * lives across the step.
  * A pointwise convolution (1x1 window, stride 1, no padding) has columns
  * equal to the image itself ([c, h*w]): it skips im2col and col2im, runs
  * one image's gemms on the input and on dX directly, and asks for no
@@ -38,7 +48,9 @@ typedef struct conv_priv {
   nnt_window_props win;
   nnt_weight_props wp;
   nnt_conv_geom g;
-  unsigned nb; /* images per gemm (1: no permute scratch) */
+  unsigned nb;  /* images per forward gemm (1: no permute scratch) */
+  unsigned bnb; /* images per backward group (1: dY not gathered) */
+  unsigned bc;  /* input channels per backward block (g.c: one block) */
 } conv_priv;
 
 static int is_1d(const nnt_layer *l) { return l->ops == &nnt_layer_conv1d; }
@@ -67,6 +79,28 @@ static int conv_set(nnt_layer *l, const char *key, const char *value, nnt_err *e
   if (rc != NNT_ERR_NOKEY)
     return rc;
   return nnt_weight_props_set(&p->wp, key, value, e);
+}
+
+/* The backward's groups and channel blocks: its scratch (a block's
+ * columns [bc*kh*kw, bnb*plane] and, for bnb > 1, the gathered dY
+ * [filters, bnb*plane]) takes at most one image's columns [patch, plane],
+ * so the backward steps, where training's peak lies, need no more than
+ * one image at a time did. The most images up to the forward's nb that
+ * leave room for one channel, then as few blocks as fit, as even as they
+ * go (bnb 1 always fits: no dY to gather, every channel in one block). */
+static void backward_blocks(conv_priv *p, size_t patch) {
+  size_t taps = (size_t)p->g.kh * p->g.kw;
+  for (unsigned n = p->nb; n > 1; n--) {
+    size_t dy = (size_t)p->filters * n;
+    if (dy >= patch || (patch - dy) / (taps * n) == 0)
+      continue;
+    size_t bc = (patch - dy) / (taps * n), blocks = (p->g.c + bc - 1) / bc;
+    p->bnb = n;
+    p->bc = (unsigned)((p->g.c + blocks - 1) / blocks); /* then as even as they go */
+    return;
+  }
+  p->bnb = 1;
+  p->bc = p->g.c;
 }
 
 static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
@@ -116,7 +150,8 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   if (!p->wp.disable_bias)
     nnt_fctx_add_weight(ctx, "bias", nnt_dim_make(1, p->filters, 1, 1), p->wp.bias_init, patch,
                         p->filters, 0, p->wp.bias_decay, 1);
-  p->nb = 1;
+  p->nb = p->bnb = 1;
+  p->bc = g->c;
   if (!is_pointwise(g)) {
     /* images per group: (patch + filters) * plane floats each */
     size_t one = ((size_t)patch + p->filters) * plane * sizeof(float);
@@ -130,14 +165,18 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
       groups = (in.b + fit - 1) / fit; /* then as even as they go */
       p->nb = (unsigned)((in.b + groups - 1) / groups);
     }
-    nnt_dim col = nnt_dim_make(1, 1, patch, (unsigned)(plane * p->nb));
-    nnt_fctx_add_scratch(ctx, col, NNT_SCRATCH_FWD);
-    nnt_fctx_add_scratch(ctx, col, NNT_SCRATCH_BWD);
-    if (p->nb > 1) {
-      nnt_dim y = nnt_dim_make(1, 1, p->filters, (unsigned)(plane * p->nb));
-      nnt_fctx_add_scratch(ctx, y, NNT_SCRATCH_FWD);
-      nnt_fctx_add_scratch(ctx, y, NNT_SCRATCH_BWD);
-    }
+    backward_blocks(p, patch);
+    unsigned taps = g->kh * g->kw;
+    nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, patch, (unsigned)(plane * p->nb)),
+                         NNT_SCRATCH_FWD);
+    nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->bc * taps, (unsigned)(plane * p->bnb)),
+                         NNT_SCRATCH_BWD);
+    if (p->nb > 1)
+      nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->filters, (unsigned)(plane * p->nb)),
+                           NNT_SCRATCH_FWD);
+    if (p->bnb > 1)
+      nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->filters, (unsigned)(plane * p->bnb)),
+                           NNT_SCRATCH_BWD);
   }
   ctx->flags = NNT_LF_BWD_READS_INPUT;
   return NNT_OK;
@@ -177,42 +216,55 @@ static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
 }
 
 /* dY of images [b, b+n) as [filters, n*plane]: the images' own when the
- * groups are single images, else gathered into scratch 3. */
+ * backward groups are single images, else gathered into the last scratch. */
 static const float *group_dy(conv_priv *p, nnt_run_ctx *ctx, unsigned b, unsigned n,
                              size_t plane, int *rc) {
   const float *dy = ctx->d_out[0].data + b * p->filters * plane;
   *rc = NNT_OK;
-  if (p->nb == 1)
+  if (p->bnb == 1)
     return dy;
-  *rc = swap_outer(ctx->k, n, p->filters, plane, dy, ctx->scratch[3].data);
-  return ctx->scratch[3].data;
+  float *to = ctx->scratch[3].data; /* bnb > 1: nb > 1 too, scratch 2 is the forward's */
+  *rc = swap_outer(ctx->k, n, p->filters, plane, dy, to);
+  return to;
 }
 
-/* dW = sum over groups of dY col^T; db = sums of dY. */
+/* The geometry of input channels [c0, c0 + bc) (the last block may be
+ * narrower) inside images of g.c channels. */
+static nnt_conv_geom block_geom(const conv_priv *p, unsigned c0) {
+  nnt_conv_geom gb = p->g;
+  gb.c = p->g.c - c0 < p->bc ? p->g.c - c0 : p->bc;
+  gb.cs = p->g.c;
+  return gb;
+}
+
+/* dW = sum over groups of dY col^T, a block of channels (a range of dW's
+ * columns) at a time; db = sums of dY. */
 static int conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   conv_priv *p = l->priv;
   const nnt_conv_geom *g = &p->g;
   const nnt_kernels *k = ctx->k;
-  size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
-  size_t in_len = nnt_dim_feature_len(ctx->in[0].dim);
+  size_t taps = (size_t)g->kh * g->kw, patch = g->c * taps, plane = (size_t)g->oh * g->ow;
+  size_t in_len = nnt_dim_feature_len(ctx->in[0].dim), hw = (size_t)g->h * g->w;
   int pw = is_pointwise(g), rc;
   int want_w = ctx->gw[0].data != NULL, want_b = ctx->n_w > 1 && ctx->gw[1].data;
   if (!want_w && !want_b)
     return NNT_OK;
   unsigned batch = ctx->in[0].dim.b;
-  for (unsigned b = 0; b < batch; b += p->nb) {
-    unsigned n = batch - b < p->nb ? batch - b : p->nb;
+  for (unsigned b = 0; b < batch; b += p->bnb) {
+    unsigned n = batch - b < p->bnb ? batch - b : p->bnb;
     const float *dy = group_dy(p, ctx, b, n, plane, &rc);
     NNT_TRY(rc);
     float beta = b ? 1.0f : 0.0f;
-    if (want_w) {
-      const float *col = ctx->in[0].data + b * in_len;
-      if (!pw) {
-        NNT_TRY(k->im2col(k, g, n, col, ctx->scratch[1].data));
-        col = ctx->scratch[1].data;
-      }
-      NNT_TRY(k->gemm(k, 0, 1, p->filters, patch, n * plane, 1.0f, dy, n * plane, col,
-                      n * plane, beta, ctx->gw[0].data, patch));
+    const float *x = ctx->in[0].data + b * in_len;
+    if (want_w && pw)
+      NNT_TRY(k->gemm(k, 0, 1, p->filters, patch, n * plane, 1.0f, dy, n * plane, x, n * plane,
+                      beta, ctx->gw[0].data, patch));
+    for (unsigned c0 = 0; want_w && !pw && c0 < g->c; c0 += p->bc) {
+      nnt_conv_geom gb = block_geom(p, c0);
+      float *col = ctx->scratch[1].data;
+      NNT_TRY(k->im2col(k, &gb, n, x + c0 * hw, col));
+      NNT_TRY(k->gemm(k, 0, 1, p->filters, gb.c * taps, n * plane, 1.0f, dy, n * plane, col,
+                      n * plane, beta, ctx->gw[0].data + c0 * taps, patch));
     }
     if (want_b)
       NNT_TRY(k->sum_cols(k, p->filters, n * plane, dy, beta, ctx->gw[1].data));
@@ -220,13 +272,15 @@ static int conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   return NNT_OK;
 }
 
-/* dcol = W^T dY, folded back into dX (pointwise: dcol is dX). */
+/* dcol = W^T dY a block of channels (a range of W's columns) at a time,
+ * folded back into those channels of dX (pointwise: dcol is dX). */
 static int conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   conv_priv *p = l->priv;
   const nnt_conv_geom *g = &p->g;
   const nnt_kernels *k = ctx->k;
-  size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
+  size_t taps = (size_t)g->kh * g->kw, patch = g->c * taps, plane = (size_t)g->oh * g->ow;
   size_t in_len = nnt_dim_feature_len(ctx->d_in[0].dim), out_len = p->filters * plane;
+  size_t hw = (size_t)g->h * g->w;
   unsigned batch = ctx->d_in[0].dim.b;
   if (is_pointwise(g)) {
     for (unsigned b = 0; b < batch; b++)
@@ -238,13 +292,16 @@ static int conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   float *col = ctx->scratch[1].data;
   int rc;
   NNT_TRY(k->fill(k, nnt_tensor_len(&ctx->d_in[0]), 0.0f, ctx->d_in[0].data));
-  for (unsigned b = 0; b < batch; b += p->nb) {
-    unsigned n = batch - b < p->nb ? batch - b : p->nb;
+  for (unsigned b = 0; b < batch; b += p->bnb) {
+    unsigned n = batch - b < p->bnb ? batch - b : p->bnb;
     const float *dy = group_dy(p, ctx, b, n, plane, &rc);
     NNT_TRY(rc);
-    NNT_TRY(k->gemm(k, 1, 0, patch, n * plane, p->filters, 1.0f, ctx->w[0].data, patch, dy,
-                    n * plane, 0.0f, col, n * plane));
-    NNT_TRY(k->col2im(k, g, n, col, ctx->d_in[0].data + b * in_len));
+    for (unsigned c0 = 0; c0 < g->c; c0 += p->bc) {
+      nnt_conv_geom gb = block_geom(p, c0);
+      NNT_TRY(k->gemm(k, 1, 0, gb.c * taps, n * plane, p->filters, 1.0f,
+                      ctx->w[0].data + c0 * taps, patch, dy, n * plane, 0.0f, col, n * plane));
+      NNT_TRY(k->col2im(k, &gb, n, col, ctx->d_in[0].data + b * in_len + c0 * hw));
+    }
   }
   return NNT_OK;
 }

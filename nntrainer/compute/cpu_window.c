@@ -58,7 +58,7 @@ static void im2col1(const nnt_conv_geom *g, const float *x, float *col, size_t l
 int nnt_cpu_im2col(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n,
                    const float *x, float *col) {
   (void)self;
-  size_t plane = (size_t)g->oh * g->ow, in = (size_t)g->c * g->h * g->w;
+  size_t plane = (size_t)g->oh * g->ow, in = nnt_conv_img_stride(g);
   for (size_t i = 0; i < n; i++)
     im2col1(g, x + i * in, col + i * plane, n * plane);
   return NNT_OK;
@@ -92,7 +92,7 @@ static void col2im1(const nnt_conv_geom *g, const float *col, size_t ld, float *
 int nnt_cpu_col2im(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n,
                    const float *col, float *dx) {
   (void)self;
-  size_t plane = (size_t)g->oh * g->ow, in = (size_t)g->c * g->h * g->w;
+  size_t plane = (size_t)g->oh * g->ow, in = nnt_conv_img_stride(g);
   for (size_t i = 0; i < n; i++)
     col2im1(g, col + i * plane, n * plane, dx + i * in);
   return NNT_OK;

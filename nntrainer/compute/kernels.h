@@ -50,7 +50,15 @@ typedef struct nnt_conv_geom {
   unsigned dh, dw;           /* dilation */
   unsigned pt, pb, pl, pr;   /* padding: top, bottom, left, right */
   unsigned oh, ow;           /* output size */
+  unsigned cs;               /* im2col, col2im: channels per image of x and dx
+                              * (0: c); c < cs is a block of channels, with x
+                              * and dx at the block's first (pooling: 0) */
 } nnt_conv_geom;
+
+/* The floats from one image of x (or dx) to the next in im2col, col2im. */
+static inline size_t nnt_conv_img_stride(const nnt_conv_geom *g) {
+  return (size_t)(g->cs ? g->cs : g->c) * g->h * g->w;
+}
 
 /* The largest m, n, k or leading dimension gemm takes (OpenBLAS's
  * cblas_sgemm takes int); layers refuse larger products at finalize. */
@@ -224,11 +232,14 @@ typedef struct nnt_kernels {
   /* Convolution geometry shared by im2col, col2im and pooling. */
   /* col [c*kh*kw, n*oh*ow] from n images x [n, c, h, w] (zeros in the
    * padding): the columns of the images side by side, image i's in
-   * columns [i*oh*ow, (i+1)*oh*ow), so one gemm covers all n. */
+   * columns [i*oh*ow, (i+1)*oh*ow), so one gemm covers all n. Image i
+   * starts at x + i * nnt_conv_img_stride(g): with g->cs > c, x points at
+   * channel c0 of [n, cs, h, w] and col holds channels [c0, c0 + c). */
   int (*im2col)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                 const float *x, float *col);
   /* dx [n, c, h, w] += the columns [c*kh*kw, n*oh*ow] folded back (the
-   * adjoint of im2col). */
+   * adjoint of im2col); image i at dx + i * nnt_conv_img_stride(g), as
+   * im2col's x. */
   int (*col2im)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                 const float *col, float *dx);
   /* Pooling over windows of g for n images of c channels; mode 0 max,

@@ -465,14 +465,22 @@ static int window(const nnt_conv_geom *g, size_t n, vk_push *pc) {
   uint64_t col = out * g->kh * g->kw * (n ? n : 1), big = n ? (in > out ? in : out) * n : 0;
   uint64_t reach = (uint64_t)g->oh * g->sh + (uint64_t)g->kh * g->dh + g->pt + g->h +
                    (uint64_t)g->ow * g->sw + (uint64_t)g->kw * g->dw + g->pl + g->w;
-  if (col > UINT32_MAX || big > UINT32_MAX || in > UINT32_MAX || reach > INT32_MAX)
+  uint64_t imgs = n ? nnt_conv_img_stride(g) * (uint64_t)n : 0; /* im2col's x, col2im's dx */
+  if (col > UINT32_MAX || big > UINT32_MAX || in > UINT32_MAX || reach > INT32_MAX ||
+      imgs > UINT32_MAX || (g->cs && g->cs < g->c))
     return NNT_ERR_INVAL;
   *pc = (vk_push){.rows = g->c, .i0 = g->h, .i1 = g->w, .i2 = g->kh, .i3 = g->kw,
                   .u0 = g->sh, .u1 = g->sw, .u2 = g->dh, .u3 = g->dw, .u4 = g->pt,
-                  .u5 = g->pl, .u6 = g->oh, .u7 = g->ow};
+                  .u5 = g->pl, .u6 = g->oh, .u7 = g->ow, .cols = g->cs ? g->cs : g->c};
   return NNT_OK;
 }
-/* The columns of n images side by side: the number of images in k. */
+/* The extent of im2col's x or col2im's dx: n images nnt_conv_img_stride
+ * apart, the last one's block of c channels. */
+static size_t window_imgs(const nnt_conv_geom *g, size_t n) {
+  return n ? (n - 1) * nnt_conv_img_stride(g) + (size_t)g->c * g->h * g->w : 0;
+}
+/* The columns of n images side by side: the number of images in k; the
+ * channels per image of x and dx (g->cs, a block) in cols. */
 static int v_im2col(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, const float *x,
                     float *col) {
   vk_ctx *vc = self->ctx;
@@ -481,7 +489,7 @@ static int v_im2col(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, c
     return NNT_ERR_INVAL;
   pc.k = (uint32_t)n;
   size_t cols = (size_t)g->c * g->kh * g->kw * g->oh * g->ow * n;
-  return ew(vc, "im2col", cols, ARGS(RD(x, (size_t)g->c * g->h * g->w * n), WR(col, cols)), &pc);
+  return ew(vc, "im2col", cols, ARGS(RD(x, window_imgs(g, n)), WR(col, cols)), &pc);
 }
 static int v_col2im(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, const float *col,
                     float *dx) {
@@ -492,7 +500,9 @@ static int v_col2im(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, c
   pc.k = (uint32_t)n;
   size_t img = (size_t)g->c * g->h * g->w * n;
   return ew(vc, "col2im", img,
-            ARGS(RD(col, (size_t)g->c * g->kh * g->kw * g->oh * g->ow * n), WR(dx, img)), &pc);
+            ARGS(RD(col, (size_t)g->c * g->kh * g->kw * g->oh * g->ow * n),
+                 WR(dx, window_imgs(g, n))),
+            &pc);
 }
 static int v_pool_fwd(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode,
                       const float *x, float *y, float *idx) {

@@ -228,6 +228,9 @@ static size_t mat(size_t r, size_t c, size_t ld) { return r && c ? (r - 1) * ld 
 #define GEO_IN(g) ((size_t)(g)->c * (g)->h * (g)->w)
 #define GEO_OUT(g) ((size_t)(g)->oh * (g)->ow)
 #define GEO_COL(g) ((size_t)(g)->c * (g)->kh * (g)->kw * GEO_OUT(g))
+/* im2col's x and col2im's dx: n images nnt_conv_img_stride apart, the last
+ * one's block of c channels */
+#define GEO_IMGS(g, n) ((n) ? ((n) - 1) * nnt_conv_img_stride(g) + GEO_IN(g) : 0)
 F(gemm, (int ta, int tb, size_t m, size_t n, size_t k, float al, cf a, size_t lda, cf b,
          size_t ldb, float be, float *c, size_t ldc),
   (C(a, mat(ta ? k : m, ta ? m : k, lda)) C(b, mat(tb ? n : k, tb ? k : n, ldb))
@@ -298,9 +301,9 @@ F(upsample_nearest_fwd, (size_t r, size_t h, size_t w, size_t kh, size_t kw, cf 
   (C(x, r * h * w) C(y, r * h * kh * w * kw)), (r, h, w, kh, kw, H(x), H(y)))
 F(upsample_nearest_bwd, (size_t r, size_t h, size_t w, size_t kh, size_t kw, cf dy, float *dx),
   (C(dy, r * h * kh * w * kw) C(dx, r * h * w)), (r, h, w, kh, kw, H(dy), H(dx)))
-F(im2col, (cg g, size_t n, cf x, float *col), (C(x, n * GEO_IN(g)) C(col, n * GEO_COL(g))),
+F(im2col, (cg g, size_t n, cf x, float *col), (C(x, GEO_IMGS(g, n)) C(col, n * GEO_COL(g))),
   (g, n, H(x), H(col)))
-F(col2im, (cg g, size_t n, cf col, float *dx), (C(col, n * GEO_COL(g)) C(dx, n * GEO_IN(g))),
+F(col2im, (cg g, size_t n, cf col, float *dx), (C(col, n * GEO_COL(g)) C(dx, GEO_IMGS(g, n))),
   (g, n, H(col), H(dx)))
 F(pool_fwd, (cg g, size_t n, int mode, cf x, float *y, float *idx),
   (C(x, n * GEO_IN(g)) C(y, n * g->c * GEO_OUT(g)) C(idx, n * g->c * GEO_OUT(g))),

@@ -165,14 +165,17 @@ static void test_pointwise_bitwise(void **state) {
   const char *c[] = {"filters", "3", "kernel_size", "1", NULL};
   pointwise_case("conv1d", c, D(2, 5, 1, 9));
   /* not pointwise: stride 2, or padding, keeps its column buffers (and,
-   * with both images in one gemm, the permuted output and dY) */
+   * with both images in one gemm, the permuted output; the backward, whose
+   * dY of 2 images would not fit in one image's columns, runs one image at
+   * a time with no dY scratch) */
   const char *s2[] = {"filters", "4", "kernel_size", "1", "stride", "2", NULL};
   const char *p1[] = {"filters", "4", "kernel_size", "1", "padding", "1", NULL};
   const char *const *np[] = {s2, p1};
   for (int i = 0; i < 2; i++) {
     fd_harness h;
     fd_setup(&h, "conv2d", np[i], D(2, 3, 4, 4), 0);
-    assert_int_equal(h.fc.n_scratch, 4);
+    assert_int_equal(h.fc.n_scratch, 3);
+    assert_int_equal(h.fc.scratch_dim[2].h, 4); /* the forward's output of 2 images */
     fd_teardown(&h);
   }
 }
@@ -188,9 +191,12 @@ static void assert_close(const float *a, const float *b, size_t n, double tol) {
 
 /* Images in groups: an 8x8 output plane takes ceil(192 / 64) = 3 images
  * per gemm (layers/conv.c's CONV_GROUP_COLS), so a batch of 7 runs as
- * 3 + 3 + 1 (a remainder group). The output, dW, db and dX agree with one
- * image at a time (explicit im2col, gemm, col2im) up to summation order;
- * a batch of 1 has no permute scratch. */
+ * 3 + 3 + 1 (a remainder group). The backward's scratch stays within one
+ * image's columns: 8 filters' dY of 2 images (1024 floats) and one
+ * channel's columns (1152) pass 18 x 64, so it runs one image at a time.
+ * The output, dW, db and dX agree with one image at a time (explicit
+ * im2col, gemm, col2im) up to summation order; a batch of 1 has no
+ * permute scratch. */
 static void test_image_groups(void **state) {
   (void)state;
   const char *a[] = {"filters", "8", "kernel_size", "3", NULL};
@@ -198,11 +204,11 @@ static void test_image_groups(void **state) {
   fd_harness h;
   fd_setup(&h, "conv2d", a, in, 0);
   const unsigned f = 8, patch = 18, plane = 8 * 8, nb = 3;
-  assert_int_equal(h.fc.n_scratch, 4);
-  for (unsigned s = 0; s < 4; s++) { /* columns, columns, output, dY */
+  assert_int_equal(h.fc.n_scratch, 3);
+  for (unsigned s = 0; s < 3; s++) { /* columns, the backward's columns, output */
     nnt_dim d = h.fc.scratch_dim[s];
     assert_int_equal(d.h, s < 2 ? patch : f);
-    assert_int_equal(d.w, plane * nb);
+    assert_int_equal(d.w, s == 1 ? plane : plane * nb);
   }
   const nnt_kernels *k = h.ctx.k;
   nnt_conv_geom g = {.c = 2, .h = 10, .w = 10, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
@@ -242,6 +248,107 @@ static void test_image_groups(void **state) {
   assert_int_equal(h.fc.n_scratch, 2);
   assert_int_equal(h.fc.scratch_dim[0].w, plane);
   fd_teardown(&h);
+}
+
+/* One case of test_channel_blocks: the layer's backward groups of bnb
+ * images and blocks of bc channels, as its scratch says. */
+typedef struct block_case {
+  unsigned c, h, w, filters, kh, kw, pt, pb, pl, pr, batch;
+  unsigned bnb, bc; /* what finalize must choose */
+} block_case;
+
+/* The backward in channel blocks (layers/conv.c): each group's dW columns
+ * and dcol rows come a block of channels at a time, im2col and col2im of
+ * the block reading and writing its channels inside the images. Against
+ * the unblocked grouped backward, run here through the same kernel table
+ * (dY gathered with permute3, im2col of the group's every channel, one
+ * gemm each for dW and dcol, col2im), dX and db are bitwise the same and
+ * dW agrees up to rounding (1e-5), and the scratch, a block's columns
+ * plus the gathered dY, is at most one image's columns. Groups of 3 in blocks of 3, 3, 3 and 2 channels with a padded
+ * window, groups of 2 in blocks of 1, one image at a time, and groups of
+ * 3 in blocks of 2, 2, 2 and 1 with a 2x3 window, each with a remainder
+ * group; finite differences on the last. */
+static void test_channel_blocks(void **state) {
+  (void)state;
+  const block_case cs[] = {
+      {11, 9, 8, 2, 3, 3, 1, 0, 0, 2, 7, 3, 3},
+      {4, 10, 10, 4, 3, 3, 0, 0, 0, 0, 7, 2, 1},
+      {2, 10, 10, 8, 3, 3, 0, 0, 0, 0, 7, 1, 2},
+      {7, 5, 12, 2, 2, 3, 0, 1, 1, 1, 5, 3, 2},
+  };
+  for (size_t t = 0; t < NNT_ARRAY_LEN(cs); t++) {
+    const block_case *q = &cs[t];
+    char fs[16], ks[16], pad[32];
+    snprintf(fs, sizeof fs, "%u", q->filters);
+    snprintf(ks, sizeof ks, "%u,%u", q->kh, q->kw);
+    snprintf(pad, sizeof pad, "%u,%u,%u,%u", q->pt, q->pb, q->pl, q->pr);
+    const char *a[] = {"filters", fs, "kernel_size", ks, "padding", pad, NULL};
+    nnt_conv_geom g = {.c = q->c, .h = q->h, .w = q->w, .kh = q->kh, .kw = q->kw, .sh = 1,
+                       .sw = 1, .dh = 1, .dw = 1, .pt = q->pt, .pb = q->pb, .pl = q->pl,
+                       .pr = q->pr};
+    g.oh = q->h + q->pt + q->pb - q->kh + 1;
+    g.ow = q->w + q->pl + q->pr - q->kw + 1;
+    const nnt_dim in = D(q->batch, q->c, q->h, q->w);
+    fd_harness h;
+    fd_setup(&h, "conv2d", a, in, 0);
+    const nnt_kernels *k = h.ctx.k;
+    unsigned f = q->filters, taps = q->kh * q->kw, patch = q->c * taps;
+    size_t plane = (size_t)g.oh * g.ow, in_len = (size_t)q->c * q->h * q->w;
+    size_t out_len = f * plane, nin = nnt_dim_len(in), nout = q->batch * out_len;
+    size_t nw = (size_t)f * patch;
+    /* the backward's scratch: a block's columns, then dY when gathered */
+    nnt_dim bcol = h.fc.scratch_dim[1];
+    assert_int_equal(bcol.h, q->bc * taps);
+    assert_int_equal(bcol.w, plane * q->bnb);
+    size_t bwd = nnt_dim_len(bcol);
+    if (q->bnb > 1) {
+      assert_int_equal(h.fc.n_scratch, 4);
+      assert_int_equal(h.fc.scratch_dim[3].h, f);
+      assert_int_equal(h.fc.scratch_dim[3].w, plane * q->bnb);
+      bwd += nnt_dim_len(h.fc.scratch_dim[3]);
+    }
+    assert_true(bwd <= (size_t)patch * plane);
+    assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
+    nnt_rng r;
+    nnt_rng_seed(&r, 11);
+    tu_fill_uniform(&r, h.dout.data, nout, -1, 1);
+    memset(h.din.data, 0x7f, nin * sizeof(float));
+    memset(h.gw[0].data, 0x7f, nw * sizeof(float));
+    assert_int_equal(h.l->ops->calc_gradient(h.l, &h.ctx), NNT_OK);
+    assert_int_equal(h.l->ops->calc_derivative(h.l, &h.ctx), NNT_OK);
+    /* the unblocked grouped backward */
+    size_t gcols = q->bnb * plane;
+    float *col = calloc((size_t)patch * gcols, sizeof(float));
+    float *dyg = calloc(f * gcols, sizeof(float)), *gw = calloc(nw, sizeof(float));
+    float *gb = calloc(f, sizeof(float)), *dx = calloc(nin, sizeof(float));
+    for (unsigned b = 0; b < q->batch; b += q->bnb) {
+      unsigned n = q->batch - b < q->bnb ? q->batch - b : q->bnb;
+      const float *dy = h.dout.data + b * out_len;
+      if (q->bnb > 1) {
+        const unsigned d[3] = {n, f, (unsigned)plane}, perm[3] = {1, 0, 2};
+        assert_int_equal(k->permute3(k, 1, d, perm, dy, dyg), NNT_OK);
+        dy = dyg;
+      }
+      float beta = b ? 1.0f : 0.0f;
+      assert_int_equal(k->im2col(k, &g, n, h.in.data + b * in_len, col), NNT_OK);
+      assert_int_equal(k->gemm(k, 0, 1, f, patch, n * plane, 1.0f, dy, n * plane, col,
+                               n * plane, beta, gw, patch), NNT_OK);
+      assert_int_equal(k->sum_cols(k, f, n * plane, dy, beta, gb), NNT_OK);
+      assert_int_equal(k->gemm(k, 1, 0, patch, n * plane, f, 1.0f, h.w[0].data, patch, dy,
+                               n * plane, 0.0f, col, n * plane), NNT_OK);
+      assert_int_equal(k->col2im(k, &g, n, col, dx + b * in_len), NNT_OK);
+    }
+    /* dW's blocks are gemms of fewer columns, which OpenBLAS's edge
+     * kernels may sum in another order: equal up to rounding */
+    assert_close(h.gw[0].data, gw, nw, 1e-5);
+    assert_memory_equal(h.gw[1].data, gb, f * sizeof(float));
+    assert_memory_equal(h.din.data, dx, nin * sizeof(float));
+    free(col), free(dyg), free(gw), free(gb), free(dx);
+    fd_teardown(&h);
+  }
+  /* finite differences where the blocks are 2, 2, 2 and 1 channels */
+  const char *a[] = {"filters", "2", "kernel_size", "2,3", "padding", "0,1,1,1", NULL};
+  fd("conv2d", a, D(5, 7, 5, 12), D(5, 2, 5, 12), 1e-2f);
 }
 
 static int finalize_err(const char *type, const char *const *props, nnt_dim in, nnt_err *e) {
@@ -316,6 +423,7 @@ int main(void) {
       cmocka_unit_test(test_conv_frozen_weight),
       cmocka_unit_test(test_pointwise_bitwise),
       cmocka_unit_test(test_image_groups),
+      cmocka_unit_test(test_channel_blocks),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_registry),
   };

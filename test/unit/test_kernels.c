@@ -654,7 +654,7 @@ static void test_permute_upsample(void **state) {
 static nnt_conv_geom geom(unsigned c, unsigned h, unsigned w, unsigned kh, unsigned kw,
                           unsigned sh, unsigned sw, unsigned dh, unsigned dw, unsigned pt,
                           unsigned pb, unsigned pl, unsigned pr) {
-  nnt_conv_geom g = {c, h, w, kh, kw, sh, sw, dh, dw, pt, pb, pl, pr, 0, 0};
+  nnt_conv_geom g = {c, h, w, kh, kw, sh, sw, dh, dw, pt, pb, pl, pr, 0, 0, 0};
   g.oh = (h + pt + pb - dh * (kh - 1) - 1) / sh + 1;
   g.ow = (w + pl + pr - dw * (kw - 1) - 1) / sw + 1;
   return g;
@@ -715,6 +715,25 @@ static void test_windows(void **state) {
     for (size_t i = 0; i < nx * NI; i++)
       rhs += (double)x[i] * ((double)dx[i] - dx0[i]);
     expect1("col2im adjoint", rhs, lhs, 1e-5);
+    if (g->c > 1) {
+      /* a block of channels [1, c) of the NI images (cs = c: x and dx at
+       * channel 1, images c channels apart): im2col gives those channels'
+       * rows of the full columns, col2im adds onto those channels only,
+       * each bitwise as over all channels */
+      nnt_conv_geom gb = *g;
+      gb.c = g->c - 1;
+      gb.cs = g->c;
+      size_t taps = (size_t)g->kh * g->kw, skip = taps * oplane * NI;
+      float *colb = malloc((ncol - skip) * 4), *dxb = dup(dx0, nx * NI);
+      assert_int_equal(K->im2col(K, &gb, NI, x + plane, colb), NNT_OK);
+      assert_memory_equal(colb, col + skip, (ncol - skip) * 4);
+      assert_int_equal(K->col2im(K, &gb, NI, cr + skip, dxb + plane), NNT_OK);
+      for (unsigned i = 0; i < NI; i++) {
+        assert_memory_equal(dxb + i * nx, dx0 + i * nx, plane * 4);
+        assert_memory_equal(dxb + i * nx + plane, dx + i * nx + plane, (nx - plane) * 4);
+      }
+      free(colb), free(dxb);
+    }
     /* pooling over 2 images, max and average (padding counted in the mean) */
     size_t nimg = 2, nin = nimg * nx, nout = nimg * g->c * oplane;
     float *px = rnd(nin, -1, 1), *py = malloc(nout * 4), *idx = malloc(nout * 4);

@@ -78,9 +78,16 @@ static const oh_case cases[] = {
     /* images in groups (layers/conv.c): an 8x8 plane takes 3 images per
      * gemm, so a batch of 7 runs as 3 + 3 + 1 (a remainder); the cases
      * above run their whole batch in one group (finite differences:
-     * test_conv_fd) */
+     * test_conv_fd). The backward keeps its scratch within one image's
+     * columns: here one image at a time (dY of 3 does not fit), then
+     * groups of 2 in blocks of 1 channel, then groups of 3 in blocks of
+     * 3, 3, 3 and 2 channels (im2col, col2im of channel blocks) */
     {.type = "conv2d", .props = {"filters=4", "kernel_size=3"}, .in = {"2:10:10"}, .batch = 7,
      .no_fd = 1},
+    {.type = "conv2d", .props = {"filters=4", "kernel_size=3"}, .in = {"4:10:10"}, .batch = 7,
+     .no_fd = 1},
+    {.type = "conv2d", .props = {"filters=2", "kernel_size=3", "padding=1,0,0,2"},
+     .in = {"11:9:8"}, .batch = 7, .no_fd = 1},
     {.type = "conv1d", .props = {"filters=3", "kernel_size=3", "stride=2", "padding=same"},
      .in = {"2:1:9"}},
     {.type = "conv1d", .props = {"filters=2", "kernel_size=2", "dilation=2"}, .in = {"2:1:7"}},

@@ -265,7 +265,8 @@ static void test_other_ops(void **state) {
  * case has: stride, dilation, asymmetric padding, a first output row whose
  * windows are all padding (max pooling's idx -1 and output 0), two images
  * (im2col's columns of the two side by side).
- * im2col, col2im (accumulating onto dx), max and average pooling forward
+ * im2col, col2im (accumulating onto dx), the two for a block of channels
+ * (one of the two: g.cs), max and average pooling forward
  * and backward are the CPU's bit for bit (the gathers add in the CPU's
  * order); batch normalization with y aliasing x, then its backward with dx
  * aliasing dy and no dgamma, then with dgamma only, within 1e-5. */
@@ -277,11 +278,15 @@ static void test_window_and_bn_ops(void **state) {
   const nnt_conv_geom g = {.c = 2, .h = 5, .w = 6, .kh = 3, .kw = 2, .sh = 2, .sw = 1,
                            .dh = 1, .dw = 2, .pt = 4, .pb = 1, .pl = 1, .pr = 1,
                            .oh = 4, .ow = 6};
+  nnt_conv_geom gb = g;
+  gb.c = 1;
+  gb.cs = 2;
   enum { NI = 2, X = NI * 2 * 30, Y = NI * 2 * 24, COL = NI * 2 * 6 * 24, BO = 3, BC = 4, BI = 5,
          BN = BO * BC * BI };
   /* offsets of the regions in one buffer */
   enum { oX = 0, oDY = oX + X, oCI = oDY + Y, oDX = oCI + COL, oCO = oDX + X, oYM = oCO + COL,
-         oIM = oYM + Y, oDM = oIM + Y, oYA = oDM + X, oDA = oYA + Y, WIN = oDA + X,
+         oIM = oYM + Y, oDM = oIM + Y, oYA = oDM + X, oDA = oYA + Y, oCB = oDA + X,
+         oDXB = oCB + COL / 2, WIN = oDXB + X,
          oBX = WIN, oG = oBX + BN, oB = oG + BC, oMU = oB + BC, oVAR = oMU + BC,
          oIS = oVAR + BC, oXH = oIS + BC, oBDY = oXH + BN, oDG = oBDY + BN, oDB = oDG + BC,
          oDG2 = oDB + BC, ALL = oDG2 + BC };
@@ -300,6 +305,9 @@ static void test_window_and_bn_ops(void **state) {
     float *p = side ? h : v;
     assert_int_equal(kk->im2col(kk, &g, NI, p + oX, p + oCO), NNT_OK);
     assert_int_equal(kk->col2im(kk, &g, NI, p + oCI, p + oDX), NNT_OK);
+    /* channel 1 of the 2 alone (a block: images 2 channels apart) */
+    assert_int_equal(kk->im2col(kk, &gb, NI, p + oX + 30, p + oCB), NNT_OK);
+    assert_int_equal(kk->col2im(kk, &gb, NI, p + oCI + COL / 2, p + oDXB + 30), NNT_OK);
     assert_int_equal(kk->pool_fwd(kk, &g, NI, 0, p + oX, p + oYM, p + oIM), NNT_OK);
     assert_int_equal(kk->pool_bwd(kk, &g, NI, 0, p + oDY, p + oIM, p + oDM), NNT_OK);
     assert_int_equal(kk->pool_fwd(kk, &g, NI, 1, p + oX, p + oYA, NULL), NNT_OK);

@@ -1,6 +1,7 @@
 // im2col of n images side by side (n in p.k):
 // col[(c kh + a) kw + b][img oh ow + oy ow + ox] = x[img][c][iy][ix] (0 in
-// the padding), one invocation per element of col. b0 = x, b1 = col.
+// the padding), one invocation per element of col; image img starts at
+// img * G_CS channels (a block of G_C channels of G_CS). b0 = x, b1 = col.
 #version 450
 layout(local_size_x = 256) in;
 #include "common.glsl"
@@ -18,6 +19,6 @@ void main() {
   int ix = int(ox * G_SW) - int(G_PL) + int(b * G_DW);
   float v = 0.0;
   if (iy >= 0 && iy < int(G_H) && ix >= 0 && ix < int(G_W))
-    v = b0.v[p.o0 + ((img * G_C + c) * G_H + uint(iy)) * G_W + uint(ix)];
+    v = b0.v[p.o0 + ((img * G_CS + c) * G_H + uint(iy)) * G_W + uint(ix)];
   b1.v[p.o1 + i] = v;
 }

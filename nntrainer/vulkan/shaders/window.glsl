@@ -13,6 +13,7 @@
 #define G_PL p.u5
 #define G_OH p.u6
 #define G_OW p.u7
+#define G_CS p.cols // im2col, col2im: channels per image of x, dx
 
 // The output position whose window tap (a, b) reads input (iy, ix), or
 // false when there is none (not on the stride grid or outside the output).
