@@ -162,7 +162,7 @@ static size_t blocker(const nnt_plan_block *blk, size_t nr, const size_t *off, s
  * obstacle: the move lets the large one go in first.) off and *pool become
  * the best plan found, down to the bound. */
 static int try_orders(const nnt_plan_block *blk, size_t nr, size_t align, size_t chunk,
-                      size_t bound, size_t *off, size_t *pool, nnt_err *e) {
+                      size_t bound, int quick, size_t *off, size_t *pool, nnt_err *e) {
   size_t *alt = nnt_malloc((nr + 1) * sizeof *alt);
   unsigned *best = nnt_malloc((nr + 1) * sizeof *best);
   unsigned *perm = nnt_malloc((nr + 1) * sizeof *perm);
@@ -186,7 +186,7 @@ static int try_orders(const nnt_plan_block *blk, size_t nr, size_t align, size_t
   for (size_t i = 0; i < nr; i++)
     nz += blk[i].bytes != 0;
   /* candidates: the top block, the block under it, the one under that... */
-  for (int moves = 0; moves < TOP_MOVES && *pool > bound && !rc && nz > 1;) {
+  for (int moves = 0; moves < TOP_MOVES && *pool > bound && !rc && nz > 1 && !quick;) {
     int better = 0;
     size_t c = top_block(blk, nr, off);
     for (int depth = 0; depth < 8 && c < nr && !better && moves < TOP_MOVES && !rc; depth++) {
@@ -256,7 +256,7 @@ int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
     goto out;
   /* above the bound: best fit in its other orders, the smallest kept */
   if (planner == NNT_PLANNER_BEST_FIT && pool > bound &&
-      (rc = try_orders(blk, nr, m->align, m->chunk, bound, off, &pool, e)))
+      (rc = try_orders(blk, nr, m->align, m->chunk, bound, m->quick, off, &pool, e)))
     goto out;
 #ifndef NDEBUG
   validate = 1;

@@ -51,6 +51,7 @@ typedef struct nnt_mgr {
   int poison; /* fill a tensor with NaN when its lifetime ends (debug) */
   size_t align; /* of every tensor's offset: NNT_MGR_ALIGN unless set */
   size_t chunk; /* buft's chunk: no tensor crosses a multiple of it (0: none) */
+  int quick;    /* best fit: the fixed block orders only, no search over orders */
 } nnt_mgr;
 
 /* An empty manager whose arena will be a host buffer. */

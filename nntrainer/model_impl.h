@@ -120,6 +120,7 @@ struct nnt_model {
   /* tests only: 1 leaves every layer's backward reads as its finalize
    * declared them (no keep_less), to compare both ways bit for bit */
   int keep_outputs;
+  int plan_quick; /* nnt_model_train_total: plans without best fit's order search */
   float clip_grad_norm;     /* 0: off */
   uint64_t seed;
   int seed_set;

@@ -554,6 +554,7 @@ static int build_requests(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
 static int plan_requests(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
   nnt_mgr_init(g);
   nnt_mgr_set_buffer_type(g, m->be->buft);
+  g->quick = m->plan_quick;
   g->poison = m->poison;
   int rc = build_requests(m, mode, g, e);
   if (!rc) {
@@ -566,7 +567,12 @@ static int plan_requests(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
 int nnt_model_train_total(nnt_model *m, size_t *total, nnt_err *e) {
   nnt_mgr g;
   size_t parts[3];
+  /* a candidate of the recomputation search: the fixed block orders only
+   * (the search over orders, run for the plan that trains, costs several
+   * placements each time) */
+  m->plan_quick = 1;
   int rc = plan_requests(m, NNT_MODE_TRAIN, &g, e);
+  m->plan_quick = 0;
   if (!rc && mode_total(m, NNT_MODE_TRAIN, &g, parts, total))
     *total = SIZE_MAX;
   nnt_mgr_free(&g);
