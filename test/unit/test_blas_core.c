@@ -7,6 +7,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,6 +71,7 @@ static void check_product(void) {
     }
 }
 
+#if defined(__x86_64__) || defined(__i386__)
 static void test_switch_then_choose(void **state) {
   (void)state;
   unsetenv("OPENBLAS_CORETYPE"); /* as a user who set nothing */
@@ -116,6 +118,31 @@ static void test_cli_keeps_user_core(void **state) {
   assert_int_equal(sscanf(k, "blas: OpenBLAS %*s %31s", core), 1);
   assert_true(nnt_blas_core_rank(core) >= nnt_blas_cpu_rank());
 }
+#else
+/* Not x86: the choice is OpenBLAS's own (its arm64 builds pick by the
+ * CPU's ID registers); nothing is switched, and products still run. */
+static void test_switch_then_choose(void **state) {
+  (void)state;
+  assert_int_equal(nnt_blas_cpu_rank(), NNT_BLAS_SSE);
+  char before[64];
+  snprintf(before, sizeof before, "%s", openblas_get_corename());
+  nnt_cpu_blas_choose_core();
+  assert_string_equal(openblas_get_corename(), before);
+  assert_null(nnt_cpu_blas_first_core());
+  check_product();
+}
+
+static void test_cli_keeps_user_core(void **state) {
+  (void)state;
+  char out[8192];
+  assert_int_equal(tu_run_cli("train " NNT_SOURCE_DIR "/benchmarks/models/mlp.ini "
+                              "--synthetic=64 epochs=1",
+                              out, sizeof out),
+                   0);
+  tu_assert_contains(out, " kernels, ");
+  assert_null(strstr(out, "own pick"));
+}
+#endif
 
 int main(void) {
   const struct CMUnitTest tests[] = {
