@@ -300,7 +300,7 @@ static int cmp_key(const void *pa, const void *pb) {
   return a->idx < b->idx ? -1 : (a->idx > b->idx);
 }
 
-/* The other orders nnt_plan_best_fit_order offers: longest life first,
+/* The other orders nnt_plan_best_fit_perm offers: longest life first,
  * and largest bytes x life first. */
 static int cmp_key_len(const void *pa, const void *pb) {
   const bf_key *a = pa, *b = pb;
@@ -460,20 +460,18 @@ static int plan_best_fit(const nnt_plan_block *b, size_t n, size_t align, size_t
   for (size_t i = 0; i < n; i++)
     if (b[i].bytes)
       s.key[m++] = (bf_key){b[i].bytes, b[i].last - b[i].first, (unsigned)i, b[i].first};
-  if (perm) /* the caller's order: the key of block perm[k] k-th */
-    for (size_t k = 0; k < nz; k++)
-      s.key[k] = (bf_key){b[perm[k]].bytes, b[perm[k]].last - b[perm[k]].first, perm[k],
-                          b[perm[k]].first};
-  else
+  for (size_t k = 0; perm && k < nz; k++) /* the caller's order: block perm[k] k-th */
+    s.key[k] = (bf_key){b[perm[k]].bytes, b[perm[k]].last - b[perm[k]].first, perm[k],
+                        b[perm[k]].first};
+  if (!perm)
     qsort(s.key, nz, sizeof *s.key,
           order == 1   ? cmp_key_len
           : order == 2 ? cmp_key_area
           : order == 3 ? cmp_key_first
           : order == 4 ? cmp_key_last
                        : cmp_key);
-  if (perm_out)
-    for (size_t k = 0; k < nz; k++)
-      perm_out[k] = s.key[k].idx;
+  for (size_t k = 0; perm_out && k < nz; k++)
+    perm_out[k] = s.key[k].idx;
   for (size_t i = 0; i < n; i++) /* count each cell's registry nodes */
     if (b[i].bytes) {
       size_t cf = bf_cell(&s, b[i].first), cl = bf_cell(&s, b[i].last);
@@ -752,9 +750,9 @@ int nnt_plan(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t n,
   return nnt_plan_chunked(kind, blocks, n, align, 0, offsets, pool_bytes, e);
 }
 
-int nnt_plan_chunked(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t n,
-                     size_t align, size_t chunk, size_t *offsets, size_t *pool_bytes,
-                     nnt_err *e) {
+/* The arguments every planner refuses: alignment, chunk, lifetimes, sizes. */
+static int plan_checks(const nnt_plan_block *blocks, size_t n, size_t align, size_t chunk,
+                       nnt_err *e) {
   if (!align || (align & (align - 1)))
     return nnt_err_set(e, NNT_ERR_INVAL, "planner: alignment %zu is not a power of two", align);
   if (chunk % align)
@@ -777,31 +775,26 @@ int nnt_plan_chunked(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t
                          "planner: block sizes add up past SIZE_MAX at block %zu", i);
     total += align_up(blocks[i].bytes, align) + chunk;
   }
-  if (kind == NNT_PLANNER_BASIC)
-    return plan_basic(blocks, n, align, chunk, offsets, pool_bytes);
+  return NNT_OK;
+}
+
+int nnt_plan_chunked(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t n,
+                     size_t align, size_t chunk, size_t *offsets, size_t *pool_bytes,
+                     nnt_err *e) {
+  int rc = plan_checks(blocks, n, align, chunk, e);
+  if (rc || kind == NNT_PLANNER_BASIC)
+    return rc ? rc : plan_basic(blocks, n, align, chunk, offsets, pool_bytes);
   if (kind == NNT_PLANNER_POOL)
     return plan_pool(blocks, n, align, chunk, offsets, pool_bytes, e);
   return plan_best_fit(blocks, n, align, chunk, 0, NULL, NULL, offsets, pool_bytes, e);
 }
 
-int nnt_plan_best_fit_order(const nnt_plan_block *blocks, size_t n, size_t align, size_t chunk,
-                            int order, size_t *offsets, size_t *pool_bytes, nnt_err *e) {
-  /* the same checks as nnt_plan_chunked's: a plain best fit first */
-  int rc = nnt_plan_chunked(NNT_PLANNER_BEST_FIT, blocks, n, align, chunk, offsets, pool_bytes,
-                            e);
-  if (rc || order <= 0 || order >= NNT_BEST_FIT_ORDERS)
-    return rc;
-  return plan_best_fit(blocks, n, align, chunk, order, NULL, NULL, offsets, pool_bytes, e);
-}
-
 int nnt_plan_best_fit_perm(const nnt_plan_block *blocks, size_t n, size_t align, size_t chunk,
                            int order, const unsigned *perm, unsigned *perm_out,
                            size_t *offsets, size_t *pool_bytes, nnt_err *e) {
+  int rc = plan_checks(blocks, n, align, chunk, e);
   if (order < 0 || order >= NNT_BEST_FIT_ORDERS)
     order = 0;
-  int rc = nnt_plan_chunked(NNT_PLANNER_BEST_FIT, blocks, n, align, chunk, offsets, pool_bytes,
-                            e);
-  if (rc)
-    return rc;
-  return plan_best_fit(blocks, n, align, chunk, order, perm, perm_out, offsets, pool_bytes, e);
+  return rc ? rc : plan_best_fit(blocks, n, align, chunk, order, perm, perm_out, offsets,
+                                 pool_bytes, e);
 }

@@ -38,17 +38,15 @@ int nnt_plan_chunked(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t
  * @return NNT_OK and the bound in *bound, or NNT_ERR_NOMEM (it sorts a
  * copy of the blocks' ends). */
 int nnt_plan_lower_bound(const nnt_plan_block *blocks, size_t n, size_t *bound, nnt_err *e);
-/* Best fit with the blocks taken in another order: 0 largest first (as
- * nnt_plan_chunked), 1 longest life first, 2 largest bytes x life first,
- * 3 earliest first, 4 latest end first. The manager tries them when order
- * 0 leaves the arena above its lower bound, and keeps the smallest. */
-#define NNT_BEST_FIT_ORDERS 5
-int nnt_plan_best_fit_order(const nnt_plan_block *blocks, size_t n, size_t align, size_t chunk,
-                            int order, size_t *offsets, size_t *pool_bytes, nnt_err *e);
 /* Best fit with the blocks of nonzero size taken in the order perm gives
- * (their indices, each once), or when perm is NULL in order `order` (as
- * above). perm_out, when not NULL, receives the order used (one index per
- * block of nonzero size). */
+ * (their indices, each once), or when perm is NULL in one of
+ * NNT_BEST_FIT_ORDERS orders: 0 largest first (as nnt_plan_chunked), 1
+ * longest life first, 2 largest bytes x life first, 3 earliest first, 4
+ * latest end first. perm_out, when not NULL, receives the order used (one
+ * index per block of nonzero size). The manager tries the orders, then
+ * searches over permutations, when order 0 leaves the arena above its lower
+ * bound, and keeps the smallest (manager.c). */
+#define NNT_BEST_FIT_ORDERS 5
 int nnt_plan_best_fit_perm(const nnt_plan_block *blocks, size_t n, size_t align, size_t chunk,
                            int order, const unsigned *perm, unsigned *perm_out,
                            size_t *offsets, size_t *pool_bytes, nnt_err *e);

@@ -3,6 +3,7 @@
  * normalization) and argmax_match (the accuracy count), against double
  * references; the optimizer updates' skip flag and subnormal flush,
  * clip_scale and flag_nonfinite (the checks a backend with steps runs);
+ * the Philox generator's known-answer vectors;
  * and the status every entry returns: NNT_OK on good arguments,
  * NNT_ERR_INVAL on those it can see are wrong. */
 #include "test_util.h"
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "nntrainer/compute/kernels.h"
+#include "nntrainer/philox.h"
 
 static const nnt_kernels *K;
 static nnt_rng R;
@@ -162,6 +164,37 @@ static void test_update_guards(void **state) {
   assert_true(flag == 1);
 }
 
+/* Philox-4x32-10 against the known answers published with Random123
+ * (kat_vectors: counter and key all zeros, all ones, and the digits of
+ * pi), and the uniform values it gives: in [0, 1), mean near 1/2. */
+static void test_philox(void **state) {
+  (void)state;
+  static const struct {
+    uint64_t key, hi, lo;
+    uint32_t want[4];
+  } kat[] = {
+      {0, 0, 0, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+      {~0ull, ~0ull, ~0ull, {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+      {0x299f31d0a4093822ull, 0x0370734413198a2eull, 0x85a308d3243f6a88ull,
+       {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+  };
+  for (size_t k = 0; k < sizeof kat / sizeof kat[0]; k++) {
+    nnt_philox_out o = nnt_philox(kat[k].key, kat[k].hi, kat[k].lo);
+    for (int i = 0; i < 4; i++)
+      assert_int_equal(o.v[i], kat[k].want[i]);
+  }
+  double sum = 0;
+  for (uint64_t i = 0; i < 100000; i++) {
+    float u = nnt_philox_uniform_at(42, 7, i);
+    assert_true(u >= 0.0f && u < 1.0f);
+    sum += u;
+  }
+  assert_true(fabs(sum / 100000 - 0.5) < 0.01);
+  /* another stream or key gives other values */
+  assert_true(nnt_philox_uniform_at(42, 8, 0) != nnt_philox_uniform_at(42, 7, 0) ||
+              nnt_philox_uniform_at(42, 8, 1) != nnt_philox_uniform_at(42, 7, 1));
+}
+
 int main(void) {
   K = nnt_kernels_cpu();
   nnt_rng_seed(&R, 2025);
@@ -170,6 +203,7 @@ int main(void) {
       cmocka_unit_test(test_argmax_match),
       cmocka_unit_test(test_invalid_arguments),
       cmocka_unit_test(test_update_guards),
+      cmocka_unit_test(test_philox),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
