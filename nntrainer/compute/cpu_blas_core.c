@@ -81,7 +81,7 @@ int nnt_blas_switch_core(const char *core) {
   /* OpenBLAS reads the name from its environment variable when it
    * initialises; the user's value (if any) is put back */
   const char *user = getenv("OPENBLAS_CORETYPE");
-  char *saved = user ? strdup(user) : NULL;
+  char *saved = user ? nnt_strdup(user) : NULL;
   if (user && !saved)
     return -1;
   setenv("OPENBLAS_CORETYPE", core, 1);
@@ -91,7 +91,7 @@ int nnt_blas_switch_core(const char *core) {
     setenv("OPENBLAS_CORETYPE", saved, 1);
   else
     unsetenv("OPENBLAS_CORETYPE");
-  free(saved);
+  nnt_free(saved);
   const char *now = openblas_get_corename();
   return now && !strcasecmp(now, core) ? 0 : -1;
 }
