@@ -91,6 +91,6 @@ const nnt_layer_ops nnt_layer_activation = {
     .forward = act_forward,
     .calc_derivative = act_derivative,
     .keep_less = act_keep_less,
-    .kops = NNT_KOP_BIT(ACT_FWD) | NNT_KOP_BIT(ACT_BWD) | NNT_KOP_BIT(ACT_MASK) | NNT_KOP_BIT(ACT_BWD_MASK) | NNT_KOP_BIT(SOFTMAX_FWD) |
-            NNT_KOP_BIT(SOFTMAX_BWD),
+    .kops = NNT_KOP_BIT(ACT_FWD) | NNT_KOP_BIT(ACT_BWD) | NNT_KOP_BIT(ACT_MASK) |
+            NNT_KOP_BIT(ACT_BWD_MASK) | NNT_KOP_BIT(SOFTMAX_FWD) | NNT_KOP_BIT(SOFTMAX_BWD),
 };

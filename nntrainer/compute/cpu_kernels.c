@@ -189,26 +189,13 @@ static int k_add_col_vec(const nnt_kernels *self, size_t rows, size_t cols, cons
       y[r * cols + c] += v[r];
   return NNT_OK;
 }
-/* Each row summed in double over 8 partial sums (partial sum l takes the
- * columns c % 8 == l of the whole blocks, partial sum 0 the tail, added in
- * order 0..7): a loop gcc vectorizes, where one running sum is a chain of
- * dependent additions (the convolution's bias gradient spent 7% of a small
- * CNN's step here). */
+/* Each row summed by nnt_cpu_dsum (partial sums: one running sum was 7% of
+ * a small CNN's step here, as the convolution's bias gradient). */
 static int k_sum_cols(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta,
                       float *out) {
   (void)self;
   for (size_t r = 0; r < rows; r++) {
-    const float *xr = x + r * cols;
-    double acc[8] = {0};
-    size_t c = 0;
-    for (; c + 8 <= cols; c += 8)
-      for (int l = 0; l < 8; l++)
-        acc[l] += xr[c + l];
-    for (; c < cols; c++)
-      acc[0] += xr[c];
-    double s = 0;
-    for (int l = 0; l < 8; l++)
-      s += acc[l];
+    double s = nnt_cpu_dsum(x + r * cols, cols);
     out[r] = (float)s + (beta == 0 ? 0 : beta * out[r]);
   }
   return NNT_OK;

@@ -4,25 +4,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* Sums in double over 8 independent partial sums: the partial sums break the
- * chain of dependent additions (several times faster than one running sum)
- * and their fixed order keeps results reproducible. */
-#define NNT_LANES 8
-
-static double dsum(const float *p, size_t n) {
-  double acc[NNT_LANES] = {0};
-  size_t i = 0;
-  for (; i + NNT_LANES <= n; i += NNT_LANES)
-    for (int l = 0; l < NNT_LANES; l++)
-      acc[l] += p[i + l];
-  for (; i < n; i++)
-    acc[0] += p[i];
-  double s = 0;
-  for (int l = 0; l < NNT_LANES; l++)
-    s += acc[l];
-  return s;
-}
-
 static double dsum_sqdev(const float *p, size_t n, double mu) {
   double acc[NNT_LANES] = {0};
   size_t i = 0;
@@ -72,7 +53,7 @@ int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch
   for (size_t c = 0; c < ch; c++) {
     double s = 0, s2 = 0;
     for (size_t o = 0; o < outer; o++)
-      s += dsum(x + (o * ch + c) * inner, inner);
+      s += nnt_cpu_dsum(x + (o * ch + c) * inner, inner);
     double mu = s / n;
     for (size_t o = 0; o < outer; o++)
       s2 += dsum_sqdev(x + (o * ch + c) * inner, inner, mu);
