@@ -9,7 +9,7 @@
  *
  *   charlm [--fortunes DIR] [--epochs N] [--samples N] [--held-windows N]
  *          [--load FILE] [--save FILE] [--generate N] [--temperature X]
- *          [--seed N] [--engine cpu|gpu] CONFIG
+ *          [--seed N] [--skip NAMES] [--expect-below X] [--engine cpu|gpu] CONFIG
  *
  * Every 10th quote is held out; after training the program reports the
  * cross-entropy per character on the held-out text (nats and bits; a model
@@ -17,7 +17,10 @@
  * --samples: training windows per epoch (default 4096); --held-windows:
  * held-out windows scored (default 0: all); --load FILE: start from these
  * weights (with --epochs 0: evaluate and sample only); --save FILE: write
- * the trained weights (NNTrainer's .bin format).
+ * the trained weights (NNTrainer's .bin format); --skip a,b: leave out
+ * these fortune files (the LoRA example adapts a model to one it never saw);
+ * --expect-below X: exit with status 3 when the held-out cross-entropy after
+ * training is not below X nats (the test suite's check that it learns).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,11 +49,12 @@ static void on_progress(const ml_train_ext_progress_s *p, void *user_data) {
 static int usage(void) {
   fprintf(stderr, "usage: charlm [--fortunes DIR] [--epochs N] [--samples N] [--held-windows N] "
                   "[--load FILE] [--save FILE] [--generate N] [--temperature X] [--seed N] "
-                  "[--engine cpu|gpu] CONFIG\n");
+                  "[--skip NAMES] [--expect-below X] [--engine cpu|gpu] CONFIG\n");
   return 2;
 }
 
-static int report(ml_train_model_h model, const cl_text *held, size_t windows, const char *when) {
+static int report(ml_train_model_h model, const cl_text *held, size_t windows, const char *when,
+                  double *out) {
   double nats;
   size_t chars;
   double t0 = fm_now();
@@ -59,6 +63,8 @@ static int report(ml_train_model_h model, const cl_text *held, size_t windows, c
     printf("%s: held-out cross-entropy %.4f nats/char (%.4f bits/char) over %zu characters "
            "(%.1f s)\n",
            when, nats, nats / 0.6931471805599453, chars, fm_now() - t0);
+  if (!rc && out)
+    *out = nats;
   return rc;
 }
 
@@ -66,7 +72,9 @@ int main(int argc, char **argv) {
   const char *dir = CL_FORTUNES_DIR, *config = NULL, *load = NULL, *save = NULL;
   char engine[32] = "";
   size_t epochs = (size_t)-1, samples = 4096, held_windows = 0, generate = 300, seed = 7;
-  double temperature = 0.8;
+  double temperature = 0.8, expect_below = 0;
+  char skip_buf[1024] = "";
+  const char *skip[64] = {NULL};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--fortunes") && v)
@@ -78,13 +86,21 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--engine") && v) {
       snprintf(engine, sizeof engine, "engine=%s", v);
       i++;
-    } else if (!strcmp(a, "--temperature") && v) {
+    } else if (!strcmp(a, "--skip") && v) {
+      /* a comma-separated list of file names */
+      snprintf(skip_buf, sizeof skip_buf, "%s", v);
+      size_t n = 0;
+      for (char *tok = strtok(skip_buf, ","); tok && n + 1 < 64; tok = strtok(NULL, ","))
+        skip[n++] = tok;
+      i++;
+    } else if ((!strcmp(a, "--temperature") || !strcmp(a, "--expect-below")) && v) {
       char *end;
-      temperature = strtod(v, &end);
-      if (*end || !(temperature > 0)) {
-        fprintf(stderr, "error: --temperature needs a positive number, not '%s'\n", v);
+      double x = strtod(v, &end);
+      if (*end || !(x > 0)) {
+        fprintf(stderr, "error: %s needs a positive number, not '%s'\n", a, v);
         return 2;
       }
+      *(!strcmp(a, "--temperature") ? &temperature : &expect_below) = x;
       i++;
     } else if ((!strcmp(a, "--epochs") || !strcmp(a, "--samples") ||
                 !strcmp(a, "--held-windows") || !strcmp(a, "--generate") ||
@@ -106,7 +122,7 @@ int main(int argc, char **argv) {
     return usage();
 
   cl_text train, held;
-  if (cl_load(dir, cl_fortune_files, NULL, 10, &train, &held))
+  if (cl_load(dir, cl_fortune_files, skip, 10, &train, &held))
     return 1;
   printf("text: %zu training and %zu held-out characters from %s\n", train.len, held.len, dir);
 
@@ -134,7 +150,8 @@ int main(int argc, char **argv) {
     goto out;
   printf("model %s: windows of %u characters, batch %u\n", config, steps, batch);
 
-  if ((rc = report(model, &held, held_windows, "before training")))
+  double after = 0;
+  if ((rc = report(model, &held, held_windows, "before training", NULL)))
     goto out;
   if (epochs) {
     char prop[64] = "";
@@ -148,8 +165,14 @@ int main(int argc, char **argv) {
       goto out;
     printf("training took %.1f s\n", fm_now() - t0);
   }
-  if ((rc = report(model, &held, held_windows, "after training")))
+  if ((rc = report(model, &held, held_windows, "after training", &after)))
     goto out;
+  if (expect_below > 0 && !(after < expect_below)) {
+    fprintf(stderr, "error: held-out cross-entropy %.4f nats/char is not below %.4f\n", after,
+            expect_below);
+    rc = 3;
+    goto out;
+  }
   if (save && (rc = check(ml_train_model_save(model, save, ML_TRAIN_MODEL_FORMAT_BIN), save)))
     goto out;
   if (generate) {
@@ -167,5 +190,5 @@ out:
     ml_train_model_destroy(model);
   cl_text_free(&train);
   cl_text_free(&held);
-  return rc ? 1 : 0;
+  return rc == 3 ? 3 : rc ? 1 : 0;
 }
