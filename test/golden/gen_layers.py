@@ -137,3 +137,82 @@ for a in ACTS:
 loss_case("cross_softmax", (3, 1, 2, 5), 3.0)
 loss_case("cross_sigmoid", (2, 1, 3, 4), 10.0)
 loss_case("mse", (2, 2, 2, 3), 1.0)
+
+
+# lstm and lstmcell against torch.nn.LSTM / LSTMCell in float64. NNTrainer
+# keeps weight_ih [feature, 4 unit] and weight_hh [unit, 4 unit], the gate
+# columns in PyTorch's order i, f, g, o: PyTorch's weights transposed. Its
+# bias_ih, bias_hh are PyTorch's; integrate_bias's bias_h is their sum (here
+# PyTorch's bias_hh is 0). Without return_sequences the output is position
+# T - 1 of the sequence, both directions (what NNTrainer returns, and
+# PyTorch's out[:, -1]). Files, little-endian float32:
+#   lstm_<case>.bin      x [b, T, feat], the weights in NNTrainer's order
+#                        (direction 0, then reverse_*), R, out, dx, then
+#                        every weight's gradient in the same order
+#   lstmcell_<case>.bin  x, h, c, the weights, R_h, R_c, h', c', dx, dh, dc,
+#                        the weights' gradients
+def lstm_weights(mod, suffix, bias):
+    """NNTrainer's weights of one direction as (tensor, torch leaf) pairs."""
+    out = [
+        ("weight_ih", getattr(mod, "weight_ih" + suffix), True),
+        ("weight_hh", getattr(mod, "weight_hh" + suffix), True),
+    ]
+    if bias == "integrate":
+        out.append(("bias_h", getattr(mod, "bias_ih" + suffix), False))
+    elif bias == "separate":
+        out.append(("bias_ih", getattr(mod, "bias_ih" + suffix), False))
+        out.append(("bias_hh", getattr(mod, "bias_hh" + suffix), False))
+    return out
+
+
+def lstm_init(mod, bias):
+    with torch.no_grad():
+        for name, p in mod.named_parameters():
+            p.copy_(((torch.rand(p.shape) - 0.5) * 1.2).to(torch.float32).double())
+            if bias == "integrate" and name.startswith("bias_hh"):
+                p.zero_()
+
+
+def lstm_case(name, b, T, feat, unit, seq, bidir, bias):
+    mod = torch.nn.LSTM(feat, unit, batch_first=True, bidirectional=bidir,
+                        bias=bias != "none").double()
+    lstm_init(mod, bias)
+    x = f32(b, T, feat).requires_grad_()
+    y, _ = mod(x)
+    if not seq:
+        y = y[:, -1:, :]
+    r = (torch.rand(y.shape) * 2 - 1).to(torch.float32).double()
+    (y * r).sum().backward()
+    ws = []
+    for suffix in ([""] + (["_reverse"] if bidir else [])):
+        ws += lstm_weights(mod, "_l0" + suffix, bias)
+    vals = [p.t() if mat else p for _, p, mat in ws]
+    grads = [p.grad.t() if mat else p.grad for _, p, mat in ws]
+    if bias == "separate":
+        # both biases enter alike: their gradients are equal
+        assert torch.allclose(grads[2], grads[3], rtol=0, atol=1e-12)
+    save("lstm_" + name, x, *vals, r, y, x.grad, *grads)
+
+
+def lstmcell_case(name, b, feat, unit, bias):
+    mod = torch.nn.LSTMCell(feat, unit, bias=bias != "none").double()
+    lstm_init(mod, bias)
+    x = f32(b, feat).requires_grad_()
+    h = f32(b, unit).requires_grad_()
+    c = f32(b, unit).requires_grad_()
+    h2, c2 = mod(x, (h, c))
+    rh = (torch.rand(h2.shape) * 2 - 1).to(torch.float32).double()
+    rc = (torch.rand(c2.shape) * 2 - 1).to(torch.float32).double()
+    ((h2 * rh).sum() + (c2 * rc).sum()).backward()
+    ws = lstm_weights(mod, "", bias)
+    vals = [p.t() if mat else p for _, p, mat in ws]
+    grads = [p.grad.t() if mat else p.grad for _, p, mat in ws]
+    save("lstmcell_" + name, x, h, c, *vals, rh, rc, h2, c2, x.grad, h.grad, c.grad, *grads)
+
+
+lstm_case("seq", 2, 5, 3, 4, True, False, "separate")
+lstm_case("last_int", 3, 4, 2, 3, False, False, "integrate")
+lstm_case("bidir_seq", 2, 4, 3, 2, True, True, "separate")
+lstm_case("bidir_last_nobias", 2, 3, 2, 3, False, True, "none")
+lstmcell_case("sep", 3, 4, 3, "separate")
+lstmcell_case("int", 2, 3, 2, "integrate")

@@ -45,9 +45,20 @@ static void test_null_and_bad_arguments(void **state) {
   assert_int_equal(ml_train_layer_create(NULL, ML_TRAIN_LAYER_TYPE_FC), INVAL);
   assert_int_equal(ml_train_layer_create(&layer, (ml_train_layer_type_e)12345), INVAL);
   assert_error("12345");
-  assert_int_equal(ml_train_layer_create(&layer, ML_TRAIN_LAYER_TYPE_LSTM),
+  assert_int_equal(ml_train_layer_create(&layer, ML_TRAIN_LAYER_TYPE_CENTROID_KNN),
                    ML_ERROR_NOT_SUPPORTED);
   assert_error("not implemented");
+  /* the recurrent types NNTrainer numbers 12 and 20 */
+  assert_int_equal(ml_train_layer_create(&layer, ML_TRAIN_LAYER_TYPE_LSTM), ML_ERROR_NONE);
+  assert_int_equal(ml_train_layer_set_property(layer, "unit=3", "bidirectional=true", NULL),
+                   ML_ERROR_NONE);
+  assert_int_equal(ml_train_layer_set_property(layer, "dropout_rate=2", NULL), INVAL);
+  assert_error("dropout_rate");
+  assert_int_equal(ml_train_layer_destroy(layer), ML_ERROR_NONE);
+  assert_int_equal(ml_train_layer_create(&layer, ML_TRAIN_LAYER_TYPE_LSTMCELL), ML_ERROR_NONE);
+  assert_int_equal(ml_train_layer_set_property(layer, "unit=3", "integrate_bias=true", NULL),
+                   ML_ERROR_NONE);
+  assert_int_equal(ml_train_layer_destroy(layer), ML_ERROR_NONE);
   assert_int_equal(ml_train_layer_destroy(NULL), INVAL);
   assert_int_equal(ml_train_layer_set_property(NULL, "unit=1", NULL), INVAL);
   assert_int_equal(ml_train_optimizer_create(&opt, ML_TRAIN_OPTIMIZER_TYPE_UNKNOWN), INVAL);

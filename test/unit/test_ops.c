@@ -101,6 +101,20 @@ static const oh_case cases[] = {
      .in = {"2:5:5"}, .batch = 1},
     {.type = "pooling2d", .props = {"pooling=global_max"}, .in = {"2:4:6"}, MAXLIKE},
     {.type = "pooling2d", .props = {"pooling=global_average"}, .in = {"2:4:6"}},
+    {.type = "lstm", .props = {"unit=3", "return_sequences=true"}, .in = {"1:4:3"}},
+    {.type = "lstm", .props = {"unit=3", "integrate_bias=true"}, .in = {"1:4:3"}},
+    {.type = "lstm", .props = {"unit=2", "bidirectional=true", "return_sequences=true"},
+     .in = {"1:3:4"}},
+    {.type = "lstm", .props = {"unit=2", "bidirectional=true", "disable_bias=true"},
+     .in = {"1:3:2"}, .batch = 3},
+    {.type = "lstm", .props = {"unit=2", "return_sequences=true", "dropout_rate=0.4",
+                               "bidirectional=true", "integrate_bias=true"}, .in = {"1:3:2"}},
+    {.type = "lstm", .props = {"unit=1"}, .in = {"1:1:1"}, .batch = 1},
+    {.type = "lstmcell", .props = {"unit=2"}, .in = {"1:1:3", "1:1:2", "1:1:2"}},
+    {.type = "lstmcell", .props = {"unit=3", "integrate_bias=true", "dropout_rate=0.3"},
+     .in = {"1:1:2", "1:1:3", "1:1:3"}, .batch = 3},
+    {.type = "lstmcell", .props = {"unit=2", "disable_bias=true"},
+     .in = {"1:1:1", "1:1:2", "1:1:2"}, .batch = 1},
 };
 
 static void test_every_type_has_a_case(void **state) {

@@ -60,6 +60,18 @@ const char *const tu_type_models[] = {
     "[in]\ntype = input\ninput_shape = 1:1:5\n\n"
     "[out]\ntype = fully_connected\nunit = 3\n\n"
     "[loss]\ntype = mse\n",
+    /* lstm (with dropout; bidirectional and frozen, so its backward runs
+     * without calc_gradient), lstmcell with both outputs read */
+    HEAD("cross", "adam", "")
+    "[in]\ntype = input\ninput_shape = 1:4:3\n\n"
+    "[l1]\ntype = lstm\nunit = 3\nreturn_sequences = true\ndropout_rate = 0.2\n\n"
+    "[l2]\ntype = lstm\nunit = 2\nbidirectional = true\nintegrate_bias = true\n"
+    "trainable = false\n\n"
+    "[h0]\ntype = fully_connected\nunit = 2\ninput_layers = l2\n\n"
+    "[c0]\ntype = fully_connected\nunit = 2\ninput_layers = l2\n\n"
+    "[cell]\ntype = lstmcell\nunit = 2\ninput_layers = l2, h0, c0\n\n"
+    "[cat]\ntype = concat\naxis = 3\ninput_layers = cell(0), cell(1)\n\n"
+    "[out]\ntype = fully_connected\nunit = 3\nactivation = softmax\n",
 };
 
 const size_t tu_n_type_models = sizeof tu_type_models / sizeof tu_type_models[0];
