@@ -60,6 +60,16 @@ const char *const tu_type_models[] = {
     "[in]\ntype = input\ninput_shape = 1:1:5\n\n"
     "[out]\ntype = fully_connected\nunit = 3\n\n"
     "[loss]\ntype = mse\n",
+    /* self-attention: multi_head_attention (two heads, causal, dropout)
+     * reading one layer three times, then attention with and without a key */
+    HEAD("cross", "adam", "")
+    "[in]\ntype = input\ninput_shape = 1:4:6\n\n"
+    "[mha]\ntype = multi_head_attention\nnum_heads = 2\ncausal_mask = true\n"
+    "dropout_rate = 0.2\ninput_layers = in, in, in\n\n"
+    "[att]\ntype = attention\nscaled_dot_product = true\ninput_layers = mha, in, in\n\n"
+    "[att2]\ntype = attention\ncausal_mask = true\ninput_layers = att, mha\n\n"
+    "[flat]\ntype = flatten\n\n"
+    "[out]\ntype = fully_connected\nunit = 3\nactivation = softmax\n",
 };
 
 const size_t tu_n_type_models = sizeof tu_type_models / sizeof tu_type_models[0];
