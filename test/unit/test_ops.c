@@ -23,6 +23,11 @@ static const oh_case cases[] = {
     {.type = "fully_connected", .props = {"unit=5"}, .in = {"7"}, .batch = 3},
     {.type = "fully_connected", .props = {"unit=5"}, .in = {"2:3:4"}},
     {.type = "fully_connected", .props = {"unit=3", "disable_bias=true"}, .in = {"5"}},
+    /* LoRA: only loraA and loraB train (the harness checks each trainable
+     * dW and dX by finite differences) */
+    {.type = "fully_connected", .props = {"unit=5", "lora_rank=2"}, .in = {"7"}, .batch = 3},
+    {.type = "fully_connected",
+     .props = {"unit=4", "lora_rank=3", "lora_alpha=6", "disable_bias=true"}, .in = {"2:3:5"}},
     {.type = "activation", .props = {"activation=relu"}, .in = {"2:5"}, .batch = 3},
     {.type = "activation", .props = {"activation=leaky_relu"}, .in = {"2:5"}},
     /* a bit per element instead of the output: 210 bits, a partial last word */
