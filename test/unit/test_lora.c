@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nntrainer.h"
 #include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
 
@@ -162,11 +163,37 @@ static void test_bad_values_name_the_key(void **state) {
   refused(SEQ("[a]\ntype = attention\ninput_layers = in\n"), "2 or 3 inputs", "[a]");
 }
 
+/* The C API's layer types: attention (24) and multi_head_attention (26)
+ * with their keys, and fully_connected's LoRA keys; a bad value is refused. */
+static void test_capi_types(void **state) {
+  (void)state;
+  ml_train_layer_h l;
+  assert_int_equal(ml_train_layer_create(&l, ML_TRAIN_LAYER_TYPE_MULTI_HEAD_ATTENTION), 0);
+  assert_int_equal(ml_train_layer_set_property(l, "num_heads=2", "causal_mask=true",
+                                               "dropout_rate=0.1", "projected_key_dim=3",
+                                               "return_attention_weight=after", NULL),
+                   0);
+  assert_int_equal(ml_train_layer_set_property(l, "num_heads=0", NULL),
+                   ML_ERROR_INVALID_PARAMETER);
+  assert_int_equal(ml_train_layer_destroy(l), 0);
+  assert_int_equal(ml_train_layer_create(&l, ML_TRAIN_LAYER_TYPE_ATTENTION), 0);
+  assert_int_equal(
+      ml_train_layer_set_property(l, "scaled_dot_product=true", "causal_mask=true", NULL), 0);
+  assert_int_equal(ml_train_layer_set_property(l, "num_heads=2", NULL),
+                   ML_ERROR_INVALID_PARAMETER);
+  assert_int_equal(ml_train_layer_destroy(l), 0);
+  assert_int_equal(ml_train_layer_create(&l, ML_TRAIN_LAYER_TYPE_FC), 0);
+  assert_int_equal(ml_train_layer_set_property(l, "unit=4", "lora_rank=2", "lora_alpha=8", NULL),
+                   0);
+  assert_int_equal(ml_train_layer_destroy(l), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_only_the_factors_train),
       cmocka_unit_test(test_rank_zero_is_plain),
       cmocka_unit_test(test_bad_values_name_the_key),
+      cmocka_unit_test(test_capi_types),
   };
   return cmocka_run_group_tests(tests, tu_dir_setup, tu_dir_teardown);
 }
