@@ -18,6 +18,7 @@ static const nnt_layer_ops *const registry[] = {
     &nnt_layer_permute, &nnt_layer_upsample2d,     &nnt_layer_conv2d,
     &nnt_layer_conv1d,  &nnt_layer_pooling2d,
     &nnt_layer_lstm,    &nnt_layer_lstmcell,
+    &nnt_layer_attention, &nnt_layer_multi_head_attention,
     NULL};
 
 /* The registered types, NULL-terminated; a static table. */

@@ -293,5 +293,7 @@ extern const nnt_layer_ops nnt_layer_conv1d;
 extern const nnt_layer_ops nnt_layer_pooling2d;
 extern const nnt_layer_ops nnt_layer_lstm;
 extern const nnt_layer_ops nnt_layer_lstmcell;
+extern const nnt_layer_ops nnt_layer_attention;
+extern const nnt_layer_ops nnt_layer_multi_head_attention;
 
 #endif

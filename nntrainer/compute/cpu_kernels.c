@@ -120,6 +120,15 @@ static int k_clip_scale(const nnt_kernels *self, size_t n, float max_norm, const
   float s = sqrtf(*sumsq);
   return s > max_norm ? k_scale(self, n, max_norm / s, y) : NNT_OK;
 }
+static int k_mask_upper(const nnt_kernels *self, size_t mats, size_t rows, size_t cols, float v,
+                        float *y) {
+  (void)self;
+  for (size_t m = 0; m < mats; m++)
+    for (size_t i = 0; i < rows; i++)
+      for (size_t j = i + 1; j < cols; j++)
+        y[(m * rows + i) * cols + j] = v;
+  return NNT_OK;
+}
 static int k_axpy(const nnt_kernels *self, size_t n, float a, const float *x, float *y) {
   (void)self;
   for (size_t i = 0; i < n; i++)
@@ -607,6 +616,7 @@ const nnt_kernels nnt_cpu_kernel_table = {
     .copy = k_copy,
     .scale = k_scale,
     .clip_scale = k_clip_scale,
+    .mask_upper = k_mask_upper,
     .axpy = k_axpy,
     .add = k_add,
     .sub = k_sub,

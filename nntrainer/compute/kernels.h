@@ -273,6 +273,11 @@ typedef struct nnt_kernels {
    * (one float of backend memory), y *= max_norm / s when s > max_norm. */
   int (*clip_scale)(const struct nnt_kernels *self, size_t n, float max_norm,
                     const float *sumsq, float *y);
+  /* The causal mask of attention: for each of mats matrices [rows, cols]
+   * (row-major, one after the other), y[i][j] = v where j > i (the strict
+   * upper triangle); the rest stays as it is. */
+  int (*mask_upper)(const struct nnt_kernels *self, size_t mats, size_t rows, size_t cols,
+                    float v, float *y);
 } nnt_kernels;
 
 /* The CPU backend (OpenBLAS + plain loops). */

@@ -547,6 +547,16 @@ static int v_flag_nonfinite(const nnt_kernels *self, size_t n, const float *x, f
   return ew(vc, "flag_nonfinite", n, ARGS(RD(x, n), WR(flag, 1), WR(any, 1)), &pc);
 }
 
+static int v_mask_upper(const nnt_kernels *self, size_t mats, size_t rows, size_t cols, float v,
+                        float *y) {
+  vk_ctx *vc = self->ctx;
+  if (rows > UINT32_MAX || cols > UINT32_MAX || (rows && cols && mats > SIZE_MAX / rows / cols))
+    return NNT_ERR_INVAL;
+  vk_push pc = {.rows = (uint32_t)rows, .cols = (uint32_t)cols, .f0 = v};
+  size_t n = mats * rows * cols;
+  return ew(vc, "mask_upper", n, ARGS(WR(y, n)), &pc);
+}
+
 static const nnt_kernels vk_kernels = {
     .name = "vulkan",
     .gemm = v_gemm,
@@ -592,6 +602,7 @@ static const nnt_kernels vk_kernels = {
     .sgd_step = v_sgd_step,
     .adam_step = v_adam_step,
     .flag_nonfinite = v_flag_nonfinite,
+    .mask_upper = v_mask_upper,
 };
 
 void nnt_vk_kernels_init(vk_ctx *c) {

@@ -24,6 +24,11 @@ J = sum(out * R), so dX = dJ/dX is the backward with d_out = R.
   loss_<name>.bin x, label, out (the layer output: softmax or sigmoid
                   probabilities, or x for mse), loss (1 value), dx
 
+  attn_<case>.bin, mha_<case>.bin, lora_<case>.bin (test_attention_golden.c):
+                  the inputs, the weights in NNTrainer's order and layout, R,
+                  out, the inputs' derivatives, the trainable weights'
+                  gradients (a LoRA layer's loraA and loraB only)
+
 NNTrainer's definitions, reproduced here:
   cross_softmax: loss = -sum(label * log(softmax(x) + 1e-20)) / batch, over
     the last axis, summed over every other axis; dx = (softmax - label) /
@@ -34,6 +39,7 @@ NNTrainer's definitions, reproduced here:
   mse: the mean over all elements of (x - label)^2; dx = 2 (x - label) / N.
   leaky_relu has slope 0.01, elu alpha 1, gelu is the exact erf form.
 """
+import math
 import os
 
 import torch
@@ -216,3 +222,103 @@ lstm_case("bidir_seq", 2, 4, 3, 2, True, True, "separate")
 lstm_case("bidir_last_nobias", 2, 3, 2, 3, False, True, "none")
 lstmcell_case("sep", 3, 4, 3, "separate")
 lstmcell_case("int", 2, 3, 2, "integrate")
+# --- attention, multi_head_attention and LoRA (test_attention_golden.c) ---
+def causal(s):
+    """NNTrainer's causal mask: score (i, j) is -1e10 for j > i."""
+    tq, tk = s.shape[-2], s.shape[-1]
+    hide = torch.ones(tq, tk, dtype=torch.bool).triu(1)
+    return s.masked_fill(hide, -1e10)
+
+
+def finish(name, inputs, weights, trainable, y):
+    r = (torch.rand(y.shape) * 2 - 1).to(torch.float32).double()
+    (y * r).sum().backward()
+    save(name, *inputs, *weights, r, y, *[t.grad for t in inputs],
+         *[w.grad for w, t in zip(weights, trainable) if t])
+
+
+def attn_case(name, q_shape, v_shape, with_key, scaled, is_causal):
+    q = f32(*q_shape).requires_grad_()
+    v = f32(*v_shape).requires_grad_()
+    k = f32(*v_shape).requires_grad_() if with_key else v
+    s = q @ k.transpose(-1, -2)
+    if scaled:
+        s = s / math.sqrt(k.shape[-1])
+    if is_causal:
+        s = causal(s)
+    y = torch.softmax(s, dim=-1) @ v
+    finish(name, [q, v] + ([k] if with_key else []), [], [], y)
+
+
+def weight(rows, cols):
+    return (torch.rand(rows, cols) - 0.5).to(torch.float32).double().requires_grad_()
+
+
+def mha_case(name, qs, ks, vs, heads, dk=None, dv=None, out=None, bias=True,
+             is_causal=False, mask=False):
+    q, k, v = (f32(*t).requires_grad_() for t in (qs, ks, vs))
+    b, tq, tk = qs[0], qs[2], ks[2]
+    dk = dk or qs[3] // heads
+    dv = dv or dk
+    out = out or qs[3]
+    ws = []
+    for width, n in ((qs[3], heads * dk), (ks[3], heads * dk), (vs[3], heads * dv),
+                     (heads * dv, out)):
+        ws.append(weight(width, n))
+        if bias:
+            ws.append(weight(1, n))
+    def proj(x, i, d):
+        w = ws[2 * i if bias else i]
+        y = x.reshape(-1, x.shape[-1]) @ w
+        if bias:
+            y = y + ws[2 * i + 1]
+        return y.reshape(b, -1, heads, d).transpose(1, 2)  # [b, heads, t, d]
+    pq, pk, pv = proj(q, 0, dk), proj(k, 1, dk), proj(v, 2, dv)
+    scale = 1 / math.sqrt(dk)
+    s = (pq @ pk.transpose(-1, -2)) * scale
+    inputs = [q, k, v]
+    if mask:
+        m = f32(b, heads, tq, tk).requires_grad_()
+        s = s + m
+        inputs.append(m)
+    if is_causal:
+        s = causal(s)
+    o = (torch.softmax(s, dim=-1) @ pv).transpose(1, 2).reshape(b * tq, heads * dv)
+    y = o @ ws[6 if bias else 3]
+    if bias:
+        y = y + ws[7]
+    y = y.reshape(b, 1, tq, out)
+    # the same with torch.nn.MultiheadAttention where it can be (one
+    # width, no mask): NNTrainer's layout is its in_proj transposed
+    if bias and not mask and dk * heads == qs[3] == ks[3] == vs[3] == out and dv == dk:
+        ref = torch.nn.MultiheadAttention(out, heads, bias=True, batch_first=True).double()
+        with torch.no_grad():
+            ref.in_proj_weight.copy_(torch.cat([ws[0].T, ws[2].T, ws[4].T]))
+            ref.in_proj_bias.copy_(torch.cat([ws[1][0], ws[3][0], ws[5][0]]))
+            ref.out_proj.weight.copy_(ws[6].T)
+            ref.out_proj.bias.copy_(ws[7][0])
+        am = torch.ones(tq, tk, dtype=torch.bool).triu(1) if is_causal else None
+        got = ref(q[:, 0], k[:, 0], v[:, 0], attn_mask=am, need_weights=False)[0]
+        assert torch.allclose(got, y[:, 0], rtol=0, atol=1e-12), "mha against torch"
+    finish(name, inputs, ws, [True] * len(ws), y)
+
+
+def lora_case(name, shape, unit, rank, alpha=None, bias=True):
+    x = f32(*shape).requires_grad_()
+    w, bb = weight(shape[-1], unit), weight(1, unit)
+    a, bl = weight(shape[-1], rank), weight(rank, unit)
+    s = alpha / rank if alpha else 1.0
+    y = x @ w + (bb[0] if bias else 0) + s * ((x @ a) @ bl)
+    ws = [w, bb, a, bl] if bias else [w, a, bl]
+    finish(name, [x], ws, [False] * (len(ws) - 2) + [True, True], y)
+
+
+attn_case("attn_plain", (2, 1, 3, 4), (2, 1, 5, 4), False, False, False)
+attn_case("attn_scaled_causal_key", (2, 2, 4, 3), (2, 2, 4, 3), True, True, True)
+mha_case("mha_h1", (2, 1, 3, 4), (2, 1, 5, 6), (2, 1, 5, 2), 1)
+mha_case("mha_h2_causal", (2, 1, 4, 6), (2, 1, 4, 6), (2, 1, 4, 6), 2, is_causal=True)
+mha_case("mha_h2", (2, 1, 3, 4), (2, 1, 5, 4), (2, 1, 5, 4), 2)
+mha_case("mha_h2_mask_proj", (2, 1, 3, 4), (2, 1, 4, 3), (2, 1, 4, 2), 2, dk=3, dv=2, out=5,
+         bias=False, mask=True)
+lora_case("lora_alpha", (3, 1, 2, 5), 4, 2, alpha=6)
+lora_case("lora_nobias", (2, 1, 1, 7), 3, 3, bias=False)

@@ -320,6 +320,8 @@ F(adam_step, (size_t n, float lr, float b1, float b2, float eps, float ws, cf g,
 F(clip_scale, (size_t n, float mx, cf sq, float *y), (C(sq, 1) C(y, n)), (n, mx, H(sq), H(y)))
 F(flag_nonfinite, (size_t n, cf x, float *flag, float *any), (C(x, n) C(flag, 1) C(any, 1)),
   (n, H(x), H(flag), H(any)))
+F(mask_upper, (size_t mats, size_t rows, size_t cols, float v, float *y),
+  (C(y, mats * rows * cols)), (mats, rows, cols, v, H(y)))
 #undef F
 #undef H
 #undef C

@@ -195,6 +195,22 @@ static void test_philox(void **state) {
               nnt_philox_uniform_at(42, 8, 1) != nnt_philox_uniform_at(42, 7, 1));
 }
 
+/* mask_upper: in each matrix the strict upper triangle only, also where
+ * rows and cols differ; the other values are untouched. */
+static void test_mask_upper(void **state) {
+  (void)state;
+  float y[2 * 3 * 4];
+  for (int i = 0; i < 24; i++)
+    y[i] = (float)i;
+  assert_int_equal(K->mask_upper(K, 2, 3, 4, -7.0f, y), NNT_OK);
+  for (int m = 0; m < 2; m++)
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 4; j++) {
+        int at = (m * 3 + i) * 4 + j;
+        assert_true(y[at] == (j > i ? -7.0f : (float)at));
+      }
+}
+
 int main(void) {
   K = nnt_kernels_cpu();
   nnt_rng_seed(&R, 2025);
@@ -204,6 +220,7 @@ int main(void) {
       cmocka_unit_test(test_invalid_arguments),
       cmocka_unit_test(test_update_guards),
       cmocka_unit_test(test_philox),
+      cmocka_unit_test(test_mask_upper),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -101,6 +101,8 @@ V(ADAM_STEP, adam_step, (size_t n, float lr, float b1, float b2, float eps, floa
   (n, lr, b1, b2, eps, ws, g, m, v, w, skip))
 V(CLIP_SCALE, clip_scale, (size_t n, float mx, cf sq, float *y), (n, mx, sq, y))
 V(FLAG_NONFINITE, flag_nonfinite, (size_t n, cf x, float *flag, float *any), (n, x, flag, any))
+V(MASK_UPPER, mask_upper, (size_t mats, size_t rows, size_t cols, float v, float *y),
+  (mats, rows, cols, v, y))
 
 /* The CPU's table with every op of NNT_KOP_LIST replaced by its wrapper. */
 static nnt_kernels rec_table(void) {

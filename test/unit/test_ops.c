@@ -23,6 +23,11 @@ static const oh_case cases[] = {
     {.type = "fully_connected", .props = {"unit=5"}, .in = {"7"}, .batch = 3},
     {.type = "fully_connected", .props = {"unit=5"}, .in = {"2:3:4"}},
     {.type = "fully_connected", .props = {"unit=3", "disable_bias=true"}, .in = {"5"}},
+    /* LoRA: only loraA and loraB train (the harness checks each trainable
+     * dW and dX by finite differences) */
+    {.type = "fully_connected", .props = {"unit=5", "lora_rank=2"}, .in = {"7"}, .batch = 3},
+    {.type = "fully_connected",
+     .props = {"unit=4", "lora_rank=3", "lora_alpha=6", "disable_bias=true"}, .in = {"2:3:5"}},
     {.type = "activation", .props = {"activation=relu"}, .in = {"2:5"}, .batch = 3},
     {.type = "activation", .props = {"activation=leaky_relu"}, .in = {"2:5"}},
     /* a bit per element instead of the output: 210 bits, a partial last word */
@@ -115,6 +120,35 @@ static const oh_case cases[] = {
      .in = {"1:1:2", "1:1:3", "1:1:3"}, .batch = 3},
     {.type = "lstmcell", .props = {"unit=2", "disable_bias=true"},
      .in = {"1:1:1", "1:1:2", "1:1:2"}, .batch = 1},
+    /* attention: query, value and key or not (the value then stands for
+     * it), scaled or not, causal or not; channels are more matrices */
+    {.type = "attention", .in = {"1:3:4", "1:5:4"}},
+    {.type = "attention", .props = {"scaled_dot_product=true"}, .in = {"1:3:4", "1:5:4", "1:5:4"}},
+    {.type = "attention", .props = {"causal_mask=true", "scaled_dot_product=true"},
+     .in = {"2:4:3", "2:4:3", "2:4:3"}},
+    {.type = "attention", .props = {"causal_mask=true"}, .in = {"1:4:3", "1:6:3"}, .batch = 3},
+    /* multi_head_attention: 1 and 2 heads, causal or not, a mask input,
+     * projected widths and output_shape given, no bias, dropout, the
+     * attention weights returned (averaged over the heads or not) */
+    {.type = "multi_head_attention", .in = {"1:3:4", "1:5:6", "1:5:2"}},
+    {.type = "multi_head_attention", .props = {"num_heads=2"}, .in = {"1:4:4", "1:4:4", "1:4:4"}},
+    {.type = "multi_head_attention", .props = {"num_heads=2", "causal_mask=true"},
+     .in = {"1:4:6", "1:4:3", "1:4:5"}},
+    {.type = "multi_head_attention", .props = {"causal_mask=true"},
+     .in = {"1:3:2", "1:5:2", "1:5:2"}},
+    {.type = "multi_head_attention",
+     .props = {"num_heads=2", "projected_key_dim=3", "projected_value_dim=2", "output_shape=5",
+               "disable_bias=true"},
+     .in = {"1:3:4", "1:4:3", "1:4:2", "2:3:4"}},
+    {.type = "multi_head_attention", .props = {"num_heads=2", "dropout_rate=0.3"},
+     .in = {"1:3:4", "1:3:4", "1:3:4"}, .batch = 3},
+    {.type = "multi_head_attention",
+     .props = {"num_heads=2", "return_attention_weight=after", "average_attention_weight=true"},
+     .in = {"1:3:4", "1:5:4", "1:5:4"}, .outs = 2},
+    {.type = "multi_head_attention",
+     .props = {"num_heads=2", "return_attention_weight=before", "average_attention_weight=false",
+               "causal_mask=true"},
+     .in = {"1:3:4", "1:3:4", "1:3:4"}, .outs = 2},
 };
 
 static void test_every_type_has_a_case(void **state) {

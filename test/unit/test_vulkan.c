@@ -224,13 +224,13 @@ static void test_other_ops(void **state) {
   nnt_buffer *b;
   assert_int_equal(nnt_buffer_alloc(be->buft, 4 * N * 4, "ops", &b, &e), NNT_OK);
   float *x = nnt_buffer_at(b, 0), *y = x + N, *z = y + N, *o = z + N;
-  for (int t = 0; t < 13; t++) {
+  for (int t = 0; t < 14; t++) {
     tu_fill_uniform(&r, &h[0][0], 4 * N, -2, 2);
     assert_int_equal(be->buft->set(b, 0, h, sizeof h, &e), NNT_OK);
     float *hx = h[0], *hy = h[1], *hz = h[2], *ho = h[3];
     const char *what[] = {"add_col_vec", "add_row_vec", "sum_cols beta 0.5", "sum_rows beta 0",
                           "dot", "sum", "fill", "scale", "axpy", "mul", "sub", "copy",
-                          "argmax_match"};
+                          "argmax_match", "mask_upper"};
 #define BOTH(call_gpu, call_cpu)                                                             \
   assert_int_equal(call_gpu, NNT_OK);                                                        \
   assert_int_equal(call_cpu, NNT_OK);
@@ -249,6 +249,9 @@ static void test_other_ops(void **state) {
     case 11: BOTH(k->copy(k, N, z, o), cpu->copy(cpu, N, hz, ho)); break;
     case 12:
       BOTH(k->argmax_match(k, R, C, x, y, o), cpu->argmax_match(cpu, R, C, hx, hy, ho));
+      break;
+    case 13: /* two matrices of 3 x 7 */
+      BOTH(k->mask_upper(k, 2, 3, 7, -1e10f, o), cpu->mask_upper(cpu, 2, 3, 7, -1e10f, ho));
       break;
     }
 #undef BOTH

@@ -72,6 +72,18 @@ const char *const tu_type_models[] = {
     "[cell]\ntype = lstmcell\nunit = 2\ninput_layers = l2, h0, c0\n\n"
     "[cat]\ntype = concat\naxis = 3\ninput_layers = cell(0), cell(1)\n\n"
     "[out]\ntype = fully_connected\nunit = 3\nactivation = softmax\n",
+    /* self-attention: multi_head_attention (two heads, causal, dropout)
+     * reading one layer three times, then attention with and without a key,
+     * and a LoRA head */
+    HEAD("cross", "adam", "")
+    "[in]\ntype = input\ninput_shape = 1:4:6\n\n"
+    "[mha]\ntype = multi_head_attention\nnum_heads = 2\ncausal_mask = true\n"
+    "dropout_rate = 0.2\ninput_layers = in, in, in\n\n"
+    "[att]\ntype = attention\nscaled_dot_product = true\ninput_layers = mha, in, in\n\n"
+    "[att2]\ntype = attention\ncausal_mask = true\ninput_layers = att, mha\n\n"
+    "[flat]\ntype = flatten\n\n"
+    "[out]\ntype = fully_connected\nunit = 3\nlora_rank = 2\nlora_alpha = 4\n"
+    "activation = softmax\n",
 };
 
 const size_t tu_n_type_models = sizeof tu_type_models / sizeof tu_type_models[0];
