@@ -21,6 +21,19 @@ struct nnt_wcopy {
   wc_weight *w;
 };
 
+/* Whether the destination layer nd's weights from `from` on are all LoRA
+ * factors (fully_connected's loraA, loraB): such a layer takes its base
+ * weights from a source layer without them, and its factors keep their
+ * values (how a LoRA model starts from a base model). */
+static int lora_extra(const nnt_node *nd, unsigned from) {
+  if (from >= nd->fc.n_w)
+    return 0;
+  for (unsigned k = from; k < nd->fc.n_w; k++)
+    if (strcmp(nd->fc.w[k].name, "loraA") && strcmp(nd->fc.w[k].name, "loraB"))
+      return 0;
+  return 1;
+}
+
 static const nnt_node *find_node(const nnt_model *m, const char *name) {
   for (size_t i = 0; i < m->n_nodes; i++)
     if (nnt_streq(m->nodes[i].layer->name, name))
@@ -105,7 +118,7 @@ int nnt_model_weights_put(nnt_model *dst, const nnt_wcopy *c, nnt_err *e) {
     if (!nd)
       return nnt_err_set(e, NNT_ERR_INVAL,
                          "copy weights: the destination model has no layer '%s'", w->layer);
-    if (nd->fc.n_w != w->count)
+    if (nd->fc.n_w != w->count && !lora_extra(nd, w->count))
       return nnt_err_set(e, NNT_ERR_INVAL,
                          "copy weights: layer '%s' has %u weights in the source model and %u "
                          "in the destination",

@@ -198,8 +198,11 @@ int ml_train_ext_set_log_level(ml_train_ext_log_level_e min_level);
 /* Transfer learning: copy the weights of the layers named in layer_names
  * (a NULL-ended array) from the compiled model src into the compiled model
  * dst. Each layer must exist in both models with the same weights, the
- * same shapes; all are checked before any is copied, so on error dst is
- * unchanged. The copied weights' optimizer state in dst restarts from zero;
+ * same shapes, except that a fully_connected layer with LoRA factors
+ * (lora_rank) in dst takes the weight and bias of the same layer without
+ * them in src, its factors keeping their values: a LoRA model starts from
+ * its base model so. All are checked before any is copied, so on error dst
+ * is unchanged. The copied weights' optimizer state in dst restarts from zero;
  * a layer without weights copies nothing. This is how a model takes the
  * layers of another one of a different shape (a new head on the features of
  * a base model): ml_train_model_load() accepts only a weight file of the

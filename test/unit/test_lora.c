@@ -116,6 +116,38 @@ static void test_rank_zero_is_plain(void **state) {
   nnt_model_destroy(b);
 }
 
+/* A LoRA model starts from its base: copying the layers of a trained plain
+ * model gives the LoRA model its weight and bias bit for bit while its
+ * factors keep their initial values; the other way (a LoRA layer into a
+ * plain one) stays refused, naming the layer. */
+static void test_copy_from_base(void **state) {
+  (void)state;
+  nnt_model *base = ready("full.ini", MODEL("", ""));
+  nnt_model *m = ready("lora.ini", MODEL("lora_rank = 2\nlora_alpha = 4", "lora_rank = 3"));
+  nnt_err e = {0};
+  assert_int_equal(nnt_model_train(base, NULL, NULL, &e), NNT_OK);
+  float *b = tu_weights_of(base), *before = tu_weights_of(m);
+  const char *layers[] = {"fc1", "fc2"};
+  if (nnt_model_copy_layer_weights(m, base, layers, 2, &e))
+    fail_msg("%s", e.msg);
+  float *after = tu_weights_of(m);
+  /* base: fc1 weight, bias, fc2 weight, bias; LoRA: each followed by its
+   * two factors */
+  size_t fc1 = 12 * 10 + 10, fc1_lora = 12 * 2 + 2 * 10, fc2 = 10 * 4 + 4;
+  assert_memory_equal(after, b, fc1 * 4);
+  assert_memory_equal(after + fc1, before + fc1, fc1_lora * 4);
+  assert_memory_equal(after + fc1 + fc1_lora, b + fc1, fc2 * 4);
+  assert_memory_equal(after + fc1 + fc1_lora + fc2, before + fc1 + fc1_lora + fc2,
+                      (10 * 3 + 3 * 4) * 4);
+  assert_int_equal(nnt_model_copy_layer_weights(base, m, layers, 1, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "layer 'fc1' has 4 weights in the source model and 2");
+  free(b);
+  free(before);
+  free(after);
+  nnt_model_destroy(base);
+  nnt_model_destroy(m);
+}
+
 /* A model that does not compile: the message has each of the words. */
 static void refused(const char *text, const char *w1, const char *w2) {
   nnt_err e = {0};
@@ -192,6 +224,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_only_the_factors_train),
       cmocka_unit_test(test_rank_zero_is_plain),
+      cmocka_unit_test(test_copy_from_base),
       cmocka_unit_test(test_bad_values_name_the_key),
       cmocka_unit_test(test_capi_types),
   };
