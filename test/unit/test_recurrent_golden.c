@@ -5,10 +5,12 @@
  * formula (the same formula gives torch.nn.GRU's values with reset_after,
  * which the script asserts). Output, dX (and a cell's d of the previous
  * state) and every weight gradient, with the weights loaded in NNTrainer's
- * order and layout, within 1e-5 of max(1, |reference|). */
+ * order and layout, within 1e-5 of max(1, |reference|). A frozen layer's
+ * calc_derivative, with no calc_gradient before it, gives the same dX. */
 #include "test_util.h"
 #include "nntrainer/layer.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +95,34 @@ static void run_case(const rec_case *c) {
     p += nnt_dim_len(fc.w[k].dim);
   }
   assert_int_equal((size_t)(p - g), n);
+
+  /* frozen (no weight gradient, so no calc_gradient before it):
+   * calc_derivative runs the backward itself and gives the same bits */
+  float *first[2];
+  float *saved_gw[NNT_MAX_WEIGHTS];
+  for (unsigned i = 0; i < fc.n_in; i++) {
+    size_t len = nnt_dim_len(fc.in_dim[i]);
+    first[i] = malloc(len * sizeof(float));
+    assert_non_null(first[i]);
+    memcpy(first[i], din[i].data, len * sizeof(float));
+    for (size_t j = 0; j < len; j++)
+      din[i].data[j] = NAN;
+  }
+  for (unsigned s = 0; s < fc.n_scratch; s++)
+    if (fc.scratch_life[s] == NNT_SCRATCH_BWD)
+      for (size_t j = 0; j < nnt_tensor_len(&sc[s]); j++)
+        sc[s].data[j] = NAN;
+  for (unsigned k = 0; k < fc.n_w; k++)
+    saved_gw[k] = gw[k].data, gw[k].data = NULL;
+  assert_int_equal(l->ops->forward(l, &ctx), NNT_OK);
+  assert_int_equal(l->ops->calc_derivative(l, &ctx), NNT_OK);
+  for (unsigned i = 0; i < fc.n_in; i++) {
+    if (memcmp(first[i], din[i].data, nnt_dim_len(fc.in_dim[i]) * sizeof(float)))
+      fail_msg("%s: d_in[%u] without calc_gradient differs", c->name, i);
+    free(first[i]);
+  }
+  for (unsigned k = 0; k < fc.n_w; k++)
+    gw[k].data = saved_gw[k];
 
   for (unsigned i = 0; i < fc.n_in; i++)
     free(in[i].data), free(din[i].data);
