@@ -89,7 +89,7 @@ static int common_finalize(nnt_rg_priv *q, const nnt_rg_kind *kd, nnt_finalize_c
    * pre-activations and of the states, then work) */
   size_t saved = (size_t)T * kd->saved(p);
   size_t bwd = (size_t)T * (G + 1) + G + 2;
-  if (bwd > UINT_MAX)
+  if (bwd > UINT_MAX || saved > UINT_MAX)
     return nnt_err_set(e, NNT_ERR_INVAL, "%u time steps are too many for the backward", T);
   q->s_gates = q->s_mask = -1;
   if (saved)

@@ -160,6 +160,13 @@ static void test_bad_shapes(void **state) {
   const char *u5[] = {"unit", "5", NULL};
   assert_int_equal(finalize("grucell", u5, cell, 2, &fc, &e), NNT_ERR_INVAL);
   tu_assert_contains(e.msg, "the previous hidden state is 1:1:4, not 1:1:5 (unit)");
+  /* sizes past what a product or a scratch tensor takes are refused, not wrapped */
+  const nnt_dim long_seq = nnt_dim_make(1, 1, 1u << 30, 1);
+  assert_int_equal(finalize("gru", u4, &long_seq, 1, &fc, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "1073741824 time steps are too many for the backward");
+  const char *huge[] = {"unit", "1000000000", NULL};
+  assert_int_equal(finalize("gru", huge, &seq, 1, &fc, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "unit times gates: 3000000000 is more than");
 }
 
 static void test_capi_layer_types(void **state) {
