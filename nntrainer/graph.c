@@ -1,30 +1,11 @@
 /* Graph compile: realize the keys that add nodes (activation=, flatten=,
- * loss=), resolve input_layers, sort topologically, infer shapes through
+ * loss=; unroll_for= in unroll.c), resolve input_layers, sort topologically, infer shapes through
  * each layer's finalize, and build the schedule (schedule.c). */
-#include "nntrainer/model_impl.h"
+#include "nntrainer/graph_impl.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-/* A layer in section order before sorting, with its resolved inputs. */
-typedef struct gnode {
-  nnt_layer *l;
-  unsigned n_in;
-  unsigned in[NNT_MAX_IO];     /* index into the gnode list, or NNT_NO_NODE */
-  unsigned in_idx[NNT_MAX_IO];
-  int removed;                 /* replaced by a loss node */
-  int fixed;                   /* inputs set by the compile itself */
-  int placed;
-} gnode;
-
-typedef struct build {
-  gnode *g;
-  size_t n, cap;
-  nnt_name_index alias; /* a layer's name -> the end of its realized chain */
-  nnt_name_index names; /* every node's name -> its node (the last such) */
-  nnt_model *m;
-} build;
 
 static int is_type(const nnt_layer *l, const nnt_layer_ops *ops) {
   return l->ops == ops;
@@ -46,13 +27,14 @@ static int push_node(build *b, nnt_layer *l, nnt_err *e) {
   }
   memset(&b->g[b->n], 0, sizeof b->g[b->n]);
   b->g[b->n].l = l;
+  b->g[b->n].head = (unsigned)b->n;
   b->n++;
   return NNT_OK;
 }
 
-/* Create a layer the compile adds; the model owns it. */
-static int realize(build *b, const char *type, const char *name,
-                   int input_prev, nnt_layer **out, nnt_err *e) {
+/* Create a layer the compile adds; the model owns it (graph_impl.h). */
+int nnt_graph_realize(build *b, const char *type, const char *name, int input_prev,
+                      nnt_layer **out, nnt_err *e) {
   nnt_model *m = b->m;
   nnt_layer *l = NULL;
   int rc = nnt_layer_create(type, &l, e);
@@ -82,6 +64,7 @@ static int realize(build *b, const char *type, const char *name,
     g->n_in = 1;
     g->in[0] = (unsigned)b->n - 2;
     g->in_idx[0] = 0;
+    g->head = b->g[b->n - 2].head;
   }
   return NNT_OK;
 }
@@ -101,7 +84,7 @@ static int realize_chains(build *b, nnt_err *e) {
     if (u->has_activation && u->activation != NNT_ACT_NONE &&
         !is_type(u, &nnt_layer_activation)) {
       snprintf(name, sizeof name, "%s/activation_realized", u->name);
-      if ((rc = realize(b, "activation", name, 1, &r, e)))
+      if ((rc = nnt_graph_realize(b, "activation", name, 1, &r, e)))
         return rc;
       if ((rc = nnt_layer_set_property(r, "activation", nnt_act_name(u->activation), e)))
         return rc;
@@ -109,7 +92,7 @@ static int realize_chains(build *b, nnt_err *e) {
     }
     if (u->flatten && !is_type(u, &nnt_layer_flatten)) {
       snprintf(name, sizeof name, "%s/flatten_realized", u->name);
-      if ((rc = realize(b, "flatten", name, 1, &r, e)))
+      if ((rc = nnt_graph_realize(b, "flatten", name, 1, &r, e)))
         return rc;
       end = (unsigned)b->n - 1;
     }
@@ -240,7 +223,7 @@ static int realize_loss(build *b, nnt_err *e) {
     in_idx = o->in_idx[0];
     o->removed = 1;
   }
-  int rc = realize(b, type, name, 0, &r, e);
+  int rc = nnt_graph_realize(b, type, name, 0, &r, e);
   if (rc)
     return rc;
   gnode *g = &b->g[b->n - 1];
@@ -707,9 +690,13 @@ int nnt_graph_compile(nnt_model *m, nnt_err *e) {
   if (!rc)
     rc = resolve_inputs(&b, e);
   if (!rc)
+    rc = nnt_unroll_realize(&b, e);
+  if (!rc)
     rc = realize_loss(&b, e);
   if (!rc)
     rc = sort_and_finalize(&b, e);
+  if (!rc)
+    rc = nnt_unroll_check_shapes(&b, e);
   if (!rc)
     rc = assign_work(m, e);
   if (!rc)
@@ -721,6 +708,7 @@ int nnt_graph_compile(nnt_model *m, nnt_err *e) {
   if (!rc)
     rc = check_backend_ops(m, e);
   nnt_free(b.g);
+  nnt_free(b.links);
   nnt_name_index_free(&b.alias);
   nnt_name_index_free(&b.names);
   if (rc)

@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "nntrainer/ini_read.h"
+#include "nntrainer/unroll.h"
 
 #define INI_NAME 256  /* longest section or key name an override may give */
 #define SYNTHETIC_SAMPLES 1024u
@@ -568,6 +569,12 @@ static int load_sections(ini_ctx *c) {
   }
   if (!rc && !layers)
     rc = fail_sec(c, NNT_ERR_INVAL, NULL, NULL, "no layer sections");
+  const char *lname, *key;
+  if (!rc && (rc = nnt_unroll_check_model(c->m, &lname, &key, c->e))) {
+    char msg[NNT_ERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", c->e->msg);
+    rc = fail_key(c, rc, nnt_ini_find_section(c->ini, lname), key, "%s", msg);
+  }
   return rc;
 }
 

@@ -1,6 +1,7 @@
 /* Layer instances, the registry, the shared properties and initializers. */
 #include "nntrainer/layer.h"
 #include "nntrainer/philox.h"
+#include "nntrainer/unroll.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -393,6 +394,8 @@ static int set_property(nnt_layer *l, const char *key, const char *value, nnt_er
     l->has_engine = 1;
     return NNT_OK;
   }
+  if (nnt_unroll_is_key(key)) /* kept as given; the compile unrolls (unroll.c) */
+    return nnt_unroll_check_value(key, value, e);
   return nnt_err_set(e, NNT_ERR_INVAL, "unknown key '%s' for layer type '%s'", key,
                      l->ops->type);
 }

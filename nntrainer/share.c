@@ -11,23 +11,21 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The node of each of the model's layers (NNT_NO_NODE where a layer is not
- * in the compiled graph: an activation a loss replaced), into node_of. */
-static void layer_nodes(const nnt_model *m, unsigned *node_of) {
-  for (size_t k = 0; k < m->n_layers; k++)
-    node_of[k] = NNT_NO_NODE;
-  for (size_t i = 0; i < m->n_nodes; i++) {
-    unsigned k = nnt_name_index_get(&m->layer_names, m->nodes[i].layer->name);
-    if (k != NNT_NAME_NONE && m->layers[k] == m->nodes[i].layer)
-      node_of[k] = (unsigned)i;
-  }
+/* The node of each name in the compiled graph (the user's layers and the
+ * layers the compile added: an unrolled copy shares its step 0's weights
+ * by name), into idx. */
+static int node_names(const nnt_model *m, nnt_name_index *idx, nnt_err *e) {
+  for (size_t i = 0; i < m->n_nodes; i++)
+    if (nnt_name_index_put(idx, m->nodes[i].layer->name, (unsigned)i, NULL) < 0)
+      return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
+  return NNT_OK;
 }
 
 /* The owner of node i's weights in *owner: shared_from followed from its
- * layer to a layer without the key. seen[] holds a stamp per layer (i + 1
- * marks the layers this walk has passed). */
-static int resolve_owner(const nnt_model *m, const unsigned *node_of, unsigned *seen, unsigned i,
-                         unsigned *owner, nnt_err *e) {
+ * layer to a layer without the key. seen[] holds a stamp per node (i + 1
+ * marks the nodes this walk has passed). */
+static int resolve_owner(const nnt_model *m, const nnt_name_index *nodes, unsigned *seen,
+                         unsigned i, unsigned *owner, nnt_err *e) {
   const nnt_layer *start = m->nodes[i].layer, *l = start;
   char chain[NNT_ERR_MSG_MAX / 2];
   int n = snprintf(chain, sizeof chain, "'%s'", start->name);
@@ -35,30 +33,31 @@ static int resolve_owner(const nnt_model *m, const unsigned *node_of, unsigned *
     return nnt_err_set(e, NNT_ERR_INVAL,
                        "[%s] shared_from: '%s' names the layer itself; a layer shares another "
                        "layer's weights", start->name, start->shared_from);
-  unsigned k = nnt_name_index_get(&m->layer_names, start->name);
-  if (k != NNT_NAME_NONE)
-    seen[k] = i + 1;
+  unsigned k = i;
+  seen[k] = i + 1;
   while (l->shared_from[0]) {
-    unsigned next = nnt_name_index_get(&m->layer_names, l->shared_from);
+    unsigned next = nnt_name_index_get(nodes, l->shared_from);
+    if (next == NNT_NAME_NONE &&
+        nnt_name_index_get(&m->layer_names, l->shared_from) != NNT_NAME_NONE)
+      return nnt_err_set(e, NNT_ERR_INVAL,
+                         "[%s] shared_from = %s: layer '%s' is not in the compiled graph (a loss "
+                         "layer or an unroll_for group replaced it)", start->name,
+                         start->shared_from, l->shared_from);
     if (next == NNT_NAME_NONE)
       return nnt_err_set(e, NNT_ERR_INVAL, "[%s] shared_from: no layer named '%s'%s%s%s",
                          start->name, l->shared_from, l == start ? "" : " (the shared_from of '",
                          l == start ? "" : l->name, l == start ? "" : "')");
     if (n > 0 && (size_t)n < sizeof chain)
-      n += snprintf(chain + n, sizeof chain - n, " -> '%s'", m->layers[next]->name);
+      n += snprintf(chain + n, sizeof chain - n, " -> '%s'", m->nodes[next].layer->name);
     if (seen[next] == i + 1)
       return nnt_err_set(e, NNT_ERR_INVAL,
                          "[%s] shared_from = %s: the shared_from keys form a cycle (%s), so no "
                          "layer owns the weights", start->name, start->shared_from, chain);
     seen[next] = i + 1;
-    l = m->layers[next];
+    l = m->nodes[next].layer;
     k = next;
   }
-  if (node_of[k] == NNT_NO_NODE)
-    return nnt_err_set(e, NNT_ERR_INVAL,
-                       "[%s] shared_from = %s: layer '%s' is not in the compiled graph (a loss "
-                       "layer replaced it)", start->name, start->shared_from, l->name);
-  *owner = node_of[k];
+  *owner = k;
   return NNT_OK;
 }
 
@@ -100,23 +99,20 @@ static int check_same(const nnt_node *a, const nnt_node *b, nnt_err *e) {
 
 /* Each node's owner (itself without shared_from), checked, into owner[]. */
 static int resolve_all(nnt_model *m, unsigned *owner, nnt_err *e) {
-  size_t nl = m->n_layers ? m->n_layers : 1;
-  unsigned *node_of = nnt_malloc(2 * nl * sizeof *node_of);
-  if (!node_of)
-    return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
-  unsigned *seen = node_of + nl;
-  memset(seen, 0, nl * sizeof *seen);
-  layer_nodes(m, node_of);
-  int rc = NNT_OK;
+  unsigned *seen = nnt_calloc(m->n_nodes ? m->n_nodes : 1, sizeof *seen);
+  nnt_name_index nodes = {0};
+  int rc = seen ? node_names(m, &nodes, e)
+                : nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory");
   for (size_t i = 0; !rc && i < m->n_nodes; i++) {
     owner[i] = (unsigned)i;
     if (!m->nodes[i].layer->shared_from[0])
       continue;
-    rc = resolve_owner(m, node_of, seen, (unsigned)i, &owner[i], e);
+    rc = resolve_owner(m, &nodes, seen, (unsigned)i, &owner[i], e);
     if (!rc)
       rc = check_same(&m->nodes[i], &m->nodes[owner[i]], e);
   }
-  nnt_free(node_of);
+  nnt_name_index_free(&nodes);
+  nnt_free(seen);
   return rc;
 }
 

@@ -7,9 +7,10 @@ set -euo pipefail
 # runtimes) build the fuzz targets of scripts/fuzz.sh (docs/fuzzing.md).
 # libvulkan-dev and glslc build the Vulkan backend; mesa-vulkan-drivers
 # (lavapipe, a CPU Vulkan device) and vulkan-validationlayers run its tests
-# (docs/gpu.md); vulkan-tools has vulkaninfo.
+# (docs/gpu.md); vulkan-tools has vulkaninfo. fortunes is the English text the
+# character-level language model example trains on (Applications/CharLM).
 PKGS=(build-essential cmake pkg-config libopenblas-dev libcmocka-dev
-      zlib1g-dev dataset-fashion-mnist clang-14 libclang-rt-14-dev
+      zlib1g-dev dataset-fashion-mnist fortunes clang-14 libclang-rt-14-dev
       libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers vulkan-tools)
 
 missing=()
