@@ -230,6 +230,76 @@ static void test_nntrainer_weight_file(void **state) {
   free(g);
 }
 
+/* A model from INI text (batch 2) compiled and initialized. */
+static nnt_model *model_of(const char *name, const char *layers) {
+  char ini[2048];
+  snprintf(ini, sizeof ini,
+           "[Model]\ntype = NeuralNetwork\nbatch_size = 2\nloss = mse\n\n"
+           "[Optimizer]\ntype = sgd\n\n%s",
+           layers);
+  const char *path = tu_write_text(name, ini);
+  nnt_model *m;
+  nnt_err e = {0};
+  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
+  if (nnt_ini_load(m, path, NULL, 0, &e) || nnt_model_compile(m, &e) ||
+      nnt_model_initialize(m, &e))
+    fail_msg("%s: %s", name, e.msg);
+  return m;
+}
+
+/* A cell unrolled over T steps (unroll_for, the state as its recurrent
+ * input, as_sequence) from a zero state computes what the sequence layer
+ * computes on the same input at every step, with the same weight file. */
+static void unrolled_case(const char *seq_type, const char *cell_type, const char *keys) {
+  enum { B = 2, T = 5, F = 3, U = 4 };
+  char layers[1024];
+  snprintf(layers, sizeof layers,
+           "[x]\ntype = input\ninput_shape = 1:1:3\n\n"
+           "[h0]\ntype = input\ninput_shape = 1:1:4\n\n"
+           "[c]\ntype = %s\nunit = 4\n%s\ninput_layers = x, h0\nunroll_for = 5\n"
+           "recurrent_input = c(1)\nrecurrent_output = c\nas_sequence = c\n",
+           cell_type, keys);
+  nnt_model *cell = model_of("cell.ini", layers);
+  snprintf(layers, sizeof layers,
+           "[x]\ntype = input\ninput_shape = 1:5:3\n\n"
+           "[s]\ntype = %s\nunit = 4\n%s\nreturn_sequences = true\n",
+           seq_type, keys);
+  nnt_model *seq = model_of("seq.ini", layers);
+  nnt_err e = {0};
+  char bin[1024];
+  snprintf(bin, sizeof bin, "%s", tu_path_in("cell.bin"));
+  if (nnt_model_save_weights(cell, bin, 0, &e) || nnt_model_load_weights(seq, bin, &e))
+    fail_msg("%s: %s", seq_type, e.msg);
+  float x[B * F], h0[B * U] = {0}, xs[B * T * F], got_cell[B * T * U], got_seq[B * T * U];
+  nnt_rng r;
+  nnt_rng_seed(&r, 3);
+  tu_fill_uniform(&r, x, B * F, -1, 1);
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++)
+      memcpy(xs + (b * T + t) * F, x + b * F, F * sizeof(float));
+  /* the model's inputs in its order (the graph's: h0 may come first) */
+  nnt_dim d[2];
+  assert_int_equal(nnt_model_input_dims(cell, d, 2), 2);
+  const float *in_cell[] = {d[0].w == F ? x : h0, d[0].w == F ? h0 : x}, *in_seq[] = {xs};
+  float *out_cell[] = {got_cell}, *out_seq[] = {got_seq};
+  assert_int_equal(nnt_model_infer(cell, in_cell, out_cell, &e), NNT_OK);
+  assert_int_equal(nnt_model_infer(seq, in_seq, out_seq, &e), NNT_OK);
+  double err = tu_max_rel_err(got_cell, got_seq, B * T * U);
+  if (err > 1e-6)
+    fail_msg("%s unrolled against %s %s: max relative error %g", cell_type, seq_type, keys,
+             err);
+  nnt_model_destroy(cell);
+  nnt_model_destroy(seq);
+}
+
+static void test_unrolled_cells_match_the_sequence_layers(void **state) {
+  (void)state;
+  unrolled_case("gru", "grucell", "");
+  unrolled_case("gru", "grucell", "reset_after = false\nintegrate_bias = true");
+  unrolled_case("rnn", "rnncell", "");
+  unrolled_case("rnn", "rnncell", "integrate_bias = true\nhidden_state_activation = sigmoid");
+}
+
 /* An INI with a bad recurrent key: the message names the file, the
  * section and the key. */
 static void test_ini_error(void **state) {
@@ -257,6 +327,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_nntrainer_weight_file, tu_dir_setup,
                                       tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_ini_error, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_unrolled_cells_match_the_sequence_layers,
+                                      tu_dir_setup, tu_dir_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
