@@ -19,6 +19,8 @@ static const nnt_layer_ops *const registry[] = {
     &nnt_layer_conv1d,  &nnt_layer_pooling2d,
     &nnt_layer_lstm,    &nnt_layer_lstmcell,
     &nnt_layer_attention, &nnt_layer_multi_head_attention,
+    &nnt_layer_rnn,     &nnt_layer_rnncell,       &nnt_layer_gru,
+    &nnt_layer_grucell,
     NULL};
 
 /* The registered types, NULL-terminated; a static table. */

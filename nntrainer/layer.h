@@ -295,5 +295,9 @@ extern const nnt_layer_ops nnt_layer_lstm;
 extern const nnt_layer_ops nnt_layer_lstmcell;
 extern const nnt_layer_ops nnt_layer_attention;
 extern const nnt_layer_ops nnt_layer_multi_head_attention;
+extern const nnt_layer_ops nnt_layer_rnn;
+extern const nnt_layer_ops nnt_layer_rnncell;
+extern const nnt_layer_ops nnt_layer_gru;
+extern const nnt_layer_ops nnt_layer_grucell;
 
 #endif

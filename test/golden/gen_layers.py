@@ -322,3 +322,142 @@ mha_case("mha_h2_mask_proj", (2, 1, 3, 4), (2, 1, 4, 3), (2, 1, 4, 2), 2, dk=3, 
          bias=False, mask=True)
 lora_case("lora_alpha", (3, 1, 2, 5), 4, 2, alpha=6)
 lora_case("lora_nobias", (2, 1, 1, 7), 3, 3, bias=False)
+# ---- rnn, gru and their cells (test_recurrent_golden.c) ----
+# Their own generator, so the cases above and any appended later keep their
+# numbers. NNTrainer's layout: weight_ih [F, G*U] and weight_hh [U, G*U]
+# (PyTorch's transposed), gates in the order z, r, g (PyTorch's r, z, n);
+# biases [G*U] in that order. Each file (rec_<case>.bin) holds
+#   x [B, T, F] (a cell: [B, F]), h0 [B, U] (cells only), the weights in
+#   NNTrainer's order (weight_ih, weight_hh, then bias_h, or bias_ih and
+#   bias_hh), R, out, dx, dh0 (cells only), the weights' gradients,
+# for J = sum(out * R).
+REC = torch.Generator().manual_seed(1515)
+
+
+def rec_f32(*shape, scale=1.0):
+    return (torch.randn(*shape, generator=REC) * scale).to(torch.float32).double()
+
+
+def zrg(m):
+    """PyTorch's gate rows (r, z, n) reordered to NNTrainer's (z, r, g)."""
+    r, z, n = m.chunk(3, dim=0)
+    return torch.cat([z, r, n], dim=0)
+
+
+def gru_step(x, h, w_ih, w_hh, b_ih, b_hh, reset_after):
+    """One GRU step in NNTrainer's layout and either reset placement; b_ih
+    and b_hh are None-able (bias_h is b_ih with b_hh None)."""
+    u = h.shape[1]
+    gx = x @ w_ih + (b_ih if b_ih is not None else 0)
+    bh = b_hh if b_hh is not None else torch.zeros(3 * u, dtype=torch.float64)
+    zr = torch.sigmoid(gx[:, : 2 * u] + h @ w_hh[:, : 2 * u] + bh[: 2 * u])
+    z, r = zr[:, :u], zr[:, u:]
+    if reset_after:
+        g = torch.tanh(gx[:, 2 * u :] + r * (h @ w_hh[:, 2 * u :] + bh[2 * u :]))
+    else:
+        g = torch.tanh(gx[:, 2 * u :] + (r * h) @ w_hh[:, 2 * u :] + bh[2 * u :])
+    return z * h + (1 - z) * g
+
+
+def rec_save(name, inputs, weights, out):
+    r = (torch.rand(out.shape, generator=REC) * 2 - 1).to(torch.float32).double()
+    (out * r).sum().backward()
+    save("rec_" + name, *inputs, *weights, r, out, *[t.grad for t in inputs],
+         *[t.grad for t in weights])
+
+
+def rec_weights(f, u, gates, integrate):
+    """Weights in NNTrainer's layout (float32 values), leaves of autograd."""
+    ws = [(torch.rand(f, gates * u, generator=REC) - 0.5).to(torch.float32).double(),
+          (torch.rand(u, gates * u, generator=REC) - 0.5).to(torch.float32).double()]
+    for _ in range(1 if integrate else 2):
+        ws.append((torch.rand(gates * u, generator=REC) - 0.5).to(torch.float32).double())
+    return [w.requires_grad_() for w in ws]
+
+
+def gru_seq_case(name, b, t, f, u, reset_after, integrate, return_sequences):
+    x = rec_f32(b, t, f).requires_grad_()
+    ws = rec_weights(f, u, 3, integrate)
+    b_ih, b_hh = (ws[2], None) if integrate else (ws[2], ws[3])
+    h = torch.zeros(b, u, dtype=torch.float64)
+    hs = []
+    for s in range(t):
+        h = gru_step(x[:, s], h, ws[0], ws[1], b_ih, b_hh, reset_after)
+        hs.append(h)
+    out = torch.stack(hs, dim=1) if return_sequences else h.unsqueeze(1)
+    if reset_after:  # the same through torch.nn.GRU, NNTrainer's weights mapped to it
+        ref = torch.nn.GRU(f, u, batch_first=True).double()
+        with torch.no_grad():
+            ref.weight_ih_l0.copy_(zrg(ws[0].t()))
+            ref.weight_hh_l0.copy_(zrg(ws[1].t()))
+            ref.bias_ih_l0.copy_(zrg(b_ih))
+            ref.bias_hh_l0.copy_(zrg(b_hh) if b_hh is not None else torch.zeros(3 * u))
+        seq, _ = ref(x.detach())
+        want = seq if return_sequences else seq[:, -1:]
+        assert torch.allclose(out.detach(), want, rtol=0, atol=1e-12), name
+    rec_save(name, [x], ws, out)
+
+
+def rnn_seq_case(name, b, t, f, u, nonlinearity, integrate, return_sequences):
+    x = rec_f32(b, t, f).requires_grad_()
+    ws = rec_weights(f, u, 1, integrate)
+    ref = torch.nn.RNN(f, u, nonlinearity=nonlinearity, batch_first=True).double()
+    with torch.no_grad():
+        ref.weight_ih_l0.copy_(ws[0].t())
+        ref.weight_hh_l0.copy_(ws[1].t())
+        ref.bias_ih_l0.copy_(ws[2])
+        ref.bias_hh_l0.copy_(torch.zeros(u) if integrate else ws[3])
+    # autograd through the module, its parameters tied to NNTrainer's leaves
+    del ref.weight_ih_l0, ref.weight_hh_l0, ref.bias_ih_l0, ref.bias_hh_l0
+    ref.weight_ih_l0, ref.weight_hh_l0 = ws[0].t(), ws[1].t()
+    ref.bias_ih_l0 = ws[2]
+    ref.bias_hh_l0 = torch.zeros(u, dtype=torch.float64) if integrate else ws[3]
+    seq, _ = ref(x)
+    out = seq if return_sequences else seq[:, -1:]
+    rec_save(name, [x], ws, out)
+
+
+def gru_cell_case(name, b, f, u, reset_after, integrate):
+    x = rec_f32(b, f).requires_grad_()
+    h0 = rec_f32(b, u).requires_grad_()
+    ws = rec_weights(f, u, 3, integrate)
+    b_ih, b_hh = (ws[2], None) if integrate else (ws[2], ws[3])
+    out = gru_step(x, h0, ws[0], ws[1], b_ih, b_hh, reset_after)
+    if reset_after:
+        ref = torch.nn.GRUCell(f, u).double()
+        with torch.no_grad():
+            ref.weight_ih.copy_(zrg(ws[0].t()))
+            ref.weight_hh.copy_(zrg(ws[1].t()))
+            ref.bias_ih.copy_(zrg(b_ih))
+            ref.bias_hh.copy_(zrg(b_hh) if b_hh is not None else torch.zeros(3 * u))
+        assert torch.allclose(out.detach(), ref(x.detach(), h0.detach()), rtol=0,
+                              atol=1e-12), name
+    rec_save(name, [x, h0], ws, out)
+
+
+def rnn_cell_case(name, b, f, u, integrate):
+    x = rec_f32(b, f).requires_grad_()
+    h0 = rec_f32(b, u).requires_grad_()
+    ws = rec_weights(f, u, 1, integrate)
+    out = torch.tanh(x @ ws[0] + h0 @ ws[1] + ws[2] + (0 if integrate else ws[3]))
+    ref = torch.nn.RNNCell(f, u).double()
+    with torch.no_grad():
+        ref.weight_ih.copy_(ws[0].t())
+        ref.weight_hh.copy_(ws[1].t())
+        ref.bias_ih.copy_(ws[2])
+        ref.bias_hh.copy_(torch.zeros(u) if integrate else ws[3])
+    assert torch.allclose(out.detach(), ref(x.detach(), h0.detach()), rtol=0,
+                          atol=1e-12), name
+    rec_save(name, [x, h0], ws, out)
+
+
+gru_seq_case("gru_seq", 2, 4, 3, 5, True, False, True)
+gru_seq_case("gru_last_integrate", 3, 5, 2, 4, True, True, False)
+gru_seq_case("gru_reset_before", 2, 4, 3, 5, False, False, True)
+gru_seq_case("gru_reset_before_integrate", 2, 3, 4, 3, False, True, False)
+rnn_seq_case("rnn_seq", 2, 4, 3, 5, "tanh", False, True)
+rnn_seq_case("rnn_last_relu_integrate", 3, 5, 2, 4, "relu", True, False)
+gru_cell_case("grucell", 3, 4, 5, True, False)
+gru_cell_case("grucell_reset_before_integrate", 2, 3, 4, False, True)
+rnn_cell_case("rnncell", 3, 4, 5, False)
+rnn_cell_case("rnncell_integrate", 2, 3, 4, True)

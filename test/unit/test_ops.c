@@ -149,6 +149,32 @@ static const oh_case cases[] = {
      .props = {"num_heads=2", "return_attention_weight=before", "average_attention_weight=false",
                "causal_mask=true"},
      .in = {"1:3:4", "1:3:4", "1:3:4"}, .outs = 2},
+    /* recurrent layers: input 1:time_steps:features; a cell's inputs are
+     * one step and the previous state; dropout's mask is fixed by the seed */
+    {.type = "rnn", .props = {"unit=5"}, .in = {"1:4:3"}},
+    {.type = "rnn", .props = {"unit=4", "return_sequences=true", "integrate_bias=true"},
+     .in = {"1:3:5"}, .batch = 3},
+    {.type = "rnn", .props = {"unit=3", "return_sequences=true", "dropout_rate=0.3",
+                              "hidden_state_activation=sigmoid", "disable_bias=true"},
+     .in = {"1:5:2"}},
+    {.type = "rnncell", .props = {"unit=4"}, .in = {"1:1:3", "1:1:4"}},
+    {.type = "rnncell", .props = {"unit=3", "integrate_bias=true", "dropout_rate=0.25"},
+     .in = {"1:1:5", "1:1:3"}, .batch = 3},
+    {.type = "gru", .props = {"unit=4"}, .in = {"1:4:3"}},
+    {.type = "gru", .props = {"unit=3", "reset_after=false", "return_sequences=true"},
+     .in = {"1:3:5"}, .batch = 3},
+    {.type = "gru", .props = {"unit=4", "integrate_bias=true", "return_sequences=true",
+                              "dropout_rate=0.3"},
+     .in = {"1:3:2"}},
+    {.type = "gru", .props = {"unit=3", "reset_after=false", "integrate_bias=true"},
+     .in = {"1:4:2"}},
+    {.type = "gru", .props = {"unit=3", "disable_bias=true", "return_sequences=true",
+                              "recurrent_activation=tanh", "hidden_state_activation=sigmoid"},
+     .in = {"1:3:4"}},
+    {.type = "grucell", .props = {"unit=4"}, .in = {"1:1:3", "1:1:4"}},
+    {.type = "grucell", .props = {"unit=3", "reset_after=false", "integrate_bias=true",
+                                  "dropout_rate=0.2"},
+     .in = {"1:1:5", "1:1:3"}, .batch = 3},
 };
 
 static void test_every_type_has_a_case(void **state) {

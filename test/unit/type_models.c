@@ -84,6 +84,19 @@ const char *const tu_type_models[] = {
     "[flat]\ntype = flatten\n\n"
     "[out]\ntype = fully_connected\nunit = 3\nlora_rank = 2\nlora_alpha = 4\n"
     "activation = softmax\n",
+    /* the recurrent layers over a sequence: gru (dropout) into rnn */
+    HEAD("mse", "adam", "")
+    "[in]\ntype = input\ninput_shape = 1:4:3\n\n"
+    "[g]\ntype = gru\nunit = 4\nreturn_sequences = true\ndropout_rate = 0.2\n\n"
+    "[r]\ntype = rnn\nunit = 3\nintegrate_bias = true\n\n"
+    "[out]\ntype = fully_connected\nunit = 2\n",
+    /* the cells, one step each: the state from a fully connected layer */
+    HEAD("cross", "sgd", "")
+    "[in]\ntype = input\ninput_shape = 1:1:6\n\n"
+    "[h0]\ntype = fully_connected\nunit = 4\ninput_layers = in\n\n"
+    "[gc]\ntype = grucell\nunit = 4\nreset_after = false\ninput_layers = in, h0\n\n"
+    "[rc]\ntype = rnncell\nunit = 4\ninput_layers = in, gc\n\n"
+    "[out]\ntype = fully_connected\nunit = 3\nactivation = softmax\ninput_layers = rc\n",
 };
 
 const size_t tu_n_type_models = sizeof tu_type_models / sizeof tu_type_models[0];
