@@ -59,6 +59,11 @@ int nnt_cpu_pool_is_max2x2(const struct nnt_conv_geom *g);
 int nnt_cpu_pool_bwd(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                      int mode, const float *dy, const float *idx, float *dx);
 
+int nnt_cpu_gather_rows(const struct nnt_kernels *self, size_t rows, size_t cols, size_t n,
+                        const float *idx, const float *table, size_t mask, float *y);
+int nnt_cpu_scatter_add_rows(const struct nnt_kernels *self, size_t rows, size_t cols, size_t n,
+                             const float *idx, const float *dy, size_t mask, float *dtable);
+
 /* The CPU's op table (nnt_kernels_cpu returns it). */
 extern const struct nnt_kernels nnt_cpu_kernel_table;
 

@@ -645,6 +645,8 @@ const nnt_kernels nnt_cpu_kernel_table = {
     .sgd_step = k_sgd_step,
     .adam_step = k_adam_step,
     .flag_nonfinite = k_flag_nonfinite,
+    .gather_rows = nnt_cpu_gather_rows,
+    .scatter_add_rows = nnt_cpu_scatter_add_rows,
 };
 
 /* The CPU kernel table: static, never freed. */

@@ -273,6 +273,22 @@ typedef struct nnt_kernels {
    * (one float of backend memory), y *= max_norm / s when s > max_norm. */
   int (*clip_scale)(const struct nnt_kernels *self, size_t n, float max_norm,
                     const float *sumsq, float *y);
+
+  /* Rows of a table by index (embedding). Row r of idx's rows values
+   * names row i = (the value truncated toward zero, NNTrainer's cast) of
+   * table [n, cols]; y[r] = table[i], or zeros when i == mask (mask >= n:
+   * no row is masked). A value outside [0, n) (NaN included) reads nothing:
+   * its row of y becomes NaN, so a later check names the layer, and a
+   * backend that computes before it returns (the CPU) returns
+   * NNT_ERR_INVAL after writing every row. n < 2^31. */
+  int (*gather_rows)(const struct nnt_kernels *self, size_t rows, size_t cols, size_t n,
+                     const float *idx, const float *table, size_t mask, float *y);
+  /* Its adjoint: dtable [n, cols] is overwritten with, for each row i, the
+   * sum of dy[r] over the r (in increasing order, so every backend adds in
+   * the same order, without atomics) whose index is i; a masked or out of
+   * range index adds nothing. */
+  int (*scatter_add_rows)(const struct nnt_kernels *self, size_t rows, size_t cols, size_t n,
+                          const float *idx, const float *dy, size_t mask, float *dtable);
 } nnt_kernels;
 
 /* The CPU backend (OpenBLAS + plain loops). */

@@ -547,6 +547,35 @@ static int v_flag_nonfinite(const nnt_kernels *self, size_t n, const float *x, f
   return ew(vc, "flag_nonfinite", n, ARGS(RD(x, n), WR(flag, 1), WR(any, 1)), &pc);
 }
 
+/* Embedding's rows: sizes that fit the shaders' 32-bit indices, and the
+ * masked row as a 32-bit value (n or more: none). */
+static int rows_push(size_t rows, size_t cols, size_t n, size_t mask, vk_push *pc) {
+  if (rows > UINT32_MAX || cols > UINT32_MAX || n >= INT32_MAX || rows * cols > UINT32_MAX ||
+      n * cols > UINT32_MAX)
+    return NNT_ERR_INVAL;
+  *pc = (vk_push){.rows = (uint32_t)rows, .cols = (uint32_t)cols, .k = (uint32_t)n,
+                  .i0 = mask < n ? (uint32_t)mask : UINT32_MAX};
+  return NNT_OK;
+}
+static int v_gather_rows(const nnt_kernels *self, size_t rows, size_t cols, size_t n,
+                         const float *idx, const float *table, size_t mask, float *y) {
+  vk_ctx *vc = self->ctx;
+  vk_push pc;
+  if (rows_push(rows, cols, n, mask, &pc))
+    return NNT_ERR_INVAL;
+  return ew(vc, "gather_rows", rows * cols,
+            ARGS(RD(idx, rows), RD(table, n * cols), WR(y, rows * cols)), &pc);
+}
+static int v_scatter_add_rows(const nnt_kernels *self, size_t rows, size_t cols, size_t n,
+                              const float *idx, const float *dy, size_t mask, float *dtable) {
+  vk_ctx *vc = self->ctx;
+  vk_push pc;
+  if (rows_push(rows, cols, n, mask, &pc))
+    return NNT_ERR_INVAL;
+  return ew(vc, "scatter_rows", n * cols,
+            ARGS(RD(idx, rows), RD(dy, rows * cols), WR(dtable, n * cols)), &pc);
+}
+
 static const nnt_kernels vk_kernels = {
     .name = "vulkan",
     .gemm = v_gemm,
@@ -592,6 +621,8 @@ static const nnt_kernels vk_kernels = {
     .sgd_step = v_sgd_step,
     .adam_step = v_adam_step,
     .flag_nonfinite = v_flag_nonfinite,
+    .gather_rows = v_gather_rows,
+    .scatter_add_rows = v_scatter_add_rows,
 };
 
 void nnt_vk_kernels_init(vk_ctx *c) {

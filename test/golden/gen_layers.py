@@ -137,3 +137,37 @@ for a in ACTS:
 loss_case("cross_softmax", (3, 1, 2, 5), 3.0)
 loss_case("cross_sigmoid", (2, 1, 3, 4), 10.0)
 loss_case("mse", (2, 2, 2, 3), 1.0)
+
+
+# ---- sequence layers (test_seq_golden.c) ----------------------------------
+# Their own generator, so the cases above keep their values whatever is
+# appended here.
+SEQ = torch.Generator().manual_seed(15015)
+
+
+def s32(*shape, scale=1.0):
+    return (torch.randn(*shape, generator=SEQ) * scale).to(torch.float32).double()
+
+
+def sr(shape):
+    return (torch.rand(*shape, generator=SEQ) * 2 - 1).to(torch.float32).double()
+
+
+def emb_case(name, batch, t, in_dim, out_dim, mask=None):
+    """emb_<case>.bin: x [batch:1:1:t] (indices, some with a fraction:
+    NNTrainer truncates), W [in_dim, out_dim], R, out [batch:1:t:out_dim],
+    dW. zero_idx_mask = mask: that index gives zeros and no gradient."""
+    idx = torch.randint(0, in_dim, (batch, 1, 1, t), generator=SEQ)
+    frac = (torch.randint(0, 4, idx.shape, generator=SEQ) * 0.25).double()
+    x = idx.double() + frac
+    w = s32(in_dim, out_dim).requires_grad_()
+    y = F.embedding(idx.view(batch, 1, t), w)  # batch:1:t:out_dim
+    if mask is not None:
+        y = y * (idx.view(batch, 1, t, 1) != mask)
+    r = sr(y.shape)
+    (y * r).sum().backward()
+    save("emb_" + name, x, w, r, y, w.grad)
+
+
+emb_case("plain", 2, 6, 7, 4)
+emb_case("mask", 3, 5, 4, 3, mask=2)

@@ -320,6 +320,10 @@ F(adam_step, (size_t n, float lr, float b1, float b2, float eps, float ws, cf g,
 F(clip_scale, (size_t n, float mx, cf sq, float *y), (C(sq, 1) C(y, n)), (n, mx, H(sq), H(y)))
 F(flag_nonfinite, (size_t n, cf x, float *flag, float *any), (C(x, n) C(flag, 1) C(any, 1)),
   (n, H(x), H(flag), H(any)))
+F(gather_rows, (size_t r, size_t c, size_t n, cf idx, cf t, size_t mask, float *y),
+  (C(idx, r) C(t, n * c) C(y, r * c)), (r, c, n, H(idx), H(t), mask, H(y)))
+F(scatter_add_rows, (size_t r, size_t c, size_t n, cf idx, cf dy, size_t mask, float *dt),
+  (C(idx, r) C(dy, r * c) C(dt, n * c)), (r, c, n, H(idx), H(dy), mask, H(dt)))
 #undef F
 #undef H
 #undef C

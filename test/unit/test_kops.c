@@ -101,6 +101,11 @@ V(ADAM_STEP, adam_step, (size_t n, float lr, float b1, float b2, float eps, floa
   (n, lr, b1, b2, eps, ws, g, m, v, w, skip))
 V(CLIP_SCALE, clip_scale, (size_t n, float mx, cf sq, float *y), (n, mx, sq, y))
 V(FLAG_NONFINITE, flag_nonfinite, (size_t n, cf x, float *flag, float *any), (n, x, flag, any))
+V(GATHER_ROWS, gather_rows, (size_t r, size_t c, size_t n, cf idx, cf t, size_t mask, float *y),
+  (r, c, n, idx, t, mask, y))
+V(SCATTER_ADD_ROWS, scatter_add_rows,
+  (size_t r, size_t c, size_t n, cf idx, cf dy, size_t mask, float *dt),
+  (r, c, n, idx, dy, mask, dt))
 
 /* The CPU's table with every op of NNT_KOP_LIST replaced by its wrapper. */
 static nnt_kernels rec_table(void) {

@@ -101,6 +101,11 @@ static const oh_case cases[] = {
      .in = {"2:5:5"}, .batch = 1},
     {.type = "pooling2d", .props = {"pooling=global_max"}, .in = {"2:4:6"}, MAXLIKE},
     {.type = "pooling2d", .props = {"pooling=global_average"}, .in = {"2:4:6"}},
+    /* indices with repeats and fractions; a masked row; no derivative */
+    {.type = "embedding", .props = {"in_dim=5", "out_dim=3"}, .in = {"1:1:7"}, .batch = 3,
+     .indices = 5},
+    {.type = "embedding", .props = {"in_dim=4", "out_dim=6", "zero_idx_mask=2"},
+     .in = {"1:1:5"}, .indices = 4},
 };
 
 static void test_every_type_has_a_case(void **state) {

@@ -60,6 +60,13 @@ const char *const tu_type_models[] = {
     "[in]\ntype = input\ninput_shape = 1:1:5\n\n"
     "[out]\ntype = fully_connected\nunit = 3\n\n"
     "[loss]\ntype = mse\n",
+    /* sequence layers: embedding (min-max normalization makes indices 0
+     * and 1 of the synthetic data) */
+    HEAD("cross", "adam", "")
+    "[in]\ntype = input\ninput_shape = 1:1:6\nnormalization = true\n\n"
+    "[emb]\ntype = embedding\nin_dim = 4\nout_dim = 5\n\n"
+    "[flat]\ntype = flatten\n\n"
+    "[out]\ntype = fully_connected\nunit = 3\nactivation = softmax\n",
 };
 
 const size_t tu_n_type_models = sizeof tu_type_models / sizeof tu_type_models[0];

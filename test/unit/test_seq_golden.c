@@ -1,0 +1,85 @@
+/* The sequence layers against PyTorch (test/golden/gen_layers.py, the
+ * "sequence layers" section, writes test/golden/layers/emb_*.bin ...; its
+ * docstrings give each file's layout): embedding against
+ * torch.nn.functional.embedding (zero_idx_mask as a product with the mask),
+ * forward and dW.
+ *
+ * Tolerance: 1e-5 relative to max(1, |reference|); the embedding's output is
+ * a copy and its dW a sum of at most a few terms. */
+#include "fd_harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOL 1e-5
+
+static float *golden(const char *name, size_t *n) {
+  return tu_read_floats(tu_data_path("golden/layers/%s.bin", name), n);
+}
+
+static void expect_close(const char *what, const float *got, const float *want, size_t n) {
+  double err = tu_max_rel_err(got, want, n);
+  if (err > TOL)
+    fail_msg("%s: max relative error %g > %g", what, err, TOL);
+}
+
+/* Finalize through the harness, put the golden input, weights and d_out,
+ * then forward, calc_gradient and calc_derivative (where the type has
+ * them). */
+static void run(fd_harness *h, const char *type, const char *const *props, nnt_dim in,
+                const float *x, const float *const *w, const float *r) {
+  fd_setup(h, type, props, in, 0);
+  memcpy(h->in.data, x, nnt_tensor_len(&h->in) * sizeof(float));
+  for (unsigned k = 0; k < h->fc.n_w; k++)
+    memcpy(h->w[k].data, w[k], nnt_tensor_len(&h->w[k]) * sizeof(float));
+  assert_int_equal(h->l->ops->forward(h->l, &h->ctx), NNT_OK);
+  memcpy(h->dout.data, r, nnt_tensor_len(&h->dout) * sizeof(float));
+  if (h->l->ops->calc_gradient)
+    assert_int_equal(h->l->ops->calc_gradient(h->l, &h->ctx), NNT_OK);
+  if (h->l->ops->calc_derivative)
+    assert_int_equal(h->l->ops->calc_derivative(h->l, &h->ctx), NNT_OK);
+}
+
+static void emb_case(const char *name, unsigned b, unsigned t, unsigned in_dim,
+                     unsigned out_dim, int mask) {
+  size_t n;
+  float *g = golden(name, &n);
+  size_t ni = (size_t)b * t, nw = (size_t)in_dim * out_dim, no = ni * out_dim;
+  const float *x = g, *w = x + ni, *r = w + nw, *y = r + no, *dw = y + no;
+  assert_int_equal(n, (size_t)(dw + nw - g));
+  char si[16], so[16], sm[16], what[96];
+  snprintf(si, sizeof si, "%u", in_dim);
+  snprintf(so, sizeof so, "%u", out_dim);
+  snprintf(sm, sizeof sm, "%d", mask);
+  const char *props[] = {"in_dim", si, "out_dim", so, mask >= 0 ? "zero_idx_mask" : NULL, sm,
+                         NULL};
+  int seen = mask < 0, frac = 0;
+  for (size_t i = 0; i < ni; i++)
+    seen |= (int)x[i] == mask, frac |= x[i] != floorf(x[i]);
+  assert_true(seen && frac); /* the data has the masked index, and fractions */
+  const float *weights[] = {w};
+  fd_harness h;
+  run(&h, "embedding", props, nnt_dim_make(b, 1, 1, t), x, weights, r);
+  assert_true(nnt_dim_eq(h.out.dim, nnt_dim_make(b, 1, t, out_dim)));
+  snprintf(what, sizeof what, "%s out", name);
+  expect_close(what, h.out.data, y, no);
+  snprintf(what, sizeof what, "%s dW", name);
+  expect_close(what, h.gw[0].data, dw, nw);
+  fd_teardown(&h);
+  free(g);
+}
+
+static void test_embedding(void **state) {
+  (void)state;
+  emb_case("emb_plain", 2, 6, 7, 4, -1);
+  emb_case("emb_mask", 3, 5, 4, 3, 2);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_embedding),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,168 @@
+/* The sequence layers as a user meets them: their keys and what a bad value
+ * says (the key named), their C API layer types (NNTrainer's
+ * ml_train_layer_type_e values), and an embedding given an index outside
+ * [0, in_dim) in training: an error naming the layer on the CPU, and on a
+ * Vulkan device (where the op cannot return it) the non-finite check's
+ * error naming it. */
+#include "capi_harness.h"
+#include "test_util.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nntrainer/layer.h"
+
+/* set_property of a new layer of type: the code, and the message holds
+ * needle. */
+static void bad_key(const char *type, const char *key, const char *value, const char *needle) {
+  nnt_layer *l;
+  nnt_err e = {0};
+  assert_int_equal(nnt_layer_create(type, &l, &e), NNT_OK);
+  int rc = nnt_layer_set_property(l, key, value, &e);
+  if (rc != NNT_ERR_INVAL)
+    fail_msg("%s %s=%s: got %d, want NNT_ERR_INVAL", type, key, value, rc);
+  tu_assert_contains(e.msg, needle);
+  nnt_layer_destroy(l);
+}
+
+/* A model of one input (shape in) and one layer (type, props '|'-joined),
+ * then flatten and a softmax classifier, compiled through the C API. */
+static int compile_one(const char *in, int ml_type, const char *props, ml_train_model_h *out) {
+  ml_train_model_h m;
+  ml_train_layer_h a, b, f, c;
+  char shape[64];
+  snprintf(shape, sizeof shape, "input_shape=%s", in);
+  OK(ml_train_model_construct(&m));
+  OK(ml_train_layer_create(&a, ML_TRAIN_LAYER_TYPE_INPUT));
+  OK(ml_train_layer_set_property(a, "name=in", shape, NULL));
+  OK(ml_train_layer_create(&b, ml_type));
+  OK(ml_train_layer_set_property_with_single_param(b, props));
+  OK(ml_train_layer_create(&f, ML_TRAIN_LAYER_TYPE_FLATTEN));
+  OK(ml_train_layer_create(&c, ML_TRAIN_LAYER_TYPE_FC));
+  OK(ml_train_layer_set_property(c, "unit=2", "activation=softmax", NULL));
+  OK(ml_train_model_add_layer(m, a));
+  OK(ml_train_model_add_layer(m, b));
+  OK(ml_train_model_add_layer(m, f));
+  OK(ml_train_model_add_layer(m, c));
+  ml_train_optimizer_h o;
+  OK(ml_train_optimizer_create(&o, ML_TRAIN_OPTIMIZER_TYPE_SGD));
+  OK(ml_train_model_set_optimizer(m, o));
+  *out = m;
+  return ml_train_model_compile(m, "loss=cross", "batch_size=2", NULL);
+}
+
+static void test_embedding_keys(void **state) {
+  (void)state;
+  bad_key("embedding", "in_dim", "0", "in_dim");
+  bad_key("embedding", "out_dim", "0", "out_dim");
+  bad_key("embedding", "in_dim", "-3", "in_dim");
+  bad_key("embedding", "zero_idx_mask", "a", "zero_idx_mask");
+  ml_train_model_h m;
+  /* a required key missing, the mask past the table, indices not 1:1:T */
+  const struct {
+    const char *in, *props, *needle;
+  } bad[] = {
+      {"1:1:4", "name=emb|out_dim=3", "in_dim"},
+      {"1:1:4", "name=emb|in_dim=5", "out_dim"},
+      {"1:1:4", "name=emb|in_dim=5|out_dim=3|zero_idx_mask=5", "zero_idx_mask"},
+      {"2:1:4", "name=emb|in_dim=5|out_dim=3", "channel and height"},
+      {"1:3:4", "name=emb|in_dim=5|out_dim=3", "channel and height"},
+  };
+  for (size_t i = 0; i < NNT_ARRAY_LEN(bad); i++) {
+    (void)ml_error();
+    int rc = compile_one(bad[i].in, ML_TRAIN_LAYER_TYPE_EMBEDDING, bad[i].props, &m);
+    if (rc != ML_ERROR_INVALID_PARAMETER)
+      fail_msg("%s: got %d", bad[i].props, rc);
+    const char *msg = ml_error();
+    assert_non_null(msg);
+    tu_assert_contains(msg, bad[i].needle);
+    tu_assert_contains(msg, "emb");
+    OK(ml_train_model_destroy(m));
+  }
+  OK(compile_one("1:1:4", ML_TRAIN_LAYER_TYPE_EMBEDDING, "in_dim=5|out_dim=3|zero_idx_mask=4",
+                 &m));
+  OK(ml_train_model_destroy(m));
+}
+
+/* Samples of 4 indices: index `bad` (when has_bad) at position 2 from
+ * sample 3 on; 16 samples an epoch. */
+typedef struct idx_gen {
+  int n;
+  int has_bad;
+  float bad;
+} idx_gen;
+static int idx_cb(float **in, float **label, bool *last, void *ud) {
+  idx_gen *g = ud;
+  for (int t = 0; t < 4; t++)
+    in[0][t] = (float)((g->n + t) % 5);
+  if (g->has_bad && g->n >= 3)
+    in[0][2] = g->bad;
+  label[0][0] = (float)(g->n % 2), label[0][1] = (float)(1 - g->n % 2);
+  *last = ++g->n % 16 == 0;
+  return 0;
+}
+
+/* Train the embedding model on engine with indices from g: the run's code. */
+static int train_indices(const char *engine, idx_gen *g) {
+  ml_train_model_h m;
+  ml_train_layer_h in, emb, flat, out;
+  OK(ml_train_model_construct(&m));
+  OK(ml_train_layer_create(&in, ML_TRAIN_LAYER_TYPE_INPUT));
+  OK(ml_train_layer_set_property(in, "name=in", "input_shape=1:1:4", NULL));
+  OK(ml_train_layer_create(&emb, ML_TRAIN_LAYER_TYPE_EMBEDDING));
+  OK(ml_train_layer_set_property(emb, "name=emb", "in_dim=5", "out_dim=3", NULL));
+  OK(ml_train_layer_create(&flat, ML_TRAIN_LAYER_TYPE_FLATTEN));
+  OK(ml_train_layer_create(&out, ML_TRAIN_LAYER_TYPE_FC));
+  OK(ml_train_layer_set_property(out, "unit=2", "activation=softmax", NULL));
+  OK(ml_train_model_add_layer(m, in));
+  OK(ml_train_model_add_layer(m, emb));
+  OK(ml_train_model_add_layer(m, flat));
+  OK(ml_train_model_add_layer(m, out));
+  ml_train_optimizer_h o;
+  OK(ml_train_optimizer_create(&o, ML_TRAIN_OPTIMIZER_TYPE_SGD));
+  OK(ml_train_model_set_optimizer(m, o));
+  ml_train_dataset_h ds;
+  OK(ml_train_dataset_create(&ds));
+  OK(ml_train_dataset_add_generator(ds, ML_TRAIN_DATASET_MODE_TRAIN, idx_cb, g));
+  OK(ml_train_model_set_dataset(m, ds));
+  OK(ml_train_model_compile(m, "loss=cross", "batch_size=2", engine, NULL));
+  (void)ml_error();
+  int rc = ml_train_model_run(m, "epochs=1", NULL);
+  const char *msg = ml_error();
+  print_message("%s: %d %s\n", engine, rc, msg ? msg : "");
+  if (rc != ML_ERROR_NONE) {
+    assert_non_null(msg);
+    tu_assert_contains(msg, "emb");
+  }
+  OK(ml_train_model_destroy(m));
+  return rc;
+}
+
+static void test_embedding_bad_index(void **state) {
+  (void)state;
+  idx_gen good = {0, 0, 0}, big = {0, 1, 5}, neg = {0, 1, -0.5f};
+  assert_int_equal(train_indices("engine=cpu", &good), ML_ERROR_NONE);
+  /* the CPU's op says so at once: the forward fails, naming the layer */
+  assert_int_equal(train_indices("engine=cpu", &big), ML_ERROR_INVALID_PARAMETER);
+  /* below 0 (NNTrainer's cast would make -0.5 index 0) */
+  assert_int_equal(train_indices("engine=cpu", &neg), ML_ERROR_INVALID_PARAMETER);
+#ifdef NNT_HAVE_VULKAN
+  /* the op cannot return it: its NaN rows stop the step at the
+   * non-finite check, whose replay names the layer */
+  (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
+  idx_gen ggood = {0, 0, 0}, gbig = {0, 1, 7};
+  assert_int_equal(train_indices("engine=gpu", &ggood), ML_ERROR_NONE);
+  assert_int_equal(train_indices("engine=gpu", &gbig), NNT_ERR_RANGE);
+#endif
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_embedding_keys),
+      cmocka_unit_test(test_embedding_bad_index),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
