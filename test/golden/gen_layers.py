@@ -171,3 +171,37 @@ def emb_case(name, batch, t, in_dim, out_dim, mask=None):
 
 emb_case("plain", 2, 6, 7, 4)
 emb_case("mask", 3, 5, 4, 3, mask=2)
+
+
+def ln_case(name, shape, naxes, eps):
+    """ln_<case>.bin: x, gamma, beta (the shape of the last naxes axes), R,
+    out, dx, dgamma, dbeta: torch.nn.functional.layer_norm over the last
+    naxes axes (biased variance), J = sum(out * R)."""
+    x = s32(*shape, scale=2.0).requires_grad_()
+    ns = shape[len(shape) - naxes:]
+    g = (torch.rand(*ns, generator=SEQ) + 0.5).to(torch.float32).double().requires_grad_()
+    b = sr(ns).requires_grad_()
+    y = F.layer_norm(x, ns, g, b, eps)
+    r = sr(y.shape)
+    (y * r).sum().backward()
+    save("ln_" + name, x, g, b, r, y, x.grad, g.grad, b.grad)
+
+
+def pe_case(name, shape, max_t):
+    """pe_<case>.bin: x [b:c:h:w], out = x + the table's first h rows, dx
+    (= R). NNTrainer's table in float32: a = i / 10000^(2 floor(j/2) / w),
+    sin(a) for even j, cos(a) for odd j."""
+    x = s32(*shape)
+    h, w = shape[2], shape[3]
+    i = torch.arange(h, dtype=torch.float32).view(h, 1)
+    jj = (torch.arange(w) // 2 * 2).to(torch.float32).view(1, w)
+    a = i / torch.pow(torch.tensor(10000.0, dtype=torch.float32), jj / w)
+    pe = torch.where(torch.arange(w).view(1, w) % 2 == 1, torch.cos(a), torch.sin(a))
+    y = x + pe.double()
+    r = sr(y.shape)
+    save("pe_" + name, x, r, y, r)
+
+
+ln_case("w", (2, 1, 3, 5), 1, 1e-3)
+ln_case("chw", (2, 2, 3, 4), 3, 1e-2)
+pe_case("plain", (2, 1, 6, 8), 10)

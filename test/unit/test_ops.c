@@ -106,6 +106,9 @@ static const oh_case cases[] = {
      .indices = 5},
     {.type = "embedding", .props = {"in_dim=4", "out_dim=6", "zero_idx_mask=2"},
      .in = {"1:1:5"}, .indices = 4},
+    {.type = "layer_normalization", .props = {"axis=3"}, .in = {"2:3:5"}},
+    {.type = "layer_normalization", .props = {"axis=2,3", "epsilon=0.01"}, .in = {"2:3:4"}},
+    {.type = "layer_normalization", .props = {"axis=3,2,1"}, .in = {"2:2:3"}, .batch = 3},
 };
 
 static void test_every_type_has_a_case(void **state) {

@@ -2,7 +2,8 @@
  * "sequence layers" section, writes test/golden/layers/emb_*.bin ...; its
  * docstrings give each file's layout): embedding against
  * torch.nn.functional.embedding (zero_idx_mask as a product with the mask),
- * forward and dW.
+ * forward and dW; layer_normalization against F.layer_norm over the width
+ * and over the whole sample, forward, dX, dgamma, dbeta.
  *
  * Tolerance: 1e-5 relative to max(1, |reference|); the embedding's output is
  * a copy and its dW a sum of at most a few terms. */
@@ -77,9 +78,42 @@ static void test_embedding(void **state) {
   emb_case("emb_mask", 3, 5, 4, 3, 2);
 }
 
+static void ln_case(const char *name, nnt_dim in, const char *axis, const char *eps,
+                    size_t nw) {
+  size_t n;
+  float *g = golden(name, &n);
+  size_t ni = nnt_dim_len(in);
+  const float *x = g, *ga = x + ni, *be = ga + nw, *r = be + nw, *y = r + ni, *dx = y + ni;
+  const float *dg = dx + ni, *db = dg + nw;
+  assert_int_equal(n, (size_t)(db + nw - g));
+  const char *props[] = {"axis", axis, "epsilon", eps, NULL};
+  const float *weights[] = {ga, be};
+  char what[96];
+  fd_harness h;
+  run(&h, "layer_normalization", props, in, x, weights, r);
+  assert_int_equal(nnt_tensor_len(&h.w[0]), nw);
+  snprintf(what, sizeof what, "%s out", name);
+  expect_close(what, h.out.data, y, ni);
+  snprintf(what, sizeof what, "%s dx", name);
+  expect_close(what, h.din.data, dx, ni);
+  snprintf(what, sizeof what, "%s dgamma", name);
+  expect_close(what, h.gw[0].data, dg, nw);
+  snprintf(what, sizeof what, "%s dbeta", name);
+  expect_close(what, h.gw[1].data, db, nw);
+  fd_teardown(&h);
+  free(g);
+}
+
+static void test_layer_normalization(void **state) {
+  (void)state;
+  ln_case("ln_w", nnt_dim_make(2, 1, 3, 5), "3", "0.001", 5);
+  ln_case("ln_chw", nnt_dim_make(2, 2, 3, 4), "1,2,3", "0.01", 24);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_embedding),
+      cmocka_unit_test(test_layer_normalization),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -87,6 +87,29 @@ static void test_embedding_keys(void **state) {
   OK(ml_train_model_destroy(m));
 }
 
+static void test_layer_normalization_keys(void **state) {
+  (void)state;
+  bad_key("layer_normalization", "epsilon", "0", "epsilon");
+  bad_key("layer_normalization", "epsilon", "-1e-3", "epsilon");
+  bad_key("layer_normalization", "axis", "4", "axis");
+  bad_key("layer_normalization", "axis", "2", "axis");     /* not the last axes */
+  bad_key("layer_normalization", "axis", "0,1,2,3", "axis"); /* the batch */
+  bad_key("layer_normalization", "axis", "1,3", "axis");
+  bad_key("layer_normalization", "gamma_initializer", "twos", "gamma_initializer");
+  ml_train_model_h m;
+  (void)ml_error();
+  assert_int_equal(compile_one("2:3:4", ML_TRAIN_LAYER_TYPE_LAYER_NORMALIZATION, "name=ln",
+                               &m), ML_ERROR_INVALID_PARAMETER);
+  const char *msg = ml_error();
+  assert_non_null(msg);
+  tu_assert_contains(msg, "axis");
+  tu_assert_contains(msg, "ln");
+  OK(ml_train_model_destroy(m));
+  OK(compile_one("2:3:4", ML_TRAIN_LAYER_TYPE_LAYER_NORMALIZATION,
+                 "name=ln|axis=2,3|epsilon=1e-5|beta_initializer=ones", &m));
+  OK(ml_train_model_destroy(m));
+}
+
 /* Samples of 4 indices: index `bad` (when has_bad) at position 2 from
  * sample 3 on; 16 samples an epoch. */
 typedef struct idx_gen {
@@ -162,6 +185,7 @@ static void test_embedding_bad_index(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_embedding_keys),
+      cmocka_unit_test(test_layer_normalization_keys),
       cmocka_unit_test(test_embedding_bad_index),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
