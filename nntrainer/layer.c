@@ -16,7 +16,7 @@ static const nnt_layer_ops *const registry[] = {
     &nnt_layer_split,   &nnt_layer_multiout,        &nnt_layer_identity,
     &nnt_layer_permute, &nnt_layer_upsample2d,     &nnt_layer_conv2d,
     &nnt_layer_conv1d,  &nnt_layer_pooling2d,
-    &nnt_layer_embedding, &nnt_layer_layer_normalization,
+    &nnt_layer_embedding, &nnt_layer_layer_normalization, &nnt_layer_positional_encoding,
     NULL};
 
 /* The registered types, NULL-terminated; a static table. */

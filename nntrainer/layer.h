@@ -293,5 +293,6 @@ extern const nnt_layer_ops nnt_layer_conv1d;
 extern const nnt_layer_ops nnt_layer_pooling2d;
 extern const nnt_layer_ops nnt_layer_embedding;
 extern const nnt_layer_ops nnt_layer_layer_normalization;
+extern const nnt_layer_ops nnt_layer_positional_encoding;
 
 #endif

@@ -109,6 +109,9 @@ static const oh_case cases[] = {
     {.type = "layer_normalization", .props = {"axis=3"}, .in = {"2:3:5"}},
     {.type = "layer_normalization", .props = {"axis=2,3", "epsilon=0.01"}, .in = {"2:3:4"}},
     {.type = "layer_normalization", .props = {"axis=3,2,1"}, .in = {"2:2:3"}, .batch = 3},
+    /* the device's sin, cos and pow: within 1e-5 of the CPU's here */
+    {.type = "positional_encoding", .props = {"max_timestep=7"}, .in = {"1:7:6"}},
+    {.type = "positional_encoding", .props = {"max_timestep=9"}, .in = {"2:3:5"}, .batch = 3},
 };
 
 static void test_every_type_has_a_case(void **state) {

@@ -3,7 +3,8 @@
  * docstrings give each file's layout): embedding against
  * torch.nn.functional.embedding (zero_idx_mask as a product with the mask),
  * forward and dW; layer_normalization against F.layer_norm over the width
- * and over the whole sample, forward, dX, dgamma, dbeta.
+ * and over the whole sample, forward, dX, dgamma, dbeta; positional_encoding
+ * against NNTrainer's table computed by torch in float32.
  *
  * Tolerance: 1e-5 relative to max(1, |reference|); the embedding's output is
  * a copy and its dW a sum of at most a few terms. */
@@ -110,10 +111,28 @@ static void test_layer_normalization(void **state) {
   ln_case("ln_chw", nnt_dim_make(2, 2, 3, 4), "1,2,3", "0.01", 24);
 }
 
+static void test_positional_encoding(void **state) {
+  (void)state;
+  size_t n;
+  float *g = golden("pe_plain", &n);
+  nnt_dim in = nnt_dim_make(2, 1, 6, 8);
+  size_t ni = nnt_dim_len(in);
+  const float *x = g, *r = x + ni, *y = r + ni, *dx = y + ni;
+  assert_int_equal(n, 4 * ni);
+  const char *props[] = {"max_timestep", "10", NULL};
+  fd_harness h;
+  run(&h, "positional_encoding", props, in, x, NULL, r);
+  expect_close("pe_plain out", h.out.data, y, ni);
+  expect_close("pe_plain dx", h.din.data, dx, ni);
+  fd_teardown(&h);
+  free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_embedding),
       cmocka_unit_test(test_layer_normalization),
+      cmocka_unit_test(test_positional_encoding),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

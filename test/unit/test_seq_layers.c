@@ -110,6 +110,28 @@ static void test_layer_normalization_keys(void **state) {
   OK(ml_train_model_destroy(m));
 }
 
+static void test_positional_encoding_keys(void **state) {
+  (void)state;
+  bad_key("positional_encoding", "max_timestep", "0", "max_timestep");
+  bad_key("positional_encoding", "max_timestep", "x", "max_timestep");
+  ml_train_model_h m;
+  const struct {
+    const char *in, *props;
+  } bad[] = {{"1:4:6", "name=pe"}, {"1:9:6", "name=pe|max_timestep=8"}};
+  for (size_t i = 0; i < NNT_ARRAY_LEN(bad); i++) {
+    (void)ml_error();
+    assert_int_equal(compile_one(bad[i].in, ML_TRAIN_LAYER_TYPE_POSITIONAL_ENCODING,
+                                 bad[i].props, &m), ML_ERROR_INVALID_PARAMETER);
+    const char *msg = ml_error();
+    assert_non_null(msg);
+    tu_assert_contains(msg, "max_timestep");
+    tu_assert_contains(msg, "pe");
+    OK(ml_train_model_destroy(m));
+  }
+  OK(compile_one("1:8:6", ML_TRAIN_LAYER_TYPE_POSITIONAL_ENCODING, "max_timestep=8", &m));
+  OK(ml_train_model_destroy(m));
+}
+
 /* Samples of 4 indices: index `bad` (when has_bad) at position 2 from
  * sample 3 on; 16 samples an epoch. */
 typedef struct idx_gen {
@@ -186,6 +208,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_embedding_keys),
       cmocka_unit_test(test_layer_normalization_keys),
+      cmocka_unit_test(test_positional_encoding_keys),
       cmocka_unit_test(test_embedding_bad_index),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -61,11 +61,13 @@ const char *const tu_type_models[] = {
     "[out]\ntype = fully_connected\nunit = 3\n\n"
     "[loss]\ntype = mse\n",
     /* sequence layers: embedding (min-max normalization makes indices 0
-     * and 1 of the synthetic data), layer normalization */
+     * and 1 of the synthetic data), layer normalization, positional
+     * encoding */
     HEAD("cross", "adam", "")
     "[in]\ntype = input\ninput_shape = 1:1:6\nnormalization = true\n\n"
     "[emb]\ntype = embedding\nin_dim = 4\nout_dim = 5\n\n"
     "[ln]\ntype = layer_normalization\naxis = 3\n\n"
+    "[pe]\ntype = positional_encoding\nmax_timestep = 8\n\n"
     "[flat]\ntype = flatten\n\n"
     "[out]\ntype = fully_connected\nunit = 3\nactivation = softmax\n",
 };
