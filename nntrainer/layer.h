@@ -294,5 +294,9 @@ extern const nnt_layer_ops nnt_layer_pooling2d;
 extern const nnt_layer_ops nnt_layer_embedding;
 extern const nnt_layer_ops nnt_layer_layer_normalization;
 extern const nnt_layer_ops nnt_layer_positional_encoding;
+extern const nnt_layer_ops nnt_layer_add;
+extern const nnt_layer_ops nnt_layer_subtract;
+extern const nnt_layer_ops nnt_layer_multiply;
+extern const nnt_layer_ops nnt_layer_divide;
 
 #endif

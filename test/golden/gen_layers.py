@@ -205,3 +205,19 @@ def pe_case(name, shape, max_t):
 ln_case("w", (2, 1, 3, 5), 1, 1e-3)
 ln_case("chw", (2, 2, 3, 4), 3, 1e-2)
 pe_case("plain", (2, 1, 6, 8), 10)
+
+
+def ew_case(op, shape):
+    """ew_<op>.bin: a, b (b at least 0.5 from 0), R, out, da, db for
+    out = a op b, J = sum(out * R)."""
+    a = s32(*shape).requires_grad_()
+    b = s32(*shape)
+    b = (b.sign() * (b.abs() + 0.5)).to(torch.float32).double().requires_grad_()
+    y = {"add": a + b, "subtract": a - b, "multiply": a * b, "divide": a / b}[op]
+    r = sr(y.shape)
+    (y * r).sum().backward()
+    save("ew_" + op, a, b, r, y, a.grad, b.grad)
+
+
+for op in ("add", "subtract", "multiply", "divide"):
+    ew_case(op, (2, 1, 3, 4))

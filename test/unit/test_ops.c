@@ -112,6 +112,12 @@ static const oh_case cases[] = {
     /* the device's sin, cos and pow: within 1e-5 of the CPU's here */
     {.type = "positional_encoding", .props = {"max_timestep=7"}, .in = {"1:7:6"}},
     {.type = "positional_encoding", .props = {"max_timestep=9"}, .in = {"2:3:5"}, .batch = 3},
+    {.type = "add", .in = {"2:3:4", "2:3:4"}},
+    {.type = "subtract", .props = {"inplace=true"}, .in = {"1:3:5", "1:3:5"}, .batch = 3},
+    {.type = "multiply", .in = {"2:3:4", "2:3:4"}},
+    /* inputs at least 0.1 from 0: a small step for 1/b's curvature */
+    {.type = "divide", .props = {"inplace_direction=right"}, .in = {"3:4", "3:4"},
+     .fd_eps = 1e-4f, .fd_tol = 1e-2},
 };
 
 static void test_every_type_has_a_case(void **state) {

@@ -132,6 +132,58 @@ static void test_positional_encoding_keys(void **state) {
   OK(ml_train_model_destroy(m));
 }
 
+/* Inputs a (shape sa) and b (shape sb) into a layer of ml_type through
+ * the C API, then an mse loss: the compile's code. */
+static int compile_two(int ml_type, const char *sa, const char *sb) {
+  ml_train_model_h m;
+  ml_train_layer_h a, b, op;
+  char pa[64], pb[64];
+  snprintf(pa, sizeof pa, "input_shape=%s", sa);
+  snprintf(pb, sizeof pb, "input_shape=%s", sb);
+  OK(ml_train_model_construct(&m));
+  OK(ml_train_layer_create(&a, ML_TRAIN_LAYER_TYPE_INPUT));
+  OK(ml_train_layer_set_property(a, "name=a", pa, NULL));
+  OK(ml_train_layer_create(&b, ML_TRAIN_LAYER_TYPE_INPUT));
+  OK(ml_train_layer_set_property(b, "name=b", pb, NULL));
+  OK(ml_train_layer_create(&op, ml_type));
+  OK(ml_train_layer_set_property(op, "name=op", "input_layers=a,b", NULL));
+  OK(ml_train_model_add_layer(m, a));
+  OK(ml_train_model_add_layer(m, b));
+  OK(ml_train_model_add_layer(m, op));
+  ml_train_optimizer_h o;
+  OK(ml_train_optimizer_create(&o, ML_TRAIN_OPTIMIZER_TYPE_SGD));
+  OK(ml_train_model_set_optimizer(m, o));
+  (void)ml_error();
+  int rc = ml_train_model_compile(m, "loss=mse", "batch_size=2", NULL);
+  if (rc) {
+    const char *msg = ml_error();
+    assert_non_null(msg);
+    tu_assert_contains(msg, "op");
+    tu_assert_contains(msg, sa);
+    tu_assert_contains(msg, sb);
+  }
+  OK(ml_train_model_destroy(m));
+  return rc;
+}
+
+static void test_elementwise_layers(void **state) {
+  (void)state;
+  static const struct {
+    const char *type;
+    int ml;
+  } t[] = {{"add", ML_TRAIN_LAYER_TYPE_ADD},
+           {"subtract", ML_TRAIN_LAYER_TYPE_SUBTRACT},
+           {"multiply", ML_TRAIN_LAYER_TYPE_MULTIPLY},
+           {"divide", ML_TRAIN_LAYER_TYPE_DIVIDE}};
+  for (size_t i = 0; i < NNT_ARRAY_LEN(t); i++) {
+    bad_key(t[i].type, "inplace_direction", "up", "inplace_direction");
+    bad_key(t[i].type, "inplace", "maybe", "inplace");
+    assert_int_equal(compile_two(t[i].ml, "1:2:3", "1:2:3"), ML_ERROR_NONE);
+    assert_int_equal(compile_two(t[i].ml, "1:2:3", "1:1:3"), ML_ERROR_INVALID_PARAMETER);
+    assert_int_equal(compile_two(t[i].ml, "1:2:3", "2:2:3"), ML_ERROR_INVALID_PARAMETER);
+  }
+}
+
 /* Samples of 4 indices: index `bad` (when has_bad) at position 2 from
  * sample 3 on; 16 samples an epoch. */
 typedef struct idx_gen {
@@ -209,6 +261,7 @@ int main(void) {
       cmocka_unit_test(test_embedding_keys),
       cmocka_unit_test(test_layer_normalization_keys),
       cmocka_unit_test(test_positional_encoding_keys),
+      cmocka_unit_test(test_elementwise_layers),
       cmocka_unit_test(test_embedding_bad_index),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

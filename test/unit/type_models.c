@@ -70,6 +70,16 @@ const char *const tu_type_models[] = {
     "[pe]\ntype = positional_encoding\nmax_timestep = 8\n\n"
     "[flat]\ntype = flatten\n\n"
     "[out]\ntype = fully_connected\nunit = 3\nactivation = softmax\n",
+    /* the element-wise layers of two inputs (divide by a sigmoid's output) */
+    HEAD("mse", "sgd", "")
+    "[in]\ntype = input\ninput_shape = 1:1:6\n\n"
+    "[a]\ntype = fully_connected\nunit = 4\ninput_layers = in\n\n"
+    "[b]\ntype = fully_connected\nunit = 4\nactivation = sigmoid\ninput_layers = in\n\n"
+    "[s]\ntype = add\ninput_layers = a, b\n\n"
+    "[d]\ntype = subtract\ninput_layers = s, a\n\n"
+    "[m]\ntype = multiply\ninput_layers = d, b\n\n"
+    "[q]\ntype = divide\ninput_layers = m, b\n\n"
+    "[out]\ntype = fully_connected\nunit = 3\n",
 };
 
 const size_t tu_n_type_models = sizeof tu_type_models / sizeof tu_type_models[0];
