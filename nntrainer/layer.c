@@ -18,7 +18,7 @@ static const nnt_layer_ops *const registry[] = {
     &nnt_layer_conv1d,  &nnt_layer_pooling2d,
     &nnt_layer_embedding, &nnt_layer_layer_normalization, &nnt_layer_positional_encoding,
     &nnt_layer_add,     &nnt_layer_subtract,        &nnt_layer_multiply,
-    &nnt_layer_divide,
+    &nnt_layer_divide,  &nnt_layer_reduce_mean,
     NULL};
 
 /* The registered types, NULL-terminated; a static table. */

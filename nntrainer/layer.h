@@ -298,5 +298,6 @@ extern const nnt_layer_ops nnt_layer_add;
 extern const nnt_layer_ops nnt_layer_subtract;
 extern const nnt_layer_ops nnt_layer_multiply;
 extern const nnt_layer_ops nnt_layer_divide;
+extern const nnt_layer_ops nnt_layer_reduce_mean;
 
 #endif

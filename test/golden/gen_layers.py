@@ -221,3 +221,20 @@ def ew_case(op, shape):
 
 for op in ("add", "subtract", "multiply", "divide"):
     ew_case(op, (2, 1, 3, 4))
+
+
+def rm_case(name, shape, axis):
+    """rm_<case>.bin: x, R, out (axis kept as 1; no axis: the mean of each
+    sample), dx: torch.mean, J = sum(out * R)."""
+    x = s32(*shape).requires_grad_()
+    dims = (axis,) if axis else (1, 2, 3)
+    y = x.mean(dim=dims, keepdim=True)
+    r = sr(y.shape)
+    (y * r).sum().backward()
+    save("rm_" + name, x, r, y, x.grad)
+
+
+rm_case("all", (2, 2, 3, 4), None)
+rm_case("c", (2, 3, 2, 4), 1)
+rm_case("h", (2, 2, 3, 4), 2)
+rm_case("w", (2, 2, 3, 5), 3)

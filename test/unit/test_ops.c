@@ -118,6 +118,10 @@ static const oh_case cases[] = {
     /* inputs at least 0.1 from 0: a small step for 1/b's curvature */
     {.type = "divide", .props = {"inplace_direction=right"}, .in = {"3:4", "3:4"},
      .fd_eps = 1e-4f, .fd_tol = 1e-2},
+    {.type = "reduce_mean", .in = {"2:3:4"}},
+    {.type = "reduce_mean", .props = {"axis=1"}, .in = {"3:2:4"}},
+    {.type = "reduce_mean", .props = {"axis=2"}, .in = {"2:3:4"}, .batch = 3},
+    {.type = "reduce_mean", .props = {"axis=3"}, .in = {"2:3:5"}},
 };
 
 static void test_every_type_has_a_case(void **state) {

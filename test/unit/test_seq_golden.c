@@ -5,7 +5,8 @@
  * forward and dW; layer_normalization against F.layer_norm over the width
  * and over the whole sample, forward, dX, dgamma, dbeta; positional_encoding
  * against NNTrainer's table computed by torch in float32; add, subtract,
- * multiply and divide against autograd, forward and both derivatives.
+ * multiply and divide against autograd, forward and both derivatives;
+ * reduce_mean against torch.mean over each axis and over the sample.
  *
  * Tolerance: 1e-5 relative to max(1, |reference|); the embedding's output is
  * a copy and its dW a sum of at most a few terms. */
@@ -181,12 +182,40 @@ static void test_elementwise(void **state) {
   }
 }
 
+static void rm_case(const char *name, nnt_dim in, const char *axis, nnt_dim out) {
+  size_t n;
+  float *g = golden(name, &n);
+  size_t ni = nnt_dim_len(in), no = nnt_dim_len(out);
+  const float *x = g, *r = x + ni, *y = r + no, *dx = y + no;
+  assert_int_equal(n, 2 * ni + 2 * no);
+  const char *props[] = {axis ? "axis" : NULL, axis, NULL};
+  fd_harness h;
+  run(&h, "reduce_mean", props, in, x, NULL, r);
+  assert_true(nnt_dim_eq(h.out.dim, out));
+  char what[64];
+  snprintf(what, sizeof what, "%s out", name);
+  expect_close(what, h.out.data, y, no);
+  snprintf(what, sizeof what, "%s dx", name);
+  expect_close(what, h.din.data, dx, ni);
+  fd_teardown(&h);
+  free(g);
+}
+
+static void test_reduce_mean(void **state) {
+  (void)state;
+  rm_case("rm_all", nnt_dim_make(2, 2, 3, 4), NULL, nnt_dim_make(2, 1, 1, 1));
+  rm_case("rm_c", nnt_dim_make(2, 3, 2, 4), "1", nnt_dim_make(2, 1, 2, 4));
+  rm_case("rm_h", nnt_dim_make(2, 2, 3, 4), "2", nnt_dim_make(2, 2, 1, 4));
+  rm_case("rm_w", nnt_dim_make(2, 2, 3, 5), "3", nnt_dim_make(2, 2, 3, 1));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_embedding),
       cmocka_unit_test(test_layer_normalization),
       cmocka_unit_test(test_positional_encoding),
       cmocka_unit_test(test_elementwise),
+      cmocka_unit_test(test_reduce_mean),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

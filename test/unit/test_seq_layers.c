@@ -184,6 +184,16 @@ static void test_elementwise_layers(void **state) {
   }
 }
 
+static void test_reduce_mean_keys(void **state) {
+  (void)state;
+  bad_key("reduce_mean", "axis", "0", "axis");
+  bad_key("reduce_mean", "axis", "4", "axis");
+  bad_key("reduce_mean", "axis", "2,3", "axis");
+  ml_train_model_h m;
+  OK(compile_one("2:3:4", ML_TRAIN_LAYER_TYPE_REDUCE_MEAN, "axis=2", &m));
+  OK(ml_train_model_destroy(m));
+}
+
 /* Samples of 4 indices: index `bad` (when has_bad) at position 2 from
  * sample 3 on; 16 samples an epoch. */
 typedef struct idx_gen {
@@ -262,6 +272,7 @@ int main(void) {
       cmocka_unit_test(test_layer_normalization_keys),
       cmocka_unit_test(test_positional_encoding_keys),
       cmocka_unit_test(test_elementwise_layers),
+      cmocka_unit_test(test_reduce_mean_keys),
       cmocka_unit_test(test_embedding_bad_index),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

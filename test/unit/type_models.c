@@ -70,7 +70,8 @@ const char *const tu_type_models[] = {
     "[pe]\ntype = positional_encoding\nmax_timestep = 8\n\n"
     "[flat]\ntype = flatten\n\n"
     "[out]\ntype = fully_connected\nunit = 3\nactivation = softmax\n",
-    /* the element-wise layers of two inputs (divide by a sigmoid's output) */
+    /* the element-wise layers of two inputs (divide by a sigmoid's output),
+     * reduce_mean */
     HEAD("mse", "sgd", "")
     "[in]\ntype = input\ninput_shape = 1:1:6\n\n"
     "[a]\ntype = fully_connected\nunit = 4\ninput_layers = in\n\n"
@@ -79,6 +80,7 @@ const char *const tu_type_models[] = {
     "[d]\ntype = subtract\ninput_layers = s, a\n\n"
     "[m]\ntype = multiply\ninput_layers = d, b\n\n"
     "[q]\ntype = divide\ninput_layers = m, b\n\n"
+    "[rm]\ntype = reduce_mean\naxis = 3\n\n"
     "[out]\ntype = fully_connected\nunit = 3\n",
 };
 
