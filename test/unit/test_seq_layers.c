@@ -3,7 +3,10 @@
  * ml_train_layer_type_e values), and an embedding given an index outside
  * [0, in_dim) in training: an error naming the layer on the CPU, and on a
  * Vulkan device (where the op cannot return it) the non-finite check's
- * error naming it. */
+ * error naming it. A weight file in NNTrainer's layout (Embedding
+ * [in_dim, out_dim] row-major, then layer_normalization's gamma and beta)
+ * loads and gives the rows it holds; layer_normalization keeps for its
+ * backward only its input and two floats per row. */
 #include "capi_harness.h"
 #include "test_util.h"
 
@@ -13,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nntrainer/ini.h"
 #include "nntrainer/layer.h"
+#include "nntrainer/model.h"
 
 /* set_property of a new layer of type: the code, and the message holds
  * needle. */
@@ -266,6 +271,77 @@ static void test_embedding_bad_index(void **state) {
 #endif
 }
 
+static void test_weight_file_layout(void **state) {
+  (void)state;
+  char ini[1024], bin[1024]; /* tu_write's path is overwritten by the next call */
+  snprintf(ini, sizeof ini, "%s", tu_write_text("seq.ini",
+                                  "[Model]\ntype = NeuralNetwork\nbatch_size = 2\nloss = mse\n\n"
+                                  "[Optimizer]\ntype = sgd\n\n"
+                                  "[in]\ntype = input\ninput_shape = 1:1:4\n\n"
+                                  "[emb]\ntype = embedding\nin_dim = 5\nout_dim = 3\n\n"
+                                  "[ln]\ntype = layer_normalization\naxis = 3\n"));
+  float w[15 + 3 + 3];
+  for (int i = 0; i < 15; i++) { /* row r: r, r^2 / 8, -r / 4 */
+    float r = (float)(i / 3);
+    w[i] = i % 3 == 0 ? r : i % 3 == 1 ? r * r / 8 : -0.25f * r;
+  }
+  const float gamma[3] = {1.5f, 0.5f, 2}, beta[3] = {0.25f, -1, 0};
+  memcpy(w + 15, gamma, sizeof gamma);
+  memcpy(w + 18, beta, sizeof beta);
+  snprintf(bin, sizeof bin, "%s", tu_write("seq.bin", w, sizeof w));
+  nnt_model *m = tu_model_for_ini(ini);
+  nnt_err e = {0};
+  if (nnt_ini_load(m, ini, NULL, 0, &e) || nnt_model_compile(m, &e) ||
+      nnt_model_initialize(m, &e) || nnt_model_load_weights(m, bin, &e))
+    fail_msg("%s", e.msg);
+  const float x[8] = {0, 4, 2.5f, 1, 3, 3, 0.75f, 2};
+  float y[24];
+  const float *ins[] = {x};
+  float *outs[] = {y};
+  assert_int_equal(nnt_model_infer(m, ins, outs, &e), NNT_OK);
+  for (int t = 0; t < 8; t++) {
+    const float *row = w + 3 * (int)x[t];
+    double mu = (row[0] + row[1] + row[2]) / 3.0, v = 0;
+    for (int c = 0; c < 3; c++)
+      v += (row[c] - mu) * (row[c] - mu);
+    double is = 1 / sqrt(v / 3 + 1e-3);
+    for (int c = 0; c < 3; c++) {
+      double want = (row[c] - mu) * is * gamma[c] + beta[c];
+      if (fabs(y[t * 3 + c] - want) > 1e-5)
+        fail_msg("index %g, column %d: %g, expected %g", x[t], c, y[t * 3 + c], want);
+    }
+  }
+  /* a file one float short is refused */
+  const char *shortbin = tu_write("short.bin", w, sizeof w - sizeof(float));
+  assert_int_not_equal(nnt_model_load_weights(m, shortbin, &e), NNT_OK);
+  nnt_model_destroy(m);
+}
+
+/* What layer_normalization asks the planner for: one scratch of two floats
+ * per normalized row, kept for the backward only (NNT_SCRATCH_SAVED), and
+ * its input (no copy of it, of x - mean or of the normalized input). */
+static void test_layer_normalization_keeps_little(void **state) {
+  (void)state;
+  nnt_layer *l;
+  nnt_err e = {0};
+  assert_int_equal(nnt_layer_create("layer_normalization", &l, &e), NNT_OK);
+  assert_int_equal(nnt_layer_set_property(l, "axis", "3", &e), NNT_OK);
+  nnt_finalize_ctx fc;
+  memset(&fc, 0, sizeof fc);
+  fc.batch = 4, fc.n_in = 1, fc.n_out = 1;
+  fc.in_dim[0] = nnt_dim_make(4, 2, 16, 64);
+  assert_int_equal(l->ops->finalize(l, &fc, &e), NNT_OK);
+  assert_int_equal(fc.n_scratch, 1);
+  assert_int_equal(nnt_dim_len(fc.scratch_dim[0]), 2 * 4 * 2 * 16);
+  assert_int_equal(fc.scratch_life[0], NNT_SCRATCH_SAVED);
+  assert_int_equal(fc.flags, NNT_LF_BWD_READS_INPUT);
+  assert_int_equal(fc.n_w, 2);
+  assert_string_equal(fc.w[0].name, "gamma");
+  assert_string_equal(fc.w[1].name, "beta");
+  assert_true(nnt_dim_eq(fc.w[0].dim, nnt_dim_make(1, 1, 1, 64)));
+  nnt_layer_destroy(l);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_embedding_keys),
@@ -274,6 +350,8 @@ int main(void) {
       cmocka_unit_test(test_elementwise_layers),
       cmocka_unit_test(test_reduce_mean_keys),
       cmocka_unit_test(test_embedding_bad_index),
+      cmocka_unit_test_setup_teardown(test_weight_file_layout, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test(test_layer_normalization_keeps_little),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
