@@ -6,7 +6,9 @@
  * error naming it. A weight file in NNTrainer's layout (Embedding
  * [in_dim, out_dim] row-major, then layer_normalization's gamma and beta)
  * loads and gives the rows it holds; layer_normalization keeps for its
- * backward only its input and two floats per row. */
+ * backward only its input and two floats per row. The models of
+ * type_models.c with the sequence layers train on a Vulkan device as on
+ * the CPU, within a stated tolerance. */
 #include "capi_harness.h"
 #include "test_util.h"
 
@@ -19,6 +21,8 @@
 #include "nntrainer/ini.h"
 #include "nntrainer/layer.h"
 #include "nntrainer/model.h"
+#include "nntrainer/model_impl.h"
+#include "type_models.h"
 
 /* set_property of a new layer of type: the code, and the message holds
  * needle. */
@@ -342,6 +346,58 @@ static void test_layer_normalization_keeps_little(void **state) {
   nnt_layer_destroy(l);
 }
 
+#ifdef NNT_HAVE_VULKAN
+static nnt_model *seq_model(const char *ini, const char *engine) {
+  nnt_model *m = tu_model_for_ini(ini);
+  nnt_err e = {0};
+  const char *ov[] = {engine, "save_path="};
+  if (nnt_ini_load(m, ini, ov, 2, &e) || nnt_model_compile(m, &e) ||
+      nnt_model_initialize(m, &e))
+    fail_msg("%s: %s", engine, e.msg);
+  return m;
+}
+
+/* max |a - b| / max(1, max |a|) */
+static double werr(const float *a, const float *b, size_t n) {
+  double d = 0, sc = 1;
+  for (size_t i = 0; i < n; i++) {
+    double x = fabs((double)a[i] - b[i]);
+    d = x > d || isnan(x) ? x : d;
+    sc = fmax(sc, fabs(a[i]));
+  }
+  return d / sc;
+}
+
+static void test_models_train_on_the_gpu(void **state) {
+  (void)state;
+  (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
+  unsigned seen = 0;
+  for (size_t i = 0; i < tu_n_type_models; i++) {
+    const char *txt = tu_type_models[i];
+    if (!strstr(txt, "embedding") && !strstr(txt, "divide"))
+      continue;
+    seen++;
+    char ini[1024];
+    snprintf(ini, sizeof ini, "%s", tu_write_text("m.ini", txt));
+    nnt_model *c = seq_model(ini, "engine=cpu"), *g = seq_model(ini, "engine=gpu");
+    assert_string_equal(g->be->name, "vulkan");
+    nnt_err e = {0};
+    assert_int_equal(nnt_model_train(c, NULL, NULL, &e), NNT_OK);
+    if (nnt_model_train(g, NULL, NULL, &e))
+      fail_msg("gpu: %s", e.msg);
+    float *wc = tu_weights_of(c), *wg = tu_weights_of(g);
+    double err = werr(wc, wg, c->wpool_floats);
+    print_message("type model %zu: weights within %.3g of the cpu's (normalised)\n", i, err);
+    if (!(err <= 1e-4))
+      fail_msg("type model %zu: the gpu's weights differ by %.3g", i, err);
+    free(wc), free(wg);
+    tu_model_destroy_checked(c);
+    tu_model_destroy_checked(g);
+  }
+  assert_int_equal(seen, 2);
+}
+#endif
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_embedding_keys),
@@ -352,6 +408,9 @@ int main(void) {
       cmocka_unit_test(test_embedding_bad_index),
       cmocka_unit_test_setup_teardown(test_weight_file_layout, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test(test_layer_normalization_keeps_little),
+#ifdef NNT_HAVE_VULKAN
+      cmocka_unit_test_setup_teardown(test_models_train_on_the_gpu, tu_dir_setup, tu_dir_teardown),
+#endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
