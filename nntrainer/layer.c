@@ -21,6 +21,9 @@ static const nnt_layer_ops *const registry[] = {
     &nnt_layer_attention, &nnt_layer_multi_head_attention,
     &nnt_layer_rnn,     &nnt_layer_rnncell,       &nnt_layer_gru,
     &nnt_layer_grucell,
+    &nnt_layer_embedding, &nnt_layer_layer_normalization, &nnt_layer_positional_encoding,
+    &nnt_layer_add,     &nnt_layer_subtract,        &nnt_layer_multiply,
+    &nnt_layer_divide,  &nnt_layer_reduce_mean,
     NULL};
 
 /* The registered types, NULL-terminated; a static table. */

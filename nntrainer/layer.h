@@ -299,5 +299,13 @@ extern const nnt_layer_ops nnt_layer_rnn;
 extern const nnt_layer_ops nnt_layer_rnncell;
 extern const nnt_layer_ops nnt_layer_gru;
 extern const nnt_layer_ops nnt_layer_grucell;
+extern const nnt_layer_ops nnt_layer_embedding;
+extern const nnt_layer_ops nnt_layer_layer_normalization;
+extern const nnt_layer_ops nnt_layer_positional_encoding;
+extern const nnt_layer_ops nnt_layer_add;
+extern const nnt_layer_ops nnt_layer_subtract;
+extern const nnt_layer_ops nnt_layer_multiply;
+extern const nnt_layer_ops nnt_layer_divide;
+extern const nnt_layer_ops nnt_layer_reduce_mean;
 
 #endif

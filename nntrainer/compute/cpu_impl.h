@@ -59,6 +59,21 @@ int nnt_cpu_pool_is_max2x2(const struct nnt_conv_geom *g);
 int nnt_cpu_pool_bwd(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                      int mode, const float *dy, const float *idx, float *dx);
 
+int nnt_cpu_gather_rows(const struct nnt_kernels *self, size_t rows, size_t cols, size_t n,
+                        const float *idx, const float *table, size_t mask, float *y);
+int nnt_cpu_scatter_add_rows(const struct nnt_kernels *self, size_t rows, size_t cols, size_t n,
+                             const float *idx, const float *dy, size_t mask, float *dtable);
+
+int nnt_cpu_ln_fwd(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x,
+                   const float *gamma, const float *beta, float eps, float *mean, float *invstd,
+                   float *y);
+int nnt_cpu_ln_bwd(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x,
+                   const float *dy, const float *mean, const float *invstd, const float *gamma,
+                   float *dx, float *dgamma, float *dbeta);
+int nnt_cpu_pos_encoding(const struct nnt_kernels *self, size_t t, size_t d, float *table);
+int nnt_cpu_div(const struct nnt_kernels *self, size_t n, const float *a, const float *b,
+                float *y);
+
 /* The CPU's op table (nnt_kernels_cpu returns it). */
 extern const struct nnt_kernels nnt_cpu_kernel_table;
 

@@ -655,6 +655,12 @@ const nnt_kernels nnt_cpu_kernel_table = {
     .sgd_step = k_sgd_step,
     .adam_step = k_adam_step,
     .flag_nonfinite = k_flag_nonfinite,
+    .gather_rows = nnt_cpu_gather_rows,
+    .scatter_add_rows = nnt_cpu_scatter_add_rows,
+    .ln_fwd = nnt_cpu_ln_fwd,
+    .ln_bwd = nnt_cpu_ln_bwd,
+    .pos_encoding = nnt_cpu_pos_encoding,
+    .div = nnt_cpu_div,
 };
 
 /* The CPU kernel table: static, never freed. */

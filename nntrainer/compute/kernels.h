@@ -278,6 +278,43 @@ typedef struct nnt_kernels {
    * upper triangle); the rest stays as it is. */
   int (*mask_upper)(const struct nnt_kernels *self, size_t mats, size_t rows, size_t cols,
                     float v, float *y);
+
+  /* Rows of a table by index (embedding). Row r of idx's rows values
+   * names row i = (the value truncated toward zero, NNTrainer's cast) of
+   * table [n, cols]; y[r] = table[i], or zeros when i == mask (mask >= n:
+   * no row is masked). A value outside [0, n) (NaN included) reads nothing:
+   * its row of y becomes NaN, so a later check names the layer, and a
+   * backend that computes before it returns (the CPU) returns
+   * NNT_ERR_INVAL after writing every row. n < 2^31. */
+  int (*gather_rows)(const struct nnt_kernels *self, size_t rows, size_t cols, size_t n,
+                     const float *idx, const float *table, size_t mask, float *y);
+  /* Its adjoint: dtable [n, cols] is overwritten with, for each row i, the
+   * sum of dy[r] over the r (in increasing order, so every backend adds in
+   * the same order, without atomics) whose index is i; a masked or out of
+   * range index adds nothing. */
+  int (*scatter_add_rows)(const struct nnt_kernels *self, size_t rows, size_t cols, size_t n,
+                          const float *idx, const float *dy, size_t mask, float *dtable);
+  /* Layer normalization of rows of length cols: per row the mean and
+   * invstd = 1 / sqrt(var + eps) (biased variance; sums in double on the
+   * CPU), written to mean and invstd unless NULL, and y = (x - mean) invstd
+   * gamma[c] + beta[c]. y must not alias x. */
+  int (*ln_fwd)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x,
+                const float *gamma, const float *beta, float eps, float *mean, float *invstd,
+                float *y);
+  /* Its backward from x and the saved mean and invstd (xhat = (x - mean)
+   * invstd is recomputed, not kept): dgamma[c] = sum_r dy xhat and
+   * dbeta[c] = sum_r dy (either may be NULL); dx = invstd (g - mean_c(g) -
+   * xhat mean_c(g xhat)) with g = gamma dy (dx may be NULL; no alias). */
+  int (*ln_bwd)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x,
+                const float *dy, const float *mean, const float *invstd, const float *gamma,
+                float *dx, float *dgamma, float *dbeta);
+  /* NNTrainer's sinusoid table [t, d]: value (i, j) = sin(a) for even j and
+   * cos(a) for odd j, a = i / 10000^(2 floor(j / 2) / d), in float as
+   * NNTrainer computes it (powf, sinf, cosf on the CPU; a device's own
+   * functions elsewhere, within about 1e-5 for small i). */
+  int (*pos_encoding)(const struct nnt_kernels *self, size_t t, size_t d, float *table);
+  /* y = a / b; y may alias a or b exactly */
+  int (*div)(const struct nnt_kernels *self, size_t n, const float *a, const float *b, float *y);
 } nnt_kernels;
 
 /* The CPU backend (OpenBLAS + plain loops). */

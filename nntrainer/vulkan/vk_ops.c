@@ -557,6 +557,97 @@ static int v_mask_upper(const nnt_kernels *self, size_t mats, size_t rows, size_
   return ew(vc, "mask_upper", n, ARGS(WR(y, n)), &pc);
 }
 
+/* Embedding's rows: sizes that fit the shaders' 32-bit indices, and the
+ * masked row as a 32-bit value (n or more: none). */
+static int rows_push(size_t rows, size_t cols, size_t n, size_t mask, vk_push *pc) {
+  if (rows > UINT32_MAX || cols > UINT32_MAX || n >= INT32_MAX || rows * cols > UINT32_MAX ||
+      n * cols > UINT32_MAX)
+    return NNT_ERR_INVAL;
+  *pc = (vk_push){.rows = (uint32_t)rows, .cols = (uint32_t)cols, .k = (uint32_t)n,
+                  .i0 = mask < n ? (uint32_t)mask : UINT32_MAX};
+  return NNT_OK;
+}
+static int v_gather_rows(const nnt_kernels *self, size_t rows, size_t cols, size_t n,
+                         const float *idx, const float *table, size_t mask, float *y) {
+  vk_ctx *vc = self->ctx;
+  vk_push pc;
+  if (rows_push(rows, cols, n, mask, &pc))
+    return NNT_ERR_INVAL;
+  return ew(vc, "gather_rows", rows * cols,
+            ARGS(RD(idx, rows), RD(table, n * cols), WR(y, rows * cols)), &pc);
+}
+static int v_scatter_add_rows(const nnt_kernels *self, size_t rows, size_t cols, size_t n,
+                              const float *idx, const float *dy, size_t mask, float *dtable) {
+  vk_ctx *vc = self->ctx;
+  vk_push pc;
+  if (rows_push(rows, cols, n, mask, &pc))
+    return NNT_ERR_INVAL;
+  return ew(vc, "scatter_rows", n * cols,
+            ARGS(RD(idx, rows), RD(dy, rows * cols), WR(dtable, n * cols)), &pc);
+}
+
+/* Layer normalization: ln.comp, one invocation per row (forward, dx) or
+ * per column (dgamma, dbeta); the stats are written only where given. */
+static int ln_dims(size_t rows, size_t cols, vk_push *pc) {
+  if (rows > UINT32_MAX || cols > UINT32_MAX || (cols && rows > UINT32_MAX / cols))
+    return NNT_ERR_INVAL;
+  pc->rows = (uint32_t)rows, pc->cols = (uint32_t)cols;
+  return NNT_OK;
+}
+static int v_ln_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x,
+                    const float *gamma, const float *beta, float eps, float *mean, float *invstd,
+                    float *y) {
+  vk_ctx *vc = self->ctx;
+  vk_push pc = {.i0 = 0, .i1 = mean && invstd ? 1u : 0u, .f0 = eps};
+  uint32_t gx, gy;
+  if ((!mean) != (!invstd) || ln_dims(rows, cols, &pc) || groups(vc, rows, 64, &gx, &gy))
+    return NNT_ERR_INVAL;
+  size_t all = rows * cols;
+  return dispatch(vc, "ln",
+                  ARGS(RD(x, all), RD(gamma, cols), RD(beta, cols), WR(mean, rows),
+                       WR(invstd, rows), WR(y, all)),
+                  &pc, gx, gy);
+}
+static int v_ln_bwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x,
+                    const float *dy, const float *mean, const float *invstd, const float *gamma,
+                    float *dx, float *dgamma, float *dbeta) {
+  vk_ctx *vc = self->ctx;
+  vk_push pc = {.i0 = 1, .i1 = (dgamma ? 1u : 0u) | (dbeta ? 2u : 0u)};
+  uint32_t gx, gy;
+  if (ln_dims(rows, cols, &pc))
+    return NNT_ERR_INVAL;
+  size_t all = rows * cols;
+  int rc = NNT_OK;
+  if (pc.i1 && groups(vc, cols, 64, &gx, &gy))
+    return NNT_ERR_INVAL;
+  if (pc.i1)
+    rc = dispatch(vc, "ln",
+                  ARGS(RD(x, all), RD(dy, all), RD(mean, rows), RD(invstd, rows), RD(NULL, 0),
+                       RD(NULL, 0), WR(dgamma, cols), WR(dbeta, cols)),
+                  &pc, gx, gy);
+  if (rc || !dx)
+    return rc;
+  pc.i0 = 2;
+  if (groups(vc, rows, 64, &gx, &gy))
+    return NNT_ERR_INVAL;
+  return dispatch(vc, "ln",
+                  ARGS(RD(x, all), RD(dy, all), RD(mean, rows), RD(invstd, rows),
+                       RD(gamma, cols), WR(dx, all)),
+                  &pc, gx, gy);
+}
+static int v_pos_encoding(const nnt_kernels *self, size_t t, size_t d, float *table) {
+  vk_ctx *vc = self->ctx;
+  if (d > UINT32_MAX || (d && t > UINT32_MAX / d))
+    return NNT_ERR_INVAL;
+  vk_push pc = {.rows = (uint32_t)t, .cols = (uint32_t)d};
+  return ew(vc, "pos_enc", t * d, ARGS(WR(table, t * d)), &pc);
+}
+static int v_div(const nnt_kernels *self, size_t n, const float *a, const float *b, float *y) {
+  vk_ctx *vc = self->ctx;
+  vk_push pc = {0};
+  return ew(vc, "div", n, ARGS(RD(a, n), RD(b, n), WR(y, n)), &pc);
+}
+
 static const nnt_kernels vk_kernels = {
     .name = "vulkan",
     .gemm = v_gemm,
@@ -603,6 +694,12 @@ static const nnt_kernels vk_kernels = {
     .adam_step = v_adam_step,
     .flag_nonfinite = v_flag_nonfinite,
     .mask_upper = v_mask_upper,
+    .gather_rows = v_gather_rows,
+    .scatter_add_rows = v_scatter_add_rows,
+    .ln_fwd = v_ln_fwd,
+    .ln_bwd = v_ln_bwd,
+    .pos_encoding = v_pos_encoding,
+    .div = v_div,
 };
 
 void nnt_vk_kernels_init(vk_ctx *c) {

@@ -461,3 +461,102 @@ gru_cell_case("grucell", 3, 4, 5, True, False)
 gru_cell_case("grucell_reset_before_integrate", 2, 3, 4, False, True)
 rnn_cell_case("rnncell", 3, 4, 5, False)
 rnn_cell_case("rnncell_integrate", 2, 3, 4, True)
+# ---- sequence layers (test_seq_golden.c) ----------------------------------
+# Their own generator, so the cases above keep their values whatever is
+# appended here.
+SEQ = torch.Generator().manual_seed(15015)
+
+
+def s32(*shape, scale=1.0):
+    return (torch.randn(*shape, generator=SEQ) * scale).to(torch.float32).double()
+
+
+def sr(shape):
+    return (torch.rand(*shape, generator=SEQ) * 2 - 1).to(torch.float32).double()
+
+
+def emb_case(name, batch, t, in_dim, out_dim, mask=None):
+    """emb_<case>.bin: x [batch:1:1:t] (indices, some with a fraction:
+    NNTrainer truncates), W [in_dim, out_dim], R, out [batch:1:t:out_dim],
+    dW. zero_idx_mask = mask: that index gives zeros and no gradient."""
+    idx = torch.randint(0, in_dim, (batch, 1, 1, t), generator=SEQ)
+    frac = (torch.randint(0, 4, idx.shape, generator=SEQ) * 0.25).double()
+    x = idx.double() + frac
+    w = s32(in_dim, out_dim).requires_grad_()
+    y = F.embedding(idx.view(batch, 1, t), w)  # batch:1:t:out_dim
+    if mask is not None:
+        y = y * (idx.view(batch, 1, t, 1) != mask)
+    r = sr(y.shape)
+    (y * r).sum().backward()
+    save("emb_" + name, x, w, r, y, w.grad)
+
+
+emb_case("plain", 2, 6, 7, 4)
+emb_case("mask", 3, 5, 4, 3, mask=2)
+
+
+def ln_case(name, shape, naxes, eps):
+    """ln_<case>.bin: x, gamma, beta (the shape of the last naxes axes), R,
+    out, dx, dgamma, dbeta: torch.nn.functional.layer_norm over the last
+    naxes axes (biased variance), J = sum(out * R)."""
+    x = s32(*shape, scale=2.0).requires_grad_()
+    ns = shape[len(shape) - naxes:]
+    g = (torch.rand(*ns, generator=SEQ) + 0.5).to(torch.float32).double().requires_grad_()
+    b = sr(ns).requires_grad_()
+    y = F.layer_norm(x, ns, g, b, eps)
+    r = sr(y.shape)
+    (y * r).sum().backward()
+    save("ln_" + name, x, g, b, r, y, x.grad, g.grad, b.grad)
+
+
+def pe_case(name, shape, max_t):
+    """pe_<case>.bin: x [b:c:h:w], out = x + the table's first h rows, dx
+    (= R). NNTrainer's table in float32: a = i / 10000^(2 floor(j/2) / w),
+    sin(a) for even j, cos(a) for odd j."""
+    x = s32(*shape)
+    h, w = shape[2], shape[3]
+    i = torch.arange(h, dtype=torch.float32).view(h, 1)
+    jj = (torch.arange(w) // 2 * 2).to(torch.float32).view(1, w)
+    a = i / torch.pow(torch.tensor(10000.0, dtype=torch.float32), jj / w)
+    pe = torch.where(torch.arange(w).view(1, w) % 2 == 1, torch.cos(a), torch.sin(a))
+    y = x + pe.double()
+    r = sr(y.shape)
+    save("pe_" + name, x, r, y, r)
+
+
+ln_case("w", (2, 1, 3, 5), 1, 1e-3)
+ln_case("chw", (2, 2, 3, 4), 3, 1e-2)
+pe_case("plain", (2, 1, 6, 8), 10)
+
+
+def ew_case(op, shape):
+    """ew_<op>.bin: a, b (b at least 0.5 from 0), R, out, da, db for
+    out = a op b, J = sum(out * R)."""
+    a = s32(*shape).requires_grad_()
+    b = s32(*shape)
+    b = (b.sign() * (b.abs() + 0.5)).to(torch.float32).double().requires_grad_()
+    y = {"add": a + b, "subtract": a - b, "multiply": a * b, "divide": a / b}[op]
+    r = sr(y.shape)
+    (y * r).sum().backward()
+    save("ew_" + op, a, b, r, y, a.grad, b.grad)
+
+
+for op in ("add", "subtract", "multiply", "divide"):
+    ew_case(op, (2, 1, 3, 4))
+
+
+def rm_case(name, shape, axis):
+    """rm_<case>.bin: x, R, out (axis kept as 1; no axis: the mean of each
+    sample), dx: torch.mean, J = sum(out * R)."""
+    x = s32(*shape).requires_grad_()
+    dims = (axis,) if axis else (1, 2, 3)
+    y = x.mean(dim=dims, keepdim=True)
+    r = sr(y.shape)
+    (y * r).sum().backward()
+    save("rm_" + name, x, r, y, x.grad)
+
+
+rm_case("all", (2, 2, 3, 4), None)
+rm_case("c", (2, 3, 2, 4), 1)
+rm_case("h", (2, 2, 3, 4), 2)
+rm_case("w", (2, 2, 3, 5), 3)

@@ -322,6 +322,19 @@ F(flag_nonfinite, (size_t n, cf x, float *flag, float *any), (C(x, n) C(flag, 1)
   (n, H(x), H(flag), H(any)))
 F(mask_upper, (size_t mats, size_t rows, size_t cols, float v, float *y),
   (C(y, mats * rows * cols)), (mats, rows, cols, v, H(y)))
+F(gather_rows, (size_t r, size_t c, size_t n, cf idx, cf t, size_t mask, float *y),
+  (C(idx, r) C(t, n * c) C(y, r * c)), (r, c, n, H(idx), H(t), mask, H(y)))
+F(scatter_add_rows, (size_t r, size_t c, size_t n, cf idx, cf dy, size_t mask, float *dt),
+  (C(idx, r) C(dy, r * c) C(dt, n * c)), (r, c, n, H(idx), H(dy), mask, H(dt)))
+F(ln_fwd, (size_t r, size_t c, cf x, cf g, cf b, float eps, float *mean, float *is, float *y),
+  (C(x, r * c) C(g, c) C(b, c) C(mean, r) C(is, r) C(y, r * c)),
+  (r, c, H(x), H(g), H(b), eps, H(mean), H(is), H(y)))
+F(ln_bwd, (size_t r, size_t c, cf x, cf dy, cf mean, cf is, cf g, float *dx, float *dg,
+           float *db),
+  (C(x, r * c) C(dy, r * c) C(mean, r) C(is, r) C(g, c) C(dx, r * c) C(dg, c) C(db, c)),
+  (r, c, H(x), H(dy), H(mean), H(is), H(g), H(dx), H(dg), H(db)))
+F(pos_encoding, (size_t t, size_t d, float *tab), (C(tab, t * d)), (t, d, H(tab)))
+F(div, (size_t n, cf a, cf b, float *y), (C(a, n) C(b, n) C(y, n)), (n, H(a), H(b), H(y)))
 #undef F
 #undef H
 #undef C

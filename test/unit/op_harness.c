@@ -323,8 +323,8 @@ static int layer_call(oh_run *u, oh_step s) {
   }
   case OH_GRAD:
     return l->ops->calc_gradient ? l->ops->calc_gradient(l, ctx) : NNT_OK;
-  case OH_DERIV:
-    return l->ops->calc_derivative(l, ctx);
+  case OH_DERIV: /* none: the layer passes no derivative (embedding) */
+    return l->ops->calc_derivative ? l->ops->calc_derivative(l, ctx) : NNT_OK;
   }
   return NNT_ERR_INVAL;
 }
@@ -397,6 +397,10 @@ static void make_data(oh_data *d, const oh_run *u, const oh_case *c) {
     size_t n = nnt_dim_len(fc->in_dim[i]);
     d->in[i] = host_floats(n);
     for (size_t k = 0; k < n; k++) {
+      if (c->indices) { /* every index, some more than once, some with a fraction */
+        d->in[i][k] = (float)((k * 5 + i) % c->indices) + (k % 3 ? 0.0f : 0.5f);
+        continue;
+      }
       if (c->distinct) { /* all different, apart by 2 / n */
         d->in[i][k] = -1.0f + 2.0f * (float)((k * 7919 + i) % n) / (float)n;
         continue;
@@ -544,7 +548,7 @@ static int execute(oh_run *u, const oh_data *d, oh_vals *v) {
       return 1;
   if (call(u, OH_DERIV))
     return 1;
-  for (unsigned i = 0; i < fc->n_in; i++)
+  for (unsigned i = 0; u->l->ops->calc_derivative && i < fc->n_in; i++)
     if (keep(u, v, &u->din[i], step_name[OH_DERIV], "d_in[%u]", i))
       return 1;
   return 0;
@@ -625,15 +629,16 @@ static int fd_run(oh_run *u, const oh_case *c, const oh_data *d, const oh_vals *
   fd_target t = {fd_put, fd_obj, &f};
   char msg[256];
   /* the analytic values: v's gradients, then d_in, in execute's order */
-  unsigned k = v->n - fc->n_in;
-  for (unsigned i = 0; i < fc->n_in; i++, k++) {
+  unsigned n_din = u->l->ops->calc_derivative ? fc->n_in : 0;
+  unsigned k = v->n - n_din;
+  for (unsigned i = 0; i < n_din; i++, k++) {
     char what[24];
     snprintf(what, sizeof what, "d_in[%u]", i);
     f.x = &u->in[i];
     if (fd_compare(c->type, what, d->in[i], v->v[k], v->len[k], &t, eps, tol, msg, sizeof msg))
       return u->r->failed ? 1 : oh_fail(u->r, "%s: %s", u->what, msg);
   }
-  k = v->n - fc->n_in;
+  k = v->n - n_din;
   for (unsigned w = 0; w < fc->n_w; w++)
     k -= fc->w[w].trainable;
   for (unsigned w = 0; w < fc->n_w; w++) {

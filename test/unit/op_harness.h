@@ -36,6 +36,8 @@ typedef struct oh_case {
   int keep_less;                      /* after finalize, the type's keep_less (as compile
                                        * calls it when only the layer reads its output) */
   const nnt_layer_ops *ops;           /* a test-only layer instead of type's */
+  unsigned indices;                   /* > 0: inputs are indices in [0, indices), some with
+                                       * fractions (embedding) */
 } oh_case;
 
 /* What a run found: failed != 0 and the first problem in msg. */

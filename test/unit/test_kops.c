@@ -103,6 +103,19 @@ V(CLIP_SCALE, clip_scale, (size_t n, float mx, cf sq, float *y), (n, mx, sq, y))
 V(FLAG_NONFINITE, flag_nonfinite, (size_t n, cf x, float *flag, float *any), (n, x, flag, any))
 V(MASK_UPPER, mask_upper, (size_t mats, size_t rows, size_t cols, float v, float *y),
   (mats, rows, cols, v, y))
+V(GATHER_ROWS, gather_rows, (size_t r, size_t c, size_t n, cf idx, cf t, size_t mask, float *y),
+  (r, c, n, idx, t, mask, y))
+V(SCATTER_ADD_ROWS, scatter_add_rows,
+  (size_t r, size_t c, size_t n, cf idx, cf dy, size_t mask, float *dt),
+  (r, c, n, idx, dy, mask, dt))
+V(LN_FWD, ln_fwd, (size_t r, size_t c, cf x, cf g, cf b, float eps, float *mean, float *is,
+                   float *y),
+  (r, c, x, g, b, eps, mean, is, y))
+V(LN_BWD, ln_bwd, (size_t r, size_t c, cf x, cf dy, cf mean, cf is, cf g, float *dx, float *dg,
+                   float *db),
+  (r, c, x, dy, mean, is, g, dx, dg, db))
+V(POS_ENCODING, pos_encoding, (size_t t, size_t d, float *tab), (t, d, tab))
+V(DIV, div, (size_t n, cf a, cf b, float *y), (n, a, b, y))
 
 /* The CPU's table with every op of NNT_KOP_LIST replaced by its wrapper. */
 static nnt_kernels rec_table(void) {

@@ -175,6 +175,27 @@ static const oh_case cases[] = {
     {.type = "grucell", .props = {"unit=3", "reset_after=false", "integrate_bias=true",
                                   "dropout_rate=0.2"},
      .in = {"1:1:5", "1:1:3"}, .batch = 3},
+    /* indices with repeats and fractions; a masked row; no derivative */
+    {.type = "embedding", .props = {"in_dim=5", "out_dim=3"}, .in = {"1:1:7"}, .batch = 3,
+     .indices = 5},
+    {.type = "embedding", .props = {"in_dim=4", "out_dim=6", "zero_idx_mask=2"},
+     .in = {"1:1:5"}, .indices = 4},
+    {.type = "layer_normalization", .props = {"axis=3"}, .in = {"2:3:5"}},
+    {.type = "layer_normalization", .props = {"axis=2,3", "epsilon=0.01"}, .in = {"2:3:4"}},
+    {.type = "layer_normalization", .props = {"axis=3,2,1"}, .in = {"2:2:3"}, .batch = 3},
+    /* the device's sin, cos and pow: within 1e-5 of the CPU's here */
+    {.type = "positional_encoding", .props = {"max_timestep=7"}, .in = {"1:7:6"}},
+    {.type = "positional_encoding", .props = {"max_timestep=9"}, .in = {"2:3:5"}, .batch = 3},
+    {.type = "add", .in = {"2:3:4", "2:3:4"}},
+    {.type = "subtract", .props = {"inplace=true"}, .in = {"1:3:5", "1:3:5"}, .batch = 3},
+    {.type = "multiply", .in = {"2:3:4", "2:3:4"}},
+    /* inputs at least 0.1 from 0: a small step for 1/b's curvature */
+    {.type = "divide", .props = {"inplace_direction=right"}, .in = {"3:4", "3:4"},
+     .fd_eps = 1e-4f, .fd_tol = 1e-2},
+    {.type = "reduce_mean", .in = {"2:3:4"}},
+    {.type = "reduce_mean", .props = {"axis=1"}, .in = {"3:2:4"}},
+    {.type = "reduce_mean", .props = {"axis=2"}, .in = {"2:3:4"}, .batch = 3},
+    {.type = "reduce_mean", .props = {"axis=3"}, .in = {"2:3:5"}},
 };
 
 static void test_every_type_has_a_case(void **state) {

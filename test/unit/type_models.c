@@ -97,6 +97,28 @@ const char *const tu_type_models[] = {
     "[gc]\ntype = grucell\nunit = 4\nreset_after = false\ninput_layers = in, h0\n\n"
     "[rc]\ntype = rnncell\nunit = 4\ninput_layers = in, gc\n\n"
     "[out]\ntype = fully_connected\nunit = 3\nactivation = softmax\ninput_layers = rc\n",
+    /* sequence layers: embedding (min-max normalization makes indices 0
+     * and 1 of the synthetic data), layer normalization, positional
+     * encoding */
+    HEAD("cross", "adam", "")
+    "[in]\ntype = input\ninput_shape = 1:1:6\nnormalization = true\n\n"
+    "[emb]\ntype = embedding\nin_dim = 4\nout_dim = 5\n\n"
+    "[ln]\ntype = layer_normalization\naxis = 3\n\n"
+    "[pe]\ntype = positional_encoding\nmax_timestep = 8\n\n"
+    "[flat]\ntype = flatten\n\n"
+    "[out]\ntype = fully_connected\nunit = 3\nactivation = softmax\n",
+    /* the element-wise layers of two inputs (divide by a sigmoid's output),
+     * reduce_mean */
+    HEAD("mse", "sgd", "")
+    "[in]\ntype = input\ninput_shape = 1:1:6\n\n"
+    "[a]\ntype = fully_connected\nunit = 4\ninput_layers = in\n\n"
+    "[b]\ntype = fully_connected\nunit = 4\nactivation = sigmoid\ninput_layers = in\n\n"
+    "[s]\ntype = add\ninput_layers = a, b\n\n"
+    "[d]\ntype = subtract\ninput_layers = s, a\n\n"
+    "[m]\ntype = multiply\ninput_layers = d, b\n\n"
+    "[q]\ntype = divide\ninput_layers = m, b\n\n"
+    "[rm]\ntype = reduce_mean\naxis = 3\n\n"
+    "[out]\ntype = fully_connected\nunit = 3\n",
 };
 
 const size_t tu_n_type_models = sizeof tu_type_models / sizeof tu_type_models[0];
