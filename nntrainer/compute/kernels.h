@@ -289,6 +289,16 @@ int nnt_cpu_set_threads(unsigned n, nnt_err *e);
  * (NNT_ERR_NOMEM if not, where OpenBLAS would wait forever), and have it
  * mapped now. Without a limit it does nothing. */
 int nnt_cpu_prepare(nnt_err *e);
+/* The CPU backend's compute threads (cpu_pool.c): every model holds them
+ * from create to destroy; the last release joins and frees the workers.
+ * Start makes the workers (the thread count less one) when a model holds
+ * them and there are none: NNT_ERR_NOMEM when they cannot be allocated or
+ * started, or do not fit a process memory limit. The table's prepare
+ * entry calls it. Threads: the workers running, plus the caller. */
+void nnt_cpu_pool_hold(void);
+void nnt_cpu_pool_release(void);
+int nnt_cpu_pool_start(nnt_err *e);
+unsigned nnt_cpu_pool_threads(void);
 /* The BLAS the CPU backend calls, in words: "OpenBLAS 0.3.21, Haswell
  * kernels, 2 threads" (the kernel path OpenBLAS chose for this CPU). */
 void nnt_cpu_blas_describe(char *buf, size_t n);
