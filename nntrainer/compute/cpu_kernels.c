@@ -74,6 +74,18 @@ static int k_scale(const nnt_kernels *self, size_t n, float a, float *y);
  * take 16 or 32 at a time) of at least GEMM_MIN_PART multiply-adds. */
 #define GEMM_COLS 32
 #define GEMM_MIN_PART ((size_t)1 << 20)
+/* OpenBLAS (0.3.21 on AVX-512, read in its interface/gemm.c and
+ * kernel/x86_64/sgemm_direct_skylakex.c) computes a row-major product
+ * without transposes, alpha 1 and beta 0, of fewer than 28 * 512 * 512
+ * multiply-adds and a multiple of 4 columns on a "direct" path that
+ * rounds differently (no blocking over k); its small-matrix kernels take
+ * products of at most 10^6. A part must take the whole product's path:
+ * such a product is split only into parts of at least this many, and no
+ * product into parts below GEMM_MIN_PART. The pool splits products only
+ * on kernel paths where a split was measured to change no bit
+ * (nnt_cpu_blas_split_exact); test_pool trains bitwise at one and two
+ * threads. */
+#define GEMM_DIRECT_MNK ((size_t)28 * 512 * 512)
 
 typedef struct gemm_job {
   int ta, tb;
@@ -122,8 +134,10 @@ static int k_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n, s
   gemm_job j = {ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
   /* split by columns of C (each part the same products over the same k,
    * in the same order: bitwise the whole product's) when each part keeps
-   * GEMM_MIN_PART multiply-adds and GEMM_COLS columns */
-  size_t cols = m * k != 0 ? GEMM_MIN_PART / (m * k) : n;
+   * GEMM_MIN_PART multiply-adds (GEMM_DIRECT_MNK where the whole could
+   * be a direct product) and GEMM_COLS columns */
+  size_t min_part = !ta && !tb && alpha == 1.0f && beta == 0.0f ? GEMM_DIRECT_MNK : GEMM_MIN_PART;
+  size_t cols = m * k != 0 ? min_part / (m * k) : n;
   nnt_cpu_pool_for_products(n, GEMM_COLS, cols > GEMM_COLS ? cols : GEMM_COLS, gemm_part, &j);
   return NNT_OK;
 }

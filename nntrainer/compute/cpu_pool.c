@@ -12,10 +12,15 @@
  * The matrix products are split the same way (cpu_kernels.c, by columns
  * of C, each part a one-thread OpenBLAS product), and while the workers
  * exist OpenBLAS itself runs on one thread: its own idle threads would
- * otherwise spin beside ours on the same cores. Under a process memory
- * limit the workers run no products (each would map another 128 MiB
- * OpenBLAS work buffer, cpu_blas.c): the products keep OpenBLAS's
- * threads, whose buffers nnt_cpu_set_threads has checked and mapped.
+ * otherwise spin beside ours on the same cores. The products keep
+ * OpenBLAS's own threads instead (as before the pool) under a process
+ * memory limit, where each worker would map another 128 MiB OpenBLAS work
+ * buffer (cpu_blas.c; nnt_cpu_set_threads has checked and mapped those of
+ * OpenBLAS's threads). On kernel paths where a product's bits depend on
+ * how its columns are split (nnt_cpu_blas_split_exact is 0: OpenBLAS's
+ * Haswell kernels, whose own threads change them too) the products run on
+ * one thread, OpenBLAS's count set to one: the results stay those of one
+ * thread, and only the loops use the workers.
  *
  * Lifetime: every model holds the pool (nnt_cpu_pool_hold at create,
  * nnt_cpu_pool_release at destroy); the workers start at a run's prepare
@@ -61,13 +66,17 @@ static struct {
   unsigned want;    /* threads asked for; 0: not set, OpenBLAS's count */
   unsigned nw;      /* workers running */
   unsigned blas_n;  /* OpenBLAS's count before the workers set it to 1 */
-  int limited;      /* a memory limit: workers run no products */
+  int limited;      /* workers run no products (a memory limit, or kernels
+                     * whose products a split would change) */
+  int blas_one;     /* OpenBLAS set to one thread while the workers exist */
   pthread_t *tid;
   unsigned sleeping;
+  unsigned gen0; /* gen when the workers were made */
   atomic_flag busy;      /* a job (or a start or join) is using the workers */
   atomic_uint gen;       /* job number; workers run each once */
   atomic_uint pending;   /* workers not yet done with the job */
   atomic_int quit;
+  atomic_ulong jobs;     /* jobs split over the workers so far */
   /* the job */
   nnt_pool_fn fn;
   void *arg;
@@ -92,7 +101,9 @@ static void run_part(unsigned t) {
 
 static void *worker(void *p) {
   unsigned t = (unsigned)(uintptr_t)p; /* part t; the caller takes part 0 */
-  unsigned seen = atomic_load(&pool.gen);
+  /* the job number when it was made (a thread may first run after the
+   * next job is posted) */
+  unsigned seen = pool.gen0;
   for (;;) {
     unsigned g;
     int spins = 0;
@@ -157,7 +168,7 @@ static void join_workers(void) {
   pool.tid = NULL;
   pool.nw = 0;
   atomic_store(&pool.quit, 0);
-  if (!pool.limited && pool.blas_n > 1)
+  if (pool.blas_one && pool.blas_n > 1)
     openblas_set_num_threads((int)pool.blas_n);
 }
 
@@ -167,6 +178,15 @@ unsigned nnt_cpu_pool_threads(void) {
   pthread_mutex_unlock(&pool.mu);
   return n;
 }
+
+int nnt_cpu_pool_products(void) {
+  pthread_mutex_lock(&pool.mu);
+  int r = pool.nw && !pool.limited;
+  pthread_mutex_unlock(&pool.mu);
+  return r;
+}
+
+unsigned long nnt_cpu_pool_jobs(void) { return atomic_load(&pool.jobs); }
 
 void nnt_cpu_pool_hold(void) {
   pthread_mutex_lock(&pool.mu);
@@ -214,7 +234,10 @@ int nnt_cpu_pool_start(nnt_err *e) {
                      nw > 1 ? "s" : "");
     goto out;
   }
-  pool.limited = limited;
+  int exact = nnt_cpu_blas_split_exact();
+  pool.limited = limited || !exact;
+  pool.blas_one = !limited || !exact;
+  pool.gen0 = atomic_load(&pool.gen);
   for (unsigned i = 0; i < nw; i++) {
     int err = pthread_create(&pool.tid[i], NULL, worker, (void *)(uintptr_t)(i + 1));
     if (err) {
@@ -230,7 +253,7 @@ int nnt_cpu_pool_start(nnt_err *e) {
     }
     pool.nw = i + 1;
   }
-  if (!limited) {
+  if (pool.blas_one) {
     pool.blas_n = (unsigned)openblas_get_num_threads();
     openblas_set_num_threads(1);
   }
@@ -262,13 +285,17 @@ static void pool_run(size_t n, size_t align, size_t min_part, nnt_pool_fn fn, vo
     return;
   }
   unsigned parts = pool.nw + 1;
+  size_t units = (n + align - 1) / align; /* no empty part */
   if (min_part && n / min_part < parts)
     parts = (unsigned)(n / min_part);
+  if (units < parts)
+    parts = (unsigned)units;
   pool.fn = fn;
   pool.arg = arg;
   pool.n = n;
   pool.align = align;
   pool.parts = parts;
+  atomic_fetch_add_explicit(&pool.jobs, 1, memory_order_relaxed);
   post();
   run_part(0);
   wait_done();
