@@ -203,7 +203,10 @@ void nnt_cpu_blas_describe(char *buf, size_t n) {
     while (cfg[len] && cfg[len] != ' ')
       len++;
   }
-  int threads = openblas_get_num_threads();
+  /* OpenBLAS runs on one thread while the compute threads exist */
+  int threads = openblas_get_num_threads(), pool = (int)nnt_cpu_pool_threads();
+  if (pool > threads)
+    threads = pool;
   char why[96] = "";
   if (first)
     snprintf(why, sizeof why, " (for this CPU's features; OpenBLAS's own pick: %s)", first);

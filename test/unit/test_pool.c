@@ -24,7 +24,7 @@ typedef struct cover {
   pthread_t who[8];
   size_t begin[8];
   atomic_int parts;
-  int nested;
+  atomic_int nested;
 } cover;
 
 static void mark(void *p, size_t b, size_t e) {
@@ -45,7 +45,7 @@ static void mark_nested(void *p, size_t b, size_t e) {
   memset(&inner, 0, sizeof inner);
   nnt_cpu_pool_for(100, 1, 1, mark, &inner);
   if (atomic_load(&inner.parts) == 1 && pthread_equal(inner.who[0], pthread_self()))
-    c->nested++;
+    atomic_fetch_add(&c->nested, 1);
   for (size_t i = b; i < e; i++)
     atomic_fetch_add(&c->hits[i], 1);
 }
@@ -110,7 +110,7 @@ static void test_parts_cover_once(void **state) {
   /* a part's parallel-for runs on its own thread, without waiting */
   memset(&c, 0, sizeof c);
   nnt_cpu_pool_for(300, 1, 1, mark_nested, &c);
-  assert_int_equal(c.nested, 3);
+  assert_int_equal(atomic_load(&c.nested), 3);
   nnt_cpu_pool_release();
   /* joined: one thread, and OpenBLAS has its count back */
   assert_int_equal(nnt_cpu_pool_threads(), 1);
