@@ -61,8 +61,9 @@ int nnt_cpu_pool_bwd(const struct nnt_kernels *self, const struct nnt_conv_geom 
 
 /* The compute threads (cpu_pool.c). fn(arg, begin, end) computes the
  * outputs of [begin, end); nnt_cpu_pool_for runs it over [0, n) split
- * into one contiguous part per thread (boundaries at multiples of align,
- * parts of at least min_part, part t always on thread t), or whole on the
+ * into contiguous parts (boundaries at multiples of align, parts of at
+ * least min_part, up to 4 per thread, each run by whichever thread takes
+ * it first, the caller included), or whole on the
  * calling thread when there are no workers, n is below 2 * min_part, or
  * the workers are busy. _products: the parts call OpenBLAS (run on the
  * calling thread alone under a process memory limit). */

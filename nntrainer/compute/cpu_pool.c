@@ -4,11 +4,12 @@
  * With T threads (NNTRAINER_THREADS, the command line's setting, or
  * nnt_cpu_set_threads; left unset: OpenBLAS's own count, which follows
  * OPENBLAS_NUM_THREADS or the cores) the pool has T - 1 workers and the
- * calling thread is the T-th. nnt_cpu_pool_for splits [0, n) into T
- * contiguous parts, thread t always taking part t, so which thread writes
- * which output is fixed, and every output is computed by the same
- * arithmetic as on one thread: results are bitwise the same for any T (an
- * op is split only over what it writes, never over the terms of a sum).
+ * calling thread is the T-th. nnt_cpu_pool_for splits [0, n) into
+ * contiguous parts (up to 4 per thread, taken by whichever thread is free
+ * first, the caller included), and every output is computed by the same
+ * arithmetic whatever part holds it and whichever thread runs it: results
+ * are bitwise the same for any T (an op is split only over what it
+ * writes, never over the terms of a sum).
  * The matrix products are split the same way (cpu_kernels.c, by columns
  * of C, each part a one-thread OpenBLAS product), and while the workers
  * exist OpenBLAS itself runs on one thread: its own idle threads would
@@ -45,11 +46,15 @@
 #include <string.h>
 
 /* How long a worker spins for the next job before it sleeps, and the
- * caller for the workers to finish before it yields: in pause
+ * caller for the parts others took before it yields: in pause
  * instructions. Ops follow each other closely inside a step; between
- * steps (or when another process has the core) they sleep. */
-#define SPIN_JOB 20000
-#define SPIN_DONE 2000
+ * steps (or when other processes have the cores) the workers sleep. */
+#define SPIN_JOB 4000
+#define SPIN_DONE 1000
+/* Parts per thread: a part is taken by whichever thread is free first,
+ * so a worker that starts late (its core busy with another process) holds
+ * up the caller for one part at most. */
+#define PARTS_PER_THREAD 4
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -71,13 +76,17 @@ static struct {
   int blas_one;     /* OpenBLAS set to one thread while the workers exist */
   pthread_t *tid;
   unsigned sleeping;
-  unsigned gen0; /* gen when the workers were made */
+  unsigned gen0;         /* gen when the workers were made */
   atomic_flag busy;      /* a job (or a start or join) is using the workers */
-  atomic_uint gen;       /* job number; workers run each once */
-  atomic_uint pending;   /* workers not yet done with the job */
+  atomic_uint gen;       /* job number: a worker wakes for each */
+  /* the job's parts (high 32 bits) and the next part to take (low 32):
+   * taken with one atomic add, so a worker late for one job takes either
+   * nothing or a part of the job that is posted then */
+  atomic_ullong ticket;
+  atomic_uint done;      /* parts finished */
   atomic_int quit;
   atomic_ulong jobs;     /* jobs split over the workers so far */
-  /* the job */
+  /* the job, written before its ticket is published */
   nnt_pool_fn fn;
   void *arg;
   size_t n, align;
@@ -92,15 +101,23 @@ static void part(size_t n, size_t align, unsigned parts, unsigned t, size_t *b, 
   *e = hi * align < n ? hi * align : n;
 }
 
-static void run_part(unsigned t) {
-  size_t b, e;
-  part(pool.n, pool.align, pool.parts, t, &b, &e);
-  if (b < e)
-    pool.fn(pool.arg, b, e);
+/* Take and run parts of the posted job until none is left. */
+static void take_parts(void) {
+  for (;;) {
+    unsigned long long t = atomic_fetch_add_explicit(&pool.ticket, 1, memory_order_acq_rel);
+    unsigned idx = (unsigned)(t & 0xffffffffu), parts = (unsigned)(t >> 32);
+    if (idx >= parts)
+      return;
+    size_t b, e;
+    part(pool.n, pool.align, parts, idx, &b, &e);
+    if (b < e)
+      pool.fn(pool.arg, b, e);
+    atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
+  }
 }
 
 static void *worker(void *p) {
-  unsigned t = (unsigned)(uintptr_t)p; /* part t; the caller takes part 0 */
+  (void)p;
   /* the job number when it was made (a thread may first run after the
    * next job is posted) */
   unsigned seen = pool.gen0;
@@ -121,15 +138,16 @@ static void *worker(void *p) {
     seen = g;
     if (atomic_load(&pool.quit))
       return NULL;
-    if (t < pool.parts)
-      run_part(t);
-    atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_acq_rel);
+    take_parts();
   }
 }
 
-/* Post the job in pool.fn..parts to every worker (busy is held). */
+/* Post the job in pool.fn..parts (busy is held; the last job's parts are
+ * all taken and done). */
 static void post(void) {
-  atomic_store(&pool.pending, pool.nw);
+  atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
+  atomic_store_explicit(&pool.ticket, (unsigned long long)pool.parts << 32,
+                        memory_order_release);
   atomic_fetch_add_explicit(&pool.gen, 1, memory_order_release);
   pthread_mutex_lock(&pool.mu);
   if (pool.sleeping)
@@ -139,7 +157,7 @@ static void post(void) {
 
 static void wait_done(void) {
   int spins = 0;
-  while (atomic_load_explicit(&pool.pending, memory_order_acquire))
+  while (atomic_load_explicit(&pool.done, memory_order_acquire) < pool.parts)
     if (spins++ < SPIN_DONE)
       cpu_relax();
     else
@@ -156,8 +174,6 @@ static void join_workers(void) {
   if (!pool.nw)
     return;
   atomic_store(&pool.quit, 1);
-  pool.parts = 0;
-  atomic_store(&pool.pending, pool.nw);
   atomic_fetch_add(&pool.gen, 1);
   pthread_cond_broadcast(&pool.wake);
   pthread_mutex_unlock(&pool.mu);
@@ -239,7 +255,7 @@ int nnt_cpu_pool_start(nnt_err *e) {
   pool.blas_one = !limited || !exact;
   pool.gen0 = atomic_load(&pool.gen);
   for (unsigned i = 0; i < nw; i++) {
-    int err = pthread_create(&pool.tid[i], NULL, worker, (void *)(uintptr_t)(i + 1));
+    int err = pthread_create(&pool.tid[i], NULL, worker, NULL);
     if (err) {
       rc = nnt_err_set(e, NNT_ERR_NOMEM, "cpu: cannot start compute thread %u of %u: %s", i + 1,
                        nw, strerror(err));
@@ -284,7 +300,7 @@ static void pool_run(size_t n, size_t align, size_t min_part, nnt_pool_fn fn, vo
     fn(arg, 0, n);
     return;
   }
-  unsigned parts = pool.nw + 1;
+  unsigned parts = (pool.nw + 1) * PARTS_PER_THREAD;
   size_t units = (n + align - 1) / align; /* no empty part */
   if (min_part && n / min_part < parts)
     parts = (unsigned)(n / min_part);
@@ -297,7 +313,7 @@ static void pool_run(size_t n, size_t align, size_t min_part, nnt_pool_fn fn, vo
   pool.parts = parts;
   atomic_fetch_add_explicit(&pool.jobs, 1, memory_order_relaxed);
   post();
-  run_part(0);
+  take_parts();
   wait_done();
   atomic_flag_clear_explicit(&pool.busy, memory_order_release);
 }
