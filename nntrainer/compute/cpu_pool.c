@@ -51,9 +51,9 @@
  * steps (or when other processes have the cores) the workers sleep. */
 #define SPIN_JOB 4000
 #define SPIN_DONE 1000
-/* Parts per thread: a part is taken by whichever thread is free first,
- * so a worker that starts late (its core busy with another process) holds
- * up the caller for one part at most. */
+/* Parts per thread of a loop: a part is taken by whichever thread is free
+ * first, so a worker that starts late (its core busy with another
+ * process) holds up the caller for one part at most. */
 #define PARTS_PER_THREAD 4
 
 static inline void cpu_relax(void) {
@@ -300,7 +300,9 @@ static void pool_run(size_t n, size_t align, size_t min_part, nnt_pool_fn fn, vo
     fn(arg, 0, n);
     return;
   }
-  unsigned parts = (pool.nw + 1) * PARTS_PER_THREAD;
+  /* a product's parts each pack the whole of its other operand again:
+   * one per thread */
+  unsigned parts = (pool.nw + 1) * (products ? 1 : PARTS_PER_THREAD);
   size_t units = (n + align - 1) / align; /* no empty part */
   if (min_part && n / min_part < parts)
     parts = (unsigned)(n / min_part);
