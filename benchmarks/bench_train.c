@@ -63,6 +63,9 @@ int main(int argc, char **argv) {
   m->opt_pool = m->omgr.arena;
   m->opt_slots = slots;
   m->opt_stride = nnt_model_opt_stride(m, slots);
+  /* as a run does before it computes (the CPU's compute threads start here) */
+  if (m->k->prepare && m->k->prepare(m->k, &e))
+    goto fail;
   double *ms = malloc(sizeof(double) * (size_t)steps);
   for (int s = 0; s < warmup + steps; s++) {
     const float *in[NNT_DS_MAX_STREAMS], *lab[NNT_DS_MAX_STREAMS];

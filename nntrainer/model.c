@@ -23,6 +23,7 @@ int nnt_model_create(nnt_model **out, nnt_err *e) {
   m->bound_mode = -1;
   m->be = nnt_backend_cpu();
   m->k = m->be->k;
+  nnt_cpu_pool_hold(); /* released in nnt_model_destroy */
   const char *p = getenv("NNTRAINER_POISON");
   m->poison = p && *p && strcmp(p, "0") != 0;
   for (int i = 0; i < NNT_MODE__COUNT; i++)
@@ -58,6 +59,7 @@ void nnt_model_destroy(nnt_model *m) {
   nnt_free(m->gpu_device);
   nnt_free(m->base_dir);
   nnt_free(m);
+  nnt_cpu_pool_release();
 }
 
 const char *nnt_loss_name(nnt_loss_kind k) {

@@ -20,6 +20,7 @@
  * The state below is process-wide because what it describes is: OpenBLAS's
  * threads and buffers belong to the process. */
 #include "nntrainer/compute/kernels.h"
+#include "nntrainer/compute/cpu_impl.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -124,6 +125,21 @@ int nnt_cpu_prepare(nnt_err *e) {
   return rc;
 }
 
+int nnt_cpu_room_for_workers(unsigned nw, int *limited, nnt_err *e) {
+  const char *which = NULL;
+  size_t limit = 0;
+  *limited = memory_limit(&which, &limit);
+  if (!*limited)
+    return NNT_OK;
+  size_t stack = thread_bytes() - BLAS_BUFFER_BYTES, need = (size_t)nw * stack;
+  if (room_for(need))
+    return NNT_OK;
+  char what[64];
+  snprintf(what, sizeof what, "%u compute thread%s' stack%s", nw, nw > 1 ? "s" : "",
+           nw > 1 ? "s" : "");
+  return no_room(which, limit, need, what, e);
+}
+
 int nnt_cpu_set_threads(unsigned n, nnt_err *e) {
   nnt_cpu_blas_choose_core();
   const char *which = NULL;
@@ -140,6 +156,7 @@ int nnt_cpu_set_threads(unsigned n, nnt_err *e) {
       n = 1;
     }
   }
+  nnt_cpu_pool_stop(); /* OpenBLAS's own count back while it changes */
   pthread_mutex_lock(&blas_mu);
   int rc = NNT_OK;
   if (!blas_made)
@@ -166,6 +183,8 @@ int nnt_cpu_set_threads(unsigned n, nnt_err *e) {
     }
   }
   pthread_mutex_unlock(&blas_mu);
+  if (!rc)
+    nnt_cpu_pool_want(n);
   return rc;
 }
 
@@ -184,7 +203,10 @@ void nnt_cpu_blas_describe(char *buf, size_t n) {
     while (cfg[len] && cfg[len] != ' ')
       len++;
   }
-  int threads = openblas_get_num_threads();
+  /* OpenBLAS runs on one thread while the compute threads exist */
+  int threads = openblas_get_num_threads(), pool = (int)nnt_cpu_pool_threads();
+  if (pool > threads)
+    threads = pool;
   char why[96] = "";
   if (first)
     snprintf(why, sizeof why, " (for this CPU's features; OpenBLAS's own pick: %s)", first);

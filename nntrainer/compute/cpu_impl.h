@@ -73,6 +73,26 @@ int nnt_cpu_ln_bwd(const struct nnt_kernels *self, size_t rows, size_t cols, con
 int nnt_cpu_pos_encoding(const struct nnt_kernels *self, size_t t, size_t d, float *table);
 int nnt_cpu_div(const struct nnt_kernels *self, size_t n, const float *a, const float *b,
                 float *y);
+/* The compute threads (cpu_pool.c). fn(arg, begin, end) computes the
+ * outputs of [begin, end); nnt_cpu_pool_for runs it over [0, n) split
+ * into contiguous parts (boundaries at multiples of align, parts of at
+ * least min_part, up to 4 per thread, each run by whichever thread takes
+ * it first, the caller included), or whole on the
+ * calling thread when there are no workers, n is below 2 * min_part, or
+ * the workers are busy. _products: the parts call OpenBLAS (run on the
+ * calling thread alone under a process memory limit). */
+typedef void (*nnt_pool_fn)(void *arg, size_t begin, size_t end);
+void nnt_cpu_pool_for(size_t n, size_t align, size_t min_part, nnt_pool_fn fn, void *arg);
+void nnt_cpu_pool_for_products(size_t n, size_t align, size_t min_part, nnt_pool_fn fn,
+                               void *arg);
+/* For nnt_cpu_set_threads: stop joins the running workers (OpenBLAS gets
+ * its own count back); want records the count asked for, the next start
+ * makes n - 1 workers. */
+void nnt_cpu_pool_stop(void);
+void nnt_cpu_pool_want(unsigned n);
+/* Under a process memory limit (*limited set), room for nw more threads'
+ * stacks, else NNT_ERR_NOMEM with a message (cpu_blas.c). */
+int nnt_cpu_room_for_workers(unsigned nw, int *limited, nnt_err *e);
 
 /* The CPU's op table (nnt_kernels_cpu returns it). */
 extern const struct nnt_kernels nnt_cpu_kernel_table;

@@ -69,6 +69,45 @@ int nnt_act_bwd_sign_only(nnt_act a) { return a == NNT_ACT_RELU || a == NNT_ACT_
 
 static int k_scale(const nnt_kernels *self, size_t n, float a, float *y);
 
+/* A product split over the compute threads (cpu_pool.c) by columns of C:
+ * parts are multiples of GEMM_COLS columns (OpenBLAS's AVX-512 kernels
+ * take 16 or 32 at a time) of at least GEMM_MIN_PART multiply-adds. */
+#define GEMM_COLS 32
+#define GEMM_MIN_PART ((size_t)1 << 20)
+/* OpenBLAS (0.3.21 on AVX-512, read in its interface/gemm.c and
+ * kernel/x86_64/sgemm_direct_skylakex.c) computes a row-major product
+ * without transposes, alpha 1 and beta 0, of fewer than 28 * 512 * 512
+ * multiply-adds and a multiple of 4 columns on a "direct" path that
+ * rounds differently (no blocking over k); its small-matrix kernels take
+ * products of at most 10^6. A part must take the whole product's path:
+ * such a product is split only into parts of at least this many, and no
+ * product into parts below GEMM_MIN_PART. The pool splits products only
+ * on kernel paths where a split was measured to change no bit
+ * (nnt_cpu_blas_split_exact); test_pool trains bitwise at one and two
+ * threads. */
+#define GEMM_DIRECT_MNK ((size_t)28 * 512 * 512)
+
+typedef struct gemm_job {
+  int ta, tb;
+  size_t m, n, k;
+  float alpha;
+  const float *a;
+  size_t lda;
+  const float *b;
+  size_t ldb;
+  float beta;
+  float *c;
+  size_t ldc;
+} gemm_job;
+
+static void gemm_part(void *p, size_t c0, size_t c1) {
+  const gemm_job *j = p;
+  const float *b = j->b + (j->tb ? c0 * j->ldb : c0);
+  cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans,
+              j->tb ? CblasTrans : CblasNoTrans, (int)j->m, (int)(c1 - c0), (int)j->k, j->alpha,
+              j->a, (int)j->lda, b, (int)j->ldb, j->beta, j->c + c0, (int)j->ldc);
+}
+
 /* beta == 0 overwrites C without reading it (OpenBLAS does the same, so a
  * NaN left in a reused buffer does not leak through). Empty products are
  * handled here so OpenBLAS never sees a zero leading dimension. */
@@ -92,8 +131,14 @@ static int k_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n, s
   }
   NEED(a && b && k <= NNT_GEMM_DIM_MAX && lda >= (ta ? m : k) && ldb >= (tb ? k : n) &&
        lda <= NNT_GEMM_DIM_MAX && ldb <= NNT_GEMM_DIM_MAX);
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+  gemm_job j = {ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
+  /* split by columns of C (each part the same products over the same k,
+   * in the same order: bitwise the whole product's) when each part keeps
+   * GEMM_MIN_PART multiply-adds (GEMM_DIRECT_MNK where the whole could
+   * be a direct product) and GEMM_COLS columns */
+  size_t min_part = !ta && !tb && alpha == 1.0f && beta == 0.0f ? GEMM_DIRECT_MNK : GEMM_MIN_PART;
+  size_t cols = m * k != 0 ? min_part / (m * k) : n;
+  nnt_cpu_pool_for_products(n, GEMM_COLS, cols > GEMM_COLS ? cols : GEMM_COLS, gemm_part, &j);
   return NNT_OK;
 }
 
@@ -224,8 +269,8 @@ static inline float softplusf(float x) {
 #define SELU_ALPHA 1.6732632423543772f
 #define SELU_SCALE 1.0507009873554805f
 
-static int k_act_fwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x,
-                     float *y) {
+static int act_fwd1(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x,
+                    float *y) {
   (void)self;
   size_t i;
   switch (a) {
@@ -279,8 +324,8 @@ static int k_act_fwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, 
   return NNT_OK;
 }
 
-static int k_act_bwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x,
-                     const float *y, const float *dy, float *dx) {
+static int act_bwd1(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x,
+                    const float *y, const float *dy, float *dx) {
   (void)self;
   size_t i;
   switch (a) {
@@ -349,7 +394,7 @@ static int k_act_bwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, 
 
 /* The mask's words are written and read as uint32_t only; the tensor's
  * float slots merely hold them. */
-static int k_act_mask(const nnt_kernels *self, size_t n, const float *y, float *mask) {
+static int act_mask1(const nnt_kernels *self, size_t n, const float *y, float *mask) {
   (void)self;
   uint32_t *m = (uint32_t *)(void *)mask;
   for (size_t w = 0; w < nnt_mask_words(n); w++) {
@@ -364,8 +409,8 @@ static int k_act_mask(const nnt_kernels *self, size_t n, const float *y, float *
 
 /* The same selects as k_act_bwd's relu and leaky_relu, on the bit that
  * stands for y[i] > 0. */
-static int k_act_bwd_mask(const nnt_kernels *self, nnt_act a, float alpha, size_t n,
-                          const float *mask, const float *dy, float *dx) {
+static int act_bwd_mask1(const nnt_kernels *self, nnt_act a, float alpha, size_t n,
+                         const float *mask, const float *dy, float *dx) {
   (void)self;
   const uint32_t *m = (const uint32_t *)(const void *)mask;
   size_t i;
@@ -385,6 +430,81 @@ static int k_act_bwd_mask(const nnt_kernels *self, nnt_act a, float alpha, size_
   default:
     return NNT_ERR_INVAL;
   }
+}
+
+/* The element-wise activations and optimizer updates on the compute
+ * threads (cpu_pool.c): each part is the one-thread entry on a slice of
+ * the elements (a mask's at multiples of 32, one word each), so every
+ * output is computed as on one thread. Parts of at least EW_MIN_PART
+ * elements (EW_MIN_PART_SLOW for the activations that call exp, erf or
+ * tanh). */
+#define EW_MIN_PART 16384
+#define EW_MIN_PART_SLOW 2048
+
+typedef struct ew_job {
+  const nnt_kernels *self;
+  nnt_act a;
+  float alpha, lr, b1, b2, eps, wscale;
+  const float *x, *y, *dy, *mask, *g;
+  float *out, *m, *v;
+} ew_job;
+
+static const float *at(const float *p, size_t i) { return p ? p + i : NULL; }
+
+static size_t act_min_part(nnt_act a) {
+  return a == NNT_ACT_NONE || a == NNT_ACT_RELU || a == NNT_ACT_LEAKY_RELU ||
+                 a == NNT_ACT_SOFTMAX
+             ? EW_MIN_PART
+             : EW_MIN_PART_SLOW;
+}
+
+static void act_fwd_part(void *p, size_t b, size_t e) {
+  const ew_job *j = p;
+  act_fwd1(j->self, j->a, j->alpha, e - b, j->x + b, j->out + b);
+}
+
+static int k_act_fwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x,
+                     float *y) {
+  ew_job j = {.self = self, .a = a, .alpha = alpha, .x = x, .out = y};
+  nnt_cpu_pool_for(n, 16, act_min_part(a), act_fwd_part, &j);
+  return NNT_OK;
+}
+
+static void act_bwd_part(void *p, size_t b, size_t e) {
+  const ew_job *j = p;
+  act_bwd1(j->self, j->a, j->alpha, e - b, at(j->x, b), at(j->y, b), j->dy + b, j->out + b);
+}
+
+static int k_act_bwd(const nnt_kernels *self, nnt_act a, float alpha, size_t n, const float *x,
+                     const float *y, const float *dy, float *dx) {
+  ew_job j = {.self = self, .a = a, .alpha = alpha, .x = x, .y = y, .dy = dy, .out = dx};
+  nnt_cpu_pool_for(n, 16, act_min_part(a), act_bwd_part, &j);
+  return NNT_OK;
+}
+
+static void act_mask_part(void *p, size_t b, size_t e) {
+  const ew_job *j = p;
+  act_mask1(j->self, e - b, j->y + b, j->out + b / 32);
+}
+
+static int k_act_mask(const nnt_kernels *self, size_t n, const float *y, float *mask) {
+  ew_job j = {.self = self, .y = y, .out = mask};
+  nnt_cpu_pool_for(n, 32, EW_MIN_PART, act_mask_part, &j);
+  return NNT_OK;
+}
+
+static void act_bwd_mask_part(void *p, size_t b, size_t e) {
+  const ew_job *j = p;
+  act_bwd_mask1(j->self, j->a, j->alpha, e - b, j->mask + b / 32, j->dy + b, j->out + b);
+}
+
+static int k_act_bwd_mask(const nnt_kernels *self, nnt_act a, float alpha, size_t n,
+                          const float *mask, const float *dy, float *dx) {
+  if (a != NNT_ACT_RELU && a != NNT_ACT_LEAKY_RELU)
+    return NNT_ERR_INVAL;
+  ew_job j = {.self = self, .a = a, .alpha = alpha, .mask = mask, .dy = dy, .out = dx};
+  nnt_cpu_pool_for(n, 32, EW_MIN_PART, act_bwd_mask_part, &j);
+  return NNT_OK;
 }
 
 static int k_softmax_fwd(const nnt_kernels *self, size_t rows, size_t cols, const float *x,
@@ -561,8 +681,8 @@ static int k_argmax_match(const nnt_kernels *self, size_t rows, size_t cols, con
   return NNT_OK;
 }
 
-static int k_sgd_step(const nnt_kernels *self, size_t n, float lr, const float *g, float *w,
-                      const float *skip) {
+static int sgd_step1(const nnt_kernels *self, size_t n, float lr, const float *g, float *w,
+                     const float *skip) {
   (void)self;
   if (skip && *skip != 0)
     return NNT_OK;
@@ -571,9 +691,9 @@ static int k_sgd_step(const nnt_kernels *self, size_t n, float lr, const float *
   return NNT_OK;
 }
 
-static int k_adam_step(const nnt_kernels *self, size_t n, float lr_t, float b1, float b2, float eps,
-                       float wscale, const float *g, float *m, float *v, float *w,
-                       const float *skip) {
+static int adam_step1(const nnt_kernels *self, size_t n, float lr_t, float b1, float b2,
+                      float eps, float wscale, const float *g, float *m, float *v, float *w,
+                      const float *skip) {
   (void)self;
   if (skip && *skip != 0)
     return NNT_OK;
@@ -585,6 +705,37 @@ static int k_adam_step(const nnt_kernels *self, size_t n, float lr_t, float b1, 
     v[i] = nnt_flush_subnormal(b2 * v[i] + (1 - b2) * g[i] * g[i]);
     w[i] = nnt_flush_subnormal(w[i] - lr_t * m[i] / (sqrtf(v[i]) + eps));
   }
+  return NNT_OK;
+}
+
+static void sgd_part(void *p, size_t b, size_t e) {
+  const ew_job *j = p;
+  sgd_step1(j->self, e - b, j->lr, j->g + b, j->out + b, NULL);
+}
+
+static int k_sgd_step(const nnt_kernels *self, size_t n, float lr, const float *g, float *w,
+                      const float *skip) {
+  if (skip && *skip != 0)
+    return NNT_OK;
+  ew_job j = {.self = self, .lr = lr, .g = g, .out = w};
+  nnt_cpu_pool_for(n, 16, EW_MIN_PART, sgd_part, &j);
+  return NNT_OK;
+}
+
+static void adam_part(void *p, size_t b, size_t e) {
+  const ew_job *j = p;
+  adam_step1(j->self, e - b, j->lr, j->b1, j->b2, j->eps, j->wscale, j->g + b, j->m + b,
+             j->v + b, j->out + b, NULL);
+}
+
+static int k_adam_step(const nnt_kernels *self, size_t n, float lr_t, float b1, float b2, float eps,
+                       float wscale, const float *g, float *m, float *v, float *w,
+                       const float *skip) {
+  if (skip && *skip != 0)
+    return NNT_OK;
+  ew_job j = {.self = self, .lr = lr_t, .b1 = b1, .b2 = b2, .eps = eps, .wscale = wscale,
+              .g = g, .m = m, .v = v, .out = w};
+  nnt_cpu_pool_for(n, 16, EW_MIN_PART_SLOW, adam_part, &j);
   return NNT_OK;
 }
 
@@ -605,7 +756,8 @@ static int k_flag_nonfinite(const nnt_kernels *self, size_t n, const float *x, f
 
 static int k_prepare(const nnt_kernels *self, nnt_err *e) {
   (void)self;
-  return nnt_cpu_prepare(e);
+  int rc = nnt_cpu_prepare(e);
+  return rc ? rc : nnt_cpu_pool_start(e);
 }
 
 const nnt_kernels nnt_cpu_kernel_table = {

@@ -45,12 +45,32 @@ static void dsum_dy(const float *dy, const float *xh, size_t n, double *sdy, dou
   }
 }
 
-int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
-                         const float *x, const float *gamma, const float *beta, float eps,
-                         float *mean, float *var, float *invstd, float *xhat, float *y) {
-  (void)self;
+/* An op's arguments, for its parts over channels [c0, c1) on the compute
+ * threads (cpu_pool.c): every channel's sums and outputs are its own, so
+ * a split over channels changes no result. */
+typedef struct bn_job {
+  size_t outer, ch, inner;
+  const float *x, *gamma, *beta, *mean_in, *var_in, *dy, *xhat_in, *invstd_in;
+  float eps;
+  float *mean, *var, *invstd, *xhat, *y, *dx, *dgamma, *dbeta;
+} bn_job;
+
+/* Parts of at least this many values (a channel's outer * inner). */
+#define BN_MIN_PART 16384
+
+static size_t bn_min_channels(const bn_job *j) {
+  size_t per = j->outer * j->inner;
+  return per >= BN_MIN_PART ? 1 : (per ? BN_MIN_PART / per : BN_MIN_PART);
+}
+
+static void fwd_train_part(void *p, size_t c0, size_t c1) {
+  const bn_job *j = p;
+  size_t outer = j->outer, ch = j->ch, inner = j->inner;
+  const float *x = j->x, *gamma = j->gamma, *beta = j->beta;
+  float eps = j->eps, *mean = j->mean, *var = j->var, *invstd = j->invstd, *xhat = j->xhat;
+  float *y = j->y;
   double n = (double)outer * inner;
-  for (size_t c = 0; c < ch; c++) {
+  for (size_t c = c0; c < c1; c++) {
     double s = 0, s2 = 0;
     for (size_t o = 0; o < outer; o++)
       s += nnt_cpu_dsum(x + (o * ch + c) * inner, inner);
@@ -72,14 +92,25 @@ int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch
       }
     }
   }
+}
+
+int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                         const float *x, const float *gamma, const float *beta, float eps,
+                         float *mean, float *var, float *invstd, float *xhat, float *y) {
+  (void)self;
+  bn_job j = {.outer = outer, .ch = ch, .inner = inner, .x = x, .gamma = gamma, .beta = beta,
+              .eps = eps, .mean = mean, .var = var, .invstd = invstd, .xhat = xhat, .y = y};
+  nnt_cpu_pool_for(ch, 1, bn_min_channels(&j), fwd_train_part, &j);
   return NNT_OK;
 }
 
-int nnt_cpu_bn_fwd_infer(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
-                         const float *x, const float *mean, const float *var, const float *gamma,
-                         const float *beta, float eps, float *y) {
-  (void)self;
-  for (size_t c = 0; c < ch; c++) {
+static void fwd_infer_part(void *p, size_t c0, size_t c1) {
+  const bn_job *j = p;
+  size_t outer = j->outer, ch = j->ch, inner = j->inner;
+  const float *x = j->x, *gamma = j->gamma, *beta = j->beta, *mean = j->mean_in;
+  const float *var = j->var_in;
+  float eps = j->eps, *y = j->y;
+  for (size_t c = c0; c < c1; c++) {
     float is = 1.0f / sqrtf(var[c] + eps), g = gamma[c] * is, b = beta[c] - mean[c] * g;
     for (size_t o = 0; o < outer; o++) {
       size_t off = (o * ch + c) * inner;
@@ -87,15 +118,25 @@ int nnt_cpu_bn_fwd_infer(const struct nnt_kernels *self, size_t outer, size_t ch
         y[off + i] = x[off + i] * g + b;
     }
   }
+}
+
+int nnt_cpu_bn_fwd_infer(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                         const float *x, const float *mean, const float *var, const float *gamma,
+                         const float *beta, float eps, float *y) {
+  (void)self;
+  bn_job j = {.outer = outer, .ch = ch, .inner = inner, .x = x, .gamma = gamma, .beta = beta,
+              .mean_in = mean, .var_in = var, .eps = eps, .y = y};
+  nnt_cpu_pool_for(ch, 1, bn_min_channels(&j), fwd_infer_part, &j);
   return NNT_OK;
 }
 
-int nnt_cpu_bn_bwd(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
-                   const float *dy, const float *xhat, const float *invstd, const float *gamma,
-                   float *dx, float *dgamma, float *dbeta) {
-  (void)self;
+static void bwd_part(void *p, size_t c0, size_t c1) {
+  const bn_job *j = p;
+  size_t outer = j->outer, ch = j->ch, inner = j->inner;
+  const float *dy = j->dy, *xhat = j->xhat_in, *invstd = j->invstd_in, *gamma = j->gamma;
+  float *dx = j->dx, *dgamma = j->dgamma, *dbeta = j->dbeta;
   double n = (double)outer * inner;
-  for (size_t c = 0; c < ch; c++) {
+  for (size_t c = c0; c < c1; c++) {
     double sdy = 0, sdyx = 0;
     for (size_t o = 0; o < outer; o++) {
       size_t off = (o * ch + c) * inner;
@@ -114,5 +155,14 @@ int nnt_cpu_bn_bwd(const struct nnt_kernels *self, size_t outer, size_t ch, size
         dx[off + i] = k * (dy[off + i] - mdy - xhat[off + i] * mdyx);
     }
   }
+}
+
+int nnt_cpu_bn_bwd(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                   const float *dy, const float *xhat, const float *invstd, const float *gamma,
+                   float *dx, float *dgamma, float *dbeta) {
+  (void)self;
+  bn_job j = {.outer = outer, .ch = ch, .inner = inner, .dy = dy, .xhat_in = xhat,
+              .invstd_in = invstd, .gamma = gamma, .dx = dx, .dgamma = dgamma, .dbeta = dbeta};
+  nnt_cpu_pool_for(ch, 1, bn_min_channels(&j), bwd_part, &j);
   return NNT_OK;
 }

@@ -25,9 +25,11 @@ static void valid_cols(const nnt_conv_geom *g, long off, unsigned *lo, unsigned 
   *hi = (unsigned)b;
 }
 
-/* im2col of one image x into the rows of col whose stride is ld. */
-static void im2col1(const nnt_conv_geom *g, const float *x, float *col, size_t ld) {
-  for (unsigned c = 0; c < g->c; c++)
+/* im2col of channels [c0, c1) of one image x into the rows of col whose
+ * stride is ld. */
+static void im2col1(const nnt_conv_geom *g, size_t c0, size_t c1, const float *x, float *col,
+                    size_t ld) {
+  for (unsigned c = (unsigned)c0; c < c1; c++)
     for (unsigned a = 0; a < g->kh; a++)
       for (unsigned b = 0; b < g->kw; b++) {
         float *row = col + (((size_t)c * g->kh + a) * g->kw + b) * ld;
@@ -55,18 +57,46 @@ static void im2col1(const nnt_conv_geom *g, const float *x, float *col, size_t l
       }
 }
 
+/* im2col and col2im on the compute threads (cpu_pool.c): split over the
+ * input channels, whose rows of col and planes of dx are each one part's
+ * alone (col2im adds into a channel only from that channel's rows, in the
+ * same order: results unchanged). Parts of at least WIN_MIN_PART values of
+ * col. */
+#define WIN_MIN_PART 16384
+
+typedef struct win_job {
+  const nnt_conv_geom *g;
+  size_t n;
+  const float *in;
+  float *out;
+} win_job;
+
+static size_t win_min_channels(const nnt_conv_geom *g, size_t n) {
+  size_t per = (size_t)g->kh * g->kw * g->oh * g->ow * n;
+  return per >= WIN_MIN_PART ? 1 : (per ? WIN_MIN_PART / per : WIN_MIN_PART);
+}
+
+static void im2col_part(void *p, size_t c0, size_t c1) {
+  const win_job *j = p;
+  const nnt_conv_geom *g = j->g;
+  size_t plane = (size_t)g->oh * g->ow, in = nnt_conv_img_stride(g);
+  for (size_t i = 0; i < j->n; i++)
+    im2col1(g, c0, c1, j->in + i * in, j->out + i * plane, j->n * plane);
+}
+
 int nnt_cpu_im2col(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n,
                    const float *x, float *col) {
   (void)self;
-  size_t plane = (size_t)g->oh * g->ow, in = nnt_conv_img_stride(g);
-  for (size_t i = 0; i < n; i++)
-    im2col1(g, x + i * in, col + i * plane, n * plane);
+  win_job j = {g, n, x, col};
+  nnt_cpu_pool_for(g->c, 1, win_min_channels(g, n), im2col_part, &j);
   return NNT_OK;
 }
 
-/* col2im of the columns (row stride ld) of one image onto dx. */
-static void col2im1(const nnt_conv_geom *g, const float *col, size_t ld, float *dx) {
-  for (unsigned c = 0; c < g->c; c++)
+/* col2im of the columns (row stride ld) of one image onto channels
+ * [c0, c1) of dx. */
+static void col2im1(const nnt_conv_geom *g, size_t c0, size_t c1, const float *col, size_t ld,
+                    float *dx) {
+  for (unsigned c = (unsigned)c0; c < c1; c++)
     for (unsigned a = 0; a < g->kh; a++)
       for (unsigned b = 0; b < g->kw; b++) {
         const float *row = col + (((size_t)c * g->kh + a) * g->kw + b) * ld;
@@ -89,12 +119,19 @@ static void col2im1(const nnt_conv_geom *g, const float *col, size_t ld, float *
       }
 }
 
+static void col2im_part(void *p, size_t c0, size_t c1) {
+  const win_job *j = p;
+  const nnt_conv_geom *g = j->g;
+  size_t plane = (size_t)g->oh * g->ow, in = nnt_conv_img_stride(g);
+  for (size_t i = 0; i < j->n; i++)
+    col2im1(g, c0, c1, j->in + i * plane, j->n * plane, j->out + i * in);
+}
+
 int nnt_cpu_col2im(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n,
                    const float *col, float *dx) {
   (void)self;
-  size_t plane = (size_t)g->oh * g->ow, in = nnt_conv_img_stride(g);
-  for (size_t i = 0; i < n; i++)
-    col2im1(g, col + i * plane, n * plane, dx + i * in);
+  win_job j = {g, n, col, dx};
+  nnt_cpu_pool_for(g->c, 1, win_min_channels(g, n), col2im_part, &j);
   return NNT_OK;
 }
 
@@ -141,9 +178,10 @@ static void max2x2_row(unsigned ow, int w, int base, const float *restrict r0,
 }
 
 /* The caller checked max2x2_fast. */
-static void max2x2_fwd(const nnt_conv_geom *g, size_t n, const float *x, float *y, float *idx) {
+static void max2x2_fwd(const nnt_conv_geom *g, size_t p0, size_t p1, const float *x, float *y,
+                       float *idx) {
   size_t in_plane = (size_t)g->h * g->w, out_plane = (size_t)g->oh * g->ow;
-  for (size_t p = 0; p < n * g->c; p++) {
+  for (size_t p = p0; p < p1; p++) {
     const float *xp = x + p * in_plane;
     float *yp = y + p * out_plane, *ip = idx + p * out_plane;
     for (unsigned oy = 0; oy < g->oh; oy++) {
@@ -154,18 +192,36 @@ static void max2x2_fwd(const nnt_conv_geom *g, size_t n, const float *x, float *
   }
 }
 
-int nnt_cpu_pool_fwd(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode,
-                     const float *x, float *y, float *idx) {
-  (void)self;
-  if (!g || (mode != 0 && mode != 1))
-    return NNT_ERR_INVAL;
+/* Pooling on the compute threads (cpu_pool.c): split over the planes
+ * (image, channel), each written by one part alone. Parts of at least
+ * POOL_MIN_PART input values. */
+#define POOL_MIN_PART 16384
+
+typedef struct pool_job {
+  const nnt_conv_geom *g;
+  int mode;
+  const float *x, *idx;
+  float *y, *idx_out;
+} pool_job;
+
+static size_t pool_min_planes(const nnt_conv_geom *g) {
+  size_t per = (size_t)g->h * g->w;
+  return per >= POOL_MIN_PART ? 1 : (per ? POOL_MIN_PART / per : POOL_MIN_PART);
+}
+
+static void pool_fwd_part(void *pj, size_t p0, size_t p1) {
+  const pool_job *j = pj;
+  const nnt_conv_geom *g = j->g;
+  int mode = j->mode;
+  const float *x = j->x;
+  float *y = j->y, *idx = j->idx_out;
   if (mode == 0 && max2x2_fast(g)) {
-    max2x2_fwd(g, n, x, y, idx);
-    return NNT_OK;
+    max2x2_fwd(g, p0, p1, x, y, idx);
+    return;
   }
   size_t in_plane = (size_t)g->h * g->w, out_plane = (size_t)g->oh * g->ow;
   float inv = 1.0f / (float)(g->kh * g->kw);
-  for (size_t p = 0; p < n * g->c; p++) {
+  for (size_t p = p0; p < p1; p++) {
     const float *xp = x + p * in_plane;
     for (unsigned oy = 0; oy < g->oh; oy++)
       for (unsigned ox = 0; ox < g->ow; ox++) {
@@ -196,18 +252,28 @@ int nnt_cpu_pool_fwd(const struct nnt_kernels *self, const nnt_conv_geom *g, siz
         }
       }
   }
-  return NNT_OK;
 }
 
-int nnt_cpu_pool_bwd(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode,
-                     const float *dy, const float *idx, float *dx) {
+int nnt_cpu_pool_fwd(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode,
+                     const float *x, float *y, float *idx) {
   (void)self;
   if (!g || (mode != 0 && mode != 1))
     return NNT_ERR_INVAL;
+  pool_job j = {.g = g, .mode = mode, .x = x, .y = y, .idx_out = idx};
+  nnt_cpu_pool_for(n * g->c, 1, pool_min_planes(g), pool_fwd_part, &j);
+  return NNT_OK;
+}
+
+static void pool_bwd_part(void *pj, size_t p0, size_t p1) {
+  const pool_job *j = pj;
+  const nnt_conv_geom *g = j->g;
+  int mode = j->mode;
+  const float *dy = j->x, *idx = j->idx;
+  float *dx = j->y;
   size_t in_plane = (size_t)g->h * g->w, out_plane = (size_t)g->oh * g->ow;
   float inv = 1.0f / (float)(g->kh * g->kw);
-  memset(dx, 0, n * g->c * in_plane * sizeof(float));
-  for (size_t p = 0; p < n * g->c; p++) {
+  memset(dx + p0 * in_plane, 0, (p1 - p0) * in_plane * sizeof(float));
+  for (size_t p = p0; p < p1; p++) {
     float *dp = dx + p * in_plane;
     for (unsigned oy = 0; oy < g->oh; oy++)
       for (unsigned ox = 0; ox < g->ow; ox++) {
@@ -230,5 +296,14 @@ int nnt_cpu_pool_bwd(const struct nnt_kernels *self, const nnt_conv_geom *g, siz
         }
       }
   }
+}
+
+int nnt_cpu_pool_bwd(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n, int mode,
+                     const float *dy, const float *idx, float *dx) {
+  (void)self;
+  if (!g || (mode != 0 && mode != 1))
+    return NNT_ERR_INVAL;
+  pool_job j = {.g = g, .mode = mode, .x = dy, .idx = idx, .y = dx};
+  nnt_cpu_pool_for(n * g->c, 1, pool_min_planes(g), pool_bwd_part, &j);
   return NNT_OK;
 }

@@ -331,6 +331,20 @@ int nnt_cpu_set_threads(unsigned n, nnt_err *e);
  * (NNT_ERR_NOMEM if not, where OpenBLAS would wait forever), and have it
  * mapped now. Without a limit it does nothing. */
 int nnt_cpu_prepare(nnt_err *e);
+/* The CPU backend's compute threads (cpu_pool.c): every model holds them
+ * from create to destroy; the last release joins and frees the workers.
+ * Start makes the workers (the thread count less one) when a model holds
+ * them and there are none: NNT_ERR_NOMEM when they cannot be allocated or
+ * started, or do not fit a process memory limit. The table's prepare
+ * entry calls it. Threads: the workers running, plus the caller. */
+void nnt_cpu_pool_hold(void);
+void nnt_cpu_pool_release(void);
+int nnt_cpu_pool_start(nnt_err *e);
+unsigned nnt_cpu_pool_threads(void);
+/* 1 when workers exist and the products are split over them. */
+int nnt_cpu_pool_products(void);
+/* How many ops have been split over the workers in this process. */
+unsigned long nnt_cpu_pool_jobs(void);
 /* The BLAS the CPU backend calls, in words: "OpenBLAS 0.3.21, Haswell
  * kernels, 2 threads" (the kernel path OpenBLAS chose for this CPU). */
 void nnt_cpu_blas_describe(char *buf, size_t n);
@@ -355,6 +369,10 @@ int nnt_blas_switch_core(const char *core);
 /* Switch OpenBLAS to the core nnt_blas_core_choice gives, once per process
  * (nnt_cpu_prepare, nnt_cpu_set_threads and nnt_cpu_blas_describe call it). */
 void nnt_cpu_blas_choose_core(void);
+/* 1 when OpenBLAS's kernels now give a product's columns the same bits
+ * whatever columns it is given (its AVX-512 paths, measured), so the
+ * compute threads may split products by columns. */
+int nnt_cpu_blas_split_exact(void);
 /* The core OpenBLAS had picked itself when it was switched, else NULL. */
 const char *nnt_cpu_blas_first_core(void);
 

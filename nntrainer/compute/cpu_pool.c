@@ -1,0 +1,330 @@
+/* The CPU backend's compute threads: a small fixed pool and a parallel-for
+ * over disjoint ranges of an op's output.
+ *
+ * With T threads (NNTRAINER_THREADS, the command line's setting, or
+ * nnt_cpu_set_threads; left unset: OpenBLAS's own count, which follows
+ * OPENBLAS_NUM_THREADS or the cores) the pool has T - 1 workers and the
+ * calling thread is the T-th. nnt_cpu_pool_for splits [0, n) into
+ * contiguous parts (up to 4 per thread, taken by whichever thread is free
+ * first, the caller included), and every output is computed by the same
+ * arithmetic whatever part holds it and whichever thread runs it: results
+ * are bitwise the same for any T (an op is split only over what it
+ * writes, never over the terms of a sum).
+ * The matrix products are split the same way (cpu_kernels.c, by columns
+ * of C, each part a one-thread OpenBLAS product), and while the workers
+ * exist OpenBLAS itself runs on one thread: its own idle threads would
+ * otherwise spin beside ours on the same cores. The products keep
+ * OpenBLAS's own threads instead (as before the pool) under a process
+ * memory limit, where each worker would map another 128 MiB OpenBLAS work
+ * buffer (cpu_blas.c; nnt_cpu_set_threads has checked and mapped those of
+ * OpenBLAS's threads). On kernel paths where a product's bits depend on
+ * how its columns are split (nnt_cpu_blas_split_exact is 0: OpenBLAS's
+ * Haswell kernels, whose own threads change them too) the products run on
+ * one thread, OpenBLAS's count set to one: the results stay those of one
+ * thread, and only the loops use the workers.
+ *
+ * Lifetime: every model holds the pool (nnt_cpu_pool_hold at create,
+ * nnt_cpu_pool_release at destroy); the workers start at a run's prepare
+ * (nnt_cpu_pool_start, where a failure can be reported) and are joined and
+ * freed when the last model is destroyed, or when the thread count
+ * changes (they start again at the next run). Ops called with no workers
+ * run on the calling thread.
+ *
+ * The state is process-wide, like the thread count it serves: OpenBLAS's
+ * threads and its thread count belong to the process, and the CPU backend
+ * and its kernel table are one static instance that every model shares,
+ * so a pool per model would put several sets of threads on the same cores.
+ * Two models computing at once from two threads share it: the first takes
+ * the workers, the other's ops run on its own thread meanwhile. */
+#include "nntrainer/compute/kernels.h"
+#include "nntrainer/compute/cpu_impl.h"
+
+#include <cblas.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+
+/* How long a worker spins for the next job before it sleeps, and the
+ * caller for the parts others took before it yields: in pause
+ * instructions. Ops follow each other closely inside a step; between
+ * steps (or when other processes have the cores) the workers sleep. */
+#define SPIN_JOB 4000
+#define SPIN_DONE 1000
+/* Parts per thread of a loop: a part is taken by whichever thread is free
+ * first, so a worker that starts late (its core busy with another
+ * process) holds up the caller for one part at most. */
+#define PARTS_PER_THREAD 4
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static struct {
+  pthread_mutex_t mu; /* guards holds, want, nw, tid, limited and sleeping */
+  pthread_cond_t wake;
+  unsigned holds;   /* models alive */
+  unsigned want;    /* threads asked for; 0: not set, OpenBLAS's count */
+  unsigned nw;      /* workers running */
+  unsigned blas_n;  /* OpenBLAS's count before the workers set it to 1 */
+  int limited;      /* workers run no products (a memory limit, or kernels
+                     * whose products a split would change) */
+  int blas_one;     /* OpenBLAS set to one thread while the workers exist */
+  pthread_t *tid;
+  unsigned sleeping;
+  unsigned gen0;         /* gen when the workers were made */
+  atomic_flag busy;      /* a job (or a start or join) is using the workers */
+  atomic_uint gen;       /* job number: a worker wakes for each */
+  /* the job's parts (high 32 bits) and the next part to take (low 32):
+   * taken with one atomic add, so a worker late for one job takes either
+   * nothing or a part of the job that is posted then */
+  atomic_ullong ticket;
+  atomic_uint done;      /* parts finished */
+  atomic_int quit;
+  atomic_ulong jobs;     /* jobs split over the workers so far */
+  /* the job, written before its ticket is published */
+  nnt_pool_fn fn;
+  void *arg;
+  size_t n, align;
+  unsigned parts;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, .busy = ATOMIC_FLAG_INIT};
+
+/* Part t of parts of [0, n): boundaries at multiples of align. */
+static void part(size_t n, size_t align, unsigned parts, unsigned t, size_t *b, size_t *e) {
+  size_t units = (n + align - 1) / align;
+  size_t lo = units * t / parts, hi = units * (t + 1) / parts;
+  *b = lo * align < n ? lo * align : n;
+  *e = hi * align < n ? hi * align : n;
+}
+
+/* Take and run parts of the posted job until none is left. */
+static void take_parts(void) {
+  for (;;) {
+    unsigned long long t = atomic_fetch_add_explicit(&pool.ticket, 1, memory_order_acq_rel);
+    unsigned idx = (unsigned)(t & 0xffffffffu), parts = (unsigned)(t >> 32);
+    if (idx >= parts)
+      return;
+    size_t b, e;
+    part(pool.n, pool.align, parts, idx, &b, &e);
+    if (b < e)
+      pool.fn(pool.arg, b, e);
+    atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
+  }
+}
+
+static void *worker(void *p) {
+  (void)p;
+  /* the job number when it was made (a thread may first run after the
+   * next job is posted) */
+  unsigned seen = pool.gen0;
+  for (;;) {
+    unsigned g;
+    int spins = 0;
+    while ((g = atomic_load_explicit(&pool.gen, memory_order_acquire)) == seen &&
+           spins++ < SPIN_JOB)
+      cpu_relax();
+    if (g == seen) {
+      pthread_mutex_lock(&pool.mu);
+      pool.sleeping++;
+      while ((g = atomic_load(&pool.gen)) == seen)
+        pthread_cond_wait(&pool.wake, &pool.mu);
+      pool.sleeping--;
+      pthread_mutex_unlock(&pool.mu);
+    }
+    seen = g;
+    if (atomic_load(&pool.quit))
+      return NULL;
+    take_parts();
+  }
+}
+
+/* Post the job in pool.fn..parts (busy is held; the last job's parts are
+ * all taken and done). */
+static void post(void) {
+  atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
+  atomic_store_explicit(&pool.ticket, (unsigned long long)pool.parts << 32,
+                        memory_order_release);
+  atomic_fetch_add_explicit(&pool.gen, 1, memory_order_release);
+  pthread_mutex_lock(&pool.mu);
+  if (pool.sleeping)
+    pthread_cond_broadcast(&pool.wake);
+  pthread_mutex_unlock(&pool.mu);
+}
+
+static void wait_done(void) {
+  int spins = 0;
+  while (atomic_load_explicit(&pool.done, memory_order_acquire) < pool.parts)
+    if (spins++ < SPIN_DONE)
+      cpu_relax();
+    else
+      sched_yield();
+}
+
+static void take_busy(void) {
+  while (atomic_flag_test_and_set_explicit(&pool.busy, memory_order_acquire))
+    sched_yield();
+}
+
+/* Stop and join the workers (mu is held, busy is held). */
+static void join_workers(void) {
+  if (!pool.nw)
+    return;
+  atomic_store(&pool.quit, 1);
+  atomic_fetch_add(&pool.gen, 1);
+  pthread_cond_broadcast(&pool.wake);
+  pthread_mutex_unlock(&pool.mu);
+  for (unsigned i = 0; i < pool.nw; i++)
+    pthread_join(pool.tid[i], NULL);
+  pthread_mutex_lock(&pool.mu);
+  nnt_free(pool.tid);
+  pool.tid = NULL;
+  pool.nw = 0;
+  atomic_store(&pool.quit, 0);
+  if (pool.blas_one && pool.blas_n > 1)
+    openblas_set_num_threads((int)pool.blas_n);
+}
+
+unsigned nnt_cpu_pool_threads(void) {
+  pthread_mutex_lock(&pool.mu);
+  unsigned n = pool.nw + 1;
+  pthread_mutex_unlock(&pool.mu);
+  return n;
+}
+
+int nnt_cpu_pool_products(void) {
+  pthread_mutex_lock(&pool.mu);
+  int r = pool.nw && !pool.limited;
+  pthread_mutex_unlock(&pool.mu);
+  return r;
+}
+
+unsigned long nnt_cpu_pool_jobs(void) { return atomic_load(&pool.jobs); }
+
+void nnt_cpu_pool_hold(void) {
+  pthread_mutex_lock(&pool.mu);
+  pool.holds++;
+  pthread_mutex_unlock(&pool.mu);
+}
+
+void nnt_cpu_pool_release(void) {
+  take_busy();
+  pthread_mutex_lock(&pool.mu);
+  if (pool.holds && !--pool.holds)
+    join_workers();
+  pthread_mutex_unlock(&pool.mu);
+  atomic_flag_clear_explicit(&pool.busy, memory_order_release);
+}
+
+void nnt_cpu_pool_stop(void) {
+  take_busy();
+  pthread_mutex_lock(&pool.mu);
+  join_workers(); /* they start again at the next run */
+  pthread_mutex_unlock(&pool.mu);
+  atomic_flag_clear_explicit(&pool.busy, memory_order_release);
+}
+
+void nnt_cpu_pool_want(unsigned n) {
+  pthread_mutex_lock(&pool.mu);
+  pool.want = n;
+  pthread_mutex_unlock(&pool.mu);
+}
+
+int nnt_cpu_pool_start(nnt_err *e) {
+  take_busy();
+  pthread_mutex_lock(&pool.mu);
+  int rc = NNT_OK;
+  unsigned want = pool.want ? pool.want : (unsigned)openblas_get_num_threads();
+  if (!pool.holds || pool.nw || want <= 1)
+    goto out;
+  unsigned nw = want - 1;
+  int limited = 0;
+  if ((rc = nnt_cpu_room_for_workers(nw, &limited, e)))
+    goto out;
+  pool.tid = nnt_calloc(nw, sizeof *pool.tid);
+  if (!pool.tid) {
+    rc = nnt_err_set(e, NNT_ERR_NOMEM, "cpu: out of memory for %u compute thread%s", nw,
+                     nw > 1 ? "s" : "");
+    goto out;
+  }
+  int exact = nnt_cpu_blas_split_exact();
+  pool.limited = limited || !exact;
+  pool.blas_one = !limited || !exact;
+  pool.gen0 = atomic_load(&pool.gen);
+  for (unsigned i = 0; i < nw; i++) {
+    int err = pthread_create(&pool.tid[i], NULL, worker, NULL);
+    if (err) {
+      rc = nnt_err_set(e, NNT_ERR_NOMEM, "cpu: cannot start compute thread %u of %u: %s", i + 1,
+                       nw, strerror(err));
+      pool.blas_n = 0; /* OpenBLAS's count is not changed yet */
+      join_workers();  /* those made so far */
+      if (pool.tid) {
+        nnt_free(pool.tid);
+        pool.tid = NULL;
+      }
+      goto out;
+    }
+    pool.nw = i + 1;
+  }
+  if (pool.blas_one) {
+    pool.blas_n = (unsigned)openblas_get_num_threads();
+    openblas_set_num_threads(1);
+  }
+out:
+  pthread_mutex_unlock(&pool.mu);
+  atomic_flag_clear_explicit(&pool.busy, memory_order_release);
+  return rc;
+}
+
+/* products: the parts call OpenBLAS (not on the workers under a memory
+ * limit). */
+static void pool_run(size_t n, size_t align, size_t min_part, nnt_pool_fn fn, void *arg,
+                     int products) {
+  if (!align)
+    align = 1;
+  if (!n)
+    return;
+  /* too little to split, or the workers are taken (another model's op, a
+   * start or a join, or this is a worker's part): on this thread; nw
+   * changes only while busy is held */
+  if (n < 2 * (min_part ? min_part : 1) ||
+      atomic_flag_test_and_set_explicit(&pool.busy, memory_order_acquire)) {
+    fn(arg, 0, n);
+    return;
+  }
+  if (!pool.nw || (products && pool.limited)) {
+    atomic_flag_clear_explicit(&pool.busy, memory_order_release);
+    fn(arg, 0, n);
+    return;
+  }
+  /* a product's parts each pack the whole of its other operand again:
+   * one per thread */
+  unsigned parts = (pool.nw + 1) * (products ? 1 : PARTS_PER_THREAD);
+  size_t units = (n + align - 1) / align; /* no empty part */
+  if (min_part && n / min_part < parts)
+    parts = (unsigned)(n / min_part);
+  if (units < parts)
+    parts = (unsigned)units;
+  pool.fn = fn;
+  pool.arg = arg;
+  pool.n = n;
+  pool.align = align;
+  pool.parts = parts;
+  atomic_fetch_add_explicit(&pool.jobs, 1, memory_order_relaxed);
+  post();
+  take_parts();
+  wait_done();
+  atomic_flag_clear_explicit(&pool.busy, memory_order_release);
+}
+
+void nnt_cpu_pool_for(size_t n, size_t align, size_t min_part, nnt_pool_fn fn, void *arg) {
+  pool_run(n, align, min_part, fn, arg, 0);
+}
+
+void nnt_cpu_pool_for_products(size_t n, size_t align, size_t min_part, nnt_pool_fn fn,
+                               void *arg) {
+  pool_run(n, align, min_part, fn, arg, 1);
+}

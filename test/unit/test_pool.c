@@ -1,0 +1,306 @@
+/* The CPU backend's compute threads (nntrainer/compute/cpu_pool.c): the
+ * parallel-for's parts (every index once, on fixed threads, inline where
+ * it must be), the workers' lifetime (started at a run, joined when the
+ * last model goes or the count changes, OpenBLAS on one thread while they
+ * exist), their failures (an allocation, a thread that cannot start), and
+ * training bitwise the same at one and at two threads. */
+#include "test_util.h"
+
+#include <cblas.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nntrainer/compute/cpu_impl.h"
+#include "nntrainer/compute/kernels.h"
+#include "nntrainer/ini.h"
+#include "nntrainer/model_impl.h"
+
+#define MAXN 1000
+
+typedef struct cover {
+  atomic_int hits[MAXN];
+  pthread_t who[16];
+  size_t begin[16];
+  atomic_int parts;
+  atomic_int nested;
+} cover;
+
+static void mark(void *p, size_t b, size_t e) {
+  cover *c = p;
+  int k = atomic_fetch_add(&c->parts, 1);
+  if (k < 16) {
+    c->who[k] = pthread_self();
+    c->begin[k] = b;
+  }
+  for (size_t i = b; i < e; i++)
+    atomic_fetch_add(&c->hits[i], 1);
+}
+
+static void slow_mark(void *p, size_t b, size_t e) {
+  mark(p, b, e);
+  struct timespec ts = {0, 200000};
+  nanosleep(&ts, NULL);
+}
+
+static void mark_nested(void *p, size_t b, size_t e) {
+  cover *c = p;
+  /* a part's own parallel-for runs inline, on this thread */
+  cover inner;
+  memset(&inner, 0, sizeof inner);
+  nnt_cpu_pool_for(100, 1, 1, mark, &inner);
+  if (atomic_load(&inner.parts) == 1 && pthread_equal(inner.who[0], pthread_self()))
+    atomic_fetch_add(&c->nested, 1);
+  for (size_t i = b; i < e; i++)
+    atomic_fetch_add(&c->hits[i], 1);
+}
+
+/* The workers for t threads: a hold and a start (nnt_cpu_pool_release
+ * joins them). */
+static void start_threads(unsigned t) {
+  nnt_err e = {0};
+  assert_int_equal(nnt_cpu_set_threads(t, &e), NNT_OK);
+  nnt_cpu_pool_hold();
+  if (nnt_cpu_pool_start(&e))
+    fail_msg("%s", e.msg);
+  assert_int_equal(nnt_cpu_pool_threads(), t);
+}
+
+static void test_parts_cover_once(void **state) {
+  (void)state;
+  start_threads(3);
+  /* OpenBLAS runs on one thread while the workers exist */
+  assert_int_equal(openblas_get_num_threads(), 1);
+  assert_int_equal(nnt_cpu_pool_products(), nnt_cpu_blas_split_exact());
+  static const size_t ns[] = {1, 2, 5, 31, 32, 33, 97, 999};
+  static const size_t aligns[] = {1, 16, 32};
+  for (size_t a = 0; a < 3; a++)
+    for (size_t t = 0; t < NNT_ARRAY_LEN(ns); t++) {
+      cover c;
+      memset(&c, 0, sizeof c);
+      unsigned long jobs = nnt_cpu_pool_jobs();
+      nnt_cpu_pool_for(ns[t], aligns[a], 1, mark, &c);
+      for (size_t i = 0; i < ns[t]; i++)
+        assert_int_equal(atomic_load(&c.hits[i]), 1);
+      int parts = atomic_load(&c.parts);
+      /* up to 4 per thread, none empty */
+      size_t units = (ns[t] + aligns[a] - 1) / aligns[a];
+      assert_true(parts >= 1 && parts <= 12 && (size_t)parts <= units);
+      if (ns[t] < 2) {
+        assert_int_equal(nnt_cpu_pool_jobs(), jobs); /* too little: inline */
+        continue;
+      }
+      assert_int_equal(nnt_cpu_pool_jobs(), jobs + 1);
+      for (int k = 0; k < parts; k++)
+        assert_int_equal(c.begin[k] % aligns[a], 0); /* boundaries at multiples of align */
+    }
+  /* the workers take parts: 1200 parts of a slow loop, not all on this
+   * thread */
+  cover c;
+  int others = 0;
+  for (int round = 0; round < 50 && !others; round++) {
+    memset(&c, 0, sizeof c);
+    nnt_cpu_pool_for(MAXN, 1, 1, slow_mark, &c);
+    for (int k = 0; k < 12; k++)
+      others += !pthread_equal(c.who[k], pthread_self());
+  }
+  assert_true(others > 0);
+  /* min_part: 97 values in parts of at least 40 make 2 parts; below 2 *
+   * min_part it runs whole on this thread */
+  memset(&c, 0, sizeof c);
+  nnt_cpu_pool_for(97, 1, 40, mark, &c);
+  assert_int_equal(atomic_load(&c.parts), 2);
+  memset(&c, 0, sizeof c);
+  nnt_cpu_pool_for(79, 1, 40, mark, &c);
+  assert_int_equal(atomic_load(&c.parts), 1);
+  assert_true(pthread_equal(c.who[0], pthread_self()));
+  /* n = 0: fn is not called */
+  memset(&c, 0, sizeof c);
+  nnt_cpu_pool_for(0, 1, 1, mark, &c);
+  assert_int_equal(atomic_load(&c.parts), 0);
+  /* a part's parallel-for runs on its own thread, without waiting */
+  memset(&c, 0, sizeof c);
+  nnt_cpu_pool_for(300, 1, 1, mark_nested, &c);
+  assert_int_equal(atomic_load(&c.nested), 12);
+  nnt_cpu_pool_release();
+  /* joined: one thread, and OpenBLAS has its count back */
+  assert_int_equal(nnt_cpu_pool_threads(), 1);
+  assert_int_equal(openblas_get_num_threads(), 3);
+  memset(&c, 0, sizeof c);
+  nnt_cpu_pool_for(500, 1, 1, mark, &c);
+  assert_int_equal(atomic_load(&c.parts), 1);
+}
+
+static void test_lifetime(void **state) {
+  (void)state;
+  nnt_err e = {0};
+  assert_int_equal(nnt_cpu_set_threads(2, &e), NNT_OK);
+  /* no model holds the pool: a start makes no workers */
+  assert_int_equal(nnt_cpu_pool_start(&e), NNT_OK);
+  assert_int_equal(nnt_cpu_pool_threads(), 1);
+  /* two holders: the workers stay until the last lets go */
+  nnt_cpu_pool_hold();
+  nnt_cpu_pool_hold();
+  assert_int_equal(nnt_cpu_pool_start(&e), NNT_OK);
+  assert_int_equal(nnt_cpu_pool_threads(), 2);
+  nnt_cpu_pool_release();
+  assert_int_equal(nnt_cpu_pool_threads(), 2);
+  /* a new count joins them; the next start makes as many as asked */
+  assert_int_equal(nnt_cpu_set_threads(4, &e), NNT_OK);
+  assert_int_equal(nnt_cpu_pool_threads(), 1);
+  assert_int_equal(openblas_get_num_threads(), 4);
+  assert_int_equal(nnt_cpu_pool_start(&e), NNT_OK);
+  assert_int_equal(nnt_cpu_pool_threads(), 4);
+  assert_int_equal(openblas_get_num_threads(), 1);
+  /* one thread: none */
+  assert_int_equal(nnt_cpu_set_threads(1, &e), NNT_OK);
+  assert_int_equal(nnt_cpu_pool_start(&e), NNT_OK);
+  assert_int_equal(nnt_cpu_pool_threads(), 1);
+  nnt_cpu_pool_release();
+  /* a model holds it from create to destroy, and its run starts it */
+  assert_int_equal(nnt_cpu_set_threads(2, &e), NNT_OK);
+  nnt_model *m;
+  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
+  assert_int_equal(nnt_cpu_pool_threads(), 1);
+  assert_int_equal(nnt_kernels_cpu()->prepare(nnt_kernels_cpu(), &e), NNT_OK);
+  assert_int_equal(nnt_cpu_pool_threads(), 2);
+  nnt_model_destroy(m);
+  assert_int_equal(nnt_cpu_pool_threads(), 1);
+  assert_int_equal(openblas_get_num_threads(), 2);
+}
+
+/* The workers' table cannot be allocated (nnt_malloc's failure hook): an
+ * error naming the compute threads, no worker left, and the next start
+ * works. */
+static void test_start_alloc_fails(void **state) {
+  (void)state;
+  nnt_err e = {0};
+  assert_int_equal(nnt_cpu_set_threads(3, &e), NNT_OK);
+  nnt_cpu_pool_hold();
+  nnt_alloc_fail_once(0);
+  int rc = nnt_cpu_pool_start(&e);
+  long failed = nnt_alloc_failures();
+  nnt_alloc_fail_once(-1);
+  assert_int_equal(failed, 1);
+  assert_int_equal(rc, NNT_ERR_NOMEM);
+  assert_int_equal(e.code, NNT_ERR_NOMEM);
+  tu_assert_contains(e.msg, "cpu: out of memory for 2 compute threads");
+  assert_int_equal(nnt_cpu_pool_threads(), 1);
+  assert_int_equal(openblas_get_num_threads(), 3);
+  nnt_err_clear(&e);
+  assert_int_equal(nnt_cpu_pool_start(&e), NNT_OK);
+  assert_int_equal(nnt_cpu_pool_threads(), 3);
+  nnt_cpu_pool_release();
+  assert_int_equal(nnt_cpu_pool_threads(), 1);
+}
+
+/* A worker cannot be started (a default stack size no mapping holds): the
+ * error names it, the ones started are joined, and a later start works. */
+static void test_start_thread_fails(void **state) {
+  (void)state;
+  nnt_err e = {0};
+  assert_int_equal(nnt_cpu_set_threads(2, &e), NNT_OK);
+  nnt_cpu_pool_hold();
+  pthread_attr_t def, huge;
+  assert_int_equal(pthread_getattr_default_np(&def), 0);
+  assert_int_equal(pthread_attr_init(&huge), 0);
+  assert_int_equal(pthread_attr_setstacksize(&huge, (size_t)1 << 48), 0);
+  assert_int_equal(pthread_setattr_default_np(&huge), 0);
+  int rc = nnt_cpu_pool_start(&e);
+  assert_int_equal(pthread_setattr_default_np(&def), 0);
+  pthread_attr_destroy(&huge);
+  pthread_attr_destroy(&def);
+  assert_int_equal(rc, NNT_ERR_NOMEM);
+  tu_assert_contains(e.msg, "cpu: cannot start compute thread 1 of 1");
+  assert_int_equal(nnt_cpu_pool_threads(), 1);
+  assert_int_equal(openblas_get_num_threads(), 2);
+  nnt_err_clear(&e);
+  assert_int_equal(nnt_cpu_pool_start(&e), NNT_OK);
+  assert_int_equal(nnt_cpu_pool_threads(), 2);
+  nnt_cpu_pool_release();
+}
+
+/* conv-BN-ReLU with pooling and Adam, big enough that products,
+ * im2col/col2im, batch-norm, pooling, activations and the updates split */
+static const char convbn_ini[] =
+    "[Model]\ntype = NeuralNetwork\nbatch_size = 4\nepochs = 1\nloss = cross\n"
+    "[Optimizer]\ntype = adam\nlearning_rate = 0.01\n"
+    "[in]\ntype = input\ninput_shape = 3:64:64\n"
+    "[c1]\ntype = conv2d\nfilters = 32\nkernel_size = 3,3\npadding = same\n"
+    "[b1]\ntype = batch_normalization\nactivation = relu\n"
+    "[p1]\ntype = pooling2d\npooling = max\npool_size = 2,2\nstride = 2,2\n"
+    "[c2]\ntype = conv2d\nfilters = 64\nkernel_size = 3,3\npadding = same\n"
+    "[b2]\ntype = batch_normalization\nactivation = swish\n"
+    "[p2]\ntype = pooling2d\npooling = average\npool_size = 3,3\nstride = 2,2\n"
+    "[c3]\ntype = conv2d\nfilters = 64\nkernel_size = 1,1\n"
+    "[b3]\ntype = batch_normalization\nactivation = relu\n"
+    "[gap]\ntype = pooling2d\npooling = global_average\nflatten = true\n"
+    "[out]\ntype = fully_connected\nunit = 10\nactivation = softmax\n";
+
+/* The weights after 3 steps at t threads, and the jobs split meanwhile. */
+static float *train_convbn(unsigned t, size_t *n, unsigned long *jobs) {
+  nnt_err e = {0};
+  assert_int_equal(nnt_cpu_set_threads(t, &e), NNT_OK);
+  nnt_model *m;
+  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
+  nnt_dataset *ds;
+  if (nnt_ini_load_text(m, "convbn.ini", convbn_ini, strlen(convbn_ini), NULL, 0, &e) ||
+      nnt_dataset_create_synthetic(12, 5, &ds, &e) ||
+      nnt_model_set_dataset(m, NNT_DS_TRAIN, ds, &e) || nnt_model_compile(m, &e) ||
+      nnt_model_initialize(m, &e))
+    fail_msg("%s", e.msg);
+  unsigned long before = nnt_cpu_pool_jobs();
+  if (nnt_model_train(m, NULL, NULL, &e))
+    fail_msg("%s", e.msg);
+  *jobs = nnt_cpu_pool_jobs() - before;
+  assert_int_equal(nnt_cpu_pool_threads(), t);
+  *n = m->wpool_floats;
+  float *w = tu_weights_of(m);
+  nnt_model_destroy(m);
+  return w;
+}
+
+static void convbn_bitwise(void) {
+  size_t n1, n2;
+  unsigned long j1, j2;
+  float *w1 = train_convbn(1, &n1, &j1), *w2 = train_convbn(2, &n2, &j2);
+  assert_int_equal(n1, n2);
+  assert_int_equal(j1, 0);
+  /* every op kind split: a forward and a backward step's ops, 3 steps */
+  print_message("ops split over 2 threads: %lu\n", j2);
+  assert_true(j2 >= 3 * 30);
+  size_t diff = 0;
+  for (size_t i = 0; i < n1; i++)
+    diff += memcmp(&w1[i], &w2[i], sizeof(float)) != 0;
+  if (diff)
+    fail_msg("%zu of %zu weights differ between 1 and 2 threads", diff, n1);
+  free(w1);
+  free(w2);
+}
+
+/* On the kernels OpenBLAS runs here, and on its AVX-512 ones where this
+ * CPU has them (where the workers split the products too) */
+static void test_convbn_bitwise(void **state) {
+  (void)state;
+  nnt_err e = {0};
+  assert_int_equal(nnt_cpu_set_threads(1, &e), NNT_OK); /* its core chosen */
+  print_message("kernels: %s\n", openblas_get_corename());
+  convbn_bitwise();
+  if (nnt_blas_cpu_rank() == NNT_BLAS_AVX512) {
+    assert_int_equal(nnt_blas_switch_core("SkylakeX"), 0);
+    assert_int_equal(nnt_cpu_blas_split_exact(), 1);
+    print_message("kernels: %s\n", openblas_get_corename());
+    convbn_bitwise();
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_parts_cover_once), cmocka_unit_test(test_lifetime),
+      cmocka_unit_test(test_start_alloc_fails), cmocka_unit_test(test_start_thread_fails),
+      cmocka_unit_test(test_convbn_bitwise),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
