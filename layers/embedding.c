@@ -72,7 +72,7 @@ static int emb_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   nnt_fctx_add_weight(ctx, "Embedding", nnt_dim_make(1, 1, p->in_dim, p->out_dim),
                       p->wp.weight_init, fan_in, p->out_dim,
                       p->wp.l2norm ? p->wp.l2_constant : 0, p->wp.weight_decay, 1);
-  ctx->flags = NNT_LF_BWD_READS_INPUT;
+  ctx->flags = NNT_LF_BWD_READS_INPUT | NNT_LF_INDEX_INPUT;
   return NNT_OK;
 }
 

@@ -58,6 +58,9 @@ typedef struct nnt_ds_shape {
   unsigned n_in, n_label;
   size_t in_len[NNT_DS_MAX_STREAMS];    /* floats per sample */
   size_t label_len[NNT_DS_MAX_STREAMS];
+  /* > 0: input stream i holds row indices in [0, in_index[i]) (an
+   * embedding reads it), which synthetic data draws; 0: any values */
+  size_t in_index[NNT_DS_MAX_STREAMS];
 } nnt_ds_shape;
 
 /* Check the source against the shape and batch (file length, IDX header),

@@ -558,7 +558,8 @@ static int syn_fetch(nnt_ds_src *s, size_t idx, float **in, float **label, bool 
    * making does not take the cores from training in benchmarks. Input
    * value v (counted across the input streams) takes words 2(v % 2) and
    * 2(v % 2) + 1 of counter (k, v / 2); label stream i's class is word 0
-   * of counter (k, 2^63 + i), scaled to [0, width). */
+   * of counter (k, 2^63 + i), scaled to [0, width). An input of indices
+   * (shape.in_index) takes word 2(v % 2) scaled to [0, in_index) instead. */
   uint64_t v = 0;
   nnt_philox_out r = {{0}};
   for (unsigned i = 0; i < s->shape.n_in; i++)
@@ -566,6 +567,10 @@ static int syn_fetch(nnt_ds_src *s, size_t idx, float **in, float **label, bool 
       if (!(v & 1))
         r = nnt_philox(y->seed, idx, v >> 1);
       uint32_t a = r.v[2 * (v & 1)], b = r.v[2 * (v & 1) + 1];
+      if (s->shape.in_index[i]) {
+        in[i][j] = (float)(((uint64_t)a * s->shape.in_index[i]) >> 32);
+        continue;
+      }
       uint32_t sum = (a & 0xffff) + (a >> 16) + (b & 0xffff) + (b >> 16);
       in[i][j] = ((float)sum * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
     }

@@ -110,6 +110,9 @@ enum {
   NNT_LF_VIEW = 1u << 3,
   /* a loss layer: reads ctx->label, writes ctx->loss */
   NNT_LF_LOSS = 1u << 4,
+  /* input 0 holds row indices into weight 0 (embedding: [in_dim, ...]):
+   * synthetic data feeds it whole numbers in [0, weight 0's height) */
+  NNT_LF_INDEX_INPUT = 1u << 5,
 };
 
 typedef struct nnt_finalize_ctx {

@@ -282,6 +282,15 @@ static void ds_shape(const nnt_model *m, nnt_ds_shape *s) {
     s->in_len[i] = nnt_dim_feature_len(m->input_dim[i]);
   for (unsigned i = 0; i < m->n_labels; i++)
     s->label_len[i] = nnt_dim_feature_len(m->label_dim[i]);
+  /* inputs an embedding reads through their input layer hold indices */
+  for (size_t n = 0; n < m->n_nodes; n++) {
+    const nnt_node *nd = &m->nodes[n];
+    if (!(nd->fc.flags & NNT_LF_INDEX_INPUT) || !nd->fc.n_w || nd->in_node[0] == NNT_NO_NODE)
+      continue;
+    const nnt_node *p = &m->nodes[nd->in_node[0]];
+    if (p->in_node[0] == NNT_NO_NODE && p->in_idx[0] < m->n_inputs)
+      s->in_index[p->in_idx[0]] = nd->fc.w[0].dim.h;
+  }
 }
 
 /* One stream of the batch into its tensor (id in the bound plan, dim one

@@ -134,8 +134,9 @@ static void evaluate_infer_save(nnt_model *c, nnt_model *f, const char *what) {
   nnt_rng r;
   nnt_rng_seed(&r, 3);
   for (unsigned i = 0; i < ni; i++) {
+    /* in [0, 1): also a valid index (0) where an embedding reads it */
     x[i] = malloc(nnt_dim_len(in[i]) * sizeof(float));
-    tu_fill_uniform(&r, x[i], nnt_dim_len(in[i]), -1, 1);
+    tu_fill_uniform(&r, x[i], nnt_dim_len(in[i]), 0, 1);
   }
   for (unsigned o = 0; o < no; o++) {
     yc[o] = calloc(nnt_dim_len(out[o]), sizeof(float));
