@@ -22,7 +22,7 @@
 #include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
 
-enum { B = 2, T = 5, F = 3, E = 3, U = 4, SAMPLES = 4 };
+enum { B = 2, T = 5, F = 3, E = 3, U = 4, SAMPLES = 4, MAXT = 300 };
 
 #define HEAD                                                                                  \
   "[Model]\ntype = NeuralNetwork\nbatch_size = 2\nepochs = 2\nloss = mse\n"                 \
@@ -45,25 +45,29 @@ static const char *const lstm_ini = HEAD
 /* The data: sample i's x and label from a seed of i; zero states. The
  * model's inputs in its order, told apart by width (F != U). */
 typedef struct gen {
-  unsigned i, n_in, seq;
+  unsigned i, n_in, seq, steps; /* steps 0: T */
   size_t in_w[3];
 } gen;
 
 static int gen_cb(float **in, float **lab, bool *last, void *ud) {
   gen *g = ud;
+  size_t steps = g->steps ? g->steps : T;
   nnt_rng r;
   nnt_rng_seed(&r, 100 + g->i);
   for (unsigned k = 0; k < g->n_in; k++)
-    if (g->in_w[k] == F)
+    if (g->in_w[k] == F || g->in_w[k] == steps * F) { /* x, or x repeated */
       tu_fill_uniform(&r, in[k], F, -1, 1);
-    else
+      for (size_t t = F; t < g->in_w[k]; t += F)
+        memcpy(in[k] + t, in[k], F * sizeof(float));
+    } else {
       memset(in[k], 0, g->in_w[k] * sizeof(float));
-  float y[T * U];
-  tu_fill_uniform(&r, y, (size_t)T * U, -1, 1);
+    }
+  float y[MAXT * U];
+  tu_fill_uniform(&r, y, steps * U, -1, 1);
   if (g->seq)
-    memcpy(lab[0], y, sizeof y);
+    memcpy(lab[0], y, steps * U * sizeof(float));
   else /* the last step's part */
-    memcpy(lab[0], y + (T - 1) * U, U * sizeof(float));
+    memcpy(lab[0], y + (steps - 1) * U, U * sizeof(float));
   *last = ++g->i == SAMPLES;
   if (*last)
     g->i = 0;
@@ -73,10 +77,11 @@ static int gen_cb(float **in, float **lab, bool *last, void *ud) {
 static void gen_init(gen *g, const nnt_model *m, int seq) {
   nnt_dim d[3];
   g->i = 0;
+  g->steps = 0;
   g->seq = (unsigned)seq;
   g->n_in = nnt_model_input_dims(m, d, 3);
   for (unsigned k = 0; k < g->n_in; k++)
-    g->in_w[k] = d[k].w;
+    g->in_w[k] = (size_t)d[k].c * d[k].h * d[k].w;
 }
 
 typedef struct variant {
@@ -141,6 +146,34 @@ static double max_abs(const float *a, const float *b, size_t n, int *same) {
   return d;
 }
 
+/* Inference on in; y gets the hidden state (or states). A cell model has
+ * a second output: the last step's cell state, which no layer reads,
+ * [b, 1, 1, U]; the outputs come in node order (nnt_model_output_dims),
+ * so it is found by its node. */
+static void infer0(nnt_model *m, const float *const *in, float *y) {
+  static float cs[B * U];
+  float *out[2] = {y, cs};
+  unsigned n = 0, cell_at = 2;
+  for (size_t i = 0; i < m->n_nodes; i++)
+    for (unsigned o = 0; o < m->nodes[i].fc.n_out; o++)
+      if (!m->nodes[i].n_consumers[o]) {
+        if (!strcmp(m->nodes[i].layer->ops->type, "lstmcell")) {
+          assert_int_equal(o, 1);
+          assert_true(nnt_dim_eq(m->nodes[i].fc.out_dim[1], nnt_dim_make(B, 1, 1, U)));
+          cell_at = n;
+        }
+        n++;
+      }
+  nnt_dim d[2];
+  assert_int_equal(nnt_model_output_dims(m, d, 2), n);
+  assert_true(n == 1 || (n == 2 && cell_at < 2));
+  if (cell_at == 0)
+    out[0] = cs, out[1] = y;
+  nnt_err e = {0};
+  if (nnt_model_infer(m, in, out, &e))
+    fail_msg("%s", e.msg);
+}
+
 /* Both models' outputs on one batch (inference), compared. */
 static double outputs_diff(nnt_model *cell, nnt_model *lstm, int seq, int *same) {
   float x[B * F], zero[B * U] = {0}, yc[B * T * U], yl[B * T * U];
@@ -153,10 +186,8 @@ static double outputs_diff(nnt_model *cell, nnt_model *lstm, int seq, int *same)
   const float *in_c[3], *in_l[1] = {x};
   for (unsigned k = 0; k < 3; k++)
     in_c[k] = d[k].w == F ? x : zero;
-  float *out_c[1] = {yc}, *out_l[1] = {yl};
-  nnt_err e = {0};
-  if (nnt_model_infer(cell, in_c, out_c, &e) || nnt_model_infer(lstm, in_l, out_l, &e))
-    fail_msg("%s", e.msg);
+  infer0(cell, in_c, yc);
+  infer0(lstm, in_l, yl);
   return max_abs(yc, yl, (size_t)B * (seq ? T : 1) * U, same);
 }
 
@@ -263,6 +294,127 @@ static void test_ini(void **state) {
   }
 }
 
+/* (b) as_sequence past NNT_MAX_IO steps: a tree of concats, each with a
+ * step's own output first (so each takes the single concat's axis). 64
+ * steps: the root c/concat_0 joins step 0 and four concats of 16, 16, 16
+ * and 15 steps, giving b:64:1:4; training equals the lstm layer's over
+ * the input repeated 64 times (within 1e-6). 300 steps: three levels. */
+static const char *const long_cell = "[Model]\ntype = NeuralNetwork\nbatch_size = 2\n"
+    "epochs = 1\nloss = mse\n[Optimizer]\ntype = sgd\nlearning_rate = 0.1\n"
+    "[x]\ntype = input\ninput_shape = 1:1:3\n"
+    "[h0]\ntype = input\ninput_shape = 1:1:4\n"
+    "[c0]\ntype = input\ninput_shape = 1:1:4\n"
+    "[c]\ntype = lstmcell\nunit = 4\ninput_layers = x, h0, c0\nunroll_for = %u\n"
+    "recurrent_input = c(1), c(2)\nrecurrent_output = c(0), c(1)\nas_sequence = c\n";
+static const char *const long_lstm = "[Model]\ntype = NeuralNetwork\nbatch_size = 2\n"
+    "epochs = 1\nloss = mse\n[Optimizer]\ntype = sgd\nlearning_rate = 0.1\n"
+    "[x]\ntype = input\ninput_shape = 1:%u:3\n"
+    "[s]\ntype = lstm\nunit = 4\nreturn_sequences = true\n";
+
+static nnt_model *load_long(const char *fmt, unsigned steps, const char *ov, gen *g) {
+  char text[1024];
+  snprintf(text, sizeof text, fmt, steps);
+  nnt_model *m;
+  nnt_err e = {0};
+  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
+  m->poison = 1;
+  if (nnt_ini_load_text(m, "long.ini", text, strlen(text), &ov, ov ? 1 : 0, &e) ||
+      nnt_model_compile(m, &e) || nnt_model_initialize(m, &e))
+    fail_msg("%s", e.msg);
+  gen_init(g, m, 1);
+  g->steps = steps;
+  nnt_dataset *ds;
+  assert_int_equal(nnt_dataset_create_generator(gen_cb, g, &ds, &e), NNT_OK);
+  assert_int_equal(nnt_model_set_dataset(m, NNT_DS_TRAIN, ds, &e), NNT_OK);
+  return m;
+}
+
+static void test_long_sequence(void **state) {
+  (void)state;
+  gen gc, gl;
+  enum { S = 64 };
+  nnt_model *cell = load_long(long_cell, S, NULL, &gc),
+            *lstm = load_long(long_lstm, S, NULL, &gl);
+  const nnt_node *root = node(cell, "c/concat_0");
+  assert_int_equal(root->n_in, 5);
+  assert_string_equal(cell->nodes[root->in_node[0]].layer->name, "c/0");
+  static const unsigned first[] = {1, 17, 33, 49}, len[] = {16, 16, 16, 15};
+  for (unsigned j = 0; j < 4; j++) {
+    char want[32];
+    snprintf(want, sizeof want, "c/concat_0/%u", j + 1);
+    const nnt_node *leaf = &cell->nodes[root->in_node[j + 1]];
+    assert_string_equal(leaf->layer->name, want);
+    assert_int_equal(leaf->n_in, len[j]);
+    for (unsigned k = 0; k < len[j]; k++) {
+      snprintf(want, sizeof want, "c/%u", first[j] + k);
+      assert_string_equal(cell->nodes[leaf->in_node[k]].layer->name, want);
+      assert_int_equal(leaf->in_idx[k], 0);
+    }
+  }
+  nnt_dim od[2];
+  assert_int_equal(nnt_model_output_dims(cell, od, 2), 2);
+  assert_true(nnt_dim_eq(od[1], nnt_dim_make(B, S, 1, U)));
+  char *dir = tu_mkdtemp(), p0[1200], pc[1200], pl[1200];
+  snprintf(p0, sizeof p0, "%s/init.bin", dir);
+  snprintf(pc, sizeof pc, "%s/cell.bin", dir);
+  snprintf(pl, sizeof pl, "%s/lstm.bin", dir);
+  nnt_err e = {0};
+  if (nnt_model_save_weights(cell, p0, 0, &e) || nnt_model_load_weights(lstm, p0, &e))
+    fail_msg("%s", e.msg);
+  /* outputs of every step, in order */
+  static float x[B * F], xs[B * MAXT * F], zero[B * U], yc[B * MAXT * U], yl[B * MAXT * U];
+  nnt_rng r;
+  nnt_rng_seed(&r, 9);
+  tu_fill_uniform(&r, x, B * F, -1, 1);
+  for (unsigned b = 0; b < B; b++)
+    for (unsigned t = 0; t < S; t++)
+      memcpy(xs + (b * S + t) * F, x + b * F, F * sizeof(float));
+  nnt_dim d[3];
+  assert_int_equal(nnt_model_input_dims(cell, d, 3), 3);
+  const float *in_c[3], *in_l[1] = {xs};
+  for (unsigned k = 0; k < 3; k++)
+    in_c[k] = d[k].w == F ? x : zero;
+  infer0(cell, in_c, yc);
+  infer0(lstm, in_l, yl);
+  int same;
+  double dy = max_abs(yc, yl, B * S * U, &same);
+  if (dy > 1e-6)
+    fail_msg("64 steps: outputs differ by %g", dy);
+  if (nnt_model_train(cell, NULL, NULL, &e))
+    fail_msg("cell: %s", e.msg);
+  if (nnt_model_train(lstm, NULL, NULL, &e))
+    fail_msg("lstm: %s", e.msg);
+  assert_int_equal(nnt_model_save_weights(cell, pc, 0, &e), NNT_OK);
+  assert_int_equal(nnt_model_save_weights(lstm, pl, 0, &e), NNT_OK);
+  size_t nc, nl, ni;
+  float *wc = file_floats(pc, &nc), *wl = file_floats(pl, &nl), *wi = file_floats(p0, &ni);
+  assert_int_equal(nc, nl);
+  assert_true(max_abs(wc, wi, nc, &same) > 1e-4);
+  double dw = max_abs(wc, wl, nc, &same);
+  if (dw > 1e-6)
+    fail_msg("64 steps: trained weights differ by %g", dw);
+  free(wc), free(wl), free(wi);
+  nnt_model_destroy(cell);
+  nnt_model_destroy(lstm);
+  tu_rmdir(dir);
+  free(dir);
+  /* 300 steps: the root, 15 groups of 20 or 19 steps, each a concat of a
+   * step and concats */
+  nnt_model *big = load_long(long_cell, 300, NULL, &gc);
+  root = node(big, "c/concat_0");
+  assert_int_equal(root->n_in, 16);
+  const nnt_node *mid = &big->nodes[root->in_node[1]];
+  assert_string_equal(mid->layer->ops->type, "concat");
+  assert_string_equal(big->nodes[mid->in_node[0]].layer->name, "c/1");
+  assert_string_equal(big->nodes[mid->in_node[1]].layer->ops->type, "concat");
+  assert_int_equal(nnt_model_output_dims(big, od, 2), 2);
+  assert_true(nnt_dim_eq(od[1], nnt_dim_make(B, 300, 1, U)));
+  gc.steps = 300;
+  if (nnt_model_train(big, NULL, NULL, &e))
+    fail_msg("%s", e.msg);
+  nnt_model_destroy(big);
+}
+
 #define OK(x) assert_int_equal((x), ML_ERROR_NONE)
 
 static ml_train_layer_h add(ml_train_model_h m, ml_train_layer_type_e type, const char *name,
@@ -352,6 +504,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ini),
       cmocka_unit_test(test_capi),
+      cmocka_unit_test(test_long_sequence),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
