@@ -415,6 +415,39 @@ static void test_long_sequence(void **state) {
   nnt_model_destroy(big);
 }
 
+/* (c) the memory planner sees every step: a 64-step lstmcell with
+ * as_sequence (batch 8, 16 features, 32 units, the tree of concats)
+ * plans its training and inference arenas within 1% of their lower
+ * bounds (the most bytes live at one execution order). */
+static void test_long_sequence_plan(void **state) {
+  (void)state;
+  static const char *const ov[] = {"batch_size=8", "x.input_shape=1:1:16",
+                                   "h0.input_shape=1:1:32", "c0.input_shape=1:1:32",
+                                   "c.unit=32"};
+  char text[1024];
+  snprintf(text, sizeof text, long_cell, 64u);
+  nnt_model *m;
+  nnt_err e = {0};
+  assert_int_equal(nnt_model_create(&m, &e), NNT_OK);
+  if (nnt_ini_load_text(m, "long.ini", text, strlen(text), ov, NNT_ARRAY_LEN(ov), &e) ||
+      nnt_model_compile(m, &e) || nnt_model_initialize(m, &e))
+    fail_msg("%s", e.msg);
+  static const nnt_mode modes[] = {NNT_MODE_TRAIN, NNT_MODE_INFER};
+  for (size_t i = 0; i < 2; i++) {
+    if (nnt_model_plan(m, modes[i], &e))
+      fail_msg("%s", e.msg);
+    const nnt_mgr *g = &m->mgr[modes[i]];
+    assert_true(g->lower_bound > 0);
+    double ratio = (double)g->arena_bytes / (double)g->lower_bound;
+    print_message("mode %d: arena %zu, lower bound %zu, ratio %.4f\n", (int)modes[i],
+                  g->arena_bytes, g->lower_bound, ratio);
+    if (ratio > 1.01)
+      fail_msg("mode %d: arena %zu bytes, %.4f times its lower bound %zu", (int)modes[i],
+               g->arena_bytes, ratio, g->lower_bound);
+  }
+  nnt_model_destroy(m);
+}
+
 #define OK(x) assert_int_equal((x), ML_ERROR_NONE)
 
 static ml_train_layer_h add(ml_train_model_h m, ml_train_layer_type_e type, const char *name,
@@ -505,6 +538,7 @@ int main(void) {
       cmocka_unit_test(test_ini),
       cmocka_unit_test(test_capi),
       cmocka_unit_test(test_long_sequence),
+      cmocka_unit_test(test_long_sequence_plan),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
