@@ -7,7 +7,8 @@
  *   recurrent_output = b(j),.. output j of layer b at the step before; the
  *                              lists pair one to one
  *   as_sequence = end(j)       return output j of every step, joined by a
- *                              concat (NNTrainer's default axis), instead of
+ *                              concat (NNTrainer's default axis; past
+ *                              NNT_MAX_IO steps a tree of them), instead of
  *                              the last step's
  * The group is every layer on a path from a recurrent input to the end.
  * Each of its nodes becomes T copies named name/t (a realized activation
@@ -341,6 +342,52 @@ static int make_copies(unroll_ctx *x, nnt_err *e) {
   return NNT_OK;
 }
 
+/* Join the outputs seq of steps [t0, t0 + n) by concats: one when n is at
+ * most NNT_MAX_IO, else a tree: step t0's output, then the rest in at most
+ * NNT_MAX_IO - 1 groups joined the same way. Every concat's first input is
+ * a step's own output, so each takes the axis a single concat would
+ * (NNTrainer's default reads the first input's channels), and the tree's
+ * result is that concat's. The root is named name, the others
+ * name/1, name/2, ... (*k counts them). *node and *idx: what reads the
+ * result reads. */
+static int join_steps(unroll_ctx *x, unsigned t0, unsigned n, const char *name, unsigned *k,
+                      unsigned *node, unsigned *idx, nnt_err *e) {
+  build *b = x->b;
+  unsigned seq = x->u.seq.idx, at = x->pos[x->end];
+  if (n == 1) {
+    *node = x->copy[(size_t)t0 * x->ng + at], *idx = seq;
+    return NNT_OK;
+  }
+  char own[NNT_NAME_MAX + 40];
+  if (*k)
+    snprintf(own, sizeof own, "%s/%u", name, *k);
+  else
+    snprintf(own, sizeof own, "%s", name);
+  (*k)++;
+  nnt_layer *r;
+  int rc = nnt_graph_realize(b, "concat", own, 0, &r, e);
+  if (rc)
+    return rc;
+  unsigned cat = (unsigned)b->n - 1;
+  unsigned rest = n - 1, groups = n <= NNT_MAX_IO ? rest : (rest - 1) / NNT_MAX_IO + 1;
+  if (groups > NNT_MAX_IO - 1)
+    groups = NNT_MAX_IO - 1;
+  unsigned parts = groups + 1, t = t0 + 1;
+  b->g[cat].n_in = parts;
+  b->g[cat].in[0] = x->copy[(size_t)t0 * x->ng + at];
+  b->g[cat].in_idx[0] = seq;
+  for (unsigned j = 1; j < parts; j++) {
+    /* n <= NNT_MAX_IO: one step each; else rest spread over the groups */
+    unsigned len = rest / groups + (j - 1 < rest % groups), nd, ni;
+    if ((rc = join_steps(x, t, len, name, k, &nd, &ni, e)))
+      return rc;
+    b->g[cat].in[j] = nd, b->g[cat].in_idx[j] = ni;
+    t += len;
+  }
+  *node = cat, *idx = 0;
+  return NNT_OK;
+}
+
 /* The end's name for the readers outside: an identity of the last step's
  * output 0 or of the concat of every step's; then the group goes. */
 static int connect_output(unroll_ctx *x, nnt_err *e) {
@@ -353,13 +400,15 @@ static int connect_output(unroll_ctx *x, nnt_err *e) {
   int rc;
   if (x->u.has_seq) {
     snprintf(name, sizeof name, "%s/concat_%u", cname, seq);
-    if ((rc = nnt_graph_realize(b, "concat", name, 0, &r, e)))
+    unsigned k = 0, ci;
+    if ((rc = join_steps(x, 0, T, name, &k, &cat, &ci, e)))
       return rc;
-    cat = (unsigned)b->n - 1;
-    b->g[cat].n_in = T;
-    for (unsigned t = 0; t < T; t++) {
-      b->g[cat].in[t] = x->copy[(size_t)t * x->ng + x->pos[x->end]];
-      b->g[cat].in_idx[t] = seq;
+    if (T == 1) { /* one step: a concat of one input, as NNTrainer's */
+      if ((rc = nnt_graph_realize(b, "concat", name, 0, &r, e)))
+        return rc;
+      b->g[b->n - 1].n_in = 1;
+      b->g[b->n - 1].in[0] = cat, b->g[b->n - 1].in_idx[0] = ci;
+      cat = (unsigned)b->n - 1;
     }
   }
   if ((rc = nnt_graph_realize(b, "identity", cname, 0, &r, e)))
@@ -437,14 +486,8 @@ static int unroll_one(build *b, unsigned c, nnt_err *e) {
   }
   if ((rc = find_group(&x, e)))
     goto out;
-  if (x.u.has_seq && x.u.steps > NNT_MAX_IO) {
-    char s[16];
-    snprintf(s, sizeof s, "%u", x.u.steps);
-    rc = fail(&x, "as_sequence", e, "unroll_for = %s steps, but one concat joins at most %s",
-              s, "16 (NNT_MAX_IO)");
-    goto out;
-  }
-  if ((uint64_t)x.ng * x.u.steps + 2 + b->n >= MAX_NODES) {
+  /* the copies, the identity and the concats (fewer than the steps) */
+  if ((uint64_t)(x.ng + 1) * x.u.steps + 2 + b->n >= MAX_NODES) {
     char s[48];
     snprintf(s, sizeof s, "%u steps of %u layers", x.u.steps, x.ng);
     rc = fail(&x, "unroll_for", e, "%s make more than 2^20 nodes%s", s, "");
