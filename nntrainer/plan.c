@@ -256,6 +256,9 @@ static int request_recompute(nnt_model *m, nnt_mgr *g, nnt_err *e) {
     if (st[s].kind == NNT_STEP_NONE || st[s].kind == NNT_STEP_CLIP_APPLY)
       continue;
     nnt_node *nd = &m->nodes[st[s].node];
+    /* forward_saved: reads no input and what forward kept, writes a fresh
+     * output that shares no producer's memory */
+    int saved = s >= fe && st[s].kind == NNT_STEP_FORWARD && nd->recompute_saved;
     if (s >= fe && st[s].kind == NNT_STEP_FORWARD) {
       for (unsigned o = 0; o < nd->fc.n_out; o++) {
         int id = req(g, nd->layer->name, "recomputed_out", o, NNT_TK_ACTIVATION,
@@ -264,7 +267,7 @@ static int request_recompute(nnt_model *m, nnt_mgr *g, nnt_err *e) {
           rc = id;
           break;
         }
-        if (o == 0 && nd->inplace && nd->t_in[0] >= 0) {
+        if (o == 0 && nd->inplace && nd->t_in[0] >= 0 && !saved) {
           int p = cur[nd->t_in[0]];
           if ((size_t)p < n0) {
             rc = nnt_err_set(e, NNT_ERR_INVAL,
@@ -278,7 +281,7 @@ static int request_recompute(nnt_model *m, nnt_mgr *g, nnt_err *e) {
         cur[nd->t_out[o]] = id;
       }
       for (unsigned c = 0; c < nd->fc.n_scratch && !rc; c++) {
-        if (nd->fc.scratch_life[c] == NNT_SCRATCH_BWD || nd->t_scratch[c] < 0)
+        if (nd->fc.scratch_life[c] == NNT_SCRATCH_BWD || nd->t_scratch[c] < 0 || saved)
           continue;
         int id = req(g, nd->layer->name, "recomputed_scratch", c, NNT_TK_SCRATCH,
                      nd->fc.scratch_dim[c], e);
@@ -289,11 +292,14 @@ static int request_recompute(nnt_model *m, nnt_mgr *g, nnt_err *e) {
       }
     }
     for (unsigned k = 0; k < nd->n_in; k++)
-      ids[k] = nd->t_in[k] >= 0 ? cur[nd->t_in[k]] : -1;
+      ids[k] = nd->t_in[k] >= 0 && !saved ? cur[nd->t_in[k]] : -1;
     for (unsigned o = 0; o < nd->fc.n_out; o++)
       ids[NNT_MAX_IO + o] = nd->t_out[o] >= 0 ? cur[nd->t_out[o]] : -1;
     for (unsigned c = 0; c < nd->fc.n_scratch; c++)
-      ids[2 * NNT_MAX_IO + c] = nd->t_scratch[c] >= 0 ? cur[nd->t_scratch[c]] : -1;
+      ids[2 * NNT_MAX_IO + c] =
+          nd->t_scratch[c] >= 0 && !(saved && nd->fc.scratch_life[c] != NNT_SCRATCH_ITER)
+              ? cur[nd->t_scratch[c]]
+              : -1;
   }
   nnt_free(cur);
   return rc;
@@ -621,7 +627,14 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
   nnt_mgr_free(g);
   if (mode == NNT_MODE_TRAIN)
     m->budget_reserve = reserve;
-  int rc = plan_requests(m, mode, g, e);
+  int rc = NNT_OK;
+  /* the default plan recomputes cheap chains where that keeps less */
+  if (mode == NNT_MODE_TRAIN && !m->recompute_default_done) {
+    m->recompute_default_done = 1;
+    rc = nnt_recompute_default(m, e);
+  }
+  if (!rc)
+    rc = plan_requests(m, mode, g, e);
   /* over the budget in training, with the queues: recompute activations
    * to fit */
   size_t parts[3], total, min = 0;

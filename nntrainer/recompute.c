@@ -11,7 +11,9 @@
  * (nnt_model_train_total), so what is chosen is what runs. A recompute
  * step is a forward step of the node in the backward part of the
  * schedule; plan.c gives each one fresh outputs and forward scratch, and
- * each step binds the latest (nnt_model_bind_step, here). */
+ * each step binds the latest (nnt_model_bind_step, here). Without a
+ * budget, the default plan recomputes cheap chains from what batch
+ * normalization keeps (nnt_recompute_default, at the end). */
 #include "nntrainer/model_impl.h"
 
 #include <string.h>
@@ -75,7 +77,7 @@ void nnt_recompute_clear(nnt_model *m) {
     nnt_model_release_plan(m, NNT_MODE_TRAIN);
   }
   for (size_t i = 0; i < m->n_nodes; i++)
-    m->nodes[i].recompute = 0;
+    m->nodes[i].recompute = m->nodes[i].recompute_saved = 0;
   m->n_recompute = 0;
   m->recompute_flops = 0;
 }
@@ -119,13 +121,15 @@ static void close_set(const nnt_model *m, const unsigned *unit, unsigned char *r
 
 /* Which nodes' outputs or scratch backward step st reads (mirrors plan.c
  * touch_step): into need[]. */
-static void step_needs(const nnt_model *m, const nnt_step *st, unsigned char *need) {
+static void step_needs(const nnt_model *m, const nnt_step *st, const unsigned char *saved,
+                       unsigned char *need) {
   if (st->kind != NNT_STEP_CALC_GRADIENT && st->kind != NNT_STEP_CALC_DERIVATIVE)
     return;
   const nnt_node *nd = &m->nodes[st->node];
   int grad = st->kind == NNT_STEP_CALC_GRADIENT;
   int bwd = grad ? nd->do_grad : nd->do_grad || nd->do_deriv;
-  if (bwd)
+  /* forward_saved keeps the scratch forward made: what it reads stays */
+  if (bwd && !(saved && saved[st->node]))
     for (unsigned c = 0; c < nd->fc.n_scratch; c++)
       if (nd->fc.scratch_life[c] == NNT_SCRATCH_ITER ||
           nd->fc.scratch_life[c] == NNT_SCRATCH_SAVED)
@@ -141,6 +145,7 @@ static void step_needs(const nnt_model *m, const nnt_step *st, unsigned char *ne
 
 typedef struct {
   const unsigned char *r;
+  const unsigned char *saved; /* heads recomputed by forward_saved, or NULL */
   const unsigned *unit;
   unsigned char *usable; /* a unit's latest version may be read later */
   unsigned *inst;        /* the instance that last recomputed a unit */
@@ -157,7 +162,7 @@ static int insert_unit(nnt_model *m, apply_st *a, unsigned u, int target, nnt_er
     if (a->unit[i] != u)
       continue;
     const nnt_node *nd = &m->nodes[i];
-    for (unsigned k = 0; k < nd->n_in; k++) {
+    for (unsigned k = 0; k < nd->n_in && !(a->saved && a->saved[i]); k++) {
       unsigned p = nd->in_node[k];
       if (p == NNT_NO_NODE)
         continue;
@@ -190,11 +195,12 @@ static int insert_unit(nnt_model *m, apply_st *a, unsigned u, int target, nnt_er
 /* Make r the schedule's recomputation: a unit is recomputed just before
  * the first backward step that reads it while no version of it may be
  * read. scratch: 3 * n_nodes bytes plus n_nodes unsigned (inst). */
-static int apply_set(nnt_model *m, const unsigned *unit, const unsigned char *r,
-                     unsigned char *scratch, unsigned *inst, nnt_err *e) {
+static int apply_saved(nnt_model *m, const unsigned *unit, const unsigned char *r,
+                       const unsigned char *saved, unsigned char *scratch, unsigned *inst,
+                       nnt_err *e) {
   size_t n = m->n_nodes;
   unsigned char *need = scratch;
-  apply_st a = {r, unit, scratch + n, inst, 0, 0};
+  apply_st a = {r, saved, unit, scratch + n, inst, 0, 0};
   nnt_recompute_clear(m);
   memset(a.usable, 0, n);
   for (size_t i = 0; i < n; i++)
@@ -202,7 +208,7 @@ static int apply_set(nnt_model *m, const unsigned *unit, const unsigned char *r,
   a.at = nnt_schedule_forward_end(m, NNT_MODE_TRAIN);
   for (; a.at < m->n_steps[NNT_MODE_TRAIN]; a.at++) {
     memset(need, 0, n);
-    step_needs(m, &m->sched[NNT_MODE_TRAIN][a.at], need);
+    step_needs(m, &m->sched[NNT_MODE_TRAIN][a.at], saved, need);
     for (size_t i = 0; i < n; i++) {
       unsigned u = unit[i];
       if (need[i] && r[u] != R_KEEP && !a.usable[u]) {
@@ -213,7 +219,14 @@ static int apply_set(nnt_model *m, const unsigned *unit, const unsigned char *r,
       }
     }
   }
+  for (size_t i = 0; saved && i < n; i++)
+    m->nodes[i].recompute_saved = saved[i] && m->nodes[i].recompute;
   return NNT_OK;
+}
+
+static int apply_set(nnt_model *m, const unsigned *unit, const unsigned char *r,
+                     unsigned char *scratch, unsigned *inst, nnt_err *e) {
+  return apply_saved(m, unit, r, NULL, scratch, inst, e);
 }
 
 typedef struct {
@@ -428,4 +441,100 @@ int nnt_recompute_fit(nnt_model *m, size_t *min, nnt_err *e) {
   nnt_free(mem);
   nnt_free(umem);
   return rc ? rc : b.found ? NNT_OK : NNT_ERR_NOMEM;
+}
+
+/* The default plan's cheap recomputation. A chain is a head with
+ * forward_saved (batch normalization: gamma * xhat + beta from its kept
+ * xhat) and the activations and additions that run in place over it:
+ * O(1) work per element, no matrix product, and the same bits. Its output
+ * is then dropped after the forward pass and computed again just before
+ * the first backward step that reads it (a convolution's calc_gradient,
+ * a relu's calc_derivative), kept to the last such step. */
+static int cheap_follower(const nnt_node *nd) {
+  const char *t = nd->layer->ops->type;
+  return !strcmp(t, "activation") || !strcmp(t, "addition");
+}
+
+static int saved_head(const nnt_model *m, size_t i) {
+  const nnt_node *nd = &m->nodes[i];
+  const nnt_layer_ops *o = nd->layer->ops;
+  if (!o->forward_saved || !(nd->do_grad || nd->do_deriv) || !eligible(m, i))
+    return 0;
+  for (unsigned k = 0; k < NNT_KOP__COUNT; k++)
+    if (((o->saved_kops >> k) & 1) && !m->be->supports(m->be, (nnt_kop)k))
+      return 0;
+  return 1;
+}
+
+int nnt_recompute_default(nnt_model *m, nnt_err *e) {
+  size_t n = m->n_nodes, total, best_total;
+  if (!m->memory_optimization || m->keep_outputs || !n)
+    return NNT_OK;
+  unsigned char *mem = nnt_calloc(6 * n, 1);
+  unsigned *umem = nnt_calloc(2 * n, sizeof *umem);
+  if (!mem || !umem) {
+    nnt_free(mem);
+    nnt_free(umem);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory choosing recomputation");
+  }
+  unsigned char *r = mem, *best = mem + n, *saved = mem + 2 * n, *scr = mem + 3 * n;
+  unsigned char *cand = mem + 5 * n;
+  unsigned *unit = umem, *inst = umem + n;
+  size_t ncand = 0;
+  /* the plan without (which sets the nodes' in-place flags) */
+  for (size_t i = 0; i < n; i++)
+    unit[i] = (unsigned)i;
+  memset(best, R_KEEP, n);
+  int rc = apply_saved(m, unit, best, saved, scr, inst, e);
+  if (!rc)
+    rc = nnt_model_train_total(m, &best_total, e);
+  for (size_t i = 0; i < n && !rc; i++) {
+    const nnt_node *nd = &m->nodes[i];
+    saved[i] = (unsigned char)saved_head(m, i);
+    unit[i] = !saved[i] && nd->inplace && nd->in_node[0] != NNT_NO_NODE ? unit[nd->in_node[0]]
+                                                                       : (unsigned)i;
+    cand[i] = saved[i];
+  }
+  for (size_t i = 0; i < n; i++)
+    if (unit[i] != i && (!cheap_follower(&m->nodes[i]) || !eligible(m, i)))
+      cand[unit[i]] = 0;
+  for (size_t i = 0; i < n; i++)
+    ncand += cand[i];
+  if (rc || !ncand)
+    goto out;
+  /* every chain, then each chain left out while that is no larger (fewer
+   * recomputations for the same memory) */
+  for (size_t i = 0; i < n; i++)
+    r[i] = cand[unit[i]] ? R_ONCE : R_KEEP;
+  if (!rc)
+    rc = apply_saved(m, unit, r, saved, scr, inst, e);
+  if (!rc)
+    rc = nnt_model_train_total(m, &total, e);
+  if (!rc && total < best_total) {
+    best_total = total;
+    memcpy(best, r, n);
+  }
+  for (size_t u = 0; u < n && !rc; u++) {
+    if (!cand[u] || best[u] == R_KEEP)
+      continue;
+    memcpy(r, best, n);
+    for (size_t i = u; i < n; i++)
+      if (unit[i] == u)
+        r[i] = R_KEEP;
+    rc = apply_saved(m, unit, r, saved, scr, inst, e);
+    if (!rc)
+      rc = nnt_model_train_total(m, &total, e);
+    if (!rc && total <= best_total) {
+      best_total = total;
+      memcpy(best, r, n);
+    }
+  }
+  if (!rc)
+    rc = apply_saved(m, unit, best, saved, scr, inst, e);
+out:
+  if (rc)
+    nnt_recompute_clear(m);
+  nnt_free(mem);
+  nnt_free(umem);
+  return rc;
 }

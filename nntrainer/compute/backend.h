@@ -90,7 +90,8 @@ struct nnt_buffer {
   X(UPSAMPLE_NEAREST_FWD, upsample_nearest_fwd)                                           \
   X(UPSAMPLE_NEAREST_BWD, upsample_nearest_bwd) X(IM2COL, im2col) X(COL2IM, col2im)       \
   X(POOL_FWD, pool_fwd) X(POOL_BWD, pool_bwd) X(SGD_STEP, sgd_step)                       \
-  X(ADAM_STEP, adam_step) X(FLAG_NONFINITE, flag_nonfinite) X(CLIP_SCALE, clip_scale)
+  X(ADAM_STEP, adam_step) X(FLAG_NONFINITE, flag_nonfinite) X(CLIP_SCALE, clip_scale)  \
+  X(BN_AFFINE, bn_affine)
 
 typedef enum nnt_kop {
 #define NNT_KOP_ENUM(E, n) NNT_KOP_##E,

@@ -45,6 +45,11 @@ static void dsum_dy(const float *dy, const float *xh, size_t n, double *sdy, dou
   }
 }
 
+/* y of one element: bn_fwd_train and bn_affine share it, so that the
+ * output recomputed from xhat is bitwise the first (C11: no contraction
+ * into a fused multiply-add, -ffp-contract=off). */
+static inline float bn_affine1(float g, float h, float b) { return g * h + b; }
+
 int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                          const float *x, const float *gamma, const float *beta, float eps,
                          float *mean, float *var, float *invstd, float *xhat, float *y) {
@@ -68,8 +73,22 @@ int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch
       for (size_t i = 0; i < inner; i++) {
         float h = (x[off + i] - m) * is;
         xhat[off + i] = h;
-        y[off + i] = g * h + b;
+        y[off + i] = bn_affine1(g, h, b);
       }
+    }
+  }
+  return NNT_OK;
+}
+
+int nnt_cpu_bn_affine(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                      const float *xhat, const float *gamma, const float *beta, float *y) {
+  (void)self;
+  for (size_t c = 0; c < ch; c++) {
+    float g = gamma[c], b = beta[c];
+    for (size_t o = 0; o < outer; o++) {
+      size_t off = (o * ch + c) * inner;
+      for (size_t i = 0; i < inner; i++)
+        y[off + i] = bn_affine1(g, xhat[off + i], b);
     }
   }
   return NNT_OK;

@@ -273,6 +273,12 @@ typedef struct nnt_kernels {
    * (one float of backend memory), y *= max_norm / s when s > max_norm. */
   int (*clip_scale)(const struct nnt_kernels *self, size_t n, float max_norm,
                     const float *sumsq, float *y);
+  /* Batch normalization's output again from its saved xhat: y = gamma *
+   * xhat + beta, bit for bit what bn_fwd_train wrote (the backward pass
+   * recomputes it instead of keeping it; a backend whose supports says no
+   * keeps it). */
+  int (*bn_affine)(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                   const float *xhat, const float *gamma, const float *beta, float *y);
 } nnt_kernels;
 
 /* The CPU backend (OpenBLAS + plain loops). */
