@@ -643,6 +643,11 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
       (mode_total(m, mode, g, parts, &total) || nnt_size_add(total, reserve, &total) ||
        total > m->memory_budget)) {
     fit = nnt_recompute_fit(m, &min, e);
+    /* the plan as it was (the default's cheap recomputation included)
+     * fits its own total: the search, which does not include that, may
+     * find no smaller */
+    if (fit == NNT_ERR_NOMEM && total - reserve < min)
+      min = total - reserve;
     if (fit == NNT_OK) {
       nnt_mgr_free(g);
       rc = plan_requests(m, mode, g, e);

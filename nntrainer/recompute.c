@@ -470,6 +470,12 @@ int nnt_recompute_default(nnt_model *m, nnt_err *e) {
   size_t n = m->n_nodes, total, best_total;
   if (!m->memory_optimization || m->keep_outputs || !n)
     return NNT_OK;
+  /* a schedule already edited (recompute steps inserted) stays as it is */
+  const nnt_step *sch = m->sched[NNT_MODE_TRAIN];
+  for (unsigned s = nnt_schedule_forward_end(m, NNT_MODE_TRAIN); s < m->n_steps[NNT_MODE_TRAIN];
+       s++)
+    if (sch[s].kind == NNT_STEP_FORWARD)
+      return NNT_OK;
   unsigned char *mem = nnt_calloc(6 * n, 1);
   unsigned *umem = nnt_calloc(2 * n, sizeof *umem);
   if (!mem || !umem) {
@@ -482,12 +488,8 @@ int nnt_recompute_default(nnt_model *m, nnt_err *e) {
   unsigned *unit = umem, *inst = umem + n;
   size_t ncand = 0;
   /* the plan without (which sets the nodes' in-place flags) */
-  for (size_t i = 0; i < n; i++)
-    unit[i] = (unsigned)i;
   memset(best, R_KEEP, n);
-  int rc = apply_saved(m, unit, best, saved, scr, inst, e);
-  if (!rc)
-    rc = nnt_model_train_total(m, &best_total, e);
+  int rc = nnt_model_train_total(m, &best_total, e);
   for (size_t i = 0; i < n && !rc; i++) {
     const nnt_node *nd = &m->nodes[i];
     saved[i] = (unsigned char)saved_head(m, i);
