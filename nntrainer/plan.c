@@ -256,8 +256,7 @@ static int request_recompute(nnt_model *m, nnt_mgr *g, nnt_err *e) {
     if (st[s].kind == NNT_STEP_NONE || st[s].kind == NNT_STEP_CLIP_APPLY)
       continue;
     nnt_node *nd = &m->nodes[st[s].node];
-    /* forward_saved: reads no input and what forward kept, writes a fresh
-     * output that shares no producer's memory */
+    /* forward_saved: reads what forward kept, no input; a fresh output */
     int saved = s >= fe && st[s].kind == NNT_STEP_FORWARD && nd->recompute_saved;
     if (s >= fe && st[s].kind == NNT_STEP_FORWARD) {
       for (unsigned o = 0; o < nd->fc.n_out; o++) {
@@ -627,12 +626,8 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
   nnt_mgr_free(g);
   if (mode == NNT_MODE_TRAIN)
     m->budget_reserve = reserve;
-  int rc = NNT_OK;
-  /* the default plan recomputes cheap chains where that keeps less */
-  if (mode == NNT_MODE_TRAIN && !m->recompute_default_done) {
-    m->recompute_default_done = 1;
-    rc = nnt_recompute_default(m, e);
-  }
+  /* the default plan's cheap recomputation (once per compile) */
+  int rc = mode == NNT_MODE_TRAIN ? nnt_recompute_default(m, e) : NNT_OK;
   if (!rc)
     rc = plan_requests(m, mode, g, e);
   /* over the budget in training, with the queues: recompute activations
@@ -643,9 +638,8 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
       (mode_total(m, mode, g, parts, &total) || nnt_size_add(total, reserve, &total) ||
        total > m->memory_budget)) {
     fit = nnt_recompute_fit(m, &min, e);
-    /* the plan as it was (the default's cheap recomputation included)
-     * fits its own total: the search, which does not include that, may
-     * find no smaller */
+    /* the plan as it was (with the default's cheap recomputation, which
+     * the search lacks) fits its own total */
     if (fit == NNT_ERR_NOMEM && total - reserve < min)
       min = total - reserve;
     if (fit == NNT_OK) {

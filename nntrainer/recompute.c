@@ -468,8 +468,9 @@ static int saved_head(const nnt_model *m, size_t i) {
 
 int nnt_recompute_default(nnt_model *m, nnt_err *e) {
   size_t n = m->n_nodes, total, best_total;
-  if (!m->memory_optimization || m->keep_outputs || !n)
+  if (m->recompute_default_done || !m->memory_optimization || m->keep_outputs || !n)
     return NNT_OK;
+  m->recompute_default_done = 1;
   /* a schedule already edited (recompute steps inserted) stays as it is */
   const nnt_step *sch = m->sched[NNT_MODE_TRAIN];
   for (unsigned s = nnt_schedule_forward_end(m, NNT_MODE_TRAIN); s < m->n_steps[NNT_MODE_TRAIN];
