@@ -180,6 +180,7 @@ struct nnt_model {
   /* the default plan's cheap recomputation was chosen (recompute.c
    * nnt_recompute_default); reset by compile */
   int recompute_default_done;
+  unsigned char *cheap; /* its chains: 2 a head, 1 the rest, 0 none; NULL */
   /* bytes the training plan left free under memory_budget for the
    * datasets' queues when it was made (plan.c queue_reserve) */
   size_t budget_reserve;

@@ -232,12 +232,30 @@ static int apply_set(nnt_model *m, const unsigned *unit, const unsigned char *r,
 typedef struct {
   unsigned *unit, *inst;
   unsigned char *scratch;
+  unsigned *unit2; /* apply_mixed: n each */
+  unsigned char *r2, *saved2;
 } search_ws;
+
+/* r over the search's units, and the default plan's cheap chains
+ * (m->cheap) recomputed from what they keep wherever r keeps their unit. */
+static int apply_mixed(nnt_model *m, search_ws *w, const unsigned char *r, nnt_err *e) {
+  if (!m->cheap)
+    return apply_set(m, w->unit, r, w->scratch, w->inst, e);
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    int tail = m->cheap[i] && r[w->unit[i]] == R_KEEP;
+    w->saved2[i] = tail && m->cheap[i] == 2;
+    w->unit2[i] = !tail ? w->unit[i]
+                  : w->saved2[i] ? (unsigned)i
+                                 : w->unit2[m->nodes[i].in_node[0]];
+    w->r2[i] = tail ? R_ONCE : r[i];
+  }
+  return apply_saved(m, w->unit2, w->r2, w->saved2, w->scratch, w->inst, e);
+}
 
 /* The training total with recomputation set r (applied). */
 static int measure(nnt_model *m, search_ws *w, const unsigned char *r, size_t *total,
                    nnt_err *e) {
-  int rc = apply_set(m, w->unit, r, w->scratch, w->inst, e);
+  int rc = apply_mixed(m, w, r, e);
   return rc ? rc : nnt_model_train_total(m, total, e);
 }
 
@@ -337,16 +355,17 @@ int nnt_recompute_fit(nnt_model *m, size_t *min, nnt_err *e) {
   *min = 0;
   if (!n)
     return NNT_ERR_NOMEM;
-  /* r (2n), best, smallest, scratch (2n), cut flags, base, start */
-  unsigned char *mem = nnt_calloc(9 * n, 1);
-  unsigned *umem = nnt_calloc(3 * n, sizeof *umem);
+  /* r (2n), best, smallest, scratch (2n), cut flags, base, start, r2,
+   * saved2 */
+  unsigned char *mem = nnt_calloc(11 * n, 1);
+  unsigned *umem = nnt_calloc(4 * n, sizeof *umem);
   if (!mem || !umem) {
     nnt_free(mem);
     nnt_free(umem);
     return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory choosing recomputation");
   }
   unsigned char *r = mem, *cut = mem + 6 * n, *base = mem + 7 * n, *start = mem + 8 * n;
-  search_ws w = {umem, umem + n, mem + 4 * n};
+  search_ws w = {umem, umem + n, mem + 4 * n, umem + 3 * n, mem + 9 * n, mem + 10 * n};
   search_best b = {budget, SIZE_MAX, 0, 0, mem + 2 * n, mem + 3 * n};
   units(m, w.unit);
   /* cut nodes: no edge from before i to after i */
@@ -435,7 +454,7 @@ int nnt_recompute_fit(nnt_model *m, size_t *min, nnt_err *e) {
   }
   *min = b.min;
   if (!rc && b.found)
-    rc = apply_set(m, w.unit, b.best, w.scratch, w.inst, e);
+    rc = apply_mixed(m, &w, b.best, e);
   if (rc || !b.found)
     nnt_recompute_clear(m);
   nnt_free(mem);
@@ -534,6 +553,11 @@ int nnt_recompute_default(nnt_model *m, nnt_err *e) {
   }
   if (!rc)
     rc = apply_saved(m, unit, best, saved, scr, inst, e);
+  /* for a budget's search (apply_mixed): 2 a head, 1 the rest */
+  if (!rc && !(m->cheap = nnt_calloc(n, 1)))
+    rc = nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory choosing recomputation");
+  for (size_t i = 0; !rc && i < n; i++)
+    m->cheap[i] = best[unit[i]] == R_KEEP ? 0 : saved[i] ? 2 : 1;
 out:
   if (rc)
     nnt_recompute_clear(m);

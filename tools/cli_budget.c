@@ -94,14 +94,14 @@ void cli_plan_report_recompute(FILE *out, const nnt_model *m) {
   for (size_t i = 0; i < m->n_nodes; i++)
     saved += m->nodes[i].recompute_saved != 0;
   fprintf(out, "recomputed   %u layers", m->n_recompute);
-  if (saved)
-    fprintf(out, " (%u from what they keep)", saved);
   const char *sep = ": ";
   for (size_t i = 0; i < m->n_nodes; i++)
     if (m->nodes[i].recompute) {
       fprintf(out, "%s%s", sep, m->nodes[i].layer->name);
       sep = ", ";
     }
+  if (saved)
+    fprintf(out, "; %u of them from what they keep", saved);
   fputc('\n', out);
   fprintf(out, "extra FLOPs  %.4g per step, %.1f%% of one forward + backward (%.4g)\n",
           m->recompute_flops, 100 * rel, step);

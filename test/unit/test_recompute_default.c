@@ -29,7 +29,8 @@ static const char chain_ini[] =
     "[fl]\ntype = flatten\n"
     "[fc]\ntype = fully_connected\nunit = 5\nactivation = softmax\n";
 
-enum { DEFAULT, WITHOUT, UNOPTIMIZED };
+enum { DEFAULT, WITHOUT, UNOPTIMIZED, BUDGET };
+static size_t budget_bytes; /* BUDGET: memory_budget */
 
 static nnt_backend no_affine_be;
 static int no_affine_supports(const nnt_backend *be, nnt_kop op) {
@@ -61,6 +62,8 @@ static nnt_model *load(int resnet, int backend, int how) {
     fail_msg("compile: %s", e.msg);
   if (how == WITHOUT)
     m->recompute_default_done = 1;
+  if (how == BUDGET)
+    m->memory_budget = budget_bytes;
   if (nnt_model_plan(m, NNT_MODE_TRAIN, &e))
     fail_msg("plan: %s", e.msg);
   return m;
@@ -101,6 +104,39 @@ static void check(int resnet, int backend) {
   nnt_model_destroy(u);
 }
 
+/* A budget below the default plan: the search recomputes whole chains
+ * where it must and the cheap ones from what they keep where it keeps
+ * their chain; fits, and trains bitwise as without. */
+static void check_budget(int resnet, int backend) {
+  nnt_err e = {0};
+  nnt_model *d = load(resnet, backend, DEFAULT);
+  size_t total, reserve = nnt_model_queue_reserve(d);
+  assert_int_equal(nnt_model_train_total(d, &total, &e), NNT_OK);
+  budget_bytes = total + reserve - 1; /* the default plan does not fit */
+  nnt_model *b = load(resnet, backend, BUDGET);
+  nnt_model *u = load(resnet, backend, UNOPTIMIZED);
+  assert_true(b->n_recompute > 0);
+  if (resnet) /* the chain's search recomputes whole chains */
+    assert_true(saved_nodes(b) > 0);
+  assert_int_equal(nnt_model_train_total(b, &total, &e), NNT_OK);
+  assert_true(total + nnt_model_queue_reserve(b) <= budget_bytes);
+  for (int step = 0; step < 2; step++)
+    if (nnt_model_train(b, NULL, NULL, &e) || nnt_model_train(u, NULL, NULL, &e))
+      fail_msg("train: %s", e.msg);
+  float *wb = tu_weights_of(b), *wu = tu_weights_of(u);
+  size_t nf = 0;
+  for (size_t i = 0; i < b->n_w; i++)
+    nf += nnt_dim_len(b->wspec[i].dim);
+  assert_int_equal(memcmp(wb, wu, nf * sizeof(float)), 0);
+  free(wb), free(wu);
+  nnt_model_destroy(d);
+  nnt_model_destroy(b);
+  nnt_model_destroy(u);
+}
+
+static void test_budget_chain(void **s) { (void)s; check_budget(0, 0); }
+static void test_budget_resnet(void **s) { (void)s; check_budget(1, 0); }
+
 static void test_chain_cpu(void **s) { (void)s; check(0, 0); }
 static void test_chain_fake(void **s) { (void)s; check(0, 1); }
 static void test_resnet_cpu(void **s) { (void)s; check(1, 0); }
@@ -122,6 +158,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_resnet_cpu, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_resnet_fake, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_unsupported, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_budget_chain, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_budget_resnet, tu_dir_setup, tu_dir_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
