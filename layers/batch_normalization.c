@@ -3,7 +3,8 @@
  * statistic kept; the running variance takes the biased batch variance.
  * Weights, in NNTrainer's order: moving_mean, moving_variance, gamma, beta.
  * The backward pass reads only xhat and 1/std, kept in scratch tensors, so
- * the layer runs in place. */
+ * the layer runs in place; its output can be computed again from xhat
+ * (forward_saved). */
 #include <stdio.h>
 #include "nntrainer/layer.h"
 
@@ -117,6 +118,15 @@ static int bn_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   return NNT_OK;
 }
 
+/* The output again from the kept xhat (the default plan recomputes it in
+ * the backward pass instead of keeping it, recompute.c). */
+static int bn_forward_saved(nnt_layer *l, nnt_run_ctx *ctx) {
+  bn_priv *p = l->priv;
+  NNT_TRY(ctx->k->bn_affine(ctx->k, p->outer, p->ch, p->inner, ctx->scratch[0].data,
+                            ctx->w[2].data, ctx->w[3].data, ctx->out[0].data));
+  return NNT_OK;
+}
+
 static int bn_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   bn_priv *p = l->priv;
   NNT_TRY(ctx->k->bn_bwd(ctx->k, p->outer, p->ch, p->inner, ctx->d_out[0].data,
@@ -145,4 +155,6 @@ const nnt_layer_ops nnt_layer_batch_normalization = {
     .calc_derivative = bn_derivative,
     .kops = NNT_KOP_BIT(BN_FWD_TRAIN) | NNT_KOP_BIT(BN_FWD_INFER) | NNT_KOP_BIT(BN_BWD) |
             NNT_KOP_BIT(SCALE) | NNT_KOP_BIT(AXPY),
+    .forward_saved = bn_forward_saved,
+    .saved_kops = NNT_KOP_BIT(BN_AFFINE),
 };

@@ -765,6 +765,9 @@ void nnt_graph_free(nnt_model *m) {
   m->n_alt = 0;
   m->n_recompute = 0;
   m->recompute_flops = 0;
+  m->recompute_default_done = 0;
+  nnt_free(m->cheap);
+  m->cheap = NULL;
   nnt_free(m->wspec);
   nnt_free(m->w);
   nnt_free(m->w_node);

@@ -223,6 +223,14 @@ typedef struct nnt_layer_ops {
    * NNT_KOP_BIT(...)s: compile refuses the layer on a backend whose
    * supports gate says no to one of them. */
   uint64_t kops;
+  /* Optional: output 0 again, in a recompute step of the backward pass,
+   * from what forward kept for the backward (scratch of life
+   * NNT_SCRATCH_ITER) without reading the input, bit for bit the value
+   * forward wrote (batch normalization: gamma * xhat + beta). The default
+   * training plan uses it (recompute.c) only where the backend supports
+   * every op of saved_kops; compile does not require them. */
+  int (*forward_saved)(nnt_layer *l, nnt_run_ctx *ctx);
+  uint64_t saved_kops;
 } nnt_layer_ops;
 
 struct nnt_layer {

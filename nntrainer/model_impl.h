@@ -87,6 +87,9 @@ typedef struct nnt_node {
   /* memory_budget (recompute.c): the node's forward runs again in the
    * backward pass (how often: the recompute steps of the schedule) */
   int recompute;
+  /* its recompute steps run forward_saved: the output from what forward
+   * kept (the default plan's cheap recomputation, recompute.c) */
+  int recompute_saved;
   /* run context, bound to the current plan */
   nnt_tensor in[NNT_MAX_IO], out[NNT_MAX_IO], din[NNT_MAX_IO], dout[NNT_MAX_IO];
   nnt_tensor gw[NNT_MAX_WEIGHTS], scratch[NNT_MAX_SCRATCH], label, loss;
@@ -174,6 +177,10 @@ struct nnt_model {
    * (NNT_STEP_IDS per step: inputs, outputs, scratch), n_alt steps */
   unsigned n_recompute;
   double recompute_flops;
+  /* the default plan's cheap recomputation was chosen (recompute.c
+   * nnt_recompute_default); reset by compile */
+  int recompute_default_done;
+  unsigned char *cheap; /* its chains: 2 a head, 1 the rest, 0 none; NULL */
   /* bytes the training plan left free under memory_budget for the
    * datasets' queues when it was made (plan.c queue_reserve) */
   size_t budget_reserve;
@@ -312,6 +319,12 @@ static inline int nnt_step_id(const nnt_model *m, int re, unsigned s, unsigned s
  * fits, *min the smallest total found; NNT_OK with the schedule changed
  * otherwise. */
 int nnt_recompute_fit(nnt_model *m, size_t *min, nnt_err *e);
+/* recompute.c: the default training plan (memory_optimization, no
+ * keep_outputs): recompute in the backward pass the cheap chains (a layer
+ * with forward_saved and the activations and additions in place over it)
+ * whose outputs a backward step reads, where that lowers the plan. Once
+ * per compile. */
+int nnt_recompute_default(nnt_model *m, nnt_err *e);
 /* Forget every recomputation: the schedule's recompute steps and the
  * nodes' flags. */
 void nnt_recompute_clear(nnt_model *m);

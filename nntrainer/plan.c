@@ -256,6 +256,8 @@ static int request_recompute(nnt_model *m, nnt_mgr *g, nnt_err *e) {
     if (st[s].kind == NNT_STEP_NONE || st[s].kind == NNT_STEP_CLIP_APPLY)
       continue;
     nnt_node *nd = &m->nodes[st[s].node];
+    /* forward_saved: reads what forward kept, no input; a fresh output */
+    int saved = s >= fe && st[s].kind == NNT_STEP_FORWARD && nd->recompute_saved;
     if (s >= fe && st[s].kind == NNT_STEP_FORWARD) {
       for (unsigned o = 0; o < nd->fc.n_out; o++) {
         int id = req(g, nd->layer->name, "recomputed_out", o, NNT_TK_ACTIVATION,
@@ -264,7 +266,7 @@ static int request_recompute(nnt_model *m, nnt_mgr *g, nnt_err *e) {
           rc = id;
           break;
         }
-        if (o == 0 && nd->inplace && nd->t_in[0] >= 0) {
+        if (o == 0 && nd->inplace && nd->t_in[0] >= 0 && !saved) {
           int p = cur[nd->t_in[0]];
           if ((size_t)p < n0) {
             rc = nnt_err_set(e, NNT_ERR_INVAL,
@@ -278,7 +280,7 @@ static int request_recompute(nnt_model *m, nnt_mgr *g, nnt_err *e) {
         cur[nd->t_out[o]] = id;
       }
       for (unsigned c = 0; c < nd->fc.n_scratch && !rc; c++) {
-        if (nd->fc.scratch_life[c] == NNT_SCRATCH_BWD || nd->t_scratch[c] < 0)
+        if (nd->fc.scratch_life[c] == NNT_SCRATCH_BWD || nd->t_scratch[c] < 0 || saved)
           continue;
         int id = req(g, nd->layer->name, "recomputed_scratch", c, NNT_TK_SCRATCH,
                      nd->fc.scratch_dim[c], e);
@@ -289,11 +291,14 @@ static int request_recompute(nnt_model *m, nnt_mgr *g, nnt_err *e) {
       }
     }
     for (unsigned k = 0; k < nd->n_in; k++)
-      ids[k] = nd->t_in[k] >= 0 ? cur[nd->t_in[k]] : -1;
+      ids[k] = nd->t_in[k] >= 0 && !saved ? cur[nd->t_in[k]] : -1;
     for (unsigned o = 0; o < nd->fc.n_out; o++)
       ids[NNT_MAX_IO + o] = nd->t_out[o] >= 0 ? cur[nd->t_out[o]] : -1;
     for (unsigned c = 0; c < nd->fc.n_scratch; c++)
-      ids[2 * NNT_MAX_IO + c] = nd->t_scratch[c] >= 0 ? cur[nd->t_scratch[c]] : -1;
+      ids[2 * NNT_MAX_IO + c] =
+          nd->t_scratch[c] >= 0 && !(saved && nd->fc.scratch_life[c] != NNT_SCRATCH_ITER)
+              ? cur[nd->t_scratch[c]]
+              : -1;
   }
   nnt_free(cur);
   return rc;
@@ -621,7 +626,10 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
   nnt_mgr_free(g);
   if (mode == NNT_MODE_TRAIN)
     m->budget_reserve = reserve;
-  int rc = plan_requests(m, mode, g, e);
+  /* the default plan's cheap recomputation (once per compile) */
+  int rc = mode == NNT_MODE_TRAIN ? nnt_recompute_default(m, e) : NNT_OK;
+  if (!rc)
+    rc = plan_requests(m, mode, g, e);
   /* over the budget in training, with the queues: recompute activations
    * to fit */
   size_t parts[3], total, min = 0;
@@ -630,6 +638,10 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
       (mode_total(m, mode, g, parts, &total) || nnt_size_add(total, reserve, &total) ||
        total > m->memory_budget)) {
     fit = nnt_recompute_fit(m, &min, e);
+    /* the plan as it was (with the default's cheap recomputation, which
+     * the search lacks) fits its own total */
+    if (fit == NNT_ERR_NOMEM && total - reserve < min)
+      min = total - reserve;
     if (fit == NNT_OK) {
       nnt_mgr_free(g);
       rc = plan_requests(m, mode, g, e);

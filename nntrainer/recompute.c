@@ -11,7 +11,9 @@
  * (nnt_model_train_total), so what is chosen is what runs. A recompute
  * step is a forward step of the node in the backward part of the
  * schedule; plan.c gives each one fresh outputs and forward scratch, and
- * each step binds the latest (nnt_model_bind_step, here). */
+ * each step binds the latest (nnt_model_bind_step, here). Without a
+ * budget, the default plan recomputes cheap chains from what batch
+ * normalization keeps (nnt_recompute_default, at the end). */
 #include "nntrainer/model_impl.h"
 
 #include <string.h>
@@ -75,7 +77,7 @@ void nnt_recompute_clear(nnt_model *m) {
     nnt_model_release_plan(m, NNT_MODE_TRAIN);
   }
   for (size_t i = 0; i < m->n_nodes; i++)
-    m->nodes[i].recompute = 0;
+    m->nodes[i].recompute = m->nodes[i].recompute_saved = 0;
   m->n_recompute = 0;
   m->recompute_flops = 0;
 }
@@ -119,13 +121,15 @@ static void close_set(const nnt_model *m, const unsigned *unit, unsigned char *r
 
 /* Which nodes' outputs or scratch backward step st reads (mirrors plan.c
  * touch_step): into need[]. */
-static void step_needs(const nnt_model *m, const nnt_step *st, unsigned char *need) {
+static void step_needs(const nnt_model *m, const nnt_step *st, const unsigned char *saved,
+                       unsigned char *need) {
   if (st->kind != NNT_STEP_CALC_GRADIENT && st->kind != NNT_STEP_CALC_DERIVATIVE)
     return;
   const nnt_node *nd = &m->nodes[st->node];
   int grad = st->kind == NNT_STEP_CALC_GRADIENT;
   int bwd = grad ? nd->do_grad : nd->do_grad || nd->do_deriv;
-  if (bwd)
+  /* forward_saved keeps the scratch forward made: what it reads stays */
+  if (bwd && !(saved && saved[st->node]))
     for (unsigned c = 0; c < nd->fc.n_scratch; c++)
       if (nd->fc.scratch_life[c] == NNT_SCRATCH_ITER ||
           nd->fc.scratch_life[c] == NNT_SCRATCH_SAVED)
@@ -141,6 +145,7 @@ static void step_needs(const nnt_model *m, const nnt_step *st, unsigned char *ne
 
 typedef struct {
   const unsigned char *r;
+  const unsigned char *saved; /* heads recomputed by forward_saved, or NULL */
   const unsigned *unit;
   unsigned char *usable; /* a unit's latest version may be read later */
   unsigned *inst;        /* the instance that last recomputed a unit */
@@ -157,7 +162,7 @@ static int insert_unit(nnt_model *m, apply_st *a, unsigned u, int target, nnt_er
     if (a->unit[i] != u)
       continue;
     const nnt_node *nd = &m->nodes[i];
-    for (unsigned k = 0; k < nd->n_in; k++) {
+    for (unsigned k = 0; k < nd->n_in && !(a->saved && a->saved[i]); k++) {
       unsigned p = nd->in_node[k];
       if (p == NNT_NO_NODE)
         continue;
@@ -190,11 +195,12 @@ static int insert_unit(nnt_model *m, apply_st *a, unsigned u, int target, nnt_er
 /* Make r the schedule's recomputation: a unit is recomputed just before
  * the first backward step that reads it while no version of it may be
  * read. scratch: 3 * n_nodes bytes plus n_nodes unsigned (inst). */
-static int apply_set(nnt_model *m, const unsigned *unit, const unsigned char *r,
-                     unsigned char *scratch, unsigned *inst, nnt_err *e) {
+static int apply_saved(nnt_model *m, const unsigned *unit, const unsigned char *r,
+                       const unsigned char *saved, unsigned char *scratch, unsigned *inst,
+                       nnt_err *e) {
   size_t n = m->n_nodes;
   unsigned char *need = scratch;
-  apply_st a = {r, unit, scratch + n, inst, 0, 0};
+  apply_st a = {r, saved, unit, scratch + n, inst, 0, 0};
   nnt_recompute_clear(m);
   memset(a.usable, 0, n);
   for (size_t i = 0; i < n; i++)
@@ -202,7 +208,7 @@ static int apply_set(nnt_model *m, const unsigned *unit, const unsigned char *r,
   a.at = nnt_schedule_forward_end(m, NNT_MODE_TRAIN);
   for (; a.at < m->n_steps[NNT_MODE_TRAIN]; a.at++) {
     memset(need, 0, n);
-    step_needs(m, &m->sched[NNT_MODE_TRAIN][a.at], need);
+    step_needs(m, &m->sched[NNT_MODE_TRAIN][a.at], saved, need);
     for (size_t i = 0; i < n; i++) {
       unsigned u = unit[i];
       if (need[i] && r[u] != R_KEEP && !a.usable[u]) {
@@ -213,18 +219,43 @@ static int apply_set(nnt_model *m, const unsigned *unit, const unsigned char *r,
       }
     }
   }
+  for (size_t i = 0; saved && i < n; i++)
+    m->nodes[i].recompute_saved = saved[i] && m->nodes[i].recompute;
   return NNT_OK;
+}
+
+static int apply_set(nnt_model *m, const unsigned *unit, const unsigned char *r,
+                     unsigned char *scratch, unsigned *inst, nnt_err *e) {
+  return apply_saved(m, unit, r, NULL, scratch, inst, e);
 }
 
 typedef struct {
   unsigned *unit, *inst;
   unsigned char *scratch;
+  unsigned *unit2; /* apply_mixed: n each */
+  unsigned char *r2, *saved2;
 } search_ws;
+
+/* r over the search's units, and the default plan's cheap chains
+ * (m->cheap) recomputed from what they keep wherever r keeps their unit. */
+static int apply_mixed(nnt_model *m, search_ws *w, const unsigned char *r, nnt_err *e) {
+  if (!m->cheap)
+    return apply_set(m, w->unit, r, w->scratch, w->inst, e);
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    int tail = m->cheap[i] && r[w->unit[i]] == R_KEEP;
+    w->saved2[i] = tail && m->cheap[i] == 2;
+    w->unit2[i] = !tail ? w->unit[i]
+                  : w->saved2[i] ? (unsigned)i
+                                 : w->unit2[m->nodes[i].in_node[0]];
+    w->r2[i] = tail ? R_ONCE : r[i];
+  }
+  return apply_saved(m, w->unit2, w->r2, w->saved2, w->scratch, w->inst, e);
+}
 
 /* The training total with recomputation set r (applied). */
 static int measure(nnt_model *m, search_ws *w, const unsigned char *r, size_t *total,
                    nnt_err *e) {
-  int rc = apply_set(m, w->unit, r, w->scratch, w->inst, e);
+  int rc = apply_mixed(m, w, r, e);
   return rc ? rc : nnt_model_train_total(m, total, e);
 }
 
@@ -324,16 +355,17 @@ int nnt_recompute_fit(nnt_model *m, size_t *min, nnt_err *e) {
   *min = 0;
   if (!n)
     return NNT_ERR_NOMEM;
-  /* r (2n), best, smallest, scratch (2n), cut flags, base, start */
-  unsigned char *mem = nnt_calloc(9 * n, 1);
-  unsigned *umem = nnt_calloc(3 * n, sizeof *umem);
+  /* r (2n), best, smallest, scratch (2n), cut flags, base, start, r2,
+   * saved2 */
+  unsigned char *mem = nnt_calloc(11 * n, 1);
+  unsigned *umem = nnt_calloc(4 * n, sizeof *umem);
   if (!mem || !umem) {
     nnt_free(mem);
     nnt_free(umem);
     return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory choosing recomputation");
   }
   unsigned char *r = mem, *cut = mem + 6 * n, *base = mem + 7 * n, *start = mem + 8 * n;
-  search_ws w = {umem, umem + n, mem + 4 * n};
+  search_ws w = {umem, umem + n, mem + 4 * n, umem + 3 * n, mem + 9 * n, mem + 10 * n};
   search_best b = {budget, SIZE_MAX, 0, 0, mem + 2 * n, mem + 3 * n};
   units(m, w.unit);
   /* cut nodes: no edge from before i to after i */
@@ -422,10 +454,114 @@ int nnt_recompute_fit(nnt_model *m, size_t *min, nnt_err *e) {
   }
   *min = b.min;
   if (!rc && b.found)
-    rc = apply_set(m, w.unit, b.best, w.scratch, w.inst, e);
+    rc = apply_mixed(m, &w, b.best, e);
   if (rc || !b.found)
     nnt_recompute_clear(m);
   nnt_free(mem);
   nnt_free(umem);
   return rc ? rc : b.found ? NNT_OK : NNT_ERR_NOMEM;
+}
+
+/* The default plan's cheap recomputation. A chain is a head with
+ * forward_saved (batch normalization: gamma * xhat + beta from its kept
+ * xhat) and the activations and additions that run in place over it:
+ * O(1) work per element, no matrix product, and the same bits. Its output
+ * is then dropped after the forward pass and computed again just before
+ * the first backward step that reads it (a convolution's calc_gradient,
+ * a relu's calc_derivative), kept to the last such step. */
+static int cheap_follower(const nnt_node *nd) {
+  const char *t = nd->layer->ops->type;
+  return !strcmp(t, "activation") || !strcmp(t, "addition");
+}
+
+static int saved_head(const nnt_model *m, size_t i) {
+  const nnt_node *nd = &m->nodes[i];
+  const nnt_layer_ops *o = nd->layer->ops;
+  if (!o->forward_saved || !(nd->do_grad || nd->do_deriv) || !eligible(m, i))
+    return 0;
+  for (unsigned k = 0; k < NNT_KOP__COUNT; k++)
+    if (((o->saved_kops >> k) & 1) && !m->be->supports(m->be, (nnt_kop)k))
+      return 0;
+  return 1;
+}
+
+int nnt_recompute_default(nnt_model *m, nnt_err *e) {
+  size_t n = m->n_nodes, total, best_total;
+  if (m->recompute_default_done || !m->memory_optimization || m->keep_outputs || !n)
+    return NNT_OK;
+  m->recompute_default_done = 1;
+  /* a schedule already edited (recompute steps inserted) stays as it is */
+  const nnt_step *sch = m->sched[NNT_MODE_TRAIN];
+  for (unsigned s = nnt_schedule_forward_end(m, NNT_MODE_TRAIN); s < m->n_steps[NNT_MODE_TRAIN];
+       s++)
+    if (sch[s].kind == NNT_STEP_FORWARD)
+      return NNT_OK;
+  unsigned char *mem = nnt_calloc(6 * n, 1);
+  unsigned *umem = nnt_calloc(2 * n, sizeof *umem);
+  if (!mem || !umem) {
+    nnt_free(mem);
+    nnt_free(umem);
+    return nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory choosing recomputation");
+  }
+  unsigned char *r = mem, *best = mem + n, *saved = mem + 2 * n, *scr = mem + 3 * n;
+  unsigned char *cand = mem + 5 * n;
+  unsigned *unit = umem, *inst = umem + n;
+  size_t ncand = 0;
+  /* the plan without (which sets the nodes' in-place flags) */
+  memset(best, R_KEEP, n);
+  int rc = nnt_model_train_total(m, &best_total, e);
+  for (size_t i = 0; i < n && !rc; i++) {
+    const nnt_node *nd = &m->nodes[i];
+    saved[i] = (unsigned char)saved_head(m, i);
+    unit[i] = !saved[i] && nd->inplace && nd->in_node[0] != NNT_NO_NODE ? unit[nd->in_node[0]]
+                                                                       : (unsigned)i;
+    cand[i] = saved[i];
+  }
+  for (size_t i = 0; i < n; i++)
+    if (unit[i] != i && (!cheap_follower(&m->nodes[i]) || !eligible(m, i)))
+      cand[unit[i]] = 0;
+  for (size_t i = 0; i < n; i++)
+    ncand += cand[i];
+  if (rc || !ncand)
+    goto out;
+  /* every chain, then each chain left out while that is no larger (fewer
+   * recomputations for the same memory) */
+  for (size_t i = 0; i < n; i++)
+    r[i] = cand[unit[i]] ? R_ONCE : R_KEEP;
+  if (!rc)
+    rc = apply_saved(m, unit, r, saved, scr, inst, e);
+  if (!rc)
+    rc = nnt_model_train_total(m, &total, e);
+  if (!rc && total < best_total) {
+    best_total = total;
+    memcpy(best, r, n);
+  }
+  for (size_t u = 0; u < n && !rc; u++) {
+    if (!cand[u] || best[u] == R_KEEP)
+      continue;
+    memcpy(r, best, n);
+    for (size_t i = u; i < n; i++)
+      if (unit[i] == u)
+        r[i] = R_KEEP;
+    rc = apply_saved(m, unit, r, saved, scr, inst, e);
+    if (!rc)
+      rc = nnt_model_train_total(m, &total, e);
+    if (!rc && total <= best_total) {
+      best_total = total;
+      memcpy(best, r, n);
+    }
+  }
+  if (!rc)
+    rc = apply_saved(m, unit, best, saved, scr, inst, e);
+  /* for a budget's search (apply_mixed): 2 a head, 1 the rest */
+  if (!rc && !(m->cheap = nnt_calloc(n, 1)))
+    rc = nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory choosing recomputation");
+  for (size_t i = 0; !rc && i < n; i++)
+    m->cheap[i] = best[unit[i]] == R_KEEP ? 0 : saved[i] ? 2 : 1;
+out:
+  if (rc)
+    nnt_recompute_clear(m);
+  nnt_free(mem);
+  nnt_free(umem);
+  return rc;
 }

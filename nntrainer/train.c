@@ -224,7 +224,10 @@ static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt
       nd->ctx.training = training;
       nd->ctx.stream = nnt_run_stream(m->iter, steps[s].node);
       nd->ctx.recompute = s >= fwd_end; /* memory_budget: a second forward */
-      if ((rc = nd->layer->ops->forward(nd->layer, &nd->ctx)))
+      /* the default plan's cheap recomputation: from what forward kept */
+      if ((rc = nd->ctx.recompute && nd->recompute_saved
+                    ? nd->layer->ops->forward_saved(nd->layer, &nd->ctx)
+                    : nd->layer->ops->forward(nd->layer, &nd->ctx)))
         return pass_failed(nd, "forward", rc, e);
       break;
     case NNT_STEP_CALC_GRADIENT:

@@ -29,6 +29,9 @@ typedef struct cli_plan_info {
 } cli_plan_info;
 
 void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose);
+/* What the training plan recomputes in the backward pass and its extra
+ * FLOPs (under a budget, or the default plan's cheap chains). */
+void cli_plan_report_recompute(FILE *out, const nnt_model *m);
 /* Write the plan as an SVG picture. @return NNT_OK, or an error in e. */
 int cli_plan_svg(const char *path, const cli_plan_info *pi, nnt_err *e);
 

@@ -78,16 +78,7 @@ static void budget_part(FILE *out, const nnt_model *m, const cli_budget_info *bi
   if (bi->max_batch)
     fprintf(out, "max batch    %u (batch_size %u fits %llu bytes)\n", bi->max_batch,
             bi->max_batch, (unsigned long long)bi->budget);
-  fprintf(out, "recomputed   %u layers", m->n_recompute);
-  const char *sep = ": ";
-  for (size_t i = 0; i < m->n_nodes; i++)
-    if (m->nodes[i].recompute) {
-      fprintf(out, "%s%s", sep, m->nodes[i].layer->name);
-      sep = ", ";
-    }
-  fputc('\n', out);
-  fprintf(out, "extra FLOPs  %.4g per step, %.1f%% of one forward + backward (%.4g)\n",
-          m->recompute_flops, 100 * rel, step);
+  cli_plan_report_recompute(out, m);
   fprintf(out, "with queues  %zu bytes (%s) = plan %s + datasets' queues %s; budget %llu bytes "
                "(%s)\n", with, nnt_bytes_str(with, a, sizeof a),
           nnt_bytes_str(parts, b, sizeof b), nnt_bytes_str(reserve, c, sizeof c),
@@ -95,6 +86,25 @@ static void budget_part(FILE *out, const nnt_model *m, const cli_budget_info *bi
           nnt_bytes_str((size_t)bi->budget, d, sizeof d));
   if (bi->next_refused)
     fprintf(out, "batch %u     refused: %s\n", bi->max_batch + 1, bi->next_refused);
+}
+
+void cli_plan_report_recompute(FILE *out, const nnt_model *m) {
+  double step = step_flops(m), rel = step > 0 ? m->recompute_flops / step : 0;
+  unsigned saved = 0;
+  for (size_t i = 0; i < m->n_nodes; i++)
+    saved += m->nodes[i].recompute_saved != 0;
+  fprintf(out, "recomputed   %u layers", m->n_recompute);
+  const char *sep = ": ";
+  for (size_t i = 0; i < m->n_nodes; i++)
+    if (m->nodes[i].recompute) {
+      fprintf(out, "%s%s", sep, m->nodes[i].layer->name);
+      sep = ", ";
+    }
+  if (saved)
+    fprintf(out, "; %u of them from what they keep", saved);
+  fputc('\n', out);
+  fprintf(out, "extra FLOPs  %.4g per step, %.1f%% of one forward + backward (%.4g)\n",
+          m->recompute_flops, 100 * rel, step);
 }
 
 int cli_plan_report_budget(FILE *out, const cli_plan_info *pi, const nnt_model *m,

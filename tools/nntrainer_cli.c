@@ -581,6 +581,8 @@ static int cmd_plan(int argc, char **argv) {
       rc = 1;
   } else {
     cli_plan_report(stdout, &pi, o.json, o.verbose);
+    if (!o.json && mode == NNT_MODE_TRAIN && m->n_recompute)
+      cli_plan_report_recompute(stdout, m);
   }
   nnt_err se;
   if (o.svg && cli_plan_svg(o.svg, &pi, &se)) {

@@ -36,6 +36,8 @@ int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch
 int nnt_cpu_bn_fwd_infer(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                          const float *x, const float *mean, const float *var, const float *gamma,
                          const float *beta, float eps, float *y);
+int nnt_cpu_bn_affine(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                      const float *xhat, const float *gamma, const float *beta, float *y);
 int nnt_cpu_bn_bwd(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                    const float *dy, const float *xhat, const float *invstd, const float *gamma,
                    float *dx, float *dgamma, float *dbeta);

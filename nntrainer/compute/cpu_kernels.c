@@ -797,6 +797,7 @@ const nnt_kernels nnt_cpu_kernel_table = {
     .bn_fwd_train = nnt_cpu_bn_fwd_train,
     .bn_fwd_infer = nnt_cpu_bn_fwd_infer,
     .bn_bwd = nnt_cpu_bn_bwd,
+    .bn_affine = nnt_cpu_bn_affine,
     .permute3 = nnt_cpu_permute3,
     .im2col = nnt_cpu_im2col,
     .col2im = nnt_cpu_col2im,

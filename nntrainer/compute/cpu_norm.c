@@ -45,6 +45,11 @@ static void dsum_dy(const float *dy, const float *xh, size_t n, double *sdy, dou
   }
 }
 
+/* y of one element: bn_fwd_train and bn_affine share it, so that the
+ * output recomputed from xhat is bitwise the first (C11: no contraction
+ * into a fused multiply-add, -ffp-contract=off). */
+static inline float bn_affine1(float g, float h, float b) { return g * h + b; }
+
 /* An op's arguments, for its parts over channels [c0, c1) on the compute
  * threads (cpu_pool.c): every channel's sums and outputs are its own, so
  * a split over channels changes no result. */
@@ -88,7 +93,7 @@ static void fwd_train_part(void *p, size_t c0, size_t c1) {
       for (size_t i = 0; i < inner; i++) {
         float h = (x[off + i] - m) * is;
         xhat[off + i] = h;
-        y[off + i] = g * h + b;
+        y[off + i] = bn_affine1(g, h, b);
       }
     }
   }
@@ -164,5 +169,19 @@ int nnt_cpu_bn_bwd(const struct nnt_kernels *self, size_t outer, size_t ch, size
   bn_job j = {.outer = outer, .ch = ch, .inner = inner, .dy = dy, .xhat_in = xhat,
               .invstd_in = invstd, .gamma = gamma, .dx = dx, .dgamma = dgamma, .dbeta = dbeta};
   nnt_cpu_pool_for(ch, 1, bn_min_channels(&j), bwd_part, &j);
+  return NNT_OK;
+}
+
+int nnt_cpu_bn_affine(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                      const float *xhat, const float *gamma, const float *beta, float *y) {
+  (void)self;
+  for (size_t c = 0; c < ch; c++) {
+    float g = gamma[c], b = beta[c];
+    for (size_t o = 0; o < outer; o++) {
+      size_t off = (o * ch + c) * inner;
+      for (size_t i = 0; i < inner; i++)
+        y[off + i] = bn_affine1(g, xhat[off + i], b);
+    }
+  }
   return NNT_OK;
 }

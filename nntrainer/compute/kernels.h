@@ -315,6 +315,12 @@ typedef struct nnt_kernels {
   int (*pos_encoding)(const struct nnt_kernels *self, size_t t, size_t d, float *table);
   /* y = a / b; y may alias a or b exactly */
   int (*div)(const struct nnt_kernels *self, size_t n, const float *a, const float *b, float *y);
+  /* Batch normalization's output again from its saved xhat: y = gamma *
+   * xhat + beta, bit for bit what bn_fwd_train wrote (the backward pass
+   * recomputes it instead of keeping it; a backend whose supports says no
+   * keeps it). */
+  int (*bn_affine)(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                   const float *xhat, const float *gamma, const float *beta, float *y);
 } nnt_kernels;
 
 /* The CPU backend (OpenBLAS + plain loops). */

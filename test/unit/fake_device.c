@@ -295,6 +295,9 @@ F(bn_bwd, (size_t o, size_t ch, size_t in, cf dy, cf xhat, cf invstd, cf g, floa
   (C(dy, o * ch * in) C(xhat, o * ch * in) C(invstd, ch) C(g, ch) C(dx, o * ch * in)
    C(dg, ch) C(db, ch)),
   (o, ch, in, H(dy), H(xhat), H(invstd), H(g), H(dx), H(dg), H(db)))
+F(bn_affine, (size_t o, size_t ch, size_t in, cf xhat, cf g, cf b, float *y),
+  (C(xhat, o * ch * in) C(g, ch) C(b, ch) C(y, o * ch * in)),
+  (o, ch, in, H(xhat), H(g), H(b), H(y)))
 F(permute3, (size_t b, const unsigned d[3], const unsigned p[3], cf x, float *y),
   (C(x, b * d[0] * d[1] * d[2]) C(y, b * d[0] * d[1] * d[2])), (b, d, p, H(x), H(y)))
 F(upsample_nearest_fwd, (size_t r, size_t h, size_t w, size_t kh, size_t kw, cf x, float *y),

@@ -3,7 +3,8 @@
  * normalization) and argmax_match (the accuracy count), against double
  * references; the optimizer updates' skip flag and subnormal flush,
  * clip_scale and flag_nonfinite (the checks a backend with steps runs);
- * the Philox generator's known-answer vectors;
+ * the Philox generator's known-answer vectors; bn_affine, bitwise the y
+ * of bn_fwd_train from its xhat (the default plan's recomputation);
  * and the status every entry returns: NNT_OK on good arguments,
  * NNT_ERR_INVAL on those it can see are wrong. */
 #include "test_util.h"
@@ -211,6 +212,26 @@ static void test_mask_upper(void **state) {
       }
 }
 
+/* bn_affine(xhat) is bn_fwd_train's y bit for bit, in place or not. */
+static void test_bn_affine(void **state) {
+  (void)state;
+  const size_t shapes[][3] = {{1, 1, 1}, {2, 3, 17}, {4, 5, 64}, {3, 7, 1}};
+  for (size_t t = 0; t < NNT_ARRAY_LEN(shapes); t++) {
+    size_t outer = shapes[t][0], ch = shapes[t][1], inner = shapes[t][2];
+    size_t n = outer * ch * inner;
+    float *x = rnd(n, -3, 5), *g = rnd(ch, -2, 2), *b = rnd(ch, -1, 1);
+    float *y = malloc(n * 4), *xhat = malloc(n * 4), *z = malloc(n * 4), *st = malloc(3 * ch * 4);
+    assert_int_equal(K->bn_fwd_train(K, outer, ch, inner, x, g, b, 1e-3f, st, st + ch,
+                                     st + 2 * ch, xhat, y),
+                     NNT_OK);
+    assert_int_equal(K->bn_affine(K, outer, ch, inner, xhat, g, b, z), NNT_OK);
+    assert_memory_equal(z, y, n * 4);
+    assert_int_equal(K->bn_affine(K, outer, ch, inner, xhat, g, b, xhat), NNT_OK);
+    assert_memory_equal(xhat, y, n * 4);
+    free(x), free(g), free(b), free(y), free(xhat), free(z), free(st);
+  }
+}
+
 int main(void) {
   K = nnt_kernels_cpu();
   nnt_rng_seed(&R, 2025);
@@ -221,6 +242,7 @@ int main(void) {
       cmocka_unit_test(test_update_guards),
       cmocka_unit_test(test_philox),
       cmocka_unit_test(test_mask_upper),
+      cmocka_unit_test(test_bn_affine),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

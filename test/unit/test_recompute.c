@@ -64,6 +64,9 @@ static nnt_model *load(int resnet, int fake, const char *budget, nnt_err *e, int
     assert_int_equal(nnt_model_set_backend(m, fdev_backend(), e), NNT_OK);
   if ((*rc = nnt_model_compile(m, e)) || (*rc = nnt_model_initialize(m, e)))
     fail_msg("compile: %s", e->msg);
+  /* the budget's search alone: without the default plan's cheap
+   * recomputation (test_recompute_default) */
+  m->recompute_default_done = 1;
   return m;
 }
 
