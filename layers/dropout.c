@@ -16,14 +16,7 @@ static int dropout_set(nnt_layer *l, const char *key, const char *value, nnt_err
   dropout_priv *p = l->priv;
   if (!nnt_streq(key, "dropout_rate"))
     return NNT_ERR_NOKEY;
-  float r;
-  int rc = nnt_parse_float(key, value, &r, e);
-  if (rc)
-    return rc;
-  if (r < 0 || r >= 1)
-    return nnt_err_set(e, NNT_ERR_INVAL, "key 'dropout_rate': %s is not in [0, 1)", value);
-  p->rate = r;
-  return NNT_OK;
+  return nnt_parse_rate(key, value, &p->rate, e);
 }
 
 static int dropout_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {

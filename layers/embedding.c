@@ -22,23 +22,12 @@ static void emb_init(nnt_layer *l) {
   nnt_weight_props_init(&p->wp);
 }
 
-static int positive(const char *key, const char *value, unsigned *out, nnt_err *e) {
-  unsigned u;
-  int rc = nnt_parse_uint(key, value, &u, e);
-  if (rc)
-    return rc;
-  if (!u)
-    return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': value '%s' must be positive", key, value);
-  *out = u;
-  return NNT_OK;
-}
-
 static int emb_set(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
   emb_priv *p = l->priv;
   if (nnt_streq(key, "in_dim"))
-    return positive(key, value, &p->in_dim, e);
+    return nnt_parse_positive_uint(key, value, &p->in_dim, e);
   if (nnt_streq(key, "out_dim"))
-    return positive(key, value, &p->out_dim, e);
+    return nnt_parse_positive_uint(key, value, &p->out_dim, e);
   if (nnt_streq(key, "zero_idx_mask")) {
     int rc = nnt_parse_uint(key, value, &p->mask, e);
     p->has_mask = !rc;

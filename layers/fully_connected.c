@@ -23,28 +23,12 @@ static void fc_init(nnt_layer *l) {
 
 static int fc_set(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
   fc_priv *p = l->priv;
-  if (nnt_streq(key, "unit")) {
-    unsigned u;
-    int rc = nnt_parse_uint(key, value, &u, e);
-    if (rc)
-      return rc;
-    if (!u)
-      return nnt_err_set(e, NNT_ERR_INVAL, "key 'unit': value '%s' must be positive", value);
-    p->unit = u;
-    return NNT_OK;
-  }
+  if (nnt_streq(key, "unit"))
+    return nnt_parse_positive_uint(key, value, &p->unit, e);
   if (nnt_streq(key, "lora_rank"))
     return nnt_parse_uint(key, value, &p->lora_rank, e);
-  if (nnt_streq(key, "lora_alpha")) {
-    unsigned a;
-    int rc = nnt_parse_uint(key, value, &a, e);
-    if (rc)
-      return rc;
-    if (!a)
-      return nnt_err_set(e, NNT_ERR_INVAL, "key 'lora_alpha': value '%s' must be positive", value);
-    p->lora_alpha = a;
-    return NNT_OK;
-  }
+  if (nnt_streq(key, "lora_alpha"))
+    return nnt_parse_positive_uint(key, value, &p->lora_alpha, e);
   return nnt_weight_props_set(&p->wp, key, value, e);
 }
 

@@ -23,6 +23,19 @@ static unsigned gru_saved(const nnt_rg_props *p) {
 /* Column block j of a [rows, 3U] matrix. */
 #define COL(m, j) ((m) + (size_t)(j) * U)
 
+/* reset_after's h W_hg + b_hh_g into n [B, U] (zeros and the bias for the
+ * zero state), for the forward and again for the backward. */
+static int gru_hg(const nnt_rg_step *s, float *n) {
+  const nnt_kernels *k = s->k;
+  const nnt_rg_w *w = s->w;
+  size_t B = s->B, U = s->p->r.unit, U3 = 3 * U;
+  if (s->hprev)
+    NNT_TRY(k->gemm(k, 0, 0, B, U, U, 1.0f, s->hprev, U, COL(w->whh, 2), U3, 0.0f, n, U));
+  else
+    NNT_TRY(k->fill(k, B * U, 0.0f, n));
+  return w->bhh ? k->add_row_vec(k, B, U, COL(w->bhh, 2), n) : NNT_OK;
+}
+
 static int gru_fwd(const nnt_rg_step *s) {
   const nnt_kernels *k = s->k;
   const nnt_rg_w *w = s->w;
@@ -44,12 +57,7 @@ static int gru_fwd(const nnt_rg_step *s) {
   }
   NNT_TRY(k->act_fwd(k, ract, nnt_rnn_alpha(ract), 2 * bu, z, z));
   if (s->p->reset_after) {
-    if (hp)
-      NNT_TRY(k->gemm(k, 0, 0, B, U, U, 1.0f, hp, U, COL(w->whh, 2), U3, 0.0f, h, U));
-    else
-      NNT_TRY(k->fill(k, bu, 0.0f, h));
-    if (w->bhh)
-      NNT_TRY(k->add_row_vec(k, B, U, COL(w->bhh, 2), h));
+    NNT_TRY(gru_hg(s, h));
     NNT_TRY(k->mul(k, bu, h, r, h));
     NNT_TRY(k->add(k, bu, g, h, g));
   } else if (hp) {
@@ -79,12 +87,7 @@ static int gru_bwd_candidate(const nnt_rg_step *s, const float *dg, float *dr, f
   const float *r = s->gates + bu, *hp = s->hprev;
   if (s->p->reset_after) {
     /* n = h W_hg + b_hh_g again; dr = dg * n; dn = dg * r */
-    if (hp)
-      NNT_TRY(k->gemm(k, 0, 0, B, U, U, 1.0f, hp, U, COL(w->whh, 2), U3, 0.0f, tmp, U));
-    else
-      NNT_TRY(k->fill(k, bu, 0.0f, tmp));
-    if (w->bhh)
-      NNT_TRY(k->add_row_vec(k, B, U, COL(w->bhh, 2), tmp));
+    NNT_TRY(gru_hg(s, tmp));
     NNT_TRY(k->mul(k, bu, dg, tmp, dr));
     NNT_TRY(k->mul(k, bu, dg, r, tmp));
     if (w->gbhh)

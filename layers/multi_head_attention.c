@@ -45,41 +45,22 @@ static void mha_init(nnt_layer *l) {
   p->avg = 1;
 }
 
-static int mha_uint(const char *key, const char *value, unsigned *out, nnt_err *e) {
-  unsigned u;
-  int rc = nnt_parse_uint(key, value, &u, e);
-  if (rc)
-    return rc;
-  if (!u)
-    return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': value '%s' must be positive", key, value);
-  *out = u;
-  return NNT_OK;
-}
-
 static int mha_set(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
   mha_priv *p = l->priv;
   if (nnt_streq(key, "num_heads"))
-    return mha_uint(key, value, &p->heads, e);
+    return nnt_parse_positive_uint(key, value, &p->heads, e);
   if (nnt_streq(key, "projected_key_dim"))
-    return mha_uint(key, value, &p->dk_given, e);
+    return nnt_parse_positive_uint(key, value, &p->dk_given, e);
   if (nnt_streq(key, "projected_value_dim"))
-    return mha_uint(key, value, &p->dv_given, e);
+    return nnt_parse_positive_uint(key, value, &p->dv_given, e);
   if (nnt_streq(key, "output_shape"))
-    return mha_uint(key, value, &p->out_given, e);
+    return nnt_parse_positive_uint(key, value, &p->out_given, e);
   if (nnt_streq(key, "causal_mask"))
     return nnt_parse_bool(key, value, &p->causal, e);
   if (nnt_streq(key, "average_attention_weight"))
     return nnt_parse_bool(key, value, &p->avg, e);
-  if (nnt_streq(key, "dropout_rate")) {
-    float r;
-    int rc = nnt_parse_float(key, value, &r, e);
-    if (rc)
-      return rc;
-    if (!(r >= 0 && r < 1))
-      return nnt_err_set(e, NNT_ERR_INVAL, "key 'dropout_rate': %s is not in [0, 1)", value);
-    p->rate = r;
-    return NNT_OK;
-  }
+  if (nnt_streq(key, "dropout_rate"))
+    return nnt_parse_rate(key, value, &p->rate, e);
   if (nnt_streq(key, "return_attention_weight")) {
     static const char *names[] = {"none", "before", "after"};
     for (int i = 0; i < 3; i++)

@@ -14,17 +14,8 @@ typedef struct pe_priv {
 
 static int pe_set(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
   pe_priv *p = l->priv;
-  if (nnt_streq(key, "max_timestep")) {
-    unsigned u;
-    int rc = nnt_parse_uint(key, value, &u, e);
-    if (rc)
-      return rc;
-    if (!u)
-      return nnt_err_set(e, NNT_ERR_INVAL, "key 'max_timestep': value '%s' must be positive",
-                         value);
-    p->max_timestep = u;
-    return NNT_OK;
-  }
+  if (nnt_streq(key, "max_timestep"))
+    return nnt_parse_positive_uint(key, value, &p->max_timestep, e);
   return NNT_ERR_NOKEY;
 }
 

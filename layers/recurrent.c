@@ -22,16 +22,8 @@ static int set_act(const char *key, const char *value, nnt_act *out, nnt_err *e)
 }
 
 int nnt_rnn_props_set(nnt_rnn_props *p, const char *key, const char *value, nnt_err *e) {
-  if (nnt_streq(key, "unit")) {
-    unsigned u;
-    int rc = nnt_parse_uint(key, value, &u, e);
-    if (rc)
-      return rc;
-    if (!u)
-      return nnt_err_set(e, NNT_ERR_INVAL, "key 'unit': value '%s' must be positive", value);
-    p->unit = u;
-    return NNT_OK;
-  }
+  if (nnt_streq(key, "unit"))
+    return nnt_parse_positive_uint(key, value, &p->unit, e);
   if (nnt_streq(key, "hidden_state_activation"))
     return set_act(key, value, &p->act, e);
   if (nnt_streq(key, "recurrent_activation"))
@@ -42,27 +34,10 @@ int nnt_rnn_props_set(nnt_rnn_props *p, const char *key, const char *value, nnt_
     return nnt_parse_bool(key, value, &p->bidirectional, e);
   if (nnt_streq(key, "integrate_bias"))
     return nnt_parse_bool(key, value, &p->integrate_bias, e);
-  if (nnt_streq(key, "dropout_rate")) {
-    float r;
-    int rc = nnt_parse_float(key, value, &r, e);
-    if (rc)
-      return rc;
-    if (!(r >= 0 && r < 1))
-      return nnt_err_set(e, NNT_ERR_INVAL, "key 'dropout_rate': %s is not in [0, 1)", value);
-    p->dropout_rate = r;
-    return NNT_OK;
-  }
-  if (nnt_streq(key, "max_timestep")) {
-    unsigned t;
-    int rc = nnt_parse_uint(key, value, &t, e);
-    if (rc)
-      return rc;
-    if (!t)
-      return nnt_err_set(e, NNT_ERR_INVAL, "key 'max_timestep': value '%s' must be positive",
-                         value);
-    p->max_timestep = t;
-    return NNT_OK;
-  }
+  if (nnt_streq(key, "dropout_rate"))
+    return nnt_parse_rate(key, value, &p->dropout_rate, e);
+  if (nnt_streq(key, "max_timestep"))
+    return nnt_parse_positive_uint(key, value, &p->max_timestep, e);
   return NNT_ERR_NOKEY;
 }
 

@@ -323,6 +323,28 @@ int nnt_parse_nonneg_float(const char *key, const char *v, float *out, nnt_err *
   return NNT_OK;
 }
 
+int nnt_parse_positive_uint(const char *key, const char *v, unsigned *out, nnt_err *e) {
+  unsigned u;
+  int rc = nnt_parse_uint(key, v, &u, e);
+  if (rc)
+    return rc;
+  if (!u)
+    return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': value '%s' must be positive", key, v);
+  *out = u;
+  return NNT_OK;
+}
+
+int nnt_parse_rate(const char *key, const char *v, float *out, nnt_err *e) {
+  float r;
+  int rc = nnt_parse_float(key, v, &r, e);
+  if (rc)
+    return rc;
+  if (!(r >= 0 && r < 1))
+    return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': %s is not in [0, 1)", key, v);
+  *out = r;
+  return NNT_OK;
+}
+
 int nnt_parse_bool(const char *key, const char *v, int *out, nnt_err *e) {
   char buf[16];
   if (v && trim_copy(v, buf, sizeof buf)) {

@@ -127,6 +127,12 @@ int nnt_parse_uint(const char *key, const char *v, unsigned *out, nnt_err *e);
 int nnt_parse_float(const char *key, const char *v, float *out, nnt_err *e);
 /* A number >= 0; *out is unchanged on error. */
 int nnt_parse_nonneg_float(const char *key, const char *v, float *out, nnt_err *e);
+/* An integer >= 1 ("key 'K': value 'V' must be positive" for 0); *out is
+ * unchanged on error. */
+int nnt_parse_positive_uint(const char *key, const char *v, unsigned *out, nnt_err *e);
+/* A probability in [0, 1), as dropout_rate ("key 'K': V is not in [0, 1)");
+ * *out is unchanged on error. */
+int nnt_parse_rate(const char *key, const char *v, float *out, nnt_err *e);
 int nnt_parse_bool(const char *key, const char *v, int *out, nnt_err *e);
 /* A byte count: digits with an optional K, M or G suffix (binary
  * multiples, any case), blanks around it allowed. @return 0 and *out, 1 when

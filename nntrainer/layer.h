@@ -12,7 +12,7 @@
 
 #define NNT_MAX_IO 16      /* inputs or outputs of one layer */
 #define NNT_MAX_WEIGHTS 8  /* weights of one layer */
-#define NNT_MAX_SCRATCH 4  /* scratch tensors of one layer */
+#define NNT_MAX_SCRATCH 8  /* scratch tensors of one layer */
 #define NNT_NAME_MAX 128
 
 /* Weight initializers (NNTrainer's names). */

@@ -117,17 +117,8 @@ int nnt_lrs_set_property(nnt_lr_scheduler *s, const char *key, const char *value
     s->decay_rate = r;
     return NNT_OK;
   }
-  if (nnt_streq(key, "decay_steps") && uses_decay_steps(s->type)) {
-    unsigned n;
-    int rc = nnt_parse_uint(key, value, &n, e);
-    if (rc)
-      return rc;
-    if (!n)
-      return nnt_err_set(e, NNT_ERR_INVAL, "key 'decay_steps': value '%s' must be positive",
-                         value);
-    s->decay_steps = n;
-    return NNT_OK;
-  }
+  if (nnt_streq(key, "decay_steps") && uses_decay_steps(s->type))
+    return nnt_parse_positive_uint(key, value, &s->decay_steps, e);
   if (nnt_streq(key, "max_learning_rate") && uses_min_max(s->type))
     return nnt_parse_nonneg_float(key, value, &s->max_lr, e);
   if (nnt_streq(key, "min_learning_rate") && uses_min_max(s->type))

@@ -109,12 +109,9 @@ int nnt_optimizer_set_property(nnt_optimizer *o, const char *key, const char *va
   }
   if (nnt_streq(key, "decay_steps")) {
     unsigned s;
-    int rc = nnt_parse_uint(key, value, &s, e);
+    int rc = nnt_parse_positive_uint(key, value, &s, e);
     if (rc)
       return rc;
-    if (!s)
-      return nnt_err_set(e, NNT_ERR_INVAL, "key 'decay_steps': value '%s' must be positive",
-                         value);
     if (o->sched)
       return legacy_with_sched(key, e);
     o->decay_steps = s;

@@ -557,33 +557,28 @@ static int v_mask_upper(const nnt_kernels *self, size_t mats, size_t rows, size_
   return ew(vc, "mask_upper", n, ARGS(WR(y, n)), &pc);
 }
 
-/* Embedding's rows: sizes that fit the shaders' 32-bit indices, and the
- * masked row as a 32-bit value (n or more: none). */
-static int rows_push(size_t rows, size_t cols, size_t n, size_t mask, vk_push *pc) {
+/* Embedding's rows: the shader reads the rows indices in idx and the n_src floats
+ * of src and writes the n_dst floats of dst, one invocation per value of
+ * dst. The sizes must fit the shaders' 32-bit indices; the masked row goes
+ * as a 32-bit value (n or more: none). */
+static int rows_op(const nnt_kernels *self, const char *shader, size_t rows, size_t cols,
+                   size_t n, size_t mask, const float *idx, const float *src, size_t n_src,
+                   float *dst, size_t n_dst) {
   if (rows > UINT32_MAX || cols > UINT32_MAX || n >= INT32_MAX || rows * cols > UINT32_MAX ||
       n * cols > UINT32_MAX)
     return NNT_ERR_INVAL;
-  *pc = (vk_push){.rows = (uint32_t)rows, .cols = (uint32_t)cols, .k = (uint32_t)n,
-                  .i0 = mask < n ? (uint32_t)mask : UINT32_MAX};
-  return NNT_OK;
+  vk_push pc = {.rows = (uint32_t)rows, .cols = (uint32_t)cols, .k = (uint32_t)n,
+                .i0 = mask < n ? (uint32_t)mask : UINT32_MAX};
+  return ew(self->ctx, shader, n_dst, ARGS(RD(idx, rows), RD(src, n_src), WR(dst, n_dst)), &pc);
 }
 static int v_gather_rows(const nnt_kernels *self, size_t rows, size_t cols, size_t n,
                          const float *idx, const float *table, size_t mask, float *y) {
-  vk_ctx *vc = self->ctx;
-  vk_push pc;
-  if (rows_push(rows, cols, n, mask, &pc))
-    return NNT_ERR_INVAL;
-  return ew(vc, "gather_rows", rows * cols,
-            ARGS(RD(idx, rows), RD(table, n * cols), WR(y, rows * cols)), &pc);
+  return rows_op(self, "gather_rows", rows, cols, n, mask, idx, table, n * cols, y, rows * cols);
 }
 static int v_scatter_add_rows(const nnt_kernels *self, size_t rows, size_t cols, size_t n,
                               const float *idx, const float *dy, size_t mask, float *dtable) {
-  vk_ctx *vc = self->ctx;
-  vk_push pc;
-  if (rows_push(rows, cols, n, mask, &pc))
-    return NNT_ERR_INVAL;
-  return ew(vc, "scatter_rows", n * cols,
-            ARGS(RD(idx, rows), RD(dy, rows * cols), WR(dtable, n * cols)), &pc);
+  return rows_op(self, "scatter_rows", rows, cols, n, mask, idx, dy, rows * cols, dtable,
+                 n * cols);
 }
 
 /* Layer normalization: ln.comp, one invocation per row (forward, dx) or

@@ -175,3 +175,21 @@ void fd_layer_check(const char *type, const char *const *props, nnt_dim in,
   free(din);
   fd_teardown(&h);
 }
+
+void fd_run_golden(fd_harness *h, const char *type, const char *const *props, nnt_dim in,
+                   const float *x, const float *const *w, const float *r, const float *label) {
+  fd_setup(h, type, props, in, 0);
+  memcpy(h->in.data, x, nnt_tensor_len(&h->in) * sizeof(float));
+  for (unsigned k = 0; k < h->fc.n_w; k++)
+    memcpy(h->w[k].data, w[k], nnt_tensor_len(&h->w[k]) * sizeof(float));
+  if (label)
+    memcpy(h->label.data, label, nnt_tensor_len(&h->label) * sizeof(float));
+  h->lossv = 0;
+  assert_int_equal(h->l->ops->forward(h->l, &h->ctx), NNT_OK);
+  for (size_t i = 0; i < nnt_tensor_len(&h->dout); i++)
+    h->dout.data[i] = r ? r[i] : NAN;
+  if (h->l->ops->calc_gradient)
+    assert_int_equal(h->l->ops->calc_gradient(h->l, &h->ctx), NNT_OK);
+  if (h->l->ops->calc_derivative)
+    assert_int_equal(h->l->ops->calc_derivative(h->l, &h->ctx), NNT_OK);
+}

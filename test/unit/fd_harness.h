@@ -26,6 +26,12 @@ void fd_setup(fd_harness *h, const char *type, const char *const *props, nnt_dim
               int distinct);
 void fd_teardown(fd_harness *h);
 double fd_objective(fd_harness *h);
+/* For golden data: fd_setup, then the input x, the weights w[k] (the
+ * layer's order), label (when given) in place of the random ones; forward;
+ * d_out = r (NaN when r is NULL: a loss layer must not read it); then
+ * calc_gradient and calc_derivative where the type has them. */
+void fd_run_golden(fd_harness *h, const char *type, const char *const *props, nnt_dim in,
+                   const float *x, const float *const *w, const float *r, const float *label);
 
 /* Central differences, whatever holds x: set(ctx, i, v) puts v in x[i],
  * objective(ctx) evaluates. For each i, (J(x0[i] + eps) - J(x0[i] - eps)) /

@@ -24,13 +24,6 @@ static float *take(const float **at, size_t n) {
   return t;
 }
 
-static void expect_close(const char *name, const char *what, const float *got, const float *want,
-                         size_t n) {
-  double err = tu_max_rel_err(got, want, n);
-  if (err > TOL)
-    fail_msg("%s %s: max relative error %g > %g", name, what, err, TOL);
-}
-
 /* props: "key", "value", ..., NULL */
 static void golden_case(const char *name, const char *type, const char *const *props,
                         unsigned n_in, const nnt_dim *in) {
@@ -74,19 +67,19 @@ static void golden_case(const char *name, const char *type, const char *const *p
   if (l->ops->calc_gradient)
     assert_int_equal(l->ops->calc_gradient(l, &ctx), NNT_OK);
   assert_int_equal(l->ops->calc_derivative(l, &ctx), NNT_OK);
-  expect_close(name, "out", y.data, at, no);
+  tu_expect_close(y.data, at, no, TOL, "%s out", name);
   at += no;
   char what[32];
   for (unsigned i = 0; i < n_in; i++) {
     snprintf(what, sizeof what, "d_in[%u]", i);
-    expect_close(name, what, dx[i].data, at, nnt_dim_len(in[i]));
+    tu_expect_close(dx[i].data, at, nnt_dim_len(in[i]), TOL, "%s %s", name, what);
     at += nnt_dim_len(in[i]);
   }
   unsigned trained = 0;
   for (unsigned i = 0; i < fc.n_w; i++) {
     if (!gw[i].data)
       continue;
-    expect_close(name, fc.w[i].name, gw[i].data, at, nnt_dim_len(fc.w[i].dim));
+    tu_expect_close(gw[i].data, at, nnt_dim_len(fc.w[i].dim), TOL, "%s %s", name, fc.w[i].name);
     at += nnt_dim_len(fc.w[i].dim);
     trained++;
   }

@@ -16,13 +16,6 @@ static float *golden(const char *name, size_t *n) {
   return tu_read_floats(tu_data_path("golden/data/%s.bin", name), n);
 }
 
-static void expect_close(const char *what, const float *got, const float *want, size_t n,
-                         double tol) {
-  double err = tu_max_rel_err(got, want, n);
-  if (err > tol)
-    fail_msg("%s: max relative error %g > %g", what, err, tol);
-}
-
 /* Run one layer: forward, then backward with d_out = r (or the loss). */
 typedef struct run1 {
   nnt_layer *l;
@@ -102,10 +95,10 @@ static void fc_case(const char *name, nnt_dim in, unsigned out) {
   const float *weights[] = {w, b};
   run1 run;
   run_layer(&run, "fully_connected", props, in, x, weights, r, NULL);
-  expect_close("fc out", run.out.data, y, no, TOL);
-  expect_close("fc dx", run.din.data, dx, ni, TOL);
-  expect_close("fc dW", run.gw[0].data, dw, k * out, TOL);
-  expect_close("fc db", run.gw[1].data, db, out, TOL);
+  tu_expect_close(run.out.data, y, no, TOL, "fc out");
+  tu_expect_close(run.din.data, dx, ni, TOL, "fc dx");
+  tu_expect_close(run.gw[0].data, dw, k * out, TOL, "fc dW");
+  tu_expect_close(run.gw[1].data, db, out, TOL, "fc db");
   free_run(&run);
   free(g);
 }
@@ -130,11 +123,8 @@ static void test_activations(void **state) {
     const char *props[] = {"activation", acts[i], NULL};
     run1 run;
     run_layer(&run, "activation", props, nnt_dim_make(3, 1, 1, 10), g, NULL, g + len, NULL);
-    char what[96];
-    snprintf(what, sizeof what, "%s out", acts[i]);
-    expect_close(what, run.out.data, g + 2 * len, len, TOL);
-    snprintf(what, sizeof what, "%s dx", acts[i]);
-    expect_close(what, run.din.data, g + 3 * len, len, TOL);
+    tu_expect_close(run.out.data, g + 2 * len, len, TOL, "%s out", acts[i]);
+    tu_expect_close(run.din.data, g + 3 * len, len, TOL, "%s dx", acts[i]);
     free_run(&run);
     free(g);
   }
@@ -154,7 +144,7 @@ static void test_losses(void **state) {
     run_layer(&run, losses[i], NULL, nnt_dim_make(4, 1, 1, 5), g, NULL, NULL, g + len);
     if (fabs(run.lossv - g[2 * len]) > TOL * fmax(1, fabs(g[2 * len])))
       fail_msg("%s loss %.7f, PyTorch %.7f", losses[i], run.lossv, g[2 * len]);
-    expect_close(losses[i], run.din.data, g + 2 * len + 1, len, TOL);
+    tu_expect_close(run.din.data, g + 2 * len + 1, len, TOL, "%s", losses[i]);
     free_run(&run);
     free(g);
   }
@@ -186,10 +176,10 @@ static void conv_case(const char *name, nnt_dim in, unsigned filters, const char
   assert_int_equal(n, (size_t)(db + filters - g));
   const float *weights[] = {w, b};
   run_layer(&probe, "conv2d", props, in, x, weights, r, NULL);
-  expect_close(name, probe.out.data, y, no, TOL);
-  expect_close(name, probe.din.data, dx, ni, TOL);
-  expect_close(name, probe.gw[0].data, dw, nw, TOL);
-  expect_close(name, probe.gw[1].data, db, filters, TOL);
+  tu_expect_close(probe.out.data, y, no, TOL, "%s", name);
+  tu_expect_close(probe.din.data, dx, ni, TOL, "%s", name);
+  tu_expect_close(probe.gw[0].data, dw, nw, TOL, "%s", name);
+  tu_expect_close(probe.gw[1].data, db, filters, TOL, "%s", name);
   free_run(&probe);
   free(g);
 }
@@ -209,8 +199,8 @@ static void pool_case(const char *name, nnt_dim in, const char *const *props) {
   run1 run;
   run_layer(&run, "pooling2d", props, in, g, NULL, g + ni, NULL);
   assert_int_equal(nnt_tensor_len(&run.out), no);
-  expect_close(name, run.out.data, g + ni + no, no, TOL);
-  expect_close(name, run.din.data, g + ni + 2 * no, ni, TOL);
+  tu_expect_close(run.out.data, g + ni + no, no, TOL, "%s", name);
+  tu_expect_close(run.din.data, g + ni + 2 * no, ni, TOL, "%s", name);
   free_run(&run);
   free(g);
 }
@@ -242,10 +232,10 @@ static void test_batch_normalization(void **state) {
   const float *weights[] = {mm, mv, gamma, beta};
   run1 run;
   run_layer(&run, "batch_normalization", NULL, in, x, weights, r, NULL);
-  expect_close("bn out", run.out.data, y, ni, TOL);
-  expect_close("bn dx", run.din.data, dx, ni, 1e-4);
-  expect_close("bn dgamma", run.gw[2].data, dg, 3, TOL);
-  expect_close("bn dbeta", run.gw[3].data, dbt, 3, TOL);
+  tu_expect_close(run.out.data, y, ni, TOL, "bn out");
+  tu_expect_close(run.din.data, dx, ni, 1e-4, "bn dx");
+  tu_expect_close(run.gw[2].data, dg, 3, TOL, "bn dgamma");
+  tu_expect_close(run.gw[3].data, dbt, 3, TOL, "bn dbeta");
   free_run(&run);
   free(g);
 }

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "nntrainer/layer.h"
 #include "nntrainer/tensor.h"
 
 typedef struct float_case {
@@ -187,12 +188,70 @@ static void test_shapes(void **state) {
   }
 }
 
+/* The shared positive-integer and rate parsers, directly and through every
+ * key that uses them: the key and value in the message, the old value kept
+ * on error. */
+static void test_positive_and_rate(void **state) {
+  (void)state;
+  nnt_err e = {0};
+  unsigned u = 9;
+  assert_int_equal(nnt_parse_positive_uint("unit", " 7 ", &u, &e), NNT_OK);
+  assert_int_equal(u, 7);
+  assert_int_equal(nnt_parse_positive_uint("unit", "0", &u, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "key 'unit': value '0' must be positive");
+  assert_int_equal(nnt_parse_positive_uint("unit", "-1", &u, &e), NNT_ERR_INVAL);
+  tu_assert_contains(e.msg, "key 'unit': value '-1' is not a non-negative integer");
+  assert_int_equal(u, 7);
+  float r = 0.5f;
+  assert_int_equal(nnt_parse_rate("dropout_rate", "0", &r, &e), NNT_OK);
+  assert_true(r == 0.0f);
+  assert_int_equal(nnt_parse_rate("dropout_rate", "0.999", &r, &e), NNT_OK);
+  assert_true(r == 0.999f);
+  static const char *const bad_rates[] = {"1", "-0.1", "2", "nan", "x"};
+  for (size_t i = 0; i < NNT_ARRAY_LEN(bad_rates); i++) {
+    if (nnt_parse_rate("dropout_rate", bad_rates[i], &r, &e) != NNT_ERR_INVAL)
+      fail_msg("rate '%s' accepted", bad_rates[i]);
+    tu_assert_contains(e.msg, "key 'dropout_rate': ");
+    assert_true(r == 0.999f);
+  }
+  /* type, key, value, message */
+  static const char *const keys[][4] = {
+      {"embedding", "in_dim", "0", "key 'in_dim': value '0' must be positive"},
+      {"embedding", "out_dim", "0", "key 'out_dim': value '0' must be positive"},
+      {"multi_head_attention", "num_heads", "0", "key 'num_heads': value '0' must be positive"},
+      {"multi_head_attention", "projected_key_dim", "0",
+       "key 'projected_key_dim': value '0' must be positive"},
+      {"multi_head_attention", "projected_value_dim", "0",
+       "key 'projected_value_dim': value '0' must be positive"},
+      {"multi_head_attention", "output_shape", "0",
+       "key 'output_shape': value '0' must be positive"},
+      {"multi_head_attention", "dropout_rate", "1", "key 'dropout_rate': 1 is not in [0, 1)"},
+      {"fully_connected", "unit", "0", "key 'unit': value '0' must be positive"},
+      {"fully_connected", "lora_alpha", "0", "key 'lora_alpha': value '0' must be positive"},
+      {"lstm", "unit", "0", "key 'unit': value '0' must be positive"},
+      {"lstm", "max_timestep", "0", "key 'max_timestep': value '0' must be positive"},
+      {"rnncell", "dropout_rate", "-0.5", "key 'dropout_rate': -0.5 is not in [0, 1)"},
+      {"positional_encoding", "max_timestep", "0",
+       "key 'max_timestep': value '0' must be positive"},
+      {"dropout", "dropout_rate", "1.5", "key 'dropout_rate': 1.5 is not in [0, 1)"},
+  };
+  for (size_t i = 0; i < NNT_ARRAY_LEN(keys); i++) {
+    nnt_layer *l;
+    assert_int_equal(nnt_layer_create(keys[i][0], &l, &e), NNT_OK);
+    if (nnt_layer_set_property(l, keys[i][1], keys[i][2], &e) != NNT_ERR_INVAL)
+      fail_msg("%s: %s = %s accepted", keys[i][0], keys[i][1], keys[i][2]);
+    tu_assert_contains(e.msg, keys[i][3]);
+    nnt_layer_destroy(l);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_floats),
       cmocka_unit_test(test_unsigned),
       cmocka_unit_test(test_lists),
       cmocka_unit_test(test_shapes),
+      cmocka_unit_test(test_positive_and_rate),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

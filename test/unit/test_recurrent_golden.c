@@ -24,13 +24,6 @@ typedef struct rec_case {
   unsigned n_w;          /* weights the layer asks for */
 } rec_case;
 
-static void expect_close(const char *name, const char *what, const float *got,
-                         const float *want, size_t n) {
-  double err = tu_max_rel_err(got, want, n);
-  if (err > TOL)
-    fail_msg("%s %s: max relative error %g > %g", name, what, err, TOL);
-}
-
 static float *host(nnt_tensor *t, nnt_dim d, const float *from) {
   t->dim = d;
   t->data = calloc(nnt_dim_len(d), sizeof(float));
@@ -84,14 +77,14 @@ static void run_case(const rec_case *c) {
   assert_int_equal(l->ops->forward(l, &ctx), NNT_OK);
   assert_int_equal(l->ops->calc_gradient(l, &ctx), NNT_OK);
   assert_int_equal(l->ops->calc_derivative(l, &ctx), NNT_OK);
-  expect_close(c->name, "out", out.data, want_out, no);
+  tu_expect_close(out.data, want_out, no, TOL, "%s out", c->name);
   for (unsigned i = 0; i < fc.n_in; i++) {
-    expect_close(c->name, i ? "d of the previous state" : "dx", din[i].data, p,
-                 nnt_dim_len(fc.in_dim[i]));
+    tu_expect_close(din[i].data, p, nnt_dim_len(fc.in_dim[i]), TOL, "%s %s", c->name,
+                    i ? "d of the previous state" : "dx");
     p += nnt_dim_len(fc.in_dim[i]);
   }
   for (unsigned k = 0; k < fc.n_w; k++) {
-    expect_close(c->name, fc.w[k].name, gw[k].data, p, nnt_dim_len(fc.w[k].dim));
+    tu_expect_close(gw[k].data, p, nnt_dim_len(fc.w[k].dim), TOL, "%s %s", c->name, fc.w[k].name);
     p += nnt_dim_len(fc.w[k].dim);
   }
   assert_int_equal((size_t)(p - g), n);

@@ -19,41 +19,14 @@
 
 #define TOL 1e-5
 
-static float *golden(const char *name, size_t *n) {
-  return tu_read_floats(tu_data_path("golden/layers/%s.bin", name), n);
-}
-
-static void expect_close(const char *what, const float *got, const float *want, size_t n) {
-  double err = tu_max_rel_err(got, want, n);
-  if (err > TOL)
-    fail_msg("%s: max relative error %g > %g", what, err, TOL);
-}
-
-/* Finalize through the harness, put the golden input, weights and d_out,
- * then forward, calc_gradient and calc_derivative (where the type has
- * them). */
-static void run(fd_harness *h, const char *type, const char *const *props, nnt_dim in,
-                const float *x, const float *const *w, const float *r) {
-  fd_setup(h, type, props, in, 0);
-  memcpy(h->in.data, x, nnt_tensor_len(&h->in) * sizeof(float));
-  for (unsigned k = 0; k < h->fc.n_w; k++)
-    memcpy(h->w[k].data, w[k], nnt_tensor_len(&h->w[k]) * sizeof(float));
-  assert_int_equal(h->l->ops->forward(h->l, &h->ctx), NNT_OK);
-  memcpy(h->dout.data, r, nnt_tensor_len(&h->dout) * sizeof(float));
-  if (h->l->ops->calc_gradient)
-    assert_int_equal(h->l->ops->calc_gradient(h->l, &h->ctx), NNT_OK);
-  if (h->l->ops->calc_derivative)
-    assert_int_equal(h->l->ops->calc_derivative(h->l, &h->ctx), NNT_OK);
-}
-
 static void emb_case(const char *name, unsigned b, unsigned t, unsigned in_dim,
                      unsigned out_dim, int mask) {
   size_t n;
-  float *g = golden(name, &n);
+  float *g = tu_golden_layer(name, &n);
   size_t ni = (size_t)b * t, nw = (size_t)in_dim * out_dim, no = ni * out_dim;
   const float *x = g, *w = x + ni, *r = w + nw, *y = r + no, *dw = y + no;
   assert_int_equal(n, (size_t)(dw + nw - g));
-  char si[16], so[16], sm[16], what[96];
+  char si[16], so[16], sm[16];
   snprintf(si, sizeof si, "%u", in_dim);
   snprintf(so, sizeof so, "%u", out_dim);
   snprintf(sm, sizeof sm, "%d", mask);
@@ -65,12 +38,10 @@ static void emb_case(const char *name, unsigned b, unsigned t, unsigned in_dim,
   assert_true(seen && frac); /* the data has the masked index, and fractions */
   const float *weights[] = {w};
   fd_harness h;
-  run(&h, "embedding", props, nnt_dim_make(b, 1, 1, t), x, weights, r);
+  fd_run_golden(&h, "embedding", props, nnt_dim_make(b, 1, 1, t), x, weights, r, NULL);
   assert_true(nnt_dim_eq(h.out.dim, nnt_dim_make(b, 1, t, out_dim)));
-  snprintf(what, sizeof what, "%s out", name);
-  expect_close(what, h.out.data, y, no);
-  snprintf(what, sizeof what, "%s dW", name);
-  expect_close(what, h.gw[0].data, dw, nw);
+  tu_expect_close(h.out.data, y, no, TOL, "%s out", name);
+  tu_expect_close(h.gw[0].data, dw, nw, TOL, "%s dW", name);
   fd_teardown(&h);
   free(g);
 }
@@ -84,25 +55,20 @@ static void test_embedding(void **state) {
 static void ln_case(const char *name, nnt_dim in, const char *axis, const char *eps,
                     size_t nw) {
   size_t n;
-  float *g = golden(name, &n);
+  float *g = tu_golden_layer(name, &n);
   size_t ni = nnt_dim_len(in);
   const float *x = g, *ga = x + ni, *be = ga + nw, *r = be + nw, *y = r + ni, *dx = y + ni;
   const float *dg = dx + ni, *db = dg + nw;
   assert_int_equal(n, (size_t)(db + nw - g));
   const char *props[] = {"axis", axis, "epsilon", eps, NULL};
   const float *weights[] = {ga, be};
-  char what[96];
   fd_harness h;
-  run(&h, "layer_normalization", props, in, x, weights, r);
+  fd_run_golden(&h, "layer_normalization", props, in, x, weights, r, NULL);
   assert_int_equal(nnt_tensor_len(&h.w[0]), nw);
-  snprintf(what, sizeof what, "%s out", name);
-  expect_close(what, h.out.data, y, ni);
-  snprintf(what, sizeof what, "%s dx", name);
-  expect_close(what, h.din.data, dx, ni);
-  snprintf(what, sizeof what, "%s dgamma", name);
-  expect_close(what, h.gw[0].data, dg, nw);
-  snprintf(what, sizeof what, "%s dbeta", name);
-  expect_close(what, h.gw[1].data, db, nw);
+  tu_expect_close(h.out.data, y, ni, TOL, "%s out", name);
+  tu_expect_close(h.din.data, dx, ni, TOL, "%s dx", name);
+  tu_expect_close(h.gw[0].data, dg, nw, TOL, "%s dgamma", name);
+  tu_expect_close(h.gw[1].data, db, nw, TOL, "%s dbeta", name);
   fd_teardown(&h);
   free(g);
 }
@@ -116,16 +82,16 @@ static void test_layer_normalization(void **state) {
 static void test_positional_encoding(void **state) {
   (void)state;
   size_t n;
-  float *g = golden("pe_plain", &n);
+  float *g = tu_golden_layer("pe_plain", &n);
   nnt_dim in = nnt_dim_make(2, 1, 6, 8);
   size_t ni = nnt_dim_len(in);
   const float *x = g, *r = x + ni, *y = r + ni, *dx = y + ni;
   assert_int_equal(n, 4 * ni);
   const char *props[] = {"max_timestep", "10", NULL};
   fd_harness h;
-  run(&h, "positional_encoding", props, in, x, NULL, r);
-  expect_close("pe_plain out", h.out.data, y, ni);
-  expect_close("pe_plain dx", h.din.data, dx, ni);
+  fd_run_golden(&h, "positional_encoding", props, in, x, NULL, r, NULL);
+  tu_expect_close(h.out.data, y, ni, TOL, "pe_plain out");
+  tu_expect_close(h.din.data, dx, ni, TOL, "pe_plain dx");
   fd_teardown(&h);
   free(g);
 }
@@ -140,7 +106,7 @@ static void test_elementwise(void **state) {
     char name[32];
     snprintf(name, sizeof name, "ew_%s", ops[o]);
     size_t n;
-    float *g = golden(name, &n);
+    float *g = tu_golden_layer(name, &n);
     assert_int_equal(n, 6 * ni);
     const float *a = g, *b = a + ni, *r = b + ni, *y = r + ni, *da = y + ni, *db = da + ni;
     nnt_layer *l;
@@ -170,13 +136,9 @@ static void test_elementwise(void **state) {
     ctx.n_in = 2, ctx.n_out = 1, ctx.in = in, ctx.out = &ot, ctx.d_out = &dot_, ctx.d_in = din;
     assert_int_equal(l->ops->forward(l, &ctx), NNT_OK);
     assert_int_equal(l->ops->calc_derivative(l, &ctx), NNT_OK);
-    char what[64];
-    snprintf(what, sizeof what, "%s out", name);
-    expect_close(what, out, y, ni);
-    snprintf(what, sizeof what, "%s d_in[0]", name);
-    expect_close(what, d0, da, ni);
-    snprintf(what, sizeof what, "%s d_in[1]", name);
-    expect_close(what, d1, db, ni);
+    tu_expect_close(out, y, ni, TOL, "%s out", name);
+    tu_expect_close(d0, da, ni, TOL, "%s d_in[0]", name);
+    tu_expect_close(d1, db, ni, TOL, "%s d_in[1]", name);
     nnt_layer_destroy(l);
     free(g);
   }
@@ -184,19 +146,16 @@ static void test_elementwise(void **state) {
 
 static void rm_case(const char *name, nnt_dim in, const char *axis, nnt_dim out) {
   size_t n;
-  float *g = golden(name, &n);
+  float *g = tu_golden_layer(name, &n);
   size_t ni = nnt_dim_len(in), no = nnt_dim_len(out);
   const float *x = g, *r = x + ni, *y = r + no, *dx = y + no;
   assert_int_equal(n, 2 * ni + 2 * no);
   const char *props[] = {axis ? "axis" : NULL, axis, NULL};
   fd_harness h;
-  run(&h, "reduce_mean", props, in, x, NULL, r);
+  fd_run_golden(&h, "reduce_mean", props, in, x, NULL, r, NULL);
   assert_true(nnt_dim_eq(h.out.dim, out));
-  char what[64];
-  snprintf(what, sizeof what, "%s out", name);
-  expect_close(what, h.out.data, y, no);
-  snprintf(what, sizeof what, "%s dx", name);
-  expect_close(what, h.din.data, dx, ni);
+  tu_expect_close(h.out.data, y, no, TOL, "%s out", name);
+  tu_expect_close(h.din.data, dx, ni, TOL, "%s dx", name);
   fd_teardown(&h);
   free(g);
 }

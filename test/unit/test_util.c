@@ -34,6 +34,23 @@ double tu_max_rel_err(const float *a, const float *b, size_t n) {
   return m;
 }
 
+void tu_expect_close(const float *got, const float *want, size_t n, double tol,
+                     const char *fmt, ...) {
+  double err = tu_max_rel_err(got, want, n);
+  if (err <= tol)
+    return;
+  char label[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(label, sizeof label, fmt, ap);
+  va_end(ap);
+  fail_msg("%s: max relative error %g > %g", label, err, tol);
+}
+
+float *tu_golden_layer(const char *name, size_t *n) {
+  return tu_read_floats(tu_data_path("golden/layers/%s.bin", name), n);
+}
+
 float *tu_read_floats(const char *path, size_t *n) {
   FILE *f = fopen(path, "rb");
   if (!f)

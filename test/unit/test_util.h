@@ -16,6 +16,12 @@
 void tu_fill_uniform(nnt_rng *r, float *x, size_t n, float lo, float hi);
 /* max |a - b| / max(1, |b|) over n values. */
 double tu_max_rel_err(const float *a, const float *b, size_t n);
+/* Fails the test ("<label>: max relative error E > tol", the label
+ * formatted like printf) when tu_max_rel_err(got, want, n) > tol. */
+void tu_expect_close(const float *got, const float *want, size_t n, double tol,
+                     const char *fmt, ...);
+/* test/golden/layers/<name>.bin (gen_layers.py) as tu_read_floats reads it. */
+float *tu_golden_layer(const char *name, size_t *n);
 /* Read a whole file of little-endian float32; returns a malloc'd array and
  * its length in *n, or NULL (and fails the test) if it cannot be read. */
 float *tu_read_floats(const char *path, size_t *n);
