@@ -83,12 +83,23 @@ static int emb_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
                                   ctx->d_out[0].data, emb_mask(p), ctx->gw[0].data);
 }
 
+/* The bias keys (shared with fully_connected) change nothing here: said,
+ * not silently dropped. */
+static void emb_log_defaults(const nnt_layer *l) {
+  const emb_priv *p = l->priv;
+  if (p->wp.bias_init != NNT_INIT_ZEROS || p->wp.bias_decay != 0 || p->wp.disable_bias)
+    nnt_log(NNT_LOG_WARNING,
+            "layer '%s' (embedding): keys 'bias_initializer', 'bias_decay' and 'disable_bias' "
+            "are ignored: the layer has no bias", l->name);
+}
+
 const nnt_layer_ops nnt_layer_embedding = {
     .type = "embedding",
     .ml_type = 10, /* ML_TRAIN_LAYER_TYPE_EMBEDDING */
     .priv_size = sizeof(emb_priv),
     .init = emb_init,
     .set_property = emb_set,
+    .log_defaults = emb_log_defaults,
     .finalize = emb_finalize,
     .forward = emb_forward,
     .calc_gradient = emb_gradient,

@@ -364,12 +364,24 @@ static int mha_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   return NNT_OK;
 }
 
+/* As NNTrainer's, the biases take weight_initializer and weight_decay:
+ * bias_initializer and bias_decay are said to be ignored. */
+static void mha_log_defaults(const nnt_layer *l) {
+  const mha_priv *p = l->priv;
+  if (p->wp.bias_init != NNT_INIT_ZEROS || p->wp.bias_decay != 0)
+    nnt_log(NNT_LOG_WARNING,
+            "layer '%s' (multi_head_attention): keys 'bias_initializer' and 'bias_decay' are "
+            "ignored: the biases take weight_initializer and weight_decay, as NNTrainer's",
+            l->name);
+}
+
 const nnt_layer_ops nnt_layer_multi_head_attention = {
     .type = "multi_head_attention",
     .ml_type = 26, /* ML_TRAIN_LAYER_TYPE_MULTI_HEAD_ATTENTION */
     .priv_size = sizeof(mha_priv),
     .init = mha_init,
     .set_property = mha_set,
+    .log_defaults = mha_log_defaults,
     .finalize = mha_finalize,
     .forward = mha_forward,
     .calc_gradient = mha_gradient,

@@ -185,6 +185,34 @@ static void test_shuffle_default_by_mode(void **state) {
 
 /* ---- notices ------------------------------------------------------------ */
 
+/* Bias keys on layers whose biases do not take them: a warning each, and
+ * none when they are absent. */
+static void test_bias_keys_ignored(void **state) {
+  (void)state;
+  tu_log_start();
+  nnt_model *m = compile_ini(MODEL_HEAD
+                             "[Optimizer]\ntype = sgd\nlearning_rate = 0.1\n"
+                             "[in]\ntype = input\ninput_shape = 1:1:4\n"
+                             "[emb]\ntype = embedding\nin_dim = 5\nout_dim = 6\n"
+                             "disable_bias = true\n"
+                             "[att]\ntype = multi_head_attention\nnum_heads = 2\n"
+                             "bias_decay = 0.1\ninput_layers = emb, emb, emb\n");
+  tu_log_expect(NNT_LOG_WARNING, "layer 'emb' (embedding)", "'disable_bias'", "no bias");
+  tu_log_expect(NNT_LOG_WARNING, "layer 'att' (multi_head_attention)", "'bias_decay'",
+                "weight_decay");
+  assert_int_equal(tu_log_count(NNT_LOG_WARNING), 2);
+  nnt_model_destroy(m);
+  memset(&tu_logged, 0, sizeof tu_logged);
+  m = compile_ini(MODEL_HEAD
+                  "[Optimizer]\ntype = sgd\nlearning_rate = 0.1\n"
+                  "[in]\ntype = input\ninput_shape = 1:1:4\n"
+                  "[emb]\ntype = embedding\nin_dim = 5\nout_dim = 6\n"
+                  "[att]\ntype = multi_head_attention\nnum_heads = 2\n"
+                  "input_layers = emb, emb, emb\n");
+  assert_int_equal(tu_log_count(NNT_LOG_WARNING), 0);
+  nnt_model_destroy(m);
+}
+
 /* Each key whose default here differs from NNTrainer's (or that NNTrainer
  * requires) says so at compile when absent, naming layer, key and value;
  * ignored keys are warnings. */
@@ -406,6 +434,7 @@ int main(void) {
       cmocka_unit_test(test_other_shape_defaults),
       cmocka_unit_test(test_buffer_size_default),
       cmocka_unit_test(test_shuffle_default_by_mode),
+      cmocka_unit_test(test_bias_keys_ignored),
       cmocka_unit_test(test_notices_from_ini),
       cmocka_unit_test(test_notices_from_capi),
       cmocka_unit_test(test_examples_quiet),
