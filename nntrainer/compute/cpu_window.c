@@ -25,10 +25,54 @@ static void valid_cols(const nnt_conv_geom *g, long off, unsigned *lo, unsigned 
   *hi = (unsigned)b;
 }
 
+/* Whether im2col's rows are the input plane shifted: stride 1 and an
+ * output as wide as the input, so output position p = oy * ow + ox reads
+ * input p + (a*dh - pt) * w + b*dw - pl wherever that lies inside the
+ * plane, and a row's valid values are one run apart from the few padding
+ * columns at each end of each output row (which the run covers with
+ * values of the neighbouring input rows, then zeroed). */
+static int im2col_flat(const nnt_conv_geom *g) {
+  return g->sw == 1 && g->sh == 1 && g->ow == g->w;
+}
+
+/* One row (c, a, b) of im2col_flat: off is b*dw - pl, [lo, hi) its valid
+ * output columns (valid_cols). */
+static void im2col_flat_row(const nnt_conv_geom *g, const float *xc, unsigned a, long off,
+                            unsigned lo, unsigned hi, float *row) {
+  size_t ow = g->ow;
+  long d = (long)a * g->dh - g->pt; /* input row of output row 0 */
+  long y0 = d < 0 ? -d : 0, y1 = (long)g->h - d;
+  if (y1 > (long)g->oh)
+    y1 = g->oh;
+  if (y1 < y0)
+    y1 = y0;
+  size_t oy0 = (size_t)y0, oy1 = (size_t)y1;
+  memset(row, 0, oy0 * ow * sizeof(float));
+  memset(row + oy1 * ow, 0, (g->oh - oy1) * ow * sizeof(float));
+  if (oy1 == oy0)
+    return;
+  if (hi <= lo) {
+    memset(row + oy0 * ow, 0, (oy1 - oy0) * ow * sizeof(float));
+    return;
+  }
+  /* output positions [s, e) read input s + d*w + off on: every one inside
+   * the plane (the first and last are valid positions) */
+  size_t s = oy0 * ow + lo, e = (oy1 - 1) * ow + hi;
+  memcpy(row + s, xc + (size_t)((long)s + d * (long)g->w + off), (e - s) * sizeof(float));
+  for (size_t oy = oy0; oy < oy1; oy++) {
+    float *r = row + oy * ow;
+    for (unsigned ox = 0; ox < lo; ox++)
+      r[ox] = 0.0f;
+    for (size_t ox = hi; ox < ow; ox++)
+      r[ox] = 0.0f;
+  }
+}
+
 /* im2col of channels [c0, c1) of one image x into the rows of col whose
  * stride is ld. */
 static void im2col1(const nnt_conv_geom *g, size_t c0, size_t c1, const float *x, float *col,
                     size_t ld) {
+  int flat = im2col_flat(g);
   for (unsigned c = (unsigned)c0; c < c1; c++)
     for (unsigned a = 0; a < g->kh; a++)
       for (unsigned b = 0; b < g->kw; b++) {
@@ -36,6 +80,10 @@ static void im2col1(const nnt_conv_geom *g, size_t c0, size_t c1, const float *x
         long off = (long)b * g->dw - g->pl;
         unsigned lo, hi;
         valid_cols(g, off, &lo, &hi);
+        if (flat) {
+          im2col_flat_row(g, x + (size_t)c * g->h * g->w, a, off, lo, hi, row);
+          continue;
+        }
         for (unsigned oy = 0; oy < g->oh; oy++) {
           long iy = (long)oy * g->sh - g->pt + (long)a * g->dh;
           float *r = row + (size_t)oy * g->ow;

@@ -682,6 +682,12 @@ static void test_windows(void **state) {
        * column outside every window, whose dx must still be zeroed */
       geom(2, 5, 7, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0),
       geom(3, 4, 6, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0),
+      /* stride 1 and an output as wide as the input (CPU im2col's one run
+       * per row): same padding; dilated with uneven padding; taps whose
+       * every column (b = 0) or every row (a = 0) lies in the padding */
+      geom(2, 5, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
+      geom(2, 4, 6, 3, 5, 1, 1, 2, 1, 3, 2, 2, 2),
+      geom(1, 3, 2, 2, 5, 1, 1, 1, 1, 3, 0, 4, 0),
   };
   for (size_t t = 0; t < NNT_ARRAY_LEN(gs); t++) {
     const nnt_conv_geom *g = &gs[t];
