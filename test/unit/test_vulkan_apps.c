@@ -4,8 +4,9 @@
  * and cnn_bn.ini are test_vulkan's) on synthetic data, and the C API
  * programs of Applications/CAPI run twice, their engine selected through
  * ml_train_model_compile's engine property (--engine), on a few
- * Fashion-MNIST samples: losses and weights within the tolerances that
- * docs/gpu.md states. A build without Vulkan has nothing to check here
+ * Fashion-MNIST samples, and Applications/CharLM's charlm on a few windows
+ * of text: losses and weights within the tolerances that docs/gpu.md
+ * states. A build without Vulkan has nothing to check here
  * (test_vulkan checks that engine=gpu says so). */
 #include "test_util.h"
 
@@ -267,6 +268,22 @@ static void test_capi_fine_tune(void **state) {
             files, 2, 2e-3);
 }
 
+/* Applications/CharLM's charlm on the small LSTM and transformer models of
+ * the test suite (embedding, lstm, positional_encoding,
+ * multi_head_attention, layer_normalization): 4 steps of 16 windows of
+ * the fortunes text, the saved weights and Adam's state. */
+static void test_charlm(void **state) {
+  (void)state;
+  const char *files[] = {"charlm.bin"};
+  prog_both("../CharLM/charlm", "--samples 64 --held-windows 4 --generate 0 --engine %s "
+                                "--save %s_charlm.bin " NNT_SOURCE_DIR "/test/charlm_lstm_tiny.ini",
+            files, 1, 2e-3);
+  prog_both("../CharLM/charlm", "--samples 64 --held-windows 4 --generate 0 --engine %s "
+                                "--save %s_charlm.bin "
+                                NNT_SOURCE_DIR "/test/charlm_transformer_tiny.ini",
+            files, 1, 2e-3);
+}
+
 #endif
 
 int main(void) {
@@ -282,6 +299,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_capi_mlp, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_capi_mlp_ini, tu_dir_setup, tu_dir_teardown),
       cmocka_unit_test_setup_teardown(test_capi_fine_tune, tu_dir_setup, tu_dir_teardown),
+      cmocka_unit_test_setup_teardown(test_charlm, tu_dir_setup, tu_dir_teardown),
 #endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
