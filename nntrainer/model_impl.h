@@ -298,6 +298,9 @@ int nnt_model_train_total(nnt_model *m, size_t *total, nnt_err *e);
  * each before its prepare): what the training plan leaves free under
  * memory_budget. */
 size_t nnt_model_queue_reserve(const nnt_model *m);
+/* The datasets' sample shape for m (train.c): floats per sample of each
+ * input and label stream, and the inputs an embedding reads as indices. */
+void nnt_model_ds_shape(const nnt_model *m, nnt_ds_shape *s);
 /* Bind the training contexts to the forward tensors (bwd 0; bwd 1 does
  * nothing: nnt_model_bind_step binds each backward step); nothing without
  * recomputation. */

@@ -589,13 +589,7 @@ int nnt_model_train_total(nnt_model *m, size_t *total, nnt_err *e) {
 
 size_t nnt_model_queue_reserve(const nnt_model *m) {
   nnt_ds_shape sh;
-  memset(&sh, 0, sizeof sh);
-  sh.n_in = m->n_inputs;
-  sh.n_label = m->n_labels;
-  for (unsigned i = 0; i < m->n_inputs; i++)
-    sh.in_len[i] = nnt_dim_feature_len(m->input_dim[i]);
-  for (unsigned i = 0; i < m->n_labels; i++)
-    sh.label_len[i] = nnt_dim_feature_len(m->label_dim[i]);
+  nnt_model_ds_shape(m, &sh);
   size_t total = 0;
   for (int k = 0; k < 3; k++)
     if (nnt_size_add(total, nnt_dataset_queue_bytes_for(m->ds[k], &sh, m->batch), &total))

@@ -277,7 +277,7 @@ int nnt_model_backward(nnt_model *m, nnt_err *e) {
   return run_steps(m, nnt_schedule_forward_end(m, mode), m->n_steps[mode], 1, e);
 }
 
-static void ds_shape(const nnt_model *m, nnt_ds_shape *s) {
+void nnt_model_ds_shape(const nnt_model *m, nnt_ds_shape *s) {
   memset(s, 0, sizeof *s);
   s->n_in = m->n_inputs;
   s->n_label = m->n_labels;
@@ -462,7 +462,7 @@ static int evaluate(nnt_model *m, nnt_ds_mode mode, float *loss, float *accuracy
       (rc = ensure_scalar(m, e)))
     return rc;
   nnt_ds_shape shape;
-  ds_shape(m, &shape);
+  nnt_model_ds_shape(m, &shape);
   if ((rc = nnt_dataset_prepare(ds, &shape, m->batch, m->seed + 1000003ULL * (mode + 1), e)) ||
       (rc = queues_fit(m, pm, e)))
     return rc;
@@ -561,7 +561,7 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
       (rc = m->obuf->type->memset(m->obuf, 0, 0, m->obuf->size, e)))
     return rc;
   nnt_ds_shape shape;
-  ds_shape(m, &shape);
+  nnt_model_ds_shape(m, &shape);
   if ((rc = nnt_dataset_prepare(ds, &shape, m->batch, m->seed, e)) ||
       (rc = queues_fit(m, NNT_MODE_TRAIN, e)))
     return rc;
