@@ -45,10 +45,11 @@ static int k_scale(const nnt_kernels *self, size_t n, float a, float *y);
  * rounds differently (no blocking over k); its small-matrix kernels take
  * products of at most 10^6. A part must take the whole product's path:
  * such a product is split only into parts of at least this many, and no
- * product into parts below GEMM_MIN_PART. The pool splits products only
- * on kernel paths where a split was measured to change no bit
- * (nnt_cpu_blas_split_exact); test_pool trains bitwise at one and two
- * threads. */
+ * product into parts below GEMM_MIN_PART. On kernel paths where a split
+ * was measured to change no bit (nnt_cpu_blas_split_exact: AVX-512)
+ * test_pool trains bitwise at one and two threads; elsewhere a split
+ * product differs from the whole one in its last bits, as OpenBLAS's own
+ * threads make it differ. */
 #define GEMM_DIRECT_MNK ((size_t)28 * 512 * 512)
 
 typedef struct gemm_job {

@@ -7,9 +7,10 @@
  * calling thread is the T-th. nnt_cpu_pool_for splits [0, n) into
  * contiguous parts (up to 4 per thread, taken by whichever thread is free
  * first, the caller included), and every output is computed by the same
- * arithmetic whatever part holds it and whichever thread runs it: results
- * are bitwise the same for any T (an op is split only over what it
- * writes, never over the terms of a sum).
+ * arithmetic whatever part holds it and whichever thread runs it: the
+ * loops' results are bitwise the same for any T (an op is split only over
+ * what it writes, never over the terms of a sum), and so are the
+ * products' on OpenBLAS's AVX-512 kernels (nnt_cpu_blas_split_exact).
  * The matrix products are split the same way (cpu_kernels.c, by columns
  * of C, each part a one-thread OpenBLAS product), and while the workers
  * exist OpenBLAS itself runs on one thread: its own idle threads would
@@ -19,9 +20,11 @@
  * buffer (cpu_blas.c; nnt_cpu_set_threads has checked and mapped those of
  * OpenBLAS's threads). On kernel paths where a product's bits depend on
  * how its columns are split (nnt_cpu_blas_split_exact is 0: OpenBLAS's
- * Haswell kernels, whose own threads change them too) the products run on
- * one thread, OpenBLAS's count set to one: the results stay those of one
- * thread, and only the loops use the workers.
+ * Haswell kernels, whose own threads change them too) the products are
+ * split all the same: the same bits at every run with one thread count,
+ * the last bits of one thread's differing (running them on one thread to
+ * keep those, or on OpenBLAS's threads beside the workers, gave up most
+ * of the second core on AVX2 CPUs: docs/performance.md).
  *
  * Lifetime: every model holds the pool (nnt_cpu_pool_hold at create,
  * nnt_cpu_pool_release at destroy); the workers start at a run's prepare
@@ -250,9 +253,8 @@ int nnt_cpu_pool_start(nnt_err *e) {
                      nw > 1 ? "s" : "");
     goto out;
   }
-  int exact = nnt_cpu_blas_split_exact();
-  pool.limited = limited || !exact;
-  pool.blas_one = !limited || !exact;
+  pool.limited = limited;
+  pool.blas_one = !limited;
   pool.gen0 = atomic_load(&pool.gen);
   for (unsigned i = 0; i < nw; i++) {
     int err = pthread_create(&pool.tid[i], NULL, worker, NULL);

@@ -376,8 +376,8 @@ int nnt_blas_switch_core(const char *core);
  * (nnt_cpu_prepare, nnt_cpu_set_threads and nnt_cpu_blas_describe call it). */
 void nnt_cpu_blas_choose_core(void);
 /* 1 when OpenBLAS's kernels now give a product's columns the same bits
- * whatever columns it is given (its AVX-512 paths, measured), so the
- * compute threads may split products by columns. */
+ * whatever columns it is given (its AVX-512 paths, measured): the compute
+ * threads' split products are then bitwise the whole product. */
 int nnt_cpu_blas_split_exact(void);
 /* The core OpenBLAS had picked itself when it was switched, else NULL. */
 const char *nnt_cpu_blas_first_core(void);

@@ -73,7 +73,7 @@ static void test_parts_cover_once(void **state) {
   start_threads(3);
   /* OpenBLAS runs on one thread while the workers exist */
   assert_int_equal(openblas_get_num_threads(), 1);
-  assert_int_equal(nnt_cpu_pool_products(), nnt_cpu_blas_split_exact());
+  assert_int_equal(nnt_cpu_pool_products(), 1);
   static const size_t ns[] = {1, 2, 5, 31, 32, 33, 97, 999};
   static const size_t aligns[] = {1, 16, 32};
   for (size_t a = 0; a < 3; a++)
@@ -274,8 +274,26 @@ static void convbn_bitwise(void) {
   size_t diff = 0;
   for (size_t i = 0; i < n1; i++)
     diff += memcmp(&w1[i], &w2[i], sizeof(float)) != 0;
-  if (diff)
-    fail_msg("%zu of %zu weights differ between 1 and 2 threads", diff, n1);
+  if (nnt_cpu_blas_split_exact()) {
+    if (diff)
+      fail_msg("%zu of %zu weights differ between 1 and 2 threads", diff, n1);
+  } else {
+    /* a product split by columns rounds differently on these kernels
+     * (as OpenBLAS's own threads do): close to one thread's, and the
+     * same bits at two threads every time */
+    size_t n3;
+    unsigned long j3;
+    float *w3 = train_convbn(2, &n3, &j3);
+    assert_memory_equal(w2, w3, n1 * sizeof(float));
+    print_message("%zu of %zu weights differ in their last bits from one thread's\n", diff, n1);
+    /* Adam's first steps move every weight by about the learning rate
+     * (0.01) whatever its gradient's size, so a near-zero gradient that
+     * differs in its last bits may move a weight the other way: within
+     * 2 x 3 steps x 0.01 of one thread's, where a wrong split is off by
+     * the weights' own size */
+    tu_expect_close(w2, w1, n1, 0.06, "2 threads against 1");
+    free(w3);
+  }
   free(w1);
   free(w2);
 }
