@@ -168,14 +168,21 @@ DC_DEF(dc_tile_avx512, DC_AVX512, __m512, 16, 12, 5, _mm512_setzero_ps(), _mm512
             _mm512_set1_ps, _mm512_fmadd_ps, _mm512_storeu_ps)
 #endif
 
-/* The row function for this CPU. */
-static void (*dc_pick(void))(const dc_job *, const float *, const float *, unsigned, float *) {
+typedef void (*dc_row_fn)(const dc_job *, const float *, const float *, unsigned, float *);
+
+/* The row function of a path (NNT_BLAS_AVX512, NNT_BLAS_AVX2, or below:
+ * plain C), or NULL when this CPU cannot run it. */
+static dc_row_fn dc_row_of(int path) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f"))
-    return dc_tile_avx512_row;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return dc_tile_avx2_row;
+  if (path >= NNT_BLAS_AVX512)
+    return __builtin_cpu_supports("avx512f") ? dc_tile_avx512_row : NULL;
+  if (path >= NNT_BLAS_AVX2)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? dc_tile_avx2_row
+                                                                           : NULL;
+#else
+  if (path >= NNT_BLAS_AVX2)
+    return NULL;
 #endif
   return dc_tile_c_row;
 }
@@ -218,7 +225,17 @@ int nnt_cpu_conv_fwd(const struct nnt_kernels *self, const nnt_conv_geom *g, siz
                      size_t filters, const float *w, const float *bias, const float *x,
                      float *y) {
   (void)self;
-  if (!g || (g->cs && g->cs != g->c) || g->ow > 256 ||
+  static const int paths[] = {NNT_BLAS_AVX512, NNT_BLAS_AVX2, NNT_BLAS_SSE};
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+    if (dc_row_of(paths[i]))
+      return nnt_cpu_conv_fwd_path(paths[i], g, n, filters, w, bias, x, y);
+  return NNT_ERR_INVAL;
+}
+
+int nnt_cpu_conv_fwd_path(int path, const nnt_conv_geom *g, size_t n, size_t filters,
+                          const float *w, const float *bias, const float *x, float *y) {
+  dc_row_fn row = dc_row_of(path);
+  if (!row || !g || (g->cs && g->cs != g->c) || g->ow > 256 ||
       (size_t)g->c * g->kh * g->kw > NNT_CONV_DIRECT_MAX_PATCH)
     return NNT_ERR_INVAL;
   dc_job j = {.g = g,
@@ -229,7 +246,7 @@ int nnt_cpu_conv_fwd(const struct nnt_kernels *self, const nnt_conv_geom *g, siz
               .bias = bias,
               .x = x,
               .y = y,
-              .row = dc_pick()};
+              .row = row};
   if (!n || !filters || !g->oh || !g->ow)
     return NNT_OK;
   /* parts of at least about 64K multiply-adds */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "nntrainer/compute/kernels.h"
+#include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/philox.h"
 
 typedef struct dcase {
@@ -40,6 +41,37 @@ static float *rnd(nnt_rng *r, size_t n) {
   return x;
 }
 
+/* y against a double-precision convolution: within 1e-5 of the sum of
+ * the terms' sizes (path: which code path gave it, for the message). */
+static void check_naive(const dcase *d, const nnt_conv_geom *gp, const float *w, const float *b,
+                        const float *x, const float *y, size_t ci, size_t pi) {
+  nnt_conv_geom g = *gp;
+  size_t patch = (size_t)d->c * d->kh * d->kw, plane = (size_t)g.oh * g.ow;
+  size_t in = (size_t)d->c * d->h * d->w;
+  for (size_t i = 0; i < d->n; i++)
+    for (size_t f = 0; f < d->filters; f++)
+      for (unsigned oy = 0; oy < g.oh; oy++)
+        for (unsigned ox = 0; ox < g.ow; ox++) {
+          double s = d->bias ? b[f] : 0.0, mag = fabs(s);
+          for (unsigned c = 0; c < d->c; c++)
+            for (unsigned a = 0; a < d->kh; a++)
+              for (unsigned q = 0; q < d->kw; q++) {
+                long iy = (long)oy * d->sh - d->pt + (long)a * d->dh;
+                long ix = (long)ox * d->sw - d->pl + (long)q * d->dw;
+                if (iy < 0 || iy >= (long)d->h || ix < 0 || ix >= (long)d->w)
+                  continue;
+                double t = (double)w[f * patch + (c * d->kh + a) * d->kw + q] *
+                           x[i * in + (c * d->h + iy) * d->w + ix];
+                s += t;
+                mag += fabs(t);
+              }
+          float got = y[(i * d->filters + f) * plane + oy * g.ow + ox];
+          if (fabs(got - s) > 1e-5 * (mag > 1 ? mag : 1))
+            fail_msg("case %zu path %zu: image %zu filter %zu (%u, %u): %g, want %g", ci, pi,
+                     i, f, oy, ox, got, s);
+        }
+}
+
 static void test_against_naive(void **state) {
   (void)state;
   const nnt_kernels *k = nnt_kernels_cpu();
@@ -53,29 +85,14 @@ static void test_against_naive(void **state) {
     float *w = rnd(&r, d->filters * patch), *b = rnd(&r, d->filters), *x = rnd(&r, d->n * in);
     float *y = malloc(d->n * d->filters * plane * sizeof *y);
     float *y2 = malloc(d->n * d->filters * plane * sizeof *y2);
+    /* every code path this CPU can run (AVX-512, AVX2 + FMA, plain C),
+     * then conv_fwd's own choice, which the two-thread run must repeat */
+    static const int paths[] = {NNT_BLAS_AVX512, NNT_BLAS_AVX2, NNT_BLAS_SSE};
+    for (size_t pi = 0; pi < NNT_ARRAY_LEN(paths); pi++)
+      if (!nnt_cpu_conv_fwd_path(paths[pi], &g, d->n, d->filters, w, d->bias ? b : NULL, x, y))
+        check_naive(d, &g, w, b, x, y, ci, pi);
     assert_int_equal(k->conv_fwd(k, &g, d->n, d->filters, w, d->bias ? b : NULL, x, y), NNT_OK);
-    for (size_t i = 0; i < d->n; i++)
-      for (size_t f = 0; f < d->filters; f++)
-        for (unsigned oy = 0; oy < g.oh; oy++)
-          for (unsigned ox = 0; ox < g.ow; ox++) {
-            double s = d->bias ? b[f] : 0.0, mag = fabs(s);
-            for (unsigned c = 0; c < d->c; c++)
-              for (unsigned a = 0; a < d->kh; a++)
-                for (unsigned q = 0; q < d->kw; q++) {
-                  long iy = (long)oy * d->sh - d->pt + (long)a * d->dh;
-                  long ix = (long)ox * d->sw - d->pl + (long)q * d->dw;
-                  if (iy < 0 || iy >= (long)d->h || ix < 0 || ix >= (long)d->w)
-                    continue;
-                  double t = (double)w[f * patch + (c * d->kh + a) * d->kw + q] *
-                             x[i * in + (c * d->h + iy) * d->w + ix];
-                  s += t;
-                  mag += fabs(t);
-                }
-            float got = y[(i * d->filters + f) * plane + oy * g.ow + ox];
-            if (fabs(got - s) > 1e-5 * (mag > 1 ? mag : 1))
-              fail_msg("case %zu: image %zu filter %zu (%u, %u): %g, want %g", ci, i, f, oy, ox,
-                       got, s);
-          }
+    check_naive(d, &g, w, b, x, y, ci, NNT_ARRAY_LEN(paths));
     /* the same bits on two threads (parts are whole outputs) */
     nnt_err e = {0};
     assert_int_equal(nnt_cpu_set_threads(2, &e), NNT_OK);
