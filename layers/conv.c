@@ -28,7 +28,10 @@
  * equal to the image itself ([c, h*w]): it skips im2col and col2im, runs
  * one image's gemms on the input and on dX directly, and asks for no
  * scratch (the same products on the same numbers as explicit one-image
- * im2col, gemm and col2im: results are bitwise those). */
+ * im2col, gemm and col2im: results are bitwise those).
+ * The forward of a layer with few input channels (see use_direct) runs the backend's conv_fwd where it has one (the
+ * CPU's direct convolution: no im2col copies, which cost more than the
+ * product there; within rounding of im2col and gemm). */
 #include <stdint.h>
 #include "nntrainer/layer.h"
 
@@ -42,6 +45,14 @@
  * plane (LeNet-5's, the Fashion-MNIST CNN's) keeps one image per gemm and
  * the planned arena as it was (docs/performance.md). */
 #define CONV_GROUP_COLS 192
+/* The forward takes conv_fwd for at most CONV_DIRECT_MAX_C input
+ * channels, a patch of at least CONV_DIRECT_MIN_PATCH values and at least
+ * CONV_DIRECT_MIN_FILTERS filters: chosen by measurement
+ * (docs/performance.md; LeNet-5's c2 gains, its c1, the Fashion-MNIST
+ * CNN's c1 and conv-BN-ReLU's c1 lose). */
+#define CONV_DIRECT_MAX_C 8
+#define CONV_DIRECT_MIN_PATCH 64
+#define CONV_DIRECT_MIN_FILTERS 16
 
 typedef struct conv_priv {
   unsigned filters;
@@ -189,6 +200,15 @@ static int swap_outer(const nnt_kernels *k, unsigned n, unsigned a, size_t c, co
   return k->permute3(k, 1, d, perm, x, y);
 }
 
+/* Whether the forward runs conv_fwd (see above). */
+static int use_direct(const nnt_kernels *k, const conv_priv *p) {
+  const nnt_conv_geom *g = &p->g;
+  size_t patch = (size_t)g->c * g->kh * g->kw;
+  return k->conv_fwd && !is_pointwise(g) && g->c <= CONV_DIRECT_MAX_C && g->ow <= 256 &&
+         patch >= CONV_DIRECT_MIN_PATCH && patch <= NNT_CONV_DIRECT_MAX_PATCH &&
+         p->filters >= CONV_DIRECT_MIN_FILTERS;
+}
+
 static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   conv_priv *p = l->priv;
   const nnt_conv_geom *g = &p->g;
@@ -197,6 +217,9 @@ static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   size_t in_len = nnt_dim_feature_len(ctx->in[0].dim), out_len = p->filters * plane;
   int pw = is_pointwise(g);
   unsigned batch = ctx->in[0].dim.b;
+  if (use_direct(k, p))
+    return k->conv_fwd(k, g, batch, p->filters, ctx->w[0].data,
+                       ctx->n_w > 1 ? ctx->w[1].data : NULL, ctx->in[0].data, ctx->out[0].data);
   for (unsigned b = 0; b < batch; b += p->nb) {
     unsigned n = batch - b < p->nb ? batch - b : p->nb;
     float *y = ctx->out[0].data + b * out_len, *col = ctx->in[0].data + b * in_len;
@@ -319,6 +342,7 @@ const nnt_layer_ops nnt_layer_conv2d = {
     .kops = NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM) | NNT_KOP_BIT(GEMM) |
             NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
             NNT_KOP_BIT(PERMUTE3),
+    .opt_kops = NNT_KOP_BIT(CONV_FWD),
 };
 
 const nnt_layer_ops nnt_layer_conv1d = {
@@ -334,4 +358,5 @@ const nnt_layer_ops nnt_layer_conv1d = {
     .kops = NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM) | NNT_KOP_BIT(GEMM) |
             NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
             NNT_KOP_BIT(PERMUTE3),
+    .opt_kops = NNT_KOP_BIT(CONV_FWD),
 };

@@ -231,6 +231,10 @@ typedef struct nnt_layer_ops {
    * every op of saved_kops; compile does not require them. */
   int (*forward_saved)(nnt_layer *l, nnt_run_ctx *ctx);
   uint64_t saved_kops;
+  /* Optional ops the layer calls only where the table's entry is not NULL
+   * (a faster path; conv2d's conv_fwd), else it computes without them:
+   * compile does not require them. */
+  uint64_t opt_kops;
 } nnt_layer_ops;
 
 struct nnt_layer {

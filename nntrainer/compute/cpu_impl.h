@@ -52,6 +52,14 @@ int nnt_cpu_upsample_nearest_bwd(const struct nnt_kernels *self, size_t rows, si
 struct nnt_conv_geom;
 int nnt_cpu_im2col(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                    const float *x, float *col);
+int nnt_cpu_conv_fwd(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                     size_t filters, const float *w, const float *bias, const float *x,
+                     float *y);
+/* conv_fwd on one code path: NNT_BLAS_AVX512, NNT_BLAS_AVX2 or (below)
+ * plain C; NNT_ERR_INVAL when this CPU cannot run it (the tests run every
+ * path the CPU has; conv_fwd takes the widest). */
+int nnt_cpu_conv_fwd_path(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
+                          const float *w, const float *bias, const float *x, float *y);
 int nnt_cpu_col2im(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                    const float *col, float *dx);
 int nnt_cpu_pool_fwd(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,

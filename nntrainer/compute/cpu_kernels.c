@@ -763,6 +763,7 @@ const nnt_kernels nnt_cpu_kernel_table = {
     .bn_fwd_infer = nnt_cpu_bn_fwd_infer,
     .bn_bwd = nnt_cpu_bn_bwd,
     .bn_affine = nnt_cpu_bn_affine,
+    .conv_fwd = nnt_cpu_conv_fwd,
     .permute3 = nnt_cpu_permute3,
     .im2col = nnt_cpu_im2col,
     .col2im = nnt_cpu_col2im,

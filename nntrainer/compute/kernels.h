@@ -64,6 +64,9 @@ static inline size_t nnt_conv_img_stride(const nnt_conv_geom *g) {
  * cblas_sgemm takes int); layers refuse larger products at finalize. */
 #define NNT_GEMM_DIM_MAX ((size_t)INT_MAX)
 
+/* The largest patch (c * kh * kw) conv_fwd takes. */
+#define NNT_CONV_DIRECT_MAX_PATCH 512
+
 /* normalize_rows modes (bits). */
 enum { NNT_NORM_MINMAX = 1u << 0, NNT_NORM_STANDARD = 1u << 1 };
 
@@ -321,6 +324,15 @@ typedef struct nnt_kernels {
    * keeps it). */
   int (*bn_affine)(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                    const float *xhat, const float *gamma, const float *beta, float *y);
+  /* Convolution forward without im2col: y[i][f] = W[f] * window(x[i]) (+
+   * bias[f]; bias may be NULL) for n images x of g (g->cs 0 or g->c), W
+   * [filters, c*kh*kw], y [n][filters][oh*ow]; within rounding of im2col
+   * then gemm. A patch c*kh*kw of at most NNT_CONV_DIRECT_MAX_PATCH and an
+   * output width of at most 256 (NNT_ERR_INVAL otherwise). Optional: a
+   * backend without it leaves the entry NULL and its supports says no;
+   * conv2d then takes the im2col path. */
+  int (*conv_fwd)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                  size_t filters, const float *w, const float *bias, const float *x, float *y);
 } nnt_kernels;
 
 /* The CPU backend (OpenBLAS + plain loops). */

@@ -118,6 +118,9 @@ V(POS_ENCODING, pos_encoding, (size_t t, size_t d, float *tab), (t, d, tab))
 V(DIV, div, (size_t n, cf a, cf b, float *y), (n, a, b, y))
 V(BN_AFFINE, bn_affine, (size_t o, size_t ch, size_t in, cf xhat, cf g, cf b, float *y),
   (o, ch, in, xhat, g, b, y))
+V(CONV_FWD, conv_fwd, (const struct nnt_conv_geom *g, size_t n, size_t f, cf w, cf b, cf x,
+                       float *y),
+  (g, n, f, w, b, x, y))
 
 /* The CPU's table with every op of NNT_KOP_LIST replaced by its wrapper. */
 static nnt_kernels rec_table(void) {
@@ -270,7 +273,7 @@ static void run_recorded(const char *text) {
     char who[256];
     snprintf(who, sizeof who, "layer type '%s' (layer '%s')", w->orig->type, w->l->name);
     /* forward_saved's ops only where the backend supports them */
-    assert_covered(who, w->seen, w->orig->kops | w->orig->saved_kops);
+    assert_covered(who, w->seen, w->orig->kops | w->orig->saved_kops | w->orig->opt_kops);
     if (w->seen)
       note_ran(w->orig, w->seen);
   }
