@@ -28,28 +28,12 @@ typedef struct dc_job {
               float *out);
 } dc_job;
 
-/* The output columns [lo, hi) whose input column ox*sw + off lies inside
- * [0, w) (as cpu_window.c's). */
-static void dc_valid_cols(const nnt_conv_geom *g, long off, unsigned *lo, unsigned *hi) {
-  long a = 0, b;
-  if (off < 0)
-    a = (-off + g->sw - 1) / g->sw;
-  long last = (long)g->w - 1 - off;
-  b = last < 0 ? 0 : last / g->sw + 1;
-  if (b > (long)g->ow)
-    b = g->ow;
-  if (a > b)
-    a = b;
-  *lo = (unsigned)a;
-  *hi = (unsigned)b;
-}
-
 /* The positions [lo, hi) of an output row whose whole window lies inside
  * the input's columns. */
 static void dc_interior(const nnt_conv_geom *g, unsigned *lo, unsigned *hi) {
   unsigned l0, h0, l1, h1;
-  dc_valid_cols(g, -(long)g->pl, &l0, &h0);
-  dc_valid_cols(g, (long)(g->kw - 1) * g->dw - (long)g->pl, &l1, &h1);
+  nnt_cpu_valid_cols(g, -(long)g->pl, &l0, &h0);
+  nnt_cpu_valid_cols(g, (long)(g->kw - 1) * g->dw - (long)g->pl, &l1, &h1);
   *lo = l0 > l1 ? l0 : l1;
   *hi = h0 < h1 ? h0 : h1;
   if (*hi < *lo)

@@ -50,6 +50,9 @@ int nnt_cpu_upsample_nearest_bwd(const struct nnt_kernels *self, size_t rows, si
                                  size_t kh, size_t kw, const float *dy, float *dx);
 
 struct nnt_conv_geom;
+/* The output columns [lo, hi) whose input column ox * sw + off lies inside
+ * [0, w) (cpu_window.c; the direct convolution uses it too). */
+void nnt_cpu_valid_cols(const struct nnt_conv_geom *g, long off, unsigned *lo, unsigned *hi);
 int nnt_cpu_im2col(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                    const float *x, float *col);
 int nnt_cpu_conv_fwd(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,

@@ -7,9 +7,9 @@
 #include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/compute/kernels.h"
 
-/* The output columns [lo, hi) whose input column ox*sw - pl + off lies
- * inside [0, w). */
-static void valid_cols(const nnt_conv_geom *g, long off, unsigned *lo, unsigned *hi) {
+/* The output columns [lo, hi) whose input column ox*sw + off lies inside
+ * [0, w) (off: a tap's offset less the left padding). */
+void nnt_cpu_valid_cols(const nnt_conv_geom *g, long off, unsigned *lo, unsigned *hi) {
   long a = 0, b = g->ow;
   /* ox * sw + off >= 0 */
   if (off < 0)
@@ -36,7 +36,7 @@ static int im2col_flat(const nnt_conv_geom *g) {
 }
 
 /* One row (c, a, b) of im2col_flat: off is b*dw - pl, [lo, hi) its valid
- * output columns (valid_cols). */
+ * output columns (nnt_cpu_valid_cols). */
 static void im2col_flat_row(const nnt_conv_geom *g, const float *xc, unsigned a, long off,
                             unsigned lo, unsigned hi, float *row) {
   size_t ow = g->ow;
@@ -79,7 +79,7 @@ static void im2col1(const nnt_conv_geom *g, size_t c0, size_t c1, const float *x
         float *row = col + (((size_t)c * g->kh + a) * g->kw + b) * ld;
         long off = (long)b * g->dw - g->pl;
         unsigned lo, hi;
-        valid_cols(g, off, &lo, &hi);
+        nnt_cpu_valid_cols(g, off, &lo, &hi);
         if (flat) {
           im2col_flat_row(g, x + (size_t)c * g->h * g->w, a, off, lo, hi, row);
           continue;
@@ -150,7 +150,7 @@ static void col2im1(const nnt_conv_geom *g, size_t c0, size_t c1, const float *c
         const float *row = col + (((size_t)c * g->kh + a) * g->kw + b) * ld;
         long off = (long)b * g->dw - g->pl;
         unsigned lo, hi;
-        valid_cols(g, off, &lo, &hi);
+        nnt_cpu_valid_cols(g, off, &lo, &hi);
         for (unsigned oy = 0; oy < g->oh; oy++) {
           long iy = (long)oy * g->sh - g->pt + (long)a * g->dh;
           if (iy < 0 || iy >= (long)g->h)

@@ -70,14 +70,6 @@ static nnt_model *load(const char *name, const char *text, int memopt, int poiso
   return m;
 }
 
-static const nnt_node *node(const nnt_model *m, const char *name) {
-  for (size_t i = 0; i < m->n_nodes; i++)
-    if (!strcmp(m->nodes[i].layer->name, name))
-      return &m->nodes[i];
-  fail_msg("no node '%s'", name);
-  return NULL;
-}
-
 static int has_tensor(const nnt_mgr *g, const char *name) {
   for (size_t i = 0; i < g->n; i++)
     if (!strcmp(g->t[i].name, name))
@@ -179,7 +171,7 @@ static void test_residual_plan(void **state) {
   (void)state;
   nnt_model *m = load("residual.ini", RESIDUAL, 1, 0);
   const nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
-  const nnt_node *a = node(m, "a"), *b = node(m, "b"), *add = node(m, "add");
+  const nnt_node *a = tu_node(m, "a"), *b = tu_node(m, "b"), *add = tu_node(m, "add");
   assert_int_equal(a->n_consumers[0], 2);
   /* the addition, first in backward, writes a's sum; tanh adds into it */
   assert_direct(add, 1, a);
@@ -208,7 +200,7 @@ static void test_residual_plan(void **state) {
    * first one's is copied into the sum */
   m = load("residual.ini", RESIDUAL, 0, 0);
   g = &m->mgr[NNT_MODE_TRAIN];
-  a = node(m, "a"), b = node(m, "b"), add = node(m, "add");
+  a = tu_node(m, "a"), b = tu_node(m, "b"), add = tu_node(m, "add");
   assert_temporary(add, 1, a, NNT_D_COPY);
   assert_temporary(b, 0, a, NNT_D_ADD);
   assert_true(has_tensor(g, "add:d_in1"));
@@ -223,15 +215,15 @@ static void test_cases_bitwise(void **state) {
   const nnt_node *first[8];
   /* a's sum: add (in place over b); add's: flatten r (a view); d's: e
    * (reading it twice); e's: a layer of a shared weight */
-  assert_true(node(on, "add")->inplace);
-  assert_true(node(on, "r")->inplace);
+  assert_true(tu_node(on, "add")->inplace);
+  assert_true(tu_node(on, "r")->inplace);
   assert_int_equal(check_fanouts(on, first), 4);
-  assert_ptr_equal(first[0], node(on, "add"));
-  assert_ptr_equal(first[1], node(on, "r"));
-  assert_ptr_equal(first[2], node(on, "e"));
-  assert_true(first[3] == node(on, "f") || first[3] == node(on, "f2"));
-  assert_int_equal(node(on, "e")->dmode[0], NNT_D_DIRECT);
-  assert_int_equal(node(on, "e")->dmode[1], NNT_D_ADD);
+  assert_ptr_equal(first[0], tu_node(on, "add"));
+  assert_ptr_equal(first[1], tu_node(on, "r"));
+  assert_ptr_equal(first[2], tu_node(on, "e"));
+  assert_true(first[3] == tu_node(on, "f") || first[3] == tu_node(on, "f2"));
+  assert_int_equal(tu_node(on, "e")->dmode[0], NNT_D_DIRECT);
+  assert_int_equal(tu_node(on, "e")->dmode[1], NNT_D_ADD);
   assert_int_equal(check_fanouts(off, first), 4);
   /* the same weights, bit for bit; poison mode finds no read after death */
   if (nnt_model_train(on, NULL, NULL, &e) || nnt_model_train(off, NULL, NULL, &e))

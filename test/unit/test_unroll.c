@@ -61,19 +61,11 @@ static nnt_model *good(const char *text, const char *const *ov, size_t n_ov) {
   return m;
 }
 
-static const nnt_node *node(const nnt_model *m, const char *name) {
-  for (size_t i = 0; i < m->n_nodes; i++)
-    if (!strcmp(m->nodes[i].layer->name, name))
-      return &m->nodes[i];
-  fail_msg("no node '%s'", name);
-  return NULL;
-}
-
 /* Node name reads from (input k, output idx), and shares the weights of
  * owner (NULL: its own). */
 static void expect(const nnt_model *m, const char *name, const char *type,
                    const char *const *in, const unsigned *idx, const char *owner) {
-  const nnt_node *nd = node(m, name);
+  const nnt_node *nd = tu_node(m, name);
   assert_string_equal(nd->layer->ops->type, type);
   unsigned n = 0;
   while (in[n])
@@ -111,7 +103,7 @@ static void test_graph_chain(void **state) {
     expect(m, a, "fully_connected", IN(prev), NULL, "fc_in/0");
     expect(m, b, "fully_connected", IN(a), NULL, "fc_out/0");
     expect(m, act, "activation", IN(b), NULL, "fc_out/0/activation_realized");
-    assert_string_equal(node(m, b)->layer->shared_from, "fc_out/0");
+    assert_string_equal(tu_node(m, b)->layer->shared_from, "fc_out/0");
   }
   expect(m, "fc_out", "identity", IN("fc_out/2/activation_realized"), NULL, NULL);
   expect(m, "fc_out/loss_realized", "mse", IN("fc_out"), NULL, NULL);
@@ -135,7 +127,7 @@ static void test_graph_sequence(void **state) {
             "fc_out/2/activation_realized"),
          NULL, NULL);
   expect(m, "fc_out", "identity", IN("fc_out/concat_0"), NULL, NULL);
-  const nnt_node *id = node(m, "fc_out");
+  const nnt_node *id = tu_node(m, "fc_out");
   assert_int_equal(id->fc.out_dim[0].c, 3);
   assert_int_equal(id->fc.out_dim[0].w, 4);
   nnt_err e = {0};

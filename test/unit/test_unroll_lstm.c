@@ -120,14 +120,6 @@ static nnt_model *load(const char *text, int cell, const variant *v, gen *g) {
   return m;
 }
 
-static const nnt_node *node(const nnt_model *m, const char *name) {
-  for (size_t i = 0; i < m->n_nodes; i++)
-    if (!strcmp(m->nodes[i].layer->name, name))
-      return &m->nodes[i];
-  fail_msg("no node '%s'", name);
-  return NULL;
-}
-
 /* The floats of a weight file. */
 static float *file_floats(const char *path, size_t *n) {
   size_t bytes;
@@ -208,7 +200,7 @@ static void compare(nnt_model *cell, const variant *v, int *bitwise) {
   size_t n;
   float *w0 = file_floats(p0, &n);
   assert_int_equal(n, F * E + E + E * 4 * U + U * 4 * U + 4 * U + 4 * U);
-  const nnt_node *c0 = node(cell, "c/0");
+  const nnt_node *c0 = tu_node(cell, "c/0");
   static const char *const names[] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
   assert_int_equal(c0->fc.n_w, 4);
   size_t at = F * E + E;
@@ -233,7 +225,7 @@ static void compare(nnt_model *cell, const variant *v, int *bitwise) {
   /* the last step's cell state: no reader, no derivative tensor */
   char last[32];
   snprintf(last, sizeof last, "c/%d", T - 1);
-  const nnt_node *ln = node(cell, last);
+  const nnt_node *ln = tu_node(cell, last);
   assert_int_equal(ln->n_consumers[1], 0);
   assert_int_equal(ln->t_dout[1], -1);
   assert_null(ln->dout[1].data);
@@ -335,7 +327,7 @@ static void test_long_sequence(void **state) {
   enum { S = 64 };
   nnt_model *cell = load_long(long_cell, S, NULL, &gc),
             *lstm = load_long(long_lstm, S, NULL, &gl);
-  const nnt_node *root = node(cell, "c/concat_0");
+  const nnt_node *root = tu_node(cell, "c/concat_0");
   assert_int_equal(root->n_in, 5);
   assert_string_equal(cell->nodes[root->in_node[0]].layer->name, "c/0");
   static const unsigned first[] = {1, 17, 33, 49}, len[] = {16, 16, 16, 15};
@@ -401,7 +393,7 @@ static void test_long_sequence(void **state) {
   /* 300 steps: the root, 15 groups of 20 or 19 steps, each a concat of a
    * step and concats */
   nnt_model *big = load_long(long_cell, 300, NULL, &gc);
-  root = node(big, "c/concat_0");
+  root = tu_node(big, "c/concat_0");
   assert_int_equal(root->n_in, 16);
   const nnt_node *mid = &big->nodes[root->in_node[1]];
   assert_string_equal(mid->layer->ops->type, "concat");

@@ -315,6 +315,14 @@ size_t tu_each_app_ini(void (*fn)(const char *path, void *ud), void *ud) {
   return count;
 }
 
+const struct nnt_node *tu_node(const nnt_model *m, const char *name) {
+  for (size_t i = 0; i < m->n_nodes; i++)
+    if (!strcmp(m->nodes[i].layer->name, name))
+      return &m->nodes[i];
+  fail_msg("no node '%s'", name);
+  return NULL;
+}
+
 float *tu_weights_of(nnt_model *m) {
   float *w = malloc(m->wpool_floats * sizeof *w + 1);
   assert_non_null(w);

@@ -114,6 +114,9 @@ double tu_model_fd(nnt_model *m, float *x, size_t j, float eps);
 /* Every weight of m, read through its buffer (nnt_tensor_get) in weight
  * order, into a malloc'd array of m->wpool_floats floats. */
 float *tu_weights_of(nnt_model *m);
+/* The node of m's compiled graph running the layer named name (exactly);
+ * fails the test when there is none. */
+const struct nnt_node *tu_node(const nnt_model *m, const char *name);
 /* Fails the test when be is a Vulkan backend whose validation record holds
  * a message (each instance has its own record, gone with the instance), so
  * every test checks its own instance before it frees it. Any other backend
