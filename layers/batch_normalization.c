@@ -25,12 +25,6 @@ static void bn_init(nnt_layer *l) {
   p->beta_init = NNT_INIT_ZEROS;
 }
 
-static int set_init(const char *key, const char *value, nnt_init *out, nnt_err *e) {
-  if (nnt_init_from_name(value, out))
-    return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': unknown initializer '%s'", key, value);
-  return NNT_OK;
-}
-
 static int bn_set(nnt_layer *l, const char *key, const char *value, nnt_err *e) {
   bn_priv *p = l->priv;
   int rc;
@@ -57,13 +51,13 @@ static int bn_set(nnt_layer *l, const char *key, const char *value, nnt_err *e) 
     return NNT_OK;
   }
   if (nnt_streq(key, "moving_mean_initializer"))
-    return set_init(key, value, &p->mm_init, e);
+    return nnt_parse_init(key, value, &p->mm_init, e);
   if (nnt_streq(key, "moving_variance_initializer"))
-    return set_init(key, value, &p->mv_init, e);
+    return nnt_parse_init(key, value, &p->mv_init, e);
   if (nnt_streq(key, "gamma_initializer"))
-    return set_init(key, value, &p->gamma_init, e);
+    return nnt_parse_init(key, value, &p->gamma_init, e);
   if (nnt_streq(key, "beta_initializer"))
-    return set_init(key, value, &p->beta_init, e);
+    return nnt_parse_init(key, value, &p->beta_init, e);
   return NNT_ERR_NOKEY;
 }
 

@@ -23,19 +23,6 @@ static void ln_init(nnt_layer *l) {
   p->beta_init = NNT_INIT_ZEROS;
 }
 
-static int set_init(const char *key, const char *value, nnt_init *out, nnt_err *e) {
-  if (nnt_init_from_name(value, out))
-    return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': unknown initializer '%s'", key, value);
-  return NNT_OK;
-}
-
-static int set_decay(const char *key, const char *value, float *out, nnt_err *e) {
-  int rc = nnt_parse_float(key, value, out, e);
-  if (!rc && !(*out >= 0))
-    return nnt_err_set(e, NNT_ERR_INVAL, "key '%s': %s must not be negative", key, value);
-  return rc;
-}
-
 /* axis: a list of 0..3 (NNTrainer's Axis), sorted and unique there; the
  * set must be first..3 for some first >= 1. */
 static int set_axes(ln_priv *p, const char *key, const char *value, nnt_err *e) {
@@ -72,13 +59,13 @@ static int ln_set(nnt_layer *l, const char *key, const char *value, nnt_err *e) 
                                         value);
   }
   if (nnt_streq(key, "gamma_initializer"))
-    return set_init(key, value, &p->gamma_init, e);
+    return nnt_parse_init(key, value, &p->gamma_init, e);
   if (nnt_streq(key, "beta_initializer"))
-    return set_init(key, value, &p->beta_init, e);
+    return nnt_parse_init(key, value, &p->beta_init, e);
   if (nnt_streq(key, "weight_decay"))
-    return set_decay(key, value, &p->weight_decay, e);
+    return nnt_parse_nonneg_float(key, value, &p->weight_decay, e);
   if (nnt_streq(key, "bias_decay"))
-    return set_decay(key, value, &p->bias_decay, e);
+    return nnt_parse_nonneg_float(key, value, &p->bias_decay, e);
   return NNT_ERR_NOKEY;
 }
 

@@ -135,7 +135,7 @@ void nnt_weight_props_init(nnt_weight_props *p) {
   p->l2_constant = 1.0f;
 }
 
-static int parse_init(const char *key, const char *v, nnt_init *out, nnt_err *e) {
+int nnt_parse_init(const char *key, const char *v, nnt_init *out, nnt_err *e) {
   if (nnt_init_from_name(v, out))
     return nnt_err_set(e, NNT_ERR_INVAL,
                        "key '%s': unknown initializer '%s' (zeros, ones, lecun_normal, "
@@ -148,9 +148,9 @@ static int parse_init(const char *key, const char *v, nnt_init *out, nnt_err *e)
 int nnt_weight_props_set(nnt_weight_props *p, const char *key, const char *value,
                          nnt_err *e) {
   if (nnt_streq(key, "weight_initializer"))
-    return parse_init(key, value, &p->weight_init, e);
+    return nnt_parse_init(key, value, &p->weight_init, e);
   if (nnt_streq(key, "bias_initializer"))
-    return parse_init(key, value, &p->bias_init, e);
+    return nnt_parse_init(key, value, &p->bias_init, e);
   if (nnt_streq(key, "weight_regularizer")) {
     if (nnt_streq(value, "l2norm"))
       p->l2norm = 1;

@@ -28,6 +28,9 @@ typedef enum nnt_init {
 } nnt_init;
 int nnt_init_from_name(const char *name, nnt_init *out);
 const char *nnt_init_name(nnt_init i);
+/* An initializer key's value: NNT_OK, or NNT_ERR_INVAL naming the key, the
+ * value and the names it takes. */
+int nnt_parse_init(const char *key, const char *value, nnt_init *out, nnt_err *e);
 /* Values [first, first + n) of a weight by the initializer into w (host
  * memory), drawn from Philox under key (the model's seed) and stream (the
  * weight's index in save order): value i depends on (key, stream, i)
