@@ -53,6 +53,10 @@
 #define CONV_DIRECT_MAX_C 8
 #define CONV_DIRECT_MIN_PATCH 64
 #define CONV_DIRECT_MIN_FILTERS 16
+/* The forward and the derivative take conv_wino (a 3x3 window, stride 1)
+ * for at least CONV_WINO_MIN_C input channels and filters (measured:
+ * docs/performance.md) when the column scratch holds what it needs. */
+#define CONV_WINO_MIN_C 16
 
 typedef struct conv_priv {
   unsigned filters;
@@ -209,6 +213,24 @@ static int use_direct(const nnt_kernels *k, const conv_priv *p) {
          p->filters >= CONV_DIRECT_MIN_FILTERS;
 }
 
+/* Whether conv_wino computes y (filters) from x (c channels, geometry g)
+ * with the scratch s: see above. */
+static int use_wino(const nnt_kernels *k, const nnt_conv_geom *g, size_t c, size_t filters,
+                    unsigned batch, const nnt_tensor *s) {
+  size_t tiles = (size_t)batch * ((g->oh + 1) / 2) * ((g->ow + 1) / 2);
+  return k->conv_wino && nnt_wino_geom_ok(g) && c >= CONV_WINO_MIN_C &&
+         filters >= CONV_WINO_MIN_C && nnt_tensor_len(s) >= nnt_wino_min_scratch(c, filters, tiles);
+}
+
+/* The derivative's geometry as a convolution of dY (see conv_wino). */
+static nnt_conv_geom wino_dgeom(const conv_priv *p) {
+  const nnt_conv_geom *g = &p->g;
+  nnt_conv_geom d = {.c = p->filters, .h = g->oh, .w = g->ow, .kh = 3, .kw = 3, .sh = 1,
+                     .sw = 1, .dh = 1, .dw = 1, .oh = g->h, .ow = g->w};
+  d.pt = 2 - g->pt, d.pb = 2 - g->pb, d.pl = 2 - g->pl, d.pr = 2 - g->pr;
+  return d;
+}
+
 static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   conv_priv *p = l->priv;
   const nnt_conv_geom *g = &p->g;
@@ -220,6 +242,10 @@ static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   if (use_direct(k, p))
     return k->conv_fwd(k, g, batch, p->filters, ctx->w[0].data,
                        ctx->n_w > 1 ? ctx->w[1].data : NULL, ctx->in[0].data, ctx->out[0].data);
+  if (!pw && use_wino(k, g, g->c, p->filters, batch, &ctx->scratch[0]))
+    return k->conv_wino(k, g, batch, p->filters, 0, ctx->w[0].data,
+                        ctx->n_w > 1 ? ctx->w[1].data : NULL, ctx->in[0].data, ctx->out[0].data,
+                        ctx->scratch[0].data, nnt_tensor_len(&ctx->scratch[0]));
   for (unsigned b = 0; b < batch; b += p->nb) {
     unsigned n = batch - b < p->nb ? batch - b : p->nb;
     float *y = ctx->out[0].data + b * out_len, *col = ctx->in[0].data + b * in_len;
@@ -314,6 +340,12 @@ static int conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   }
   float *col = ctx->scratch[1].data;
   int rc;
+  if (nnt_wino_geom_ok(g)) {
+    nnt_conv_geom d = wino_dgeom(p);
+    if (use_wino(k, &d, p->filters, g->c, batch, &ctx->scratch[1]))
+      return k->conv_wino(k, &d, batch, g->c, 1, ctx->w[0].data, NULL, ctx->d_out[0].data,
+                          ctx->d_in[0].data, col, nnt_tensor_len(&ctx->scratch[1]));
+  }
   NNT_TRY(k->fill(k, nnt_tensor_len(&ctx->d_in[0]), 0.0f, ctx->d_in[0].data));
   for (unsigned b = 0; b < batch; b += p->bnb) {
     unsigned n = batch - b < p->bnb ? batch - b : p->bnb;
@@ -342,7 +374,7 @@ const nnt_layer_ops nnt_layer_conv2d = {
     .kops = NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM) | NNT_KOP_BIT(GEMM) |
             NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
             NNT_KOP_BIT(PERMUTE3),
-    .opt_kops = NNT_KOP_BIT(CONV_FWD),
+    .opt_kops = NNT_KOP_BIT(CONV_FWD) | NNT_KOP_BIT(CONV_WINO),
 };
 
 const nnt_layer_ops nnt_layer_conv1d = {
@@ -358,5 +390,5 @@ const nnt_layer_ops nnt_layer_conv1d = {
     .kops = NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM) | NNT_KOP_BIT(GEMM) |
             NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
             NNT_KOP_BIT(PERMUTE3),
-    .opt_kops = NNT_KOP_BIT(CONV_FWD),
+    .opt_kops = NNT_KOP_BIT(CONV_FWD) | NNT_KOP_BIT(CONV_WINO),
 };

@@ -63,6 +63,9 @@ int nnt_cpu_conv_fwd(const struct nnt_kernels *self, const struct nnt_conv_geom 
  * path the CPU has; conv_fwd takes the widest). */
 int nnt_cpu_conv_fwd_path(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
                           const float *w, const float *bias, const float *x, float *y);
+int nnt_cpu_conv_wino(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                      size_t filters, int flip, const float *w, const float *bias,
+                      const float *x, float *y, float *scratch, size_t scratch_len);
 int nnt_cpu_col2im(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                    const float *col, float *dx);
 int nnt_cpu_pool_fwd(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,

@@ -780,6 +780,7 @@ const nnt_kernels nnt_cpu_kernel_table = {
     .ln_bwd = nnt_cpu_ln_bwd,
     .pos_encoding = nnt_cpu_pos_encoding,
     .div = nnt_cpu_div,
+    .conv_wino = nnt_cpu_conv_wino,
 };
 
 /* The CPU kernel table: static, never freed. */

@@ -64,6 +64,25 @@ static inline size_t nnt_conv_img_stride(const nnt_conv_geom *g) {
  * cblas_sgemm takes int); layers refuse larger products at finalize. */
 #define NNT_GEMM_DIM_MAX ((size_t)INT_MAX)
 
+/* conv_wino: the geometry it takes (a 3x3 window, stride 1, dilation 1,
+ * padding at most 2 on each side, every channel of the images) and the
+ * scratch it needs, in floats, for c channels, f filters and t 2x2 tiles
+ * (n images of ceil(oh / 2) x ceil(ow / 2)): one slice of the transformed
+ * filters [f, c] and of the transformed input and products for
+ * min(t, NNT_WINO_MIN_TILES) tiles (cpu_winograd.c; more scratch, more
+ * slices and tiles at a time). */
+#define NNT_WINO_MIN_TILES 64
+static inline int nnt_wino_geom_ok(const struct nnt_conv_geom *g) {
+  return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
+         g->pt <= 2 && g->pb <= 2 && g->pl <= 2 && g->pr <= 2 && (!g->cs || g->cs == g->c) &&
+         g->oh + 2 == g->h + g->pt + g->pb && g->ow + 2 == g->w + g->pl + g->pr;
+}
+static inline size_t nnt_wino_min_scratch(size_t c, size_t f, size_t t) {
+  if (t > NNT_WINO_MIN_TILES)
+    t = NNT_WINO_MIN_TILES;
+  return c * f + (c + f) * t;
+}
+
 /* The largest patch (c * kh * kw) conv_fwd takes. */
 #define NNT_CONV_DIRECT_MAX_PATCH 512
 
@@ -333,6 +352,17 @@ typedef struct nnt_kernels {
    * conv2d then takes the im2col path. */
   int (*conv_fwd)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                   size_t filters, const float *w, const float *bias, const float *x, float *y);
+  /* Winograd F(2x2, 3x3) convolution: y[i][f] = W[f] * window(x[i]) (+
+   * bias[f]; bias may be NULL) for n images of g (nnt_wino_geom_ok), y
+   * [n][filters][oh*ow] written whole; within rounding of im2col then
+   * gemm (the transforms round differently). flip 0: W is w [filters][c][3][3];
+   * flip 1: w is [c][filters][3][3] and W[f][ch] is w[ch][f] turned by 180
+   * degrees (conv2d's derivative: dX = this of dY). scratch: scratch_len
+   * floats of the caller's, at least nnt_wino_min_scratch (NNT_ERR_INVAL
+   * otherwise). Optional, like conv_fwd: NULL where a backend has none. */
+  int (*conv_wino)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                   size_t filters, int flip, const float *w, const float *bias, const float *x,
+                   float *y, float *scratch, size_t scratch_len);
 } nnt_kernels;
 
 /* The CPU backend (OpenBLAS + plain loops). */

@@ -341,6 +341,9 @@ F(ln_bwd, (size_t r, size_t c, cf x, cf dy, cf mean, cf is, cf g, float *dx, flo
   (r, c, H(x), H(dy), H(mean), H(is), H(g), H(dx), H(dg), H(db)))
 F(pos_encoding, (size_t t, size_t d, float *tab), (C(tab, t * d)), (t, d, H(tab)))
 F(div, (size_t n, cf a, cf b, float *y), (C(a, n) C(b, n) C(y, n)), (n, H(a), H(b), H(y)))
+F(conv_wino, (cg g, size_t n, size_t f, int flip, cf w, cf b, cf x, float *y, float *s, size_t sl),
+  (C(w, f * g->c * 9) C(b, b ? f : 0) C(x, n * GEO_IN(g)) C(y, n * f * GEO_OUT(g)) C(s, sl)),
+  (g, n, f, flip, H(w), H(b), H(x), H(y), H(s), sl))
 #undef F
 #undef H
 #undef C

@@ -1,0 +1,238 @@
+/* The CPU's Winograd F(2x2, 3x3) convolution (conv_wino) against a naive
+ * double-precision convolution, forward and flipped (the derivative's
+ * form), over odd and even sizes, padding 0, 1, 2 and uneven, 1 to 3
+ * images, 1 to 17 channels, bias and none, with the least scratch it
+ * takes (one slice per pass, chunks of NNT_WINO_MIN_TILES tiles), with
+ * some more and with all 16 slices in one pass; the same bits on 1 and 2
+ * threads; its refusals; and conv2d's forward and derivative through it
+ * against the same layer on im2col and gemm (the table without
+ * conv_wino), with the path checked to be taken. */
+#include "fd_harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nntrainer/compute/cpu_impl.h"
+#include "nntrainer/compute/kernels.h"
+#include "nntrainer/philox.h"
+
+typedef struct wcase {
+  unsigned c, h, w, pt, pb, pl, pr, filters, n, bias;
+} wcase;
+
+static const wcase CASES[] = {
+    {1, 4, 4, 0, 0, 0, 0, 1, 1, 0},     /* one tile */
+    {3, 7, 9, 1, 1, 1, 1, 5, 2, 1},     /* odd output, same padding */
+    {16, 8, 8, 1, 1, 1, 1, 16, 3, 1},   /* even, 3 images */
+    {17, 5, 6, 0, 0, 0, 0, 9, 2, 1},    /* odd rows, even columns, no padding */
+    {2, 6, 11, 2, 0, 1, 2, 3, 1, 0},    /* uneven padding, 2 on a side */
+    {5, 13, 3, 1, 0, 0, 1, 17, 3, 1},   /* narrow */
+    {4, 20, 21, 1, 1, 1, 1, 6, 2, 0},   /* more tiles than a chunk */
+    {8, 3, 3, 2, 2, 2, 2, 4, 2, 1},     /* derivative-like padding 2 */
+};
+
+static nnt_conv_geom geom(const wcase *d) {
+  nnt_conv_geom g = {.c = d->c, .h = d->h, .w = d->w, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+                     .dh = 1, .dw = 1, .pt = d->pt, .pb = d->pb, .pl = d->pl, .pr = d->pr};
+  g.oh = d->h + d->pt + d->pb - 2;
+  g.ow = d->w + d->pl + d->pr - 2;
+  return g;
+}
+
+static float *rnd(nnt_rng *r, size_t n) {
+  float *x = malloc((n ? n : 1) * sizeof *x);
+  tu_fill_uniform(r, x, n, -1.0f, 1.0f);
+  return x;
+}
+
+/* The bound: |y - exact| <= 1e-5 * max(1, sum of |terms|). Winograd's
+ * transforms add and subtract up to 4 input and 9 filter values before the
+ * products (|V| <= 4 max|x|, |U| <= 2.25 max|w|) and 9 products' sums
+ * after, so its rounding error is a few times im2col's (up to 2.2e-7 of the
+ * terms' sum on these cases, printed by the test); 1e-5 leaves a margin of
+ * 45 over that and still catches a wrong tap, tile or
+ * edge (an error of a whole term). */
+#define TOL 1e-5
+
+/* y against a double-precision convolution; flip: W[f][ch] is w[ch][f]
+ * turned by 180 degrees. */
+static double check_naive(const wcase *d, const nnt_conv_geom *g, int flip, const float *w,
+                          const float *b, const float *x, const float *y, const char *what) {
+  size_t plane = (size_t)g->oh * g->ow, in = (size_t)d->c * d->h * d->w;
+  double worst = 0;
+  for (size_t i = 0; i < d->n; i++)
+    for (size_t f = 0; f < d->filters; f++)
+      for (unsigned oy = 0; oy < g->oh; oy++)
+        for (unsigned ox = 0; ox < g->ow; ox++) {
+          double s = d->bias ? b[f] : 0.0, mag = fabs(s);
+          for (unsigned c = 0; c < d->c; c++)
+            for (unsigned a = 0; a < 3; a++)
+              for (unsigned q = 0; q < 3; q++) {
+                long iy = (long)oy - d->pt + a, ix = (long)ox - d->pl + q;
+                if (iy < 0 || iy >= (long)d->h || ix < 0 || ix >= (long)d->w)
+                  continue;
+                float wv = flip ? w[(c * d->filters + f) * 9 + (2 - a) * 3 + (2 - q)]
+                                : w[(f * d->c + c) * 9 + a * 3 + q];
+                double t = (double)wv * x[i * in + (c * d->h + iy) * d->w + ix];
+                s += t;
+                mag += fabs(t);
+              }
+          float got = y[(i * d->filters + f) * plane + oy * g->ow + ox];
+          double err = fabs(got - s) / (mag > 1 ? mag : 1);
+          if (err > worst)
+            worst = err;
+          if (err > TOL)
+            fail_msg("%s c%u h%u w%u f%u n%u flip %d: image %zu filter %zu (%u, %u): %g, "
+                     "want %g",
+                     what, d->c, d->h, d->w, d->filters, d->n, flip, i, f, oy, ox, got, s);
+        }
+  return worst;
+}
+
+static void test_against_naive(void **state) {
+  (void)state;
+  const nnt_kernels *k = nnt_kernels_cpu();
+  nnt_rng r;
+  nnt_rng_seed(&r, 11);
+  double worst = 0;
+  unsigned runs = 0;
+  for (size_t ci = 0; ci < NNT_ARRAY_LEN(CASES); ci++) {
+    const wcase *d = &CASES[ci];
+    nnt_conv_geom g = geom(d);
+    size_t plane = (size_t)g.oh * g.ow, in = (size_t)d->c * d->h * d->w;
+    size_t tiles = (size_t)d->n * ((g.oh + 1) / 2) * ((g.ow + 1) / 2);
+    size_t ylen = d->n * d->filters * plane, wlen = (size_t)d->filters * d->c * 9;
+    float *w = rnd(&r, wlen), *b = rnd(&r, d->filters), *x = rnd(&r, d->n * in);
+    float *y = malloc(ylen * sizeof *y), *y2 = malloc(ylen * sizeof *y2);
+    /* the least scratch, a little more (2 slices or smaller chunks), and
+     * all 16 slices with every tile */
+    size_t least = nnt_wino_min_scratch(d->c, d->filters, tiles);
+    size_t lens[] = {least, 2 * least + 2 * (d->c + d->filters),
+                     16 * (d->c * d->filters + (d->c + d->filters) * tiles)};
+    for (int flip = 0; flip < 2; flip++)
+      for (size_t li = 0; li < NNT_ARRAY_LEN(lens); li++) {
+        float *s = malloc(lens[li] * sizeof *s);
+        tu_fill_uniform(&r, y, ylen, 100.0f, 200.0f); /* written whole */
+        assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w, d->bias ? b : NULL,
+                                      x, y, s, lens[li]),
+                         NNT_OK);
+        double e = check_naive(d, &g, flip, w, b, x, y, "conv_wino");
+        worst = e > worst ? e : worst;
+        /* the same bits on two threads */
+        nnt_err err = {0};
+        assert_int_equal(nnt_cpu_set_threads(2, &err), NNT_OK);
+        assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w, d->bias ? b : NULL,
+                                      x, y2, s, lens[li]),
+                         NNT_OK);
+        assert_int_equal(nnt_cpu_set_threads(1, &err), NNT_OK);
+        assert_memory_equal(y, y2, ylen * sizeof *y);
+        free(s);
+        runs++;
+      }
+    free(w), free(b), free(x), free(y), free(y2);
+  }
+  assert_int_equal(runs, NNT_ARRAY_LEN(CASES) * 6);
+  print_message("largest error / terms' magnitude: %.3g\n", worst);
+}
+
+static void test_refusals(void **state) {
+  (void)state;
+  const nnt_kernels *k = nnt_kernels_cpu();
+  float v[4096] = {0};
+  wcase d = {2, 6, 6, 1, 1, 1, 1, 3, 1, 0};
+  nnt_conv_geom g = geom(&d);
+  size_t least = nnt_wino_min_scratch(2, 3, 9);
+  assert_int_equal(least, 2 * 3 + 5 * 9);
+  assert_int_equal(k->conv_wino(k, &g, 1, 3, 0, v, NULL, v, v, v, least), NNT_OK);
+  assert_int_equal(k->conv_wino(k, &g, 1, 3, 0, v, NULL, v, v, v, least - 1), NNT_ERR_INVAL);
+  nnt_conv_geom s2 = g;
+  s2.sh = 2, s2.oh = 3;
+  assert_int_equal(k->conv_wino(k, &s2, 1, 3, 0, v, NULL, v, v, v, 4096), NNT_ERR_INVAL);
+  nnt_conv_geom k5 = g;
+  k5.kh = k5.kw = 5, k5.oh = k5.ow = 4;
+  assert_int_equal(k->conv_wino(k, &k5, 1, 3, 0, v, NULL, v, v, v, 4096), NNT_ERR_INVAL);
+  nnt_conv_geom dil = g;
+  dil.dw = 2, dil.ow = 4;
+  assert_int_equal(k->conv_wino(k, &dil, 1, 3, 0, v, NULL, v, v, v, 4096), NNT_ERR_INVAL);
+  nnt_conv_geom p3 = g;
+  p3.pt = 3, p3.oh = 9;
+  assert_int_equal(k->conv_wino(k, &p3, 1, 3, 0, v, NULL, v, v, v, 4096), NNT_ERR_INVAL);
+  nnt_conv_geom blk = g;
+  blk.cs = 3; /* a block of channels: not taken */
+  assert_int_equal(k->conv_wino(k, &blk, 1, 3, 0, v, NULL, v, v, v, 4096), NNT_ERR_INVAL);
+  nnt_conv_geom bad = g;
+  bad.oh = 5; /* not the window's output size */
+  assert_int_equal(k->conv_wino(k, &bad, 1, 3, 0, v, NULL, v, v, v, 4096), NNT_ERR_INVAL);
+}
+
+/* The CPU's table with conv_wino counting its calls, and without it. */
+static unsigned wino_calls;
+static int counting_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
+                         size_t filters, int flip, const float *w, const float *bias,
+                         const float *x, float *y, float *s, size_t sl) {
+  wino_calls++;
+  return nnt_kernels_cpu()->conv_wino(self, g, n, filters, flip, w, bias, x, y, s, sl);
+}
+
+/* conv2d through conv_wino (forward and derivative) against the same
+ * layer on im2col and gemm: shapes where the layer takes it (at least 16
+ * channels and filters, 3x3, stride 1, padding 0 or 1). */
+static void test_layer(void **state) {
+  (void)state;
+  static const struct {
+    const char *filters, *padding;
+    unsigned c, h, w, n, calls;
+  } L[] = {
+      {"16", "1", 16, 8, 8, 3, 2},   {"17", "0", 16, 7, 9, 2, 2}, {"16", "same", 18, 5, 5, 1, 2},
+      {"20", "1,0", 16, 6, 7, 2, 2},
+      /* the derivative's column block (5 channels of 4 images) is less
+       * than conv_wino's least scratch: im2col there */
+      {"24", "0,1", 32, 4, 4, 4, 1},
+  };
+  nnt_kernels with = *nnt_kernels_cpu(), without = with;
+  with.conv_wino = counting_wino;
+  without.conv_wino = NULL;
+  for (size_t i = 0; i < NNT_ARRAY_LEN(L); i++) {
+    const char *props[] = {"filters", L[i].filters, "kernel_size", "3", "padding",
+                           L[i].padding, NULL};
+    fd_harness h;
+    fd_setup(&h, "conv2d", props, nnt_dim_make(L[i].n, L[i].c, L[i].h, L[i].w), 0);
+    size_t ylen = nnt_tensor_len(&h.out), xlen = nnt_tensor_len(&h.din);
+    float *y = malloc(ylen * sizeof *y), *dx = malloc(xlen * sizeof *dx);
+    nnt_rng r;
+    nnt_rng_seed(&r, 5 + i);
+    tu_fill_uniform(&r, h.dout.data, ylen, -1.0f, 1.0f);
+    unsigned before = wino_calls;
+    h.ctx.k = &with;
+    assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
+    memcpy(y, h.out.data, ylen * sizeof *y);
+    assert_int_equal(h.l->ops->calc_derivative(h.l, &h.ctx), NNT_OK);
+    memcpy(dx, h.din.data, xlen * sizeof *dx);
+    if (wino_calls - before != L[i].calls) /* forward and derivative */
+      fail_msg("case %zu: conv_wino called %u times, not %u", i, wino_calls - before,
+               L[i].calls);
+    h.ctx.k = &without;
+    assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
+    assert_int_equal(h.l->ops->calc_derivative(h.l, &h.ctx), NNT_OK);
+    /* both within the naive bound of each other: 1e-5 of the largest
+     * value's magnitude (the inputs and weights are of order 1) */
+    for (size_t q = 0; q < ylen; q++)
+      if (fabs(y[q] - h.out.data[q]) > TOL * (1 + fabs(h.out.data[q])) * L[i].c * 9)
+        fail_msg("case %zu: y[%zu] %g, im2col %g", i, q, y[q], h.out.data[q]);
+    for (size_t q = 0; q < xlen; q++)
+      if (fabs(dx[q] - h.din.data[q]) > TOL * (1 + fabs(h.din.data[q])) * atoi(L[i].filters) * 9)
+        fail_msg("case %zu: dx[%zu] %g, im2col %g", i, q, dx[q], h.din.data[q]);
+    free(y), free(dx);
+    fd_teardown(&h);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_against_naive),
+      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_layer),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
