@@ -12,18 +12,20 @@
  * All of it lives in the caller's scratch (conv2d's planned column buffer):
  * kg slices of U, V and M at a time for a chunk of tc tiles, as many as fit,
  * kg = 16 where the 16 slices of U fit (one pass: the output transform
- * stores y), else 8, 4, 2 or 1 slices per pass, each pass adding its
- * part of A^T M A to y (the transform is linear in M; the slices of the
- * other passes count as zeros). The filter transform of a pass is made
- * once, for every chunk.
+ * stores y), else 8 or 4 slices per pass, each pass adding its part of
+ * A^T M A to y (the transform is linear in M; the slices of the other
+ * passes count as zeros). The filter transform of a pass is made once,
+ * for every chunk. Fewer slices per pass are refused: every pass
+ * transforms the filters and reads the input again, and at 1 slice
+ * (ResNet-18's stage 4 in its column scratch) that took twice im2col's
+ * time (docs/performance.md).
  * flip: the derivative of a stride-1 3x3 convolution is one of dY with
  * the window turned by 180 degrees and filters and channels swapped; w is
  * then the forward's [C][F][3][3] (C the forward's filters, F its
  * channels) and the filter transform reads it that way.
  * Threads (cpu_pool.c): the transforms split over channels, filters or
  * filters of U; the kg products of a pass run one per part (one-thread
- * OpenBLAS sgemms), a single product is split by columns as the gemm op
- * does. Every value is computed by the same arithmetic on any thread
+ * OpenBLAS sgemms). Every value is computed by the same arithmetic on any thread
  * count. The transforms are plain C loops over the tiles of a row
  * (contiguous in V and M), which the compiler vectorizes. */
 #include <cblas.h>
@@ -47,13 +49,22 @@ typedef struct wino_job {
   unsigned k0, kg;
   size_t t0, tc; /* the chunk: tiles [t0, t0 + tc); tc is also V's, M's row length */
   int first;     /* the first pass: store y (+ bias), else add */
+  const struct wino_seg *seg; /* the chunk's tile rows, nseg of them */
+  size_t nseg;
 } wino_job;
 
+/* Tiles [tl, tl + len) of a chunk (chunk-local numbers) are one tile row's
+ * from column tx: image i, tile row ty. */
+typedef struct wino_seg {
+  unsigned i, ty, tx, len, tl;
+} wino_seg;
+
 /* The slices of a pass and the tiles of a chunk for len floats of scratch
- * (0 when not even one slice and min(tiles, NNT_WINO_MIN_TILES) fit). */
+ * (0 when not even NNT_WINO_MIN_SLICES slices and min(tiles,
+ * NNT_WINO_MIN_TILES) tiles fit). */
 static int wino_plan(size_t c, size_t f, size_t tiles, size_t len, unsigned *kg, size_t *tc) {
   size_t want = tiles < NNT_WINO_MIN_TILES ? tiles : NNT_WINO_MIN_TILES;
-  for (unsigned k = 16; k >= 1; k /= 2) {
+  for (unsigned k = 16; k >= NNT_WINO_MIN_SLICES; k /= 2) {
     size_t u = (size_t)k * c * f;
     if (u >= len)
       continue;
@@ -71,97 +82,150 @@ static int wino_plan(size_t c, size_t f, size_t tiles, size_t len, unsigned *kg,
   return 0;
 }
 
-/* U for slices [k0, k0 + kg) of filters [f0, f1). */
+/* Row i of G times (a, b, c) for n columns: G's rows are (1, 0, 0),
+ * (1/2, 1/2, 1/2), (1/2, -1/2, 1/2), (0, 0, 1). */
+static void g_row(unsigned i, const float *a, const float *b, const float *c, float *out,
+                  size_t n) {
+  for (size_t q = 0; q < n; q++)
+    out[q] = i == 0   ? a[q]
+             : i == 1 ? 0.5f * (a[q] + b[q] + c[q])
+             : i == 2 ? 0.5f * (a[q] - b[q] + c[q])
+                      : c[q];
+}
+
+/* Channels per block of the filter transform. */
+#define UB 32
+
+/* U for slices [k0, k0 + kg) of filters [f0, f1): slice 4i + e is
+ * (G g G^T)[i][e], the same arithmetic whatever slices a pass holds; a
+ * block of UB channels at a time, the filters' taps gathered first so the
+ * arithmetic runs along the channels. */
 static void u_part(void *arg, size_t f0, size_t f1) {
   const wino_job *j = arg;
+  float g[9][UB], t[3][UB];
   for (size_t f = f0; f < f1; f++)
-    for (size_t c = 0; c < j->c; c++) {
-      const float *src = j->flip ? j->w + (c * j->f + f) * 9 : j->w + (f * j->c + c) * 9;
-      float g[9], t[4][3], u[16];
-      for (int q = 0; q < 9; q++)
-        g[q] = j->flip ? src[8 - q] : src[q];
-      for (int b = 0; b < 3; b++) { /* G g: rows */
-        t[0][b] = g[b];
-        t[1][b] = 0.5f * (g[b] + g[3 + b] + g[6 + b]);
-        t[2][b] = 0.5f * (g[b] - g[3 + b] + g[6 + b]);
-        t[3][b] = g[6 + b];
+    for (size_t c0 = 0; c0 < j->c; c0 += UB) {
+      size_t nc = j->c - c0 < UB ? j->c - c0 : UB;
+      for (size_t cc = 0; cc < nc; cc++) {
+        size_t c = c0 + cc;
+        const float *src = j->flip ? j->w + (c * j->f + f) * 9 : j->w + (f * j->c + c) * 9;
+        for (int q = 0; q < 9; q++)
+          g[q][cc] = j->flip ? src[8 - q] : src[q];
       }
-      for (int a = 0; a < 4; a++) { /* (G g) G^T: columns */
-        u[4 * a] = t[a][0];
-        u[4 * a + 1] = 0.5f * (t[a][0] + t[a][1] + t[a][2]);
-        u[4 * a + 2] = 0.5f * (t[a][0] - t[a][1] + t[a][2]);
-        u[4 * a + 3] = t[a][2];
+      for (unsigned i = j->k0 / 4; i <= (j->k0 + j->kg - 1) / 4; i++) {
+        for (int b = 0; b < 3; b++) /* row i of G g */
+          g_row(i, g[b], g[3 + b], g[6 + b], t[b], nc);
+        for (unsigned k = 4 * i; k < 4 * i + 4; k++)
+          if (k >= j->k0 && k < j->k0 + j->kg) /* times column k % 4 of G^T */
+            g_row(k % 4, t[0], t[1], t[2], j->u + ((k - j->k0) * j->f + f) * j->c + c0, nc);
       }
-      for (unsigned k = 0; k < j->kg; k++)
-        j->u[(k * j->f + f) * j->c + c] = u[j->k0 + k];
     }
 }
 
-/* The tiles [t, t + len) of one tile row: image *i, row *ty, from column
- * *tx; the next segment of [t, end) (the chunk). */
-static size_t segment(const wino_job *j, size_t t, size_t end, size_t *i, size_t *ty,
-                      size_t *tx) {
-  size_t per = j->th * j->tw, r = t % per;
-  *i = t / per;
-  *ty = r / j->tw;
-  *tx = r % j->tw;
-  size_t len = j->tw - *tx;
-  return len < end - t ? len : end - t;
+/* The chunk's segments (at most WINO_MAX_TILES: one per tile at worst). */
+static size_t segments(const wino_job *j, wino_seg *seg) {
+  size_t per = j->th * j->tw, ns = 0;
+  for (size_t t = j->t0, end = j->t0 + j->tc; t < end; ns++) {
+    size_t r = t % per, tx = r % j->tw, len = j->tw - tx;
+    if (len > end - t)
+      len = end - t;
+    seg[ns] = (wino_seg){(unsigned)(t / per), (unsigned)(r / j->tw), (unsigned)tx,
+                         (unsigned)len, (unsigned)(t - j->t0)};
+    t += len;
+  }
+  return ns;
 }
 
-/* V of channels [c0, c1) for the chunk's tiles. */
+/* Row a of B^T d at column x of the rows p: B^T's rows are (1, 0, -1, 0),
+ * (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1). */
+static inline float bt(unsigned a, const float *const p[4], long x) {
+  return a == 0   ? p[0][x] - p[2][x]
+         : a == 1 ? p[1][x] + p[2][x]
+         : a == 2 ? p[2][x] - p[1][x]
+                  : p[1][x] - p[3][x];
+}
+
+/* Row a of B^T d B for tiles [q0, q1) of a block, into o[0..3] (its 4
+ * slices); the tiles' columns 2q .. 2q + 3 of p readable. */
+static void v_row(unsigned a, const float *const p[4], size_t q0, size_t q1,
+                  float *const o[4]) {
+  float *o0 = o[0], *o1 = o[1], *o2 = o[2], *o3 = o[3];
+#define V_LOOP(A)                                                                         \
+  for (size_t q = q0; q < q1; q++) {                                                      \
+    float c0 = bt(A, p, 2 * (long)q), c1 = bt(A, p, 2 * (long)q + 1);                     \
+    float c2 = bt(A, p, 2 * (long)q + 2), c3 = bt(A, p, 2 * (long)q + 3);                 \
+    o0[q] = c0 - c2, o1[q] = c1 + c2, o2[q] = c2 - c1, o3[q] = c1 - c3;                   \
+  }
+  switch (a) { /* a constant in each loop, so each vectorizes */
+  case 0:
+    V_LOOP(0) break;
+  case 1:
+    V_LOOP(1) break;
+  case 2:
+    V_LOOP(2) break;
+  default:
+    V_LOOP(3)
+  }
+#undef V_LOOP
+}
+
+/* V of channels [c0, c1) for the chunk's tiles: a block of up to WB tiles
+ * of a tile row reads 2 WB + 2 columns of 4 input rows where they lie;
+ * rows outside the image read zeros, and the tiles whose columns leave
+ * the image read a copy of theirs padded with zeros. */
 static void v_part(void *arg, size_t c0, size_t c1) {
   const wino_job *j = arg;
   const nnt_conv_geom *g = j->g;
-  float r[4][2 * WB + 2], t[4][2 * WB + 2], junk[WB];
+  static const float zeros[2 * WB + 2];
+  float junk[WB], pad[4][4];
   for (size_t c = c0; c < c1; c++)
-    for (size_t tt = j->t0, end = j->t0 + j->tc; tt < end;) {
-      size_t i, ty, tx, len = segment(j, tt, end, &i, &ty, &tx);
+    for (size_t sg = 0; sg < j->nseg; sg++) {
+      size_t i = j->seg[sg].i, ty = j->seg[sg].ty, tx = j->seg[sg].tx, len = j->seg[sg].len;
+      size_t tl = j->seg[sg].tl;
       const float *xc = j->x + (i * j->c + c) * g->h * g->w;
       for (size_t b = 0; b < len; b += WB) {
-        size_t nt = len - b < WB ? len - b : WB, L = 2 * nt + 2;
+        size_t nt = len - b < WB ? len - b : WB;
         long x0 = 2 * (long)(tx + b) - (long)g->pl;
-        for (int a = 0; a < 4; a++) { /* the 4 input rows, zeros outside */
+        /* the tiles [q0, q1) whose 4 columns lie inside the image */
+        long lo = x0 < 0 ? -x0 : 0, hi = (long)g->w - x0;
+        size_t q0 = (size_t)(lo + 1) / 2, q1 = hi >= 4 ? (size_t)(hi - 4) / 2 + 1 : 0;
+        if (q1 > nt)
+          q1 = nt;
+        if (q1 < q0)
+          q1 = q0;
+        const float *p[4];
+        for (int a = 0; a < 4; a++) {
           long iy = 2 * (long)ty - (long)g->pt + a;
-          if (iy < 0 || iy >= (long)g->h) {
-            memset(r[a], 0, L * sizeof(float));
-            continue;
-          }
-          const float *row = xc + (size_t)iy * g->w;
-          long lo = x0 < 0 ? -x0 : 0, hi = (long)g->w - x0;
-          if (hi > (long)L)
-            hi = (long)L;
-          if (hi < lo)
-            hi = lo;
-          memset(r[a], 0, (size_t)lo * sizeof(float));
-          if (hi > lo)
-            memcpy(r[a] + lo, row + x0 + lo, (size_t)(hi - lo) * sizeof(float));
-          memset(r[a] + hi, 0, (L - (size_t)hi) * sizeof(float));
+          /* column 0 of the block (only [lo, hi) is read) */
+          p[a] = iy < 0 || iy >= (long)g->h ? zeros : xc + (size_t)iy * g->w + x0;
         }
-        for (size_t q = 0; q < L; q++) { /* B^T d: rows */
-          t[0][q] = r[0][q] - r[2][q];
-          t[1][q] = r[1][q] + r[2][q];
-          t[2][q] = r[2][q] - r[1][q];
-          t[3][q] = r[1][q] - r[3][q];
-        }
-        for (unsigned a = 0; a < 4; a++) { /* (B^T d) B: columns */
-          float *o[4];
+        for (unsigned a = 0; a < 4; a++) {
+          if (4 * a + 3 < j->k0 || 4 * a >= j->k0 + j->kg)
+            continue; /* no slice of the pass in row a */
+          float *o[4]; /* its slices */
           for (unsigned e = 0; e < 4; e++) {
             unsigned k = 4 * a + e;
             o[e] = k >= j->k0 && k < j->k0 + j->kg
-                       ? j->v + ((k - j->k0) * j->c + c) * j->tc + (tt - j->t0) + b
+                       ? j->v + ((k - j->k0) * j->c + c) * j->tc + tl + b
                        : junk;
           }
-          const float *s = t[a];
-          for (size_t q = 0; q < nt; q++) {
-            o[0][q] = s[2 * q] - s[2 * q + 2];
-            o[1][q] = s[2 * q + 1] + s[2 * q + 2];
-            o[2][q] = s[2 * q + 2] - s[2 * q + 1];
-            o[3][q] = s[2 * q + 1] - s[2 * q + 3];
+          v_row(a, p, q0, q1, o);
+          for (size_t q = 0; q < nt; q++) { /* the edge tiles, padded */
+            if (q == q0 && q1 > q0)
+              q = q1;
+            if (q >= nt)
+              break;
+            const float *pp[4] = {pad[0], pad[1], pad[2], pad[3]};
+            for (int r = 0; r < 4; r++)
+              for (int x = 0; x < 4; x++) {
+                long col = 2 * (long)q + x;
+                pad[r][x] = col >= lo && col < hi ? p[r][col] : 0.0f;
+              }
+            float *oq[4] = {o[0] + q, o[1] + q, o[2] + q, o[3] + q};
+            v_row(a, pp, 0, 1, oq);
           }
         }
       }
-      tt += len;
     }
 }
 
@@ -184,8 +248,9 @@ static void y_part(void *arg, size_t f0, size_t f1) {
   float o[2][2 * WB];
   size_t plane = (size_t)g->oh * g->ow;
   for (size_t f = f0; f < f1; f++)
-    for (size_t tt = j->t0, end = j->t0 + j->tc; tt < end;) {
-      size_t i, ty, tx, len = segment(j, tt, end, &i, &ty, &tx);
+    for (size_t sg = 0; sg < j->nseg; sg++) {
+      size_t i = j->seg[sg].i, ty = j->seg[sg].ty, tx = j->seg[sg].tx, len = j->seg[sg].len;
+      size_t tl = j->seg[sg].tl;
       float *yf = j->y + (i * j->f + f) * plane;
       float bias = j->first && j->bias ? j->bias[f] : 0.0f;
       for (size_t b = 0; b < len; b += WB) {
@@ -193,7 +258,7 @@ static void y_part(void *arg, size_t f0, size_t f1) {
         const float *m[16];
         for (unsigned k = 0; k < 16; k++)
           m[k] = k >= j->k0 && k < j->k0 + j->kg
-                     ? j->m + ((k - j->k0) * j->f + f) * j->tc + (tt - j->t0) + b
+                     ? j->m + ((k - j->k0) * j->f + f) * j->tc + tl + b
                      : zero;
         for (size_t q = 0; q < nt; q++) {
           float s0[4], s1[4];
@@ -219,13 +284,13 @@ static void y_part(void *arg, size_t f0, size_t f1) {
               yr[q] += o[a][q];
         }
       }
-      tt += len;
     }
 }
 
 int nnt_cpu_conv_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
                       size_t filters, int flip, const float *w, const float *bias,
                       const float *x, float *y, float *scratch, size_t scratch_len) {
+  (void)self;
   if (!nnt_wino_geom_ok(g) || !w || !x || !y || !scratch || !filters)
     return NNT_ERR_INVAL;
   wino_job j = {.g = g, .n = n, .f = filters, .c = g->c, .th = (g->oh + 1) / 2,
@@ -239,20 +304,16 @@ int nnt_cpu_conv_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
   j.v = j.u + (size_t)j.kg * j.f * j.c;
   j.m = j.v + (size_t)j.kg * j.c * j.tc;
   size_t chunk = j.tc;
+  wino_seg seg[WINO_MAX_TILES];
+  j.seg = seg;
   for (j.k0 = 0; j.k0 < 16; j.k0 += j.kg) {
     j.first = j.k0 == 0;
     nnt_cpu_pool_for(j.f, 1, 1, u_part, &j);
     for (j.t0 = 0; j.t0 < tiles; j.t0 += chunk) {
       j.tc = tiles - j.t0 < chunk ? tiles - j.t0 : chunk;
+      j.nseg = segments(&j, seg);
       nnt_cpu_pool_for(j.c, 1, 1, v_part, &j);
-      if (j.kg > 1) {
-        nnt_cpu_pool_for_products(j.kg, 1, 1, m_part, &j);
-      } else {
-        int rc = self->gemm(self, 0, 0, j.f, j.tc, j.c, 1.0f, j.u, j.c, j.v, j.tc, 0.0f, j.m,
-                            j.tc);
-        if (rc)
-          return rc;
-      }
+      nnt_cpu_pool_for_products(j.kg, 1, 1, m_part, &j);
       nnt_cpu_pool_for(j.f, 1, 1, y_part, &j);
     }
   }

@@ -67,11 +67,12 @@ static inline size_t nnt_conv_img_stride(const nnt_conv_geom *g) {
 /* conv_wino: the geometry it takes (a 3x3 window, stride 1, dilation 1,
  * padding at most 2 on each side, every channel of the images) and the
  * scratch it needs, in floats, for c channels, f filters and t 2x2 tiles
- * (n images of ceil(oh / 2) x ceil(ow / 2)): one slice of the transformed
- * filters [f, c] and of the transformed input and products for
- * min(t, NNT_WINO_MIN_TILES) tiles (cpu_winograd.c; more scratch, more
- * slices and tiles at a time). */
+ * (n images of ceil(oh / 2) x ceil(ow / 2)): NNT_WINO_MIN_SLICES of the
+ * 16 slices of the transformed filters [f, c], of the transformed input
+ * and of the products for min(t, NNT_WINO_MIN_TILES) tiles
+ * (cpu_winograd.c; more scratch, more slices and tiles at a time). */
 #define NNT_WINO_MIN_TILES 64
+#define NNT_WINO_MIN_SLICES 4
 static inline int nnt_wino_geom_ok(const struct nnt_conv_geom *g) {
   return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
          g->pt <= 2 && g->pb <= 2 && g->pl <= 2 && g->pr <= 2 && (!g->cs || g->cs == g->c) &&
@@ -80,7 +81,7 @@ static inline int nnt_wino_geom_ok(const struct nnt_conv_geom *g) {
 static inline size_t nnt_wino_min_scratch(size_t c, size_t f, size_t t) {
   if (t > NNT_WINO_MIN_TILES)
     t = NNT_WINO_MIN_TILES;
-  return c * f + (c + f) * t;
+  return NNT_WINO_MIN_SLICES * (c * f + (c + f) * t);
 }
 
 /* The largest patch (c * kh * kw) conv_fwd takes. */
