@@ -136,37 +136,33 @@ static size_t segments(const wino_job *j, wino_seg *seg) {
   return ns;
 }
 
-/* Row a of B^T d at column x of the rows p: B^T's rows are (1, 0, -1, 0),
- * (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1). */
-static inline float bt(unsigned a, const float *const p[4], long x) {
-  return a == 0   ? p[0][x] - p[2][x]
-         : a == 1 ? p[1][x] + p[2][x]
-         : a == 2 ? p[2][x] - p[1][x]
-                  : p[1][x] - p[3][x];
-}
-
 /* Row a of B^T d B for tiles [q0, q1) of a block, into o[0..3] (its 4
- * slices); the tiles' columns 2q .. 2q + 3 of p readable. */
+ * slices); the tiles' columns 2q .. 2q + 3 of the rows p readable. Row a
+ * of B^T d is x + sg y with x, y two of the rows and sg +-1 (an exact
+ * product): B^T's rows are (1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0),
+ * (0, 1, 0, -1). */
 static void v_row(unsigned a, const float *const p[4], size_t q0, size_t q1,
                   float *const o[4]) {
-  float *o0 = o[0], *o1 = o[1], *o2 = o[2], *o3 = o[3];
-#define V_LOOP(A)                                                                         \
-  for (size_t q = q0; q < q1; q++) {                                                      \
-    float c0 = bt(A, p, 2 * (long)q), c1 = bt(A, p, 2 * (long)q + 1);                     \
-    float c2 = bt(A, p, 2 * (long)q + 2), c3 = bt(A, p, 2 * (long)q + 3);                 \
-    o0[q] = c0 - c2, o1[q] = c1 + c2, o2[q] = c2 - c1, o3[q] = c1 - c3;                   \
+  static const unsigned xs[4] = {0, 1, 2, 1}, ys[4] = {2, 2, 1, 3};
+  static const float sgs[4] = {-1.0f, 1.0f, -1.0f, -1.0f};
+  const float *restrict x = p[xs[a]], *restrict y = p[ys[a]];
+  const float sg = sgs[a];
+  float *restrict o0 = o[0], *restrict o1 = o[1], *restrict o2 = o[2], *restrict o3 = o[3];
+  float ev[WB + 1], od[WB + 1]; /* row a's even and odd columns from 2 q0 */
+  size_t n = q1 - q0;
+  if (!n)
+    return;
+  x += 2 * q0, y += 2 * q0, o0 += q0, o1 += q0, o2 += q0, o3 += q0;
+  for (size_t q = 0; q <= n; q++) {
+    ev[q] = x[2 * q] + sg * y[2 * q];
+    od[q] = x[2 * q + 1] + sg * y[2 * q + 1];
   }
-  switch (a) { /* a constant in each loop, so each vectorizes */
-  case 0:
-    V_LOOP(0) break;
-  case 1:
-    V_LOOP(1) break;
-  case 2:
-    V_LOOP(2) break;
-  default:
-    V_LOOP(3)
+  for (size_t q = 0; q < n; q++) {
+    o0[q] = ev[q] - ev[q + 1];
+    o1[q] = od[q] + ev[q + 1];
+    o2[q] = ev[q + 1] - od[q];
+    o3[q] = od[q] - od[q + 1];
   }
-#undef V_LOOP
 }
 
 /* V of channels [c0, c1) for the chunk's tiles: a block of up to WB tiles
@@ -177,7 +173,7 @@ static void v_part(void *arg, size_t c0, size_t c1) {
   const wino_job *j = arg;
   const nnt_conv_geom *g = j->g;
   static const float zeros[2 * WB + 2];
-  float junk[WB], pad[4][4];
+  float junk[WB];
   for (size_t c = c0; c < c1; c++)
     for (size_t sg = 0; sg < j->nseg; sg++) {
       size_t i = j->seg[sg].i, ty = j->seg[sg].ty, tx = j->seg[sg].tx, len = j->seg[sg].len;
@@ -199,30 +195,36 @@ static void v_part(void *arg, size_t c0, size_t c1) {
           /* column 0 of the block (only [lo, hi) is read) */
           p[a] = iy < 0 || iy >= (long)g->h ? zeros : xc + (size_t)iy * g->w + x0;
         }
-        for (unsigned a = 0; a < 4; a++) {
-          if (4 * a + 3 < j->k0 || 4 * a >= j->k0 + j->kg)
-            continue; /* no slice of the pass in row a */
-          float *o[4]; /* its slices */
-          for (unsigned e = 0; e < 4; e++) {
-            unsigned k = 4 * a + e;
-            o[e] = k >= j->k0 && k < j->k0 + j->kg
-                       ? j->v + ((k - j->k0) * j->c + c) * j->tc + tl + b
-                       : junk;
+        float *o[16]; /* the pass's slices at the block's first tile */
+        for (unsigned k = 0; k < 16; k++)
+          o[k] = k >= j->k0 && k < j->k0 + j->kg
+                     ? j->v + ((k - j->k0) * j->c + c) * j->tc + tl + b
+                     : junk;
+        for (unsigned a = 0; a < 4; a++)
+          if (4 * a + 3 >= j->k0 && 4 * a < j->k0 + j->kg) /* a slice of row a */
+            v_row(a, p, q0, q1, o + 4 * a);
+        for (size_t q = 0; q < nt; q++) { /* the edge tiles, padded */
+          if (q == q0 && q1 > q0)
+            q = q1;
+          if (q >= nt)
+            break;
+          float d[4][4], t[4][4];
+          for (int r = 0; r < 4; r++)
+            for (int x = 0; x < 4; x++) {
+              long col = 2 * (long)q + x;
+              d[r][x] = col >= lo && col < hi ? p[r][col] : 0.0f;
+            }
+          for (int x = 0; x < 4; x++) { /* as v_row: x + sg y, then columns */
+            t[0][x] = d[0][x] + -1.0f * d[2][x];
+            t[1][x] = d[1][x] + 1.0f * d[2][x];
+            t[2][x] = d[2][x] + -1.0f * d[1][x];
+            t[3][x] = d[1][x] + -1.0f * d[3][x];
           }
-          v_row(a, p, q0, q1, o);
-          for (size_t q = 0; q < nt; q++) { /* the edge tiles, padded */
-            if (q == q0 && q1 > q0)
-              q = q1;
-            if (q >= nt)
-              break;
-            const float *pp[4] = {pad[0], pad[1], pad[2], pad[3]};
-            for (int r = 0; r < 4; r++)
-              for (int x = 0; x < 4; x++) {
-                long col = 2 * (long)q + x;
-                pad[r][x] = col >= lo && col < hi ? p[r][col] : 0.0f;
-              }
-            float *oq[4] = {o[0] + q, o[1] + q, o[2] + q, o[3] + q};
-            v_row(a, pp, 0, 1, oq);
+          for (int a = 0; a < 4; a++) {
+            o[4 * a][q] = t[a][0] - t[a][2];
+            o[4 * a + 1][q] = t[a][1] + t[a][2];
+            o[4 * a + 2][q] = t[a][2] - t[a][1];
+            o[4 * a + 3][q] = t[a][1] - t[a][3];
           }
         }
       }
@@ -236,6 +238,29 @@ static void m_part(void *arg, size_t k0, size_t k1) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)j->f, (int)j->tc, (int)j->c,
                 1.0f, j->u + k * j->f * j->c, (int)j->c, j->v + k * j->c * j->tc, (int)j->tc,
                 0.0f, j->m + k * j->f * j->tc, (int)j->tc);
+}
+
+/* A^T M A for nt tiles of the 16 slices m: rows 0 and 1 of each tile's
+ * 2x2 outputs, side by side, into o0 and o1. A^T's rows are (1, 1, 1, 0)
+ * and (0, 1, -1, -1). */
+static void at_m_a(const float *const m[16], size_t nt, float *restrict o0,
+                   float *restrict o1) {
+  const float *restrict m0 = m[0], *restrict m1 = m[1], *restrict m2 = m[2];
+  const float *restrict m3 = m[3], *restrict m4 = m[4], *restrict m5 = m[5];
+  const float *restrict m6 = m[6], *restrict m7 = m[7], *restrict m8 = m[8];
+  const float *restrict m9 = m[9], *restrict m10 = m[10], *restrict m11 = m[11];
+  const float *restrict m12 = m[12], *restrict m13 = m[13], *restrict m14 = m[14];
+  const float *restrict m15 = m[15];
+  for (size_t q = 0; q < nt; q++) {
+    float a0 = m0[q] + m4[q] + m8[q], a1 = m1[q] + m5[q] + m9[q]; /* A^T M: rows */
+    float a2 = m2[q] + m6[q] + m10[q], a3 = m3[q] + m7[q] + m11[q];
+    float b0 = m4[q] - m8[q] - m12[q], b1 = m5[q] - m9[q] - m13[q];
+    float b2 = m6[q] - m10[q] - m14[q], b3 = m7[q] - m11[q] - m15[q];
+    o0[2 * q] = a0 + a1 + a2; /* (A^T M) A: columns */
+    o0[2 * q + 1] = a1 - a2 - a3;
+    o1[2 * q] = b0 + b1 + b2;
+    o1[2 * q + 1] = b1 - b2 - b3;
+  }
 }
 
 /* y of filters [f0, f1) for the chunk's tiles: A^T M A of the pass's
@@ -260,17 +285,7 @@ static void y_part(void *arg, size_t f0, size_t f1) {
           m[k] = k >= j->k0 && k < j->k0 + j->kg
                      ? j->m + ((k - j->k0) * j->f + f) * j->tc + tl + b
                      : zero;
-        for (size_t q = 0; q < nt; q++) {
-          float s0[4], s1[4];
-          for (int e = 0; e < 4; e++) { /* A^T M: rows */
-            s0[e] = m[e][q] + m[4 + e][q] + m[8 + e][q];
-            s1[e] = m[4 + e][q] - m[8 + e][q] - m[12 + e][q];
-          }
-          o[0][2 * q] = s0[0] + s0[1] + s0[2]; /* (A^T M) A: columns */
-          o[0][2 * q + 1] = s0[1] - s0[2] - s0[3];
-          o[1][2 * q] = s1[0] + s1[1] + s1[2];
-          o[1][2 * q + 1] = s1[1] - s1[2] - s1[3];
-        }
+        at_m_a(m, nt, o[0], o[1]);
         size_t ox = 2 * (tx + b), cols = 2 * nt;
         if (cols > g->ow - ox)
           cols = g->ow - ox;
