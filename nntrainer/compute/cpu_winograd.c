@@ -12,13 +12,14 @@
  * All of it lives in the caller's scratch (conv2d's planned column buffer):
  * kg slices of U, V and M at a time for a chunk of tc tiles, as many as fit,
  * kg = 16 where the 16 slices of U fit (one pass: the output transform
- * stores y), else 8 or 4 slices per pass, each pass adding its part of
+ * stores y), else 8 slices per pass, each pass adding its part of
  * A^T M A to y (the transform is linear in M; the slices of the other
  * passes count as zeros). The filter transform of a pass is made once,
  * for every chunk. Fewer slices per pass are refused: every pass
- * transforms the filters and reads the input again, and at 1 slice
- * (ResNet-18's stage 4 in its column scratch) that took twice im2col's
- * time (docs/performance.md).
+ * transforms the filters, reads the input and adds into y again; at 1
+ * slice (ResNet-18's stage 4 in its column scratch) that took twice
+ * im2col's time, at 4 (conv-BN-ReLU's c3, ResNet-18's stage 3) it was
+ * no faster than im2col (docs/performance.md).
  * flip: the derivative of a stride-1 3x3 convolution is one of dY with
  * the window turned by 180 degrees and filters and channels swapped; w is
  * then the forward's [C][F][3][3] (C the forward's filters, F its

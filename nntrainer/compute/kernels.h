@@ -72,7 +72,7 @@ static inline size_t nnt_conv_img_stride(const nnt_conv_geom *g) {
  * and of the products for min(t, NNT_WINO_MIN_TILES) tiles
  * (cpu_winograd.c; more scratch, more slices and tiles at a time). */
 #define NNT_WINO_MIN_TILES 64
-#define NNT_WINO_MIN_SLICES 4
+#define NNT_WINO_MIN_SLICES 8
 static inline int nnt_wino_geom_ok(const struct nnt_conv_geom *g) {
   return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
          g->pt <= 2 && g->pb <= 2 && g->pl <= 2 && g->pr <= 2 && (!g->cs || g->cs == g->c) &&

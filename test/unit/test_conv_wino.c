@@ -2,8 +2,8 @@
  * double-precision convolution, forward and flipped (the derivative's
  * form), over odd and even sizes, padding 0, 1, 2 and uneven, 1 to 3
  * images, 1 to 17 channels, bias and none, with the least scratch it
- * takes (4 slices per pass, chunks of NNT_WINO_MIN_TILES tiles), with
- * 8 slices and with all 16 slices in one pass; the same bits on 1 and 2
+ * takes (8 slices per pass, chunks of NNT_WINO_MIN_TILES tiles), with
+ * 16 slices in such chunks and with all 16 slices and tiles in one pass; the same bits on 1 and 2
  * threads; its refusals; and conv2d's forward and derivative through it
  * against the same layer on im2col and gemm (the table without
  * conv_wino), with the path checked to be taken. */
@@ -105,10 +105,10 @@ static void test_against_naive(void **state) {
     size_t ylen = d->n * d->filters * plane, wlen = (size_t)d->filters * d->c * 9;
     float *w = rnd(&r, wlen), *b = rnd(&r, d->filters), *x = rnd(&r, d->n * in);
     float *y = malloc(ylen * sizeof *y), *y2 = malloc(ylen * sizeof *y2);
-    /* the least scratch (4 slices a pass, chunks of up to 64 tiles), 8
-     * slices a pass, and all 16 slices with every tile */
+    /* the least scratch (8 slices a pass, so two passes, chunks of up to
+     * 64 tiles), 16 slices in such chunks, and 16 with every tile */
     size_t least = nnt_wino_min_scratch(d->c, d->filters, tiles);
-    size_t lens[] = {least, 2 * least + 8 * (d->c + d->filters),
+    size_t lens[] = {least, 2 * least + 16 * (d->c + d->filters),
                      16 * (d->c * d->filters + (d->c + d->filters) * tiles)};
     for (int flip = 0; flip < 2; flip++)
       for (size_t li = 0; li < NNT_ARRAY_LEN(lens); li++) {
@@ -143,7 +143,7 @@ static void test_refusals(void **state) {
   wcase d = {2, 6, 6, 1, 1, 1, 1, 3, 1, 0};
   nnt_conv_geom g = geom(&d);
   size_t least = nnt_wino_min_scratch(2, 3, 9);
-  assert_int_equal(least, 4 * (2 * 3 + 5 * 9)); /* 4 slices of U, V, M for the 9 tiles */
+  assert_int_equal(least, 8 * (2 * 3 + 5 * 9)); /* 8 slices of U, V, M for the 9 tiles */
   assert_int_equal(k->conv_wino(k, &g, 1, 3, 0, v, NULL, v, v, v, least), NNT_OK);
   assert_int_equal(k->conv_wino(k, &g, 1, 3, 0, v, NULL, v, v, v, least - 1), NNT_ERR_INVAL);
   nnt_conv_geom s2 = g;
@@ -188,10 +188,10 @@ static void test_layer(void **state) {
       {"24", "1", 24, 16, 16, 2, 2},     {"25", "0", 24, 15, 17, 1, 2},
       {"24", "same", 26, 16, 15, 1, 2},  {"28", "1,0", 24, 14, 16, 2, 2},
       /* test_conv_fd's finite-difference shape */
-      {"24", "1,1,0,1", 24, 8, 7, 1, 2},
-      /* the derivative's column block (5 channels of 4 images) is less
+      {"24", "1,1,0,1", 24, 8, 8, 1, 2},
+      /* the derivative's column block (1 channel of 8 images) is less
        * than conv_wino's least scratch: im2col there */
-      {"24", "0,1", 32, 4, 4, 4, 1},
+      {"24", "0,1", 32, 4, 4, 8, 1},
       /* fewer than CONV_WINO_MIN_C channels and filters: im2col */
       {"16", "1", 16, 8, 8, 2, 0},
   };
