@@ -215,12 +215,12 @@ static int use_direct(const nnt_kernels *k, const conv_priv *p) {
          p->filters >= CONV_DIRECT_MIN_FILTERS;
 }
 
-/* Whether conv_wino computes y (filters) from x (c channels, geometry g)
- * with the scratch s: see above. */
-static int use_wino(const nnt_kernels *k, const nnt_conv_geom *g, size_t c, size_t filters,
+/* Whether conv_wino (or conv_wino_dw: have: the table has it) computes y
+ * (filters) from x (c channels, geometry g) with the scratch s: see above. */
+static int use_wino(int have, const nnt_conv_geom *g, size_t c, size_t filters,
                     unsigned batch, const nnt_tensor *s) {
   size_t tiles = (size_t)batch * ((g->oh + 1) / 2) * ((g->ow + 1) / 2);
-  return k->conv_wino && nnt_wino_geom_ok(g) && c >= CONV_WINO_MIN_C &&
+  return have && nnt_wino_geom_ok(g) && c >= CONV_WINO_MIN_C &&
          filters >= CONV_WINO_MIN_C && nnt_tensor_len(s) >= nnt_wino_min_scratch(c, filters, tiles);
 }
 
@@ -244,7 +244,7 @@ static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   if (use_direct(k, p))
     return k->conv_fwd(k, g, batch, p->filters, ctx->w[0].data,
                        ctx->n_w > 1 ? ctx->w[1].data : NULL, ctx->in[0].data, ctx->out[0].data);
-  if (!pw && use_wino(k, g, g->c, p->filters, batch, &ctx->scratch[0]))
+  if (!pw && use_wino(k->conv_wino != NULL, g, g->c, p->filters, batch, &ctx->scratch[0]))
     return k->conv_wino(k, g, batch, p->filters, 0, ctx->w[0].data,
                         ctx->n_w > 1 ? ctx->w[1].data : NULL, ctx->in[0].data, ctx->out[0].data,
                         ctx->scratch[0].data, nnt_tensor_len(&ctx->scratch[0]));
@@ -301,6 +301,16 @@ static int conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   if (!want_w && !want_b)
     return NNT_OK;
   unsigned batch = ctx->in[0].dim.b;
+  if (want_w && use_wino(k->conv_wino_dw != NULL, g, g->c, p->filters, batch, &ctx->scratch[1])) {
+    size_t out_len = p->filters * plane;
+    NNT_TRY(k->conv_wino_dw(k, g, batch, p->filters, ctx->d_out[0].data, ctx->in[0].data,
+                            ctx->gw[0].data, ctx->scratch[1].data,
+                            nnt_tensor_len(&ctx->scratch[1])));
+    for (unsigned b = 0; want_b && b < batch; b++)
+      NNT_TRY(k->sum_cols(k, p->filters, plane, ctx->d_out[0].data + b * out_len,
+                          b ? 1.0f : 0.0f, ctx->gw[1].data));
+    return NNT_OK;
+  }
   for (unsigned b = 0; b < batch; b += p->bnb) {
     unsigned n = batch - b < p->bnb ? batch - b : p->bnb;
     const float *dy = group_dy(p, ctx, b, n, plane, &rc);
@@ -344,7 +354,7 @@ static int conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   int rc;
   if (nnt_wino_geom_ok(g)) {
     nnt_conv_geom d = wino_dgeom(p);
-    if (use_wino(k, &d, p->filters, g->c, batch, &ctx->scratch[1]))
+    if (use_wino(k->conv_wino != NULL, &d, p->filters, g->c, batch, &ctx->scratch[1]))
       return k->conv_wino(k, &d, batch, g->c, 1, ctx->w[0].data, NULL, ctx->d_out[0].data,
                           ctx->d_in[0].data, col, nnt_tensor_len(&ctx->scratch[1]));
   }
@@ -376,7 +386,7 @@ const nnt_layer_ops nnt_layer_conv2d = {
     .kops = NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM) | NNT_KOP_BIT(GEMM) |
             NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
             NNT_KOP_BIT(PERMUTE3),
-    .opt_kops = NNT_KOP_BIT(CONV_FWD) | NNT_KOP_BIT(CONV_WINO),
+    .opt_kops = NNT_KOP_BIT(CONV_FWD) | NNT_KOP_BIT(CONV_WINO) | NNT_KOP_BIT(CONV_WINO_DW),
 };
 
 const nnt_layer_ops nnt_layer_conv1d = {
@@ -392,5 +402,5 @@ const nnt_layer_ops nnt_layer_conv1d = {
     .kops = NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM) | NNT_KOP_BIT(GEMM) |
             NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
             NNT_KOP_BIT(PERMUTE3),
-    .opt_kops = NNT_KOP_BIT(CONV_FWD) | NNT_KOP_BIT(CONV_WINO),
+    .opt_kops = NNT_KOP_BIT(CONV_FWD) | NNT_KOP_BIT(CONV_WINO) | NNT_KOP_BIT(CONV_WINO_DW),
 };

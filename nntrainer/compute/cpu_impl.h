@@ -66,6 +66,9 @@ int nnt_cpu_conv_fwd_path(int path, const struct nnt_conv_geom *g, size_t n, siz
 int nnt_cpu_conv_wino(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                       size_t filters, int flip, const float *w, const float *bias,
                       const float *x, float *y, float *scratch, size_t scratch_len);
+int nnt_cpu_conv_wino_dw(const struct nnt_kernels *self, const struct nnt_conv_geom *g,
+                         size_t n, size_t filters, const float *dy, const float *x, float *dw,
+                         float *scratch, size_t scratch_len);
 int nnt_cpu_col2im(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                    const float *col, float *dx);
 int nnt_cpu_pool_fwd(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,

@@ -781,6 +781,7 @@ const nnt_kernels nnt_cpu_kernel_table = {
     .pos_encoding = nnt_cpu_pos_encoding,
     .div = nnt_cpu_div,
     .conv_wino = nnt_cpu_conv_wino,
+    .conv_wino_dw = nnt_cpu_conv_wino_dw,
 };
 
 /* The CPU kernel table: static, never freed. */

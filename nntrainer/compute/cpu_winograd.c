@@ -52,6 +52,8 @@ typedef struct wino_job {
   int first;     /* the first pass: store y (+ bias), else add */
   const struct wino_seg *seg; /* the chunk's tile rows, nseg of them */
   size_t nseg;
+  const float *dy; /* conv_wino_dw: dY [n][f][oh][ow], the result dw */
+  float *dw;
 } wino_job;
 
 /* Tiles [tl, tl + len) of a chunk (chunk-local numbers) are one tile row's
@@ -332,6 +334,132 @@ int nnt_cpu_conv_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
       nnt_cpu_pool_for_products(j.kg, 1, 1, m_part, &j);
       nnt_cpu_pool_for(j.f, 1, 1, y_part, &j);
     }
+  }
+  return NNT_OK;
+}
+
+/* ---- the weight gradient ----------------------------------------------------
+ * y = A^T (U . V) A per tile, so dL/dU = sum over tiles of (A dY A^T) . V
+ * and dW = G^T (dL/dU) G: the same input transform V, dY's 2x2 tiles made
+ * 4x4 by A (outputs past an odd edge count as zeros), and 16 products
+ * dU[k] += dYt[k] V[k]^T over the chunks (each a one-thread sgemm, the
+ * chunks in order). kg slices of dU [kg][f][c] per pass, as the forward
+ * holds U's; the last chunk of a pass adds G^T dU G of its slices to dW
+ * (the first pass stores it). */
+
+/* dYt = A dY A^T for filters [f0, f1) and the chunk's tiles, the pass's
+ * slices into m. A's rows are (1, 0), (1, 1), (1, -1), (0, -1). */
+static void dyt_part(void *arg, size_t f0, size_t f1) {
+  const wino_job *j = arg;
+  const nnt_conv_geom *g = j->g;
+  size_t plane = (size_t)g->oh * g->ow;
+  float junk[WB], e0[WB], o0[WB], e1[WB], o1[WB];
+  for (size_t f = f0; f < f1; f++)
+    for (size_t sg = 0; sg < j->nseg; sg++) {
+      size_t i = j->seg[sg].i, ty = j->seg[sg].ty, tx = j->seg[sg].tx, len = j->seg[sg].len;
+      size_t tl = j->seg[sg].tl;
+      const float *yf = j->dy + (i * j->f + f) * plane;
+      const float *r0 = yf + 2 * ty * g->ow;
+      const float *r1 = 2 * ty + 1 < g->oh ? r0 + g->ow : NULL;
+      for (size_t b = 0; b < len; b += WB) {
+        size_t nt = len - b < WB ? len - b : WB, ox = 2 * (tx + b);
+        /* the tiles' even and odd columns of the two rows, zeros outside */
+        size_t full = ox + 2 * nt <= g->ow ? nt : nt - 1;
+        for (size_t q = 0; q < full; q++) {
+          e0[q] = r0[ox + 2 * q], o0[q] = r0[ox + 2 * q + 1];
+          e1[q] = r1 ? r1[ox + 2 * q] : 0.0f, o1[q] = r1 ? r1[ox + 2 * q + 1] : 0.0f;
+        }
+        if (full < nt) { /* the last tile of an odd width */
+          e0[full] = r0[ox + 2 * full], o0[full] = 0.0f;
+          e1[full] = r1 ? r1[ox + 2 * full] : 0.0f, o1[full] = 0.0f;
+        }
+        float *o[16];
+        for (unsigned k = 0; k < 16; k++)
+          o[k] = k >= j->k0 && k < j->k0 + j->kg
+                     ? j->m + ((k - j->k0) * j->f + f) * j->tc + tl + b
+                     : junk;
+        for (size_t q = 0; q < nt; q++) {
+          float h[4][2] = {{e0[q], o0[q]},
+                           {e0[q] + e1[q], o0[q] + o1[q]},
+                           {e0[q] - e1[q], o0[q] - o1[q]},
+                           {-e1[q], -o1[q]}};
+          for (int a = 0; a < 4; a++) {
+            o[4 * a][q] = h[a][0];
+            o[4 * a + 1][q] = h[a][0] + h[a][1];
+            o[4 * a + 2][q] = h[a][0] - h[a][1];
+            o[4 * a + 3][q] = -h[a][1];
+          }
+        }
+      }
+    }
+}
+
+/* dU[k] (+)= dYt[k] V[k]^T for slices [k0, k1): the first chunk stores. */
+static void du_part(void *arg, size_t k0, size_t k1) {
+  const wino_job *j = arg;
+  for (size_t k = k0; k < k1; k++)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->f, (int)j->c, (int)j->tc,
+                1.0f, j->m + k * j->f * j->tc, (int)j->tc, j->v + k * j->c * j->tc,
+                (int)j->tc, j->t0 ? 1.0f : 0.0f, j->u + k * j->f * j->c, (int)j->c);
+}
+
+/* dW of filters [f0, f1) (+)= G^T dU G of the pass's slices (the others
+ * zero). G^T's rows are (1, 1/2, 1/2, 0), (0, 1/2, -1/2, 0), (0, 1/2, 1/2, 1). */
+static void dw_part(void *arg, size_t f0, size_t f1) {
+  const wino_job *j = arg;
+  for (size_t f = f0; f < f1; f++)
+    for (size_t c = 0; c < j->c; c++) {
+      float d[16] = {0}, t[4][3];
+      for (unsigned k = j->k0; k < j->k0 + j->kg; k++)
+        d[k] = j->u[((k - j->k0) * j->f + f) * j->c + c];
+      for (int a = 0; a < 4; a++) { /* dU G: columns */
+        t[a][0] = d[4 * a] + 0.5f * (d[4 * a + 1] + d[4 * a + 2]);
+        t[a][1] = 0.5f * (d[4 * a + 1] - d[4 * a + 2]);
+        t[a][2] = 0.5f * (d[4 * a + 1] + d[4 * a + 2]) + d[4 * a + 3];
+      }
+      float *w = j->dw + (f * j->c + c) * 9;
+      for (int b = 0; b < 3; b++) { /* G^T (dU G): rows */
+        float r0 = t[0][b] + 0.5f * (t[1][b] + t[2][b]), r1 = 0.5f * (t[1][b] - t[2][b]);
+        float r2 = 0.5f * (t[1][b] + t[2][b]) + t[3][b];
+        if (j->first)
+          w[b] = r0, w[3 + b] = r1, w[6 + b] = r2;
+        else
+          w[b] += r0, w[3 + b] += r1, w[6 + b] += r2;
+      }
+    }
+}
+
+int nnt_cpu_conv_wino_dw(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
+                         size_t filters, const float *dy, const float *x, float *dw,
+                         float *scratch, size_t scratch_len) {
+  (void)self;
+  if (!nnt_wino_geom_ok(g) || !dy || !x || !dw || !scratch || !filters)
+    return NNT_ERR_INVAL;
+  wino_job j = {.g = g, .n = n, .f = filters, .c = g->c, .th = (g->oh + 1) / 2,
+                .tw = (g->ow + 1) / 2, .x = x, .dy = dy, .dw = dw};
+  size_t tiles = n * j.th * j.tw;
+  if (!tiles) {
+    memset(dw, 0, filters * j.c * 9 * sizeof *dw);
+    return NNT_OK;
+  }
+  if (!wino_plan(j.c, j.f, tiles, scratch_len, &j.kg, &j.tc))
+    return NNT_ERR_INVAL;
+  j.u = scratch;
+  j.v = j.u + (size_t)j.kg * j.f * j.c;
+  j.m = j.v + (size_t)j.kg * j.c * j.tc;
+  size_t chunk = j.tc;
+  wino_seg seg[WINO_MAX_TILES];
+  j.seg = seg;
+  for (j.k0 = 0; j.k0 < 16; j.k0 += j.kg) {
+    j.first = j.k0 == 0;
+    for (j.t0 = 0; j.t0 < tiles; j.t0 += chunk) {
+      j.tc = tiles - j.t0 < chunk ? tiles - j.t0 : chunk;
+      j.nseg = segments(&j, seg);
+      nnt_cpu_pool_for(j.c, 1, 1, v_part, &j);
+      nnt_cpu_pool_for(j.f, 1, 1, dyt_part, &j);
+      nnt_cpu_pool_for_products(j.kg, 1, 1, du_part, &j);
+    }
+    nnt_cpu_pool_for(j.f, 1, 1, dw_part, &j);
   }
   return NNT_OK;
 }

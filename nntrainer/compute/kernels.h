@@ -364,6 +364,13 @@ typedef struct nnt_kernels {
   int (*conv_wino)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                    size_t filters, int flip, const float *w, const float *bias, const float *x,
                    float *y, float *scratch, size_t scratch_len);
+  /* conv_wino's weight gradient: dw [filters][c][3][3] = the sum over the
+   * n images of dY[i][f] correlated with window(x[i][c]) (written, not
+   * added to), dy [n][filters][oh*ow]; within rounding of im2col then
+   * gemm. Geometry and scratch as conv_wino's. Optional, like it. */
+  int (*conv_wino_dw)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                      size_t filters, const float *dy, const float *x, float *dw,
+                      float *scratch, size_t scratch_len);
 } nnt_kernels;
 
 /* The CPU backend (OpenBLAS + plain loops). */

@@ -344,6 +344,9 @@ F(div, (size_t n, cf a, cf b, float *y), (C(a, n) C(b, n) C(y, n)), (n, H(a), H(
 F(conv_wino, (cg g, size_t n, size_t f, int flip, cf w, cf b, cf x, float *y, float *s, size_t sl),
   (C(w, f * g->c * 9) C(b, b ? f : 0) C(x, n * GEO_IN(g)) C(y, n * f * GEO_OUT(g)) C(s, sl)),
   (g, n, f, flip, H(w), H(b), H(x), H(y), H(s), sl))
+F(conv_wino_dw, (cg g, size_t n, size_t f, cf dy, cf x, float *dw, float *s, size_t sl),
+  (C(dy, n * f * GEO_OUT(g)) C(x, n * GEO_IN(g)) C(dw, f * g->c * 9) C(s, sl)),
+  (g, n, f, H(dy), H(x), H(dw), H(s), sl))
 #undef F
 #undef H
 #undef C

@@ -3,10 +3,11 @@
  * form), over odd and even sizes, padding 0, 1, 2 and uneven, 1 to 3
  * images, 1 to 17 channels, bias and none, with the least scratch it
  * takes (8 slices per pass, chunks of NNT_WINO_MIN_TILES tiles), with
- * 16 slices in such chunks and with all 16 slices and tiles in one pass; the same bits on 1 and 2
- * threads; its refusals; and conv2d's forward and derivative through it
+ * 16 slices in such chunks and with all 16 slices and tiles in one pass;
+ * the same bits on 1 and 2 threads; its refusals; and conv2d's forward and derivative through it
  * against the same layer on im2col and gemm (the table without
- * conv_wino), with the path checked to be taken. */
+ * conv_wino), with the path checked to be taken; the weight gradient
+ * (conv_wino_dw) the same ways. */
 #include "fd_harness.h"
 
 #include <math.h>
@@ -136,6 +137,79 @@ static void test_against_naive(void **state) {
   print_message("largest error / terms' magnitude: %.3g\n", worst);
 }
 
+/* conv_wino_dw's dw against a double-precision sum over images and
+ * positions of dY times the input under each tap. */
+static double check_dw(const wcase *d, const nnt_conv_geom *g, const float *dy, const float *x,
+                       const float *dw) {
+  size_t plane = (size_t)g->oh * g->ow, in = (size_t)d->c * d->h * d->w;
+  double worst = 0;
+  for (size_t f = 0; f < d->filters; f++)
+    for (unsigned c = 0; c < d->c; c++)
+      for (unsigned a = 0; a < 3; a++)
+        for (unsigned q = 0; q < 3; q++) {
+          double s = 0, mag = 0;
+          for (size_t i = 0; i < d->n; i++)
+            for (unsigned oy = 0; oy < g->oh; oy++)
+              for (unsigned ox = 0; ox < g->ow; ox++) {
+                long iy = (long)oy - d->pt + a, ix = (long)ox - d->pl + q;
+                if (iy < 0 || iy >= (long)d->h || ix < 0 || ix >= (long)d->w)
+                  continue;
+                double t = (double)dy[(i * d->filters + f) * plane + oy * g->ow + ox] *
+                           x[i * in + (c * d->h + iy) * d->w + ix];
+                s += t;
+                mag += fabs(t);
+              }
+          float got = dw[((f * d->c + c) * 3 + a) * 3 + q];
+          double err = fabs(got - s) / (mag > 1 ? mag : 1);
+          worst = err > worst ? err : worst;
+          if (err > TOL)
+            fail_msg("conv_wino_dw c%u h%u w%u f%u n%u: filter %zu channel %u tap (%u, %u): "
+                     "%g, want %g",
+                     d->c, d->h, d->w, d->filters, d->n, f, c, a, q, got, s);
+        }
+  return worst;
+}
+
+static void test_dw_against_naive(void **state) {
+  (void)state;
+  const nnt_kernels *k = nnt_kernels_cpu();
+  nnt_rng r;
+  nnt_rng_seed(&r, 13);
+  double worst = 0;
+  unsigned runs = 0;
+  for (size_t ci = 0; ci < NNT_ARRAY_LEN(CASES); ci++) {
+    const wcase *d = &CASES[ci];
+    nnt_conv_geom g = geom(d);
+    size_t plane = (size_t)g.oh * g.ow, in = (size_t)d->c * d->h * d->w;
+    size_t tiles = (size_t)d->n * ((g.oh + 1) / 2) * ((g.ow + 1) / 2);
+    size_t wlen = (size_t)d->filters * d->c * 9;
+    float *dy = rnd(&r, d->n * d->filters * plane), *x = rnd(&r, d->n * in);
+    float *dw = malloc(wlen * sizeof *dw), *dw2 = malloc(wlen * sizeof *dw2);
+    size_t least = nnt_wino_min_scratch(d->c, d->filters, tiles);
+    size_t lens[] = {least, 2 * least + 16 * (d->c + d->filters),
+                     16 * (d->c * d->filters + (d->c + d->filters) * tiles)};
+    for (size_t li = 0; li < NNT_ARRAY_LEN(lens); li++) {
+      float *s = malloc(lens[li] * sizeof *s);
+      tu_fill_uniform(&r, dw, wlen, 100.0f, 200.0f); /* written, not added to */
+      assert_int_equal(k->conv_wino_dw(k, &g, d->n, d->filters, dy, x, dw, s, lens[li]),
+                       NNT_OK);
+      double e = check_dw(d, &g, dy, x, dw);
+      worst = e > worst ? e : worst;
+      nnt_err err = {0};
+      assert_int_equal(nnt_cpu_set_threads(2, &err), NNT_OK);
+      assert_int_equal(k->conv_wino_dw(k, &g, d->n, d->filters, dy, x, dw2, s, lens[li]),
+                       NNT_OK);
+      assert_int_equal(nnt_cpu_set_threads(1, &err), NNT_OK);
+      assert_memory_equal(dw, dw2, wlen * sizeof *dw);
+      free(s);
+      runs++;
+    }
+    free(dy), free(x), free(dw), free(dw2);
+  }
+  assert_int_equal(runs, NNT_ARRAY_LEN(CASES) * 3);
+  print_message("dw: largest error / terms' magnitude: %.3g\n", worst);
+}
+
 static void test_refusals(void **state) {
   (void)state;
   const nnt_kernels *k = nnt_kernels_cpu();
@@ -164,9 +238,21 @@ static void test_refusals(void **state) {
   nnt_conv_geom bad = g;
   bad.oh = 5; /* not the window's output size */
   assert_int_equal(k->conv_wino(k, &bad, 1, 3, 0, v, NULL, v, v, v, 4096), NNT_ERR_INVAL);
+  /* the weight gradient: the same geometry and scratch */
+  assert_int_equal(k->conv_wino_dw(k, &g, 1, 3, v, v, v + 2048, v, least), NNT_OK);
+  assert_int_equal(k->conv_wino_dw(k, &g, 1, 3, v, v, v + 2048, v, least - 1), NNT_ERR_INVAL);
+  assert_int_equal(k->conv_wino_dw(k, &s2, 1, 3, v, v, v + 2048, v, 2048), NNT_ERR_INVAL);
+  assert_int_equal(k->conv_wino_dw(k, &blk, 1, 3, v, v, v + 2048, v, 2048), NNT_ERR_INVAL);
+  /* no image: dw is zeros */
+  float z[3 * 2 * 9];
+  memset(z, 0x7f, sizeof z);
+  assert_int_equal(k->conv_wino_dw(k, &g, 0, 3, v, v, z, v, least), NNT_OK);
+  for (size_t q = 0; q < NNT_ARRAY_LEN(z); q++)
+    assert_true(z[q] == 0.0f);
 }
 
-/* The CPU's table with conv_wino counting its calls, and without it. */
+/* The CPU's table with conv_wino and conv_wino_dw counting their calls,
+ * and without them. */
 static unsigned wino_calls;
 static int counting_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
                          size_t filters, int flip, const float *w, const float *bias,
@@ -175,36 +261,49 @@ static int counting_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t
   return nnt_kernels_cpu()->conv_wino(self, g, n, filters, flip, w, bias, x, y, s, sl);
 }
 
-/* conv2d through conv_wino (forward and derivative) against the same
- * layer on im2col and gemm: shapes where the layer takes it (at least 24
- * channels and filters, 3x3, stride 1, padding 0 or 1), and two where it
- * does not for one pass or both. */
+static int counting_wino_dw(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
+                            size_t filters, const float *dy, const float *x, float *dw,
+                            float *s, size_t sl) {
+  wino_calls++;
+  return nnt_kernels_cpu()->conv_wino_dw(self, g, n, filters, dy, x, dw, s, sl);
+}
+
+/* conv2d through conv_wino (forward and derivative) and conv_wino_dw
+ * (weight gradient) against the same layer on im2col and gemm: shapes
+ * where the layer takes them (at least 24 channels and filters, 3x3,
+ * stride 1, padding 0 or 1), and two where it does not for the backward
+ * or at all; calls: how many of the three run Winograd. */
 static void test_layer(void **state) {
   (void)state;
   static const struct {
     const char *filters, *padding;
     unsigned c, h, w, n, calls;
   } L[] = {
-      {"24", "1", 24, 16, 16, 2, 2},     {"25", "0", 24, 15, 17, 1, 2},
-      {"24", "same", 26, 16, 15, 1, 2},  {"28", "1,0", 24, 14, 16, 2, 2},
+      {"24", "1", 24, 16, 16, 2, 3},     {"25", "0", 24, 15, 17, 1, 3},
+      {"24", "same", 26, 16, 15, 1, 3},  {"28", "1,0", 24, 14, 16, 2, 3},
       /* test_conv_fd's finite-difference shape */
-      {"24", "1,1,0,1", 24, 8, 8, 1, 2},
-      /* the derivative's column block (1 channel of 8 images) is less
-       * than conv_wino's least scratch: im2col there */
+      {"24", "1,1,0,1", 24, 8, 8, 1, 3},
+      /* the backward's column block (1 channel of 8 images) is less than
+       * conv_wino's least scratch: im2col for the gradient and the
+       * derivative */
       {"24", "0,1", 32, 4, 4, 8, 1},
       /* fewer than CONV_WINO_MIN_C channels and filters: im2col */
       {"16", "1", 16, 8, 8, 2, 0},
   };
   nnt_kernels with = *nnt_kernels_cpu(), without = with;
   with.conv_wino = counting_wino;
+  with.conv_wino_dw = counting_wino_dw;
   without.conv_wino = NULL;
+  without.conv_wino_dw = NULL;
   for (size_t i = 0; i < NNT_ARRAY_LEN(L); i++) {
     const char *props[] = {"filters", L[i].filters, "kernel_size", "3", "padding",
                            L[i].padding, NULL};
     fd_harness h;
     fd_setup(&h, "conv2d", props, nnt_dim_make(L[i].n, L[i].c, L[i].h, L[i].w), 0);
     size_t ylen = nnt_tensor_len(&h.out), xlen = nnt_tensor_len(&h.din);
+    size_t wlen = nnt_tensor_len(&h.gw[0]), blen = nnt_tensor_len(&h.gw[1]);
     float *y = malloc(ylen * sizeof *y), *dx = malloc(xlen * sizeof *dx);
+    float *dw = malloc(wlen * sizeof *dw), *db = malloc(blen * sizeof *db);
     nnt_rng r;
     nnt_rng_seed(&r, 5 + i);
     tu_fill_uniform(&r, h.dout.data, ylen, -1.0f, 1.0f);
@@ -212,23 +311,35 @@ static void test_layer(void **state) {
     h.ctx.k = &with;
     assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
     memcpy(y, h.out.data, ylen * sizeof *y);
+    assert_int_equal(h.l->ops->calc_gradient(h.l, &h.ctx), NNT_OK);
+    memcpy(dw, h.gw[0].data, wlen * sizeof *dw);
+    memcpy(db, h.gw[1].data, blen * sizeof *db);
     assert_int_equal(h.l->ops->calc_derivative(h.l, &h.ctx), NNT_OK);
     memcpy(dx, h.din.data, xlen * sizeof *dx);
-    if (wino_calls - before != L[i].calls) /* forward and derivative */
+    if (wino_calls - before != L[i].calls)
       fail_msg("case %zu: conv_wino called %u times, not %u", i, wino_calls - before,
                L[i].calls);
     h.ctx.k = &without;
     assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
+    assert_int_equal(h.l->ops->calc_gradient(h.l, &h.ctx), NNT_OK);
     assert_int_equal(h.l->ops->calc_derivative(h.l, &h.ctx), NNT_OK);
-    /* both within the naive bound of each other: 1e-5 of the largest
-     * value's magnitude (the inputs and weights are of order 1) */
+    /* each within TOL of the other relative to a bound on its terms' sum
+     * (inputs, weights and dY are at most 1 in size: 9 c terms for y, 9
+     * filters for dX, every position of every image for dW and db) */
+    size_t pos = ylen / (size_t)atoi(L[i].filters); /* images x plane */
+    for (size_t q = 0; q < wlen; q++)
+      if (fabs(dw[q] - h.gw[0].data[q]) > TOL * (1 + fabs(h.gw[0].data[q])) * pos)
+        fail_msg("case %zu: dw[%zu] %g, im2col %g", i, q, dw[q], h.gw[0].data[q]);
+    for (size_t q = 0; q < blen; q++)
+      if (fabs(db[q] - h.gw[1].data[q]) > TOL * (1 + fabs(h.gw[1].data[q])) * pos)
+        fail_msg("case %zu: db[%zu] %g, im2col %g", i, q, db[q], h.gw[1].data[q]);
     for (size_t q = 0; q < ylen; q++)
       if (fabs(y[q] - h.out.data[q]) > TOL * (1 + fabs(h.out.data[q])) * L[i].c * 9)
         fail_msg("case %zu: y[%zu] %g, im2col %g", i, q, y[q], h.out.data[q]);
     for (size_t q = 0; q < xlen; q++)
       if (fabs(dx[q] - h.din.data[q]) > TOL * (1 + fabs(h.din.data[q])) * atoi(L[i].filters) * 9)
         fail_msg("case %zu: dx[%zu] %g, im2col %g", i, q, dx[q], h.din.data[q]);
-    free(y), free(dx);
+    free(y), free(dx), free(dw), free(db);
     fd_teardown(&h);
   }
 }
@@ -236,6 +347,7 @@ static void test_layer(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_naive),
+      cmocka_unit_test(test_dw_against_naive),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_layer),
   };

@@ -124,6 +124,9 @@ V(CONV_FWD, conv_fwd, (const struct nnt_conv_geom *g, size_t n, size_t f, cf w, 
 V(CONV_WINO, conv_wino, (const struct nnt_conv_geom *g, size_t n, size_t f, int flip, cf w, cf b,
                          cf x, float *y, float *s, size_t sl),
   (g, n, f, flip, w, b, x, y, s, sl))
+V(CONV_WINO_DW, conv_wino_dw, (const struct nnt_conv_geom *g, size_t n, size_t f, cf dy, cf x,
+                               float *dw, float *s, size_t sl),
+  (g, n, f, dy, x, dw, s, sl))
 
 /* The CPU's table with every op of NNT_KOP_LIST replaced by its wrapper. */
 static nnt_kernels rec_table(void) {
