@@ -151,20 +151,26 @@ static void v_row(unsigned a, const float *const p[4], size_t q0, size_t q1,
   const float *restrict x = p[xs[a]], *restrict y = p[ys[a]];
   const float sg = sgs[a];
   float *restrict o0 = o[0], *restrict o1 = o[1], *restrict o2 = o[2], *restrict o3 = o[3];
-  float ev[WB + 1], od[WB + 1]; /* row a's even and odd columns from 2 q0 */
+  /* row a's even and odd columns from 2 q0 (ev, od) and from 2 q0 + 2 (ev1,
+   * od1): each loop reads the input in pairs and the last one reads the
+   * four where the first two stored them (no shifted reloads) */
+  float ev[WB], od[WB], ev1[WB], od1[WB];
   size_t n = q1 - q0;
-  if (!n)
-    return;
   x += 2 * q0, y += 2 * q0, o0 += q0, o1 += q0, o2 += q0, o3 += q0;
-  for (size_t q = 0; q <= n; q++) {
+  for (size_t q = 0; q < n; q++) {
     ev[q] = x[2 * q] + sg * y[2 * q];
     od[q] = x[2 * q + 1] + sg * y[2 * q + 1];
   }
+  const float *restrict x2 = x + 2, *restrict y2 = y + 2;
   for (size_t q = 0; q < n; q++) {
-    o0[q] = ev[q] - ev[q + 1];
-    o1[q] = od[q] + ev[q + 1];
-    o2[q] = ev[q + 1] - od[q];
-    o3[q] = od[q] - od[q + 1];
+    ev1[q] = x2[2 * q] + sg * y2[2 * q];
+    od1[q] = x2[2 * q + 1] + sg * y2[2 * q + 1];
+  }
+  for (size_t q = 0; q < n; q++) {
+    o0[q] = ev[q] - ev1[q];
+    o1[q] = od[q] + ev1[q];
+    o2[q] = ev1[q] - od[q];
+    o3[q] = od[q] - od1[q];
   }
 }
 
@@ -176,7 +182,7 @@ static void v_part(void *arg, size_t c0, size_t c1) {
   const wino_job *j = arg;
   const nnt_conv_geom *g = j->g;
   static const float zeros[2 * WB + 2];
-  float junk[WB];
+  float junk[16][WB]; /* a slice outside the pass: one each (restrict) */
   for (size_t c = c0; c < c1; c++)
     for (size_t sg = 0; sg < j->nseg; sg++) {
       size_t i = j->seg[sg].i, ty = j->seg[sg].ty, tx = j->seg[sg].tx, len = j->seg[sg].len;
@@ -202,7 +208,7 @@ static void v_part(void *arg, size_t c0, size_t c1) {
         for (unsigned k = 0; k < 16; k++)
           o[k] = k >= j->k0 && k < j->k0 + j->kg
                      ? j->v + ((k - j->k0) * j->c + c) * j->tc + tl + b
-                     : junk;
+                     : junk[k];
         for (unsigned a = 0; a < 4; a++)
           if (4 * a + 3 >= j->k0 && 4 * a < j->k0 + j->kg) /* a slice of row a */
             v_row(a, p, q0, q1, o + 4 * a);
@@ -347,13 +353,36 @@ int nnt_cpu_conv_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
  * holds U's; the last chunk of a pass adds G^T dU G of its slices to dW
  * (the first pass stores it). */
 
+/* Row a of A dY A^T for nt tiles into o[0..3], from row a of A dY (its
+ * even and odd columns x0 + sg y0 and x1 + sg y1, sg +-1 or 0: an exact
+ * product). A's rows are (1, 0), (1, 1), (1, -1), (0, -1). */
+static void a_dy_row(const float *restrict x0, const float *restrict y0,
+                     const float *restrict x1, const float *restrict y1, float sx, float sg,
+                     size_t nt, float *const o[4]) {
+  float *restrict p0 = o[0], *restrict p1 = o[1], *restrict p2 = o[2], *restrict p3 = o[3];
+  for (size_t q = 0; q < nt; q++) {
+    float h0 = sx * x0[q] + sg * y0[q], h1 = sx * x1[q] + sg * y1[q];
+    p0[q] = h0, p1[q] = h0 + h1, p2[q] = h0 - h1, p3[q] = -h1;
+  }
+}
+
+/* A dY A^T of nt tiles from their even and odd columns of the two dY
+ * rows (e0, d0 and e1, d1), into the 16 slices o. */
+static void a_dy_at(const float *e0, const float *d0, const float *e1, const float *d1,
+                    size_t nt, float *const o[16]) {
+  a_dy_row(e0, e1, d0, d1, 1.0f, 0.0f, nt, o);      /* dY row 0 */
+  a_dy_row(e0, e1, d0, d1, 1.0f, 1.0f, nt, o + 4);  /* row 0 + row 1 */
+  a_dy_row(e0, e1, d0, d1, 1.0f, -1.0f, nt, o + 8); /* row 0 - row 1 */
+  a_dy_row(e0, e1, d0, d1, 0.0f, -1.0f, nt, o + 12); /* - row 1 */
+}
+
 /* dYt = A dY A^T for filters [f0, f1) and the chunk's tiles, the pass's
  * slices into m. A's rows are (1, 0), (1, 1), (1, -1), (0, -1). */
 static void dyt_part(void *arg, size_t f0, size_t f1) {
   const wino_job *j = arg;
   const nnt_conv_geom *g = j->g;
   size_t plane = (size_t)g->oh * g->ow;
-  float junk[WB], e0[WB], o0[WB], e1[WB], o1[WB];
+  float junk[16][WB], e0[WB], o0[WB], e1[WB], o1[WB];
   for (size_t f = f0; f < f1; f++)
     for (size_t sg = 0; sg < j->nseg; sg++) {
       size_t i = j->seg[sg].i, ty = j->seg[sg].ty, tx = j->seg[sg].tx, len = j->seg[sg].len;
@@ -377,19 +406,8 @@ static void dyt_part(void *arg, size_t f0, size_t f1) {
         for (unsigned k = 0; k < 16; k++)
           o[k] = k >= j->k0 && k < j->k0 + j->kg
                      ? j->m + ((k - j->k0) * j->f + f) * j->tc + tl + b
-                     : junk;
-        for (size_t q = 0; q < nt; q++) {
-          float h[4][2] = {{e0[q], o0[q]},
-                           {e0[q] + e1[q], o0[q] + o1[q]},
-                           {e0[q] - e1[q], o0[q] - o1[q]},
-                           {-e1[q], -o1[q]}};
-          for (int a = 0; a < 4; a++) {
-            o[4 * a][q] = h[a][0];
-            o[4 * a + 1][q] = h[a][0] + h[a][1];
-            o[4 * a + 2][q] = h[a][0] - h[a][1];
-            o[4 * a + 3][q] = -h[a][1];
-          }
-        }
+                     : junk[k];
+        a_dy_at(e0, o0, e1, o1, nt, o);
       }
     }
 }
