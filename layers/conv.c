@@ -31,7 +31,19 @@
  * im2col, gemm and col2im: results are bitwise those).
  * The forward of a layer with few input channels (see use_direct) runs the backend's conv_fwd where it has one (the
  * CPU's direct convolution: no im2col copies, which cost more than the
- * product there; within rounding of im2col and gemm). */
+ * product there; within rounding of im2col and gemm).
+ * A 3x3 window with stride 1 and dilation 1 and at least CONV_WINO_MIN_C
+ * channels and filters runs the backend's Winograd F(2x2, 3x3) ops where
+ * it has them (the CPU: conv_wino, conv_wino_dw in cpu_winograd.c; 16
+ * products per 2x2 outputs instead of 36): the forward as is, the
+ * derivative as a convolution of dY with the filters turned by 180
+ * degrees (padding 2 - p), the weight gradient from the same transforms.
+ * They work inside the column scratch planned above (the forward's for
+ * the forward, the backward's block for the other two), so the plan does
+ * not change; a pass whose scratch is too small for them (ResNet-18's
+ * stages 3 and 4: the transformed filters alone are 16 x filters x
+ * channels) keeps im2col. Results are within rounding of im2col's
+ * (docs/performance.md). */
 #include <stdint.h>
 #include "nntrainer/layer.h"
 
