@@ -30,6 +30,19 @@ static inline double nnt_cpu_dsum(const float *p, size_t n) {
   return s;
 }
 
+/* A batch-normalization op's arguments (the ones it reads or writes; see
+ * kernels.h), for its parts over channels and for nnt_cpu_bn_path. */
+typedef struct nnt_cpu_bn_args {
+  size_t outer, ch, inner;
+  const float *x, *gamma, *beta, *mean_in, *var_in, *dy, *xhat_in, *invstd_in;
+  float eps;
+  float *mean, *var, *invstd, *xhat, *y, *dx, *dgamma, *dbeta;
+} nnt_cpu_bn_args;
+enum { NNT_BN_FWD_TRAIN, NNT_BN_FWD_INFER, NNT_BN_BWD, NNT_BN_AFFINE };
+/* Op BN_* on one code path: NNT_BLAS_AVX2 or (below) plain C; NNT_ERR_INVAL
+ * when this CPU cannot run it (the tests compare the paths; the kernels
+ * take the widest). */
+int nnt_cpu_bn_path(int path, int op, nnt_cpu_bn_args *a);
 int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                          const float *x, const float *gamma, const float *beta, float eps,
                          float *mean, float *var, float *invstd, float *xhat, float *y);
