@@ -29,6 +29,10 @@
  * one image's gemms on the input and on dX directly, and asks for no
  * scratch (the same products on the same numbers as explicit one-image
  * im2col, gemm and col2im: results are bitwise those).
+ * Where no backward runs (inference, evaluation, a frozen layer with no
+ * trainable layer before it) and an image's output is no larger than its
+ * input, the forward may write its output over its input
+ * (NNT_LF_INPLACE_FWD, conv_forward_inplace): the planner decides.
  * The forward of a layer with few input channels (see use_direct) runs the backend's conv_fwd where it has one (the
  * CPU's direct convolution: no im2col copies, which cost more than the
  * product there; within rounding of im2col and gemm). */
@@ -190,6 +194,17 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
                            NNT_SCRATCH_BWD);
   }
   ctx->flags = NNT_LF_BWD_READS_INPUT;
+  /* The forward may write over its input where no backward runs
+   * (conv_forward_inplace), when an image's output is no larger than its
+   * input: then the shared memory is the input's, and nothing grows (a
+   * larger output would hold its size from the input's first step, which
+   * can raise a plan: the Fashion-MNIST CNN's second conv over pool1's
+   * output, measured). nb == 1 stages one image's output in scratch. */
+  if ((uint64_t)p->filters * plane <= (uint64_t)in.c * in.h * in.w) {
+    ctx->flags |= NNT_LF_INPLACE_FWD;
+    if (p->nb == 1)
+      nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->filters, plane), NNT_SCRATCH_INPLACE);
+  }
   return NNT_OK;
 }
 
@@ -209,8 +224,54 @@ static int use_direct(const nnt_kernels *k, const conv_priv *p) {
          p->filters >= CONV_DIRECT_MIN_FILTERS;
 }
 
+/* The forward with out[0] over in[0] (NNT_LF_INPLACE_FWD: no backward
+ * runs, nobody reads the input after this layer, and an image's output is
+ * no larger than its input): a group of images is computed into scratch
+ * (the permute scratch of nb > 1, else the one-image output scratch) once
+ * its inputs are read, then lands on input images already read (in batch
+ * order, group g's output ends before group g + 1's input starts). The
+ * same products as conv_forward, so the same bits. */
+static int conv_forward_inplace(conv_priv *p, nnt_run_ctx *ctx) {
+  const nnt_conv_geom *g = &p->g;
+  const nnt_kernels *k = ctx->k;
+  size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
+  size_t in_len = nnt_dim_feature_len(ctx->in[0].dim), out_len = p->filters * plane;
+  unsigned batch = ctx->in[0].dim.b;
+  int pw = is_pointwise(g), direct = use_direct(k, p);
+  float *stage = ctx->scratch[pw ? 0 : 2].data; /* [filters, nb*plane] or one image */
+  const float *bias = ctx->n_w > 1 ? ctx->w[1].data : NULL;
+  if (out_len > in_len || !stage)
+    return NNT_ERR_INVAL; /* finalize allows neither */
+  for (unsigned b = 0; b < batch; b += p->nb) {
+    unsigned n = batch - b < p->nb ? batch - b : p->nb;
+    const float *x = ctx->in[0].data + b * in_len;
+    float *y = ctx->out[0].data + b * out_len;
+    if (direct) {
+      NNT_TRY(k->conv_fwd(k, g, n, p->filters, ctx->w[0].data, bias, x, stage));
+      NNT_TRY(k->copy(k, n * out_len, stage, y));
+      continue;
+    }
+    const float *col = x;
+    if (!pw) {
+      NNT_TRY(k->im2col(k, g, n, x, ctx->scratch[0].data));
+      col = ctx->scratch[0].data;
+    }
+    NNT_TRY(k->gemm(k, 0, 0, p->filters, n * plane, patch, 1.0f, ctx->w[0].data, patch, col,
+                    n * plane, 0.0f, stage, n * plane));
+    if (bias)
+      NNT_TRY(k->add_col_vec(k, p->filters, n * plane, bias, stage));
+    if (p->nb > 1)
+      NNT_TRY(swap_outer(k, p->filters, n, plane, stage, y));
+    else
+      NNT_TRY(k->copy(k, out_len, stage, y));
+  }
+  return NNT_OK;
+}
+
 static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   conv_priv *p = l->priv;
+  if (ctx->out[0].data == ctx->in[0].data)
+    return conv_forward_inplace(p, ctx);
   const nnt_conv_geom *g = &p->g;
   const nnt_kernels *k = ctx->k;
   size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
@@ -341,7 +402,7 @@ const nnt_layer_ops nnt_layer_conv2d = {
     .calc_derivative = conv_derivative,
     .kops = NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM) | NNT_KOP_BIT(GEMM) |
             NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
-            NNT_KOP_BIT(PERMUTE3),
+            NNT_KOP_BIT(PERMUTE3) | NNT_KOP_BIT(COPY),
     .opt_kops = NNT_KOP_BIT(CONV_FWD),
 };
 
@@ -357,6 +418,6 @@ const nnt_layer_ops nnt_layer_conv1d = {
     .calc_derivative = conv_derivative,
     .kops = NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM) | NNT_KOP_BIT(GEMM) |
             NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
-            NNT_KOP_BIT(PERMUTE3),
+            NNT_KOP_BIT(PERMUTE3) | NNT_KOP_BIT(COPY),
     .opt_kops = NNT_KOP_BIT(CONV_FWD),
 };

@@ -206,7 +206,8 @@ typedef struct nnt_kernels {
   /* Batch normalization over a tensor viewed as [outer, ch, inner], one
    * statistic per ch. Training: writes the batch mean and 1/sqrt(var + eps)
    * (biased variance) per ch, xhat, and y = gamma * xhat + beta (y may alias
-   * x). */
+   * x; xhat may alias y, which then ends as y: each element's xhat is
+   * written before its y). */
   int (*bn_fwd_train)(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                       const float *x, const float *gamma, const float *beta, float eps, float *mean,
                       float *var, float *invstd, float *xhat, float *y);
