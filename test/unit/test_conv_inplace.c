@@ -4,7 +4,8 @@
  * input (NNT_LF_INPLACE_FWD, layers/conv.c conv_forward_inplace: image
  * groups staged in scratch, the permute, pointwise, one-image and direct
  * paths), and batch normalization's xhat is planned only where its
- * backward reads it. On the CPU and the fake device: the convs that may
+ * backward reads it. On the CPU, the fake device and Vulkan (engine=gpu,
+ * lavapipe in CI; inference and frozen training): the convs that may
  * run in place do (and share their input's memory), the others do not,
  * no xhat is requested without a backward, and training steps and
  * inference give bitwise what memory_optimization=false gives. */
@@ -40,18 +41,22 @@
 
 static const char *const convs[] = {"c0", "c1", "c2", "c3", "c4"};
 
+/* fake: 0 the CPU, 1 the fake device, 2 engine=gpu */
 static nnt_model *load(int frozen, int fake, int unoptimized, nnt_mode mode) {
   nnt_err e = {0};
   const char *path = tu_write_text(frozen ? "frozen.ini" : "all.ini",
                                    frozen ? NET("trainable = false") : NET(""));
-  const char *ov[] = {"memory_optimization=false"};
+  const char *ov[2] = {"memory_optimization=false"};
+  unsigned nov = unoptimized ? 1 : 0;
+  if (fake == 2)
+    ov[nov++] = "engine=gpu";
   nnt_model *m = tu_model_for_ini(path);
-  if (nnt_ini_load(m, path, ov, unoptimized ? 1 : 0, &e))
+  if (nnt_ini_load(m, path, ov, nov, &e))
     fail_msg("%s: %s", path, e.msg);
   nnt_dataset *ds = NULL;
   assert_int_equal(nnt_dataset_create_synthetic(8, 5, &ds, &e), NNT_OK);
   assert_int_equal(nnt_model_set_dataset(m, NNT_DS_TRAIN, ds, &e), NNT_OK);
-  if (fake)
+  if (fake == 1)
     assert_int_equal(nnt_model_set_backend(m, fdev_backend(), &e), NNT_OK);
   if (nnt_model_compile(m, &e) || nnt_model_initialize(m, &e) || nnt_model_plan(m, mode, &e))
     fail_msg("compile: %s", e.msg);
@@ -83,7 +88,7 @@ static int xhat_planned(const nnt_model *m, nnt_mode mode) {
 
 static void test_which_run_in_place(void **state) {
   (void)state;
-  for (int fake = 0; fake < 2; fake++) {
+  for (int fake = 0; fake < 3; fake++) {
     /* frozen, training: the forward of every conv but the one that grows
      * its image; batch norm keeps no xhat */
     nnt_model *f = load(1, fake, 0, NNT_MODE_TRAIN);
@@ -112,10 +117,11 @@ static void test_which_run_in_place(void **state) {
 }
 
 /* Two Adam steps of the frozen model: every weight (the head's, and the
- * frozen batch norms' moving statistics) bitwise as without in place. */
+ * frozen batch norms' moving statistics) bitwise as without in place, on
+ * each backend. */
 static void test_frozen_training_bitwise(void **state) {
   (void)state;
-  for (int fake = 0; fake < 2; fake++) {
+  for (int fake = 0; fake < 3; fake++) {
     float *w[2];
     for (int u = 0; u < 2; u++) {
       nnt_model *m = load(1, fake, u, NNT_MODE_TRAIN);
@@ -132,15 +138,15 @@ static void test_frozen_training_bitwise(void **state) {
 }
 
 /* Inference of the trainable model: the probabilities bitwise as without
- * in place, on both backends, and the CPU's close to the fake device's. */
+ * in place on each backend, and the others' close to the CPU's. */
 static void test_inference_bitwise(void **state) {
   (void)state;
   const size_t n_in = 4 * 3 * 16 * 16, n_out = 4 * 5;
-  float *x = malloc(n_in * sizeof *x), y[2][2][4 * 5];
+  float *x = malloc(n_in * sizeof *x), y[3][2][4 * 5];
   nnt_rng r;
   nnt_rng_seed(&r, 17);
   tu_fill_uniform(&r, x, n_in, -1, 1);
-  for (int fake = 0; fake < 2; fake++)
+  for (int fake = 0; fake < 3; fake++)
     for (int u = 0; u < 2; u++) {
       nnt_model *m = load(0, fake, u, NNT_MODE_INFER);
       nnt_err e = {0};
@@ -150,9 +156,10 @@ static void test_inference_bitwise(void **state) {
         fail_msg("infer: %s", e.msg);
       nnt_model_destroy(m);
     }
-  for (int fake = 0; fake < 2; fake++)
+  for (int fake = 0; fake < 3; fake++)
     assert_memory_equal(y[fake][0], y[fake][1], sizeof y[0][0]);
   tu_expect_close(y[1][0], y[0][0], n_out, 1e-5, "fake device against the cpu");
+  tu_expect_close(y[2][0], y[0][0], n_out, 1e-4, "engine=gpu against the cpu");
   free(x);
 }
 
