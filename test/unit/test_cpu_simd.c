@@ -1,10 +1,15 @@
-/* The CPU's ReLU masks (act_mask, act_bwd_mask, written without branches)
- * against a plain select, bit for bit: lengths around the 32-bit words and
- * the parts of the compute threads, inputs with zeros of both signs, NaN,
- * infinities and subnormals, on 1 and 2 threads; a mask's bits past n are
- * zero; other activations are refused. */
+/* The CPU's loops that are written for the vectorizer or compiled for
+ * AVX-512 too, against plain scalar references, bit for bit: the ReLU
+ * masks (act_mask, act_bwd_mask, without branches) on lengths around the
+ * 32-bit words and the parts of the compute threads, inputs with zeros of
+ * both signs, NaN, infinities and subnormals, on 1 and 2 threads, a
+ * mask's bits past n zero, other activations refused; the SGD update
+ * (subnormal results flushed to +0); the non-finite scan
+ * (nnt_first_nonfinite) with one NaN or infinity at every position of
+ * lengths around the vector widths. */
 #include "test_util.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,6 +17,7 @@
 
 #include "nntrainer/compute/kernels.h"
 #include "nntrainer/compute/cpu_impl.h"
+#include "nntrainer/model_impl.h"
 #include "nntrainer/philox.h"
 
 static const size_t LENS[] = {1, 5, 31, 32, 33, 64, 95, 1000, 40000, 70001};
@@ -82,10 +88,60 @@ static void test_refusals(void **state) {
   assert_int_equal(k->act_bwd_mask(k, NNT_ACT_TANH, 0.0f, 1, v, v, v), NNT_ERR_INVAL);
 }
 
+/* w - lr * g with a result below the smallest normal float made +0 */
+static void test_sgd(void **state) {
+  (void)state;
+  const nnt_kernels *k = nnt_kernels_cpu();
+  nnt_rng r;
+  nnt_rng_seed(&r, 12);
+  for (size_t li = 0; li < NNT_ARRAY_LEN(LENS); li++) {
+    size_t n = LENS[li];
+    float *w = malloc(n * sizeof *w), *g = malloc(n * sizeof *g), *want = malloc(n * sizeof *w);
+    tu_fill_uniform(&r, w, n, -1.0f, 1.0f);
+    tu_fill_uniform(&r, g, n, -1.0f, 1.0f);
+    const float lr = 0.01f;
+    for (size_t i = 0; i < n; i += 5) /* results that are subnormal, or exactly 0 */
+      w[i] = lr * g[i] + (i % 2 ? 1e-39f : 0.0f);
+    for (size_t i = 0; i < n; i++) {
+      float v = w[i] - lr * g[i];
+      want[i] = fpclassify(v) == FP_SUBNORMAL || v == 0 ? 0.0f : v;
+    }
+    assert_int_equal(k->sgd_step(k, n, lr, g, w, NULL), NNT_OK);
+    for (size_t i = 0; i < n; i++)
+      if (bits(w[i]) != bits(want[i]))
+        fail_msg("n %zu: w[%zu] %g, want %g", n, i, (double)w[i], (double)want[i]);
+    free(w), free(g), free(want);
+  }
+}
+
+static void test_first_nonfinite(void **state) {
+  (void)state;
+  static const size_t lens[] = {1, 7, 8, 15, 16, 17, 31, 32, 33, 64, 100};
+  static const float bad[] = {NAN, -NAN, INFINITY, -INFINITY};
+  float x[100];
+  for (size_t li = 0; li < NNT_ARRAY_LEN(lens); li++) {
+    size_t n = lens[li];
+    for (size_t i = 0; i < n; i++) /* the largest finite values, zeros, subnormals */
+      x[i] = i % 4 == 0 ? FLT_MAX : i % 4 == 1 ? -FLT_MAX : i % 4 == 2 ? -0.0f : 1e-40f;
+    assert_int_equal(nnt_first_nonfinite(x, n), n);
+    for (size_t at = 0; at < n; at++)
+      for (size_t b = 0; b < NNT_ARRAY_LEN(bad); b++) {
+        float keep = x[at];
+        x[at] = bad[b];
+        if (nnt_first_nonfinite(x, n) != at)
+          fail_msg("n %zu: %g at %zu found at %zu", n, (double)bad[b], at,
+                   nnt_first_nonfinite(x, n));
+        x[at] = keep;
+      }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_select),
       cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_sgd),
+      cmocka_unit_test(test_first_nonfinite),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
