@@ -31,7 +31,10 @@
  * im2col, gemm and col2im: results are bitwise those).
  * The forward of a layer with few input channels (see use_direct) runs the backend's conv_fwd where it has one (the
  * CPU's direct convolution: no im2col copies, which cost more than the
- * product there; within rounding of im2col and gemm). */
+ * product there; within rounding of im2col and gemm). Likewise its
+ * backward, for stride 1 and a kernel 4 or 5 wide (see use_direct_bwd),
+ * runs conv_bwd_w and conv_bwd_x where the backend has them (no im2col,
+ * no col2im; within rounding). */
 #include <stdint.h>
 #include "nntrainer/layer.h"
 
