@@ -1,4 +1,5 @@
-/* CPU direct convolution forward (the conv_fwd op): for a few input
+/* CPU direct convolution forward (the conv_fwd op; the backward,
+ * conv_bwd_x and conv_bwd_w, is below): for a few input
  * channels the im2col copies of the gemm path cost more than the product
  * (LeNet-5's c2 copies 10 floats at a time), so the filters are applied to
  * the input where it lies. A block of DC_BLK filters is packed per part as
@@ -249,13 +250,16 @@ int nnt_cpu_conv_fwd_path(int path, const nnt_conv_geom *g, size_t n, size_t fil
  *
  * conv_bwd_x, dX: a part is an (image, block of DB_CB input channels)
  * pair; the filters' weights of the block are packed as [f][a][b][DB_CB]
- * and one accumulator per channel of the block adds, for every filter and
- * tap, the weight times the row of dY that the tap shifts over the input
- * row: dX[c][iy][ix] = sum over f, a, b (in that order) of W[f][c][a][b]
- * dY[f][iy + pt - a][ix + pl - b], the taps whose output lies outside
- * skipped.
+ * (zeros past the last channel) and one accumulator per channel of the
+ * block adds, for every filter and tap, the weight times the row of dY
+ * that the tap shifts over the input row: dX[c][iy][ix] = sum over f, a, b
+ * (in that order) of W[f][c][a][b] dY[f][iy + pt - a][ix + pl - b], the
+ * kernel rows and tiles whose output lies outside skipped.
  *
- * conv_bwd_w, dW: a part is a (block of FB filters, input channel) pair;
+ * conv_bwd_w, dW: a part is a (block of filters, input channel) pair
+ * (blocks of up to 6 filters for kernels up to 3 wide and 4 for wider
+ * ones on AVX-512, 3 and 2 on AVX2, 2 in C: as many accumulators as the
+ * registers hold);
  * per kernel row a, one accumulator per (filter, kernel column) adds over
  * images, output rows and column tiles the dY row times the input row the
  * tap shifts under it; the lanes are summed at the end. Each output is
