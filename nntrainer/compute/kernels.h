@@ -339,8 +339,9 @@ typedef struct nnt_kernels {
                   size_t filters, const float *w, const float *bias, const float *x, float *y);
   /* The backward of a convolution without im2col or col2im, for g with
    * stride 1 and dilation 1 (g->cs 0 or g->c), a kernel at most
-   * NNT_CONV_BWD_MAX_KW wide and filters * kh * kw at most
-   * NNT_CONV_BWD_MAX_FTAPS (NNT_ERR_INVAL otherwise), W, x, dY as for
+   * NNT_CONV_BWD_MAX_KW wide, input and output rows at most 256 wide and
+   * filters * kh * kw at most NNT_CONV_BWD_MAX_FTAPS (NNT_ERR_INVAL
+   * otherwise), W, x, dY as for
    * conv_fwd. conv_bwd_x: dx[i] = the derivative of conv_fwd's y[i] with
    * respect to x[i] given dy (written, not added); conv_bwd_w: dw [filters,
    * c*kh*kw] = the sum over the n images of the derivative with respect to
