@@ -35,7 +35,10 @@
  * (NNT_LF_INPLACE_FWD, conv_forward_inplace): the planner decides.
  * The forward of a layer with few input channels (see use_direct) runs the backend's conv_fwd where it has one (the
  * CPU's direct convolution: no im2col copies, which cost more than the
- * product there; within rounding of im2col and gemm). */
+ * product there; within rounding of im2col and gemm). Likewise its
+ * backward, for stride 1 and a kernel 4 or 5 wide (see use_direct_bwd),
+ * runs conv_bwd_w and conv_bwd_x where the backend has them (no im2col,
+ * no col2im; within rounding). */
 #include <stdint.h>
 #include "nntrainer/layer.h"
 
@@ -268,6 +271,25 @@ static int conv_forward_inplace(conv_priv *p, nnt_run_ctx *ctx) {
   return NNT_OK;
 }
 
+/* The backward takes conv_bwd_w (gradient) and conv_bwd_x (derivative),
+ * where the backend has them, for stride 1 and dilation 1, at most
+ * CONV_DIRECT_MAX_C input channels (the derivative at least
+ * CONV_DIRECT_BWD_X_MIN_C: it fills blocks of 8 channels) and a kernel
+ * CONV_DIRECT_BWD_MIN_KW to NNT_CONV_BWD_MAX_KW wide: chosen by
+ * measurement (docs/performance.md; LeNet-5's 5x5 c1 and c2 gain, a
+ * one-channel derivative loses, the Fashion-MNIST CNN's 3x3 c1 and c2
+ * measured the same as im2col, gemm and col2im). */
+#define CONV_DIRECT_BWD_MIN_KW 4
+#define CONV_DIRECT_BWD_X_MIN_C 4
+
+static int use_direct_bwd(const conv_priv *p, int have, unsigned min_c) {
+  const nnt_conv_geom *g = &p->g;
+  return have && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->c >= min_c &&
+         g->c <= CONV_DIRECT_MAX_C && g->kw >= CONV_DIRECT_BWD_MIN_KW &&
+         g->kw <= NNT_CONV_BWD_MAX_KW && g->ow <= 256 && g->w <= 256 &&
+         (size_t)p->filters * g->kh * g->kw <= NNT_CONV_BWD_MAX_FTAPS;
+}
+
 static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   conv_priv *p = l->priv;
   if (ctx->out[0].data == ctx->in[0].data)
@@ -334,7 +356,12 @@ static int conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   if (!want_w && !want_b)
     return NNT_OK;
   unsigned batch = ctx->in[0].dim.b;
-  for (unsigned b = 0; b < batch; b += p->bnb) {
+  if (want_w && use_direct_bwd(p, k->conv_bwd_w != NULL, 1)) {
+    NNT_TRY(k->conv_bwd_w(k, g, batch, p->filters, ctx->in[0].data, ctx->d_out[0].data,
+                          ctx->gw[0].data));
+    want_w = 0;
+  }
+  for (unsigned b = 0; b < batch && (want_w || want_b); b += p->bnb) {
     unsigned n = batch - b < p->bnb ? batch - b : p->bnb;
     const float *dy = group_dy(p, ctx, b, n, plane, &rc);
     NNT_TRY(rc);
@@ -373,6 +400,9 @@ static int conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
                       ctx->d_in[0].data + b * in_len, plane));
     return NNT_OK;
   }
+  if (use_direct_bwd(p, k->conv_bwd_x != NULL, CONV_DIRECT_BWD_X_MIN_C))
+    return k->conv_bwd_x(k, g, batch, p->filters, ctx->w[0].data, ctx->d_out[0].data,
+                         ctx->d_in[0].data);
   float *col = ctx->scratch[1].data;
   int rc;
   NNT_TRY(k->fill(k, nnt_tensor_len(&ctx->d_in[0]), 0.0f, ctx->d_in[0].data));
@@ -403,7 +433,7 @@ const nnt_layer_ops nnt_layer_conv2d = {
     .kops = NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM) | NNT_KOP_BIT(GEMM) |
             NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
             NNT_KOP_BIT(PERMUTE3) | NNT_KOP_BIT(COPY),
-    .opt_kops = NNT_KOP_BIT(CONV_FWD),
+    .opt_kops = NNT_KOP_BIT(CONV_FWD) | NNT_KOP_BIT(CONV_BWD_X) | NNT_KOP_BIT(CONV_BWD_W),
 };
 
 const nnt_layer_ops nnt_layer_conv1d = {
@@ -419,5 +449,5 @@ const nnt_layer_ops nnt_layer_conv1d = {
     .kops = NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM) | NNT_KOP_BIT(GEMM) |
             NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
             NNT_KOP_BIT(PERMUTE3) | NNT_KOP_BIT(COPY),
-    .opt_kops = NNT_KOP_BIT(CONV_FWD),
+    .opt_kops = NNT_KOP_BIT(CONV_FWD) | NNT_KOP_BIT(CONV_BWD_X) | NNT_KOP_BIT(CONV_BWD_W),
 };

@@ -76,6 +76,19 @@ int nnt_cpu_conv_fwd(const struct nnt_kernels *self, const struct nnt_conv_geom 
  * path the CPU has; conv_fwd takes the widest). */
 int nnt_cpu_conv_fwd_path(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
                           const float *w, const float *bias, const float *x, float *y);
+/* The direct backward of a stride-1, dilation-1 convolution
+ * (cpu_conv_direct.c): conv_bwd_x and conv_bwd_w, and each on one code
+ * path as nnt_cpu_conv_fwd_path; nnt_cpu_conv_bwd_ok: 1 when g and the
+ * filter count are ones they take. */
+int nnt_cpu_conv_bwd_ok(const struct nnt_conv_geom *g, size_t filters);
+int nnt_cpu_conv_bwd_x(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                       size_t filters, const float *w, const float *dy, float *dx);
+int nnt_cpu_conv_bwd_w(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                       size_t filters, const float *x, const float *dy, float *dw);
+int nnt_cpu_conv_bwd_x_path(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
+                            const float *w, const float *dy, float *dx);
+int nnt_cpu_conv_bwd_w_path(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
+                            const float *x, const float *dy, float *dw);
 int nnt_cpu_col2im(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                    const float *col, float *dx);
 int nnt_cpu_pool_fwd(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
