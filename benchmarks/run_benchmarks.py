@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """nntrainer against PyTorch on the same models, batch sizes, optimizer (SGD)
-and random data, alternating runs, both on the same thread count.
+and random data, alternating runs, both on the same thread count. Each
+program trains every step on one batch made before its loop (no data
+loading is timed or runs beside the steps).
 
 Usage (after `bash scripts/build.sh build`):
     /usr/bin/python3 benchmarks/run_benchmarks.py [--reps 3] [--threads 2] [--out FILE]

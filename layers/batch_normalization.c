@@ -83,7 +83,7 @@ static int bn_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   nnt_fctx_add_weight(ctx, "moving_variance", cd, p->mv_init, ch, ch, 0, 0, 0);
   nnt_fctx_add_weight(ctx, "gamma", cd, p->gamma_init, ch, ch, 0, 0, 1);
   nnt_fctx_add_weight(ctx, "beta", cd, p->beta_init, ch, ch, 0, 0, 1);
-  nnt_fctx_add_scratch(ctx, d, NNT_SCRATCH_ITER);                       /* xhat */
+  nnt_fctx_add_scratch(ctx, d, NNT_SCRATCH_SAVED);                      /* xhat */
   nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, 1, ch), NNT_SCRATCH_ITER); /* 1/std */
   nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, 2, ch), NNT_SCRATCH_FWD);  /* mean, var */
   ctx->flags = NNT_LF_INPLACE;
@@ -99,10 +99,15 @@ static int bn_forward(nnt_layer *l, nnt_run_ctx *ctx) {
                             ctx->out[0].data));
     return NNT_OK;
   }
+  /* xhat is planned only where this layer's backward runs (a frozen
+   * layer's training forward has none to keep it for): elsewhere the
+   * kernel writes each xhat value over its output element, which then
+   * takes its y (the same arithmetic: y is bitwise what it is with xhat
+   * kept) */
   float *stats = ctx->scratch[2].data;
+  float *xhat = ctx->scratch[0].data ? ctx->scratch[0].data : ctx->out[0].data;
   NNT_TRY(k->bn_fwd_train(k, p->outer, p->ch, p->inner, ctx->in[0].data, g, b, p->epsilon, stats,
-                          stats + p->ch, ctx->scratch[1].data, ctx->scratch[0].data,
-                          ctx->out[0].data));
+                          stats + p->ch, ctx->scratch[1].data, xhat, ctx->out[0].data));
   if (ctx->recompute) /* the moving statistics moved in the first forward */
     return NNT_OK;
   NNT_TRY(k->scale(k, p->ch, p->momentum, mm));

@@ -29,9 +29,16 @@
  * one image's gemms on the input and on dX directly, and asks for no
  * scratch (the same products on the same numbers as explicit one-image
  * im2col, gemm and col2im: results are bitwise those).
+ * Where no backward runs (inference, evaluation, a frozen layer with no
+ * trainable layer before it) and an image's output is no larger than its
+ * input, the forward may write its output over its input
+ * (NNT_LF_INPLACE_FWD, conv_forward_inplace): the planner decides.
  * The forward of a layer with few input channels (see use_direct) runs the backend's conv_fwd where it has one (the
  * CPU's direct convolution: no im2col copies, which cost more than the
- * product there; within rounding of im2col and gemm).
+ * product there; within rounding of im2col and gemm). Likewise its
+ * backward, for stride 1 and a kernel 4 or 5 wide (see use_direct_bwd),
+ * runs conv_bwd_w and conv_bwd_x where the backend has them (no im2col,
+ * no col2im; within rounding).
  * A 3x3 window with stride 1 and dilation 1 and at least CONV_WINO_MIN_C
  * channels and filters runs the backend's Winograd F(2x2, 3x3) ops where
  * it has them (the CPU: conv_wino, conv_wino_dw in cpu_winograd.c; 16
@@ -208,6 +215,17 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
                            NNT_SCRATCH_BWD);
   }
   ctx->flags = NNT_LF_BWD_READS_INPUT;
+  /* The forward may write over its input where no backward runs
+   * (conv_forward_inplace), when an image's output is no larger than its
+   * input: then the shared memory is the input's, and nothing grows (a
+   * larger output would hold its size from the input's first step, which
+   * can raise a plan: the Fashion-MNIST CNN's second conv over pool1's
+   * output, measured). nb == 1 stages one image's output in scratch. */
+  if ((uint64_t)p->filters * plane <= (uint64_t)in.c * in.h * in.w) {
+    ctx->flags |= NNT_LF_INPLACE_FWD;
+    if (p->nb == 1)
+      nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->filters, plane), NNT_SCRATCH_INPLACE);
+  }
   return NNT_OK;
 }
 
@@ -225,6 +243,91 @@ static int use_direct(const nnt_kernels *k, const conv_priv *p) {
   return k->conv_fwd && !is_pointwise(g) && g->c <= CONV_DIRECT_MAX_C && g->ow <= 256 &&
          patch >= CONV_DIRECT_MIN_PATCH && patch <= NNT_CONV_DIRECT_MAX_PATCH &&
          p->filters >= CONV_DIRECT_MIN_FILTERS;
+}
+
+/* Whether the forward runs conv_wino (see use_wino below), and its call
+ * for the n images at x of a group: both forwards (in place or not) run
+ * it on the same groups of nb images, so their outputs are bitwise the
+ * same (the op's arithmetic depends on the images it is given). */
+static int use_wino(int have, const nnt_conv_geom *g, size_t c, size_t filters,
+                    unsigned batch, const nnt_tensor *s);
+static int use_wino_fwd(const nnt_kernels *k, const conv_priv *p, const nnt_run_ctx *ctx) {
+  return !is_pointwise(&p->g) && !use_direct(k, p) &&
+         use_wino(k->conv_wino != NULL, &p->g, p->g.c, p->filters, p->nb, &ctx->scratch[0]);
+}
+static int wino_fwd(const conv_priv *p, nnt_run_ctx *ctx, unsigned n, const float *x, float *y) {
+  const nnt_kernels *k = ctx->k;
+  return k->conv_wino(k, &p->g, n, p->filters, 0, ctx->w[0].data,
+                      ctx->n_w > 1 ? ctx->w[1].data : NULL, x, y, ctx->scratch[0].data,
+                      nnt_tensor_len(&ctx->scratch[0]));
+}
+
+/* The forward with out[0] over in[0] (NNT_LF_INPLACE_FWD: no backward
+ * runs, nobody reads the input after this layer, and an image's output is
+ * no larger than its input): a group of images is computed into scratch
+ * (the permute scratch of nb > 1, else the one-image output scratch) once
+ * its inputs are read, then lands on input images already read (in batch
+ * order, group g's output ends before group g + 1's input starts). The
+ * same products as conv_forward, so the same bits. */
+static int conv_forward_inplace(conv_priv *p, nnt_run_ctx *ctx) {
+  const nnt_conv_geom *g = &p->g;
+  const nnt_kernels *k = ctx->k;
+  size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
+  size_t in_len = nnt_dim_feature_len(ctx->in[0].dim), out_len = p->filters * plane;
+  unsigned batch = ctx->in[0].dim.b;
+  int pw = is_pointwise(g), direct = use_direct(k, p), wino = use_wino_fwd(k, p, ctx);
+  float *stage = ctx->scratch[pw ? 0 : 2].data; /* [filters, nb*plane] or one image */
+  const float *bias = ctx->n_w > 1 ? ctx->w[1].data : NULL;
+  if (out_len > in_len || !stage)
+    return NNT_ERR_INVAL; /* finalize allows neither */
+  for (unsigned b = 0; b < batch; b += p->nb) {
+    unsigned n = batch - b < p->nb ? batch - b : p->nb;
+    const float *x = ctx->in[0].data + b * in_len;
+    float *y = ctx->out[0].data + b * out_len;
+    if (direct) {
+      NNT_TRY(k->conv_fwd(k, g, n, p->filters, ctx->w[0].data, bias, x, stage));
+      NNT_TRY(k->copy(k, n * out_len, stage, y));
+      continue;
+    }
+    if (wino) {
+      NNT_TRY(wino_fwd(p, ctx, n, x, stage));
+      NNT_TRY(k->copy(k, n * out_len, stage, y));
+      continue;
+    }
+    const float *col = x;
+    if (!pw) {
+      NNT_TRY(k->im2col(k, g, n, x, ctx->scratch[0].data));
+      col = ctx->scratch[0].data;
+    }
+    NNT_TRY(k->gemm(k, 0, 0, p->filters, n * plane, patch, 1.0f, ctx->w[0].data, patch, col,
+                    n * plane, 0.0f, stage, n * plane));
+    if (bias)
+      NNT_TRY(k->add_col_vec(k, p->filters, n * plane, bias, stage));
+    if (p->nb > 1)
+      NNT_TRY(swap_outer(k, p->filters, n, plane, stage, y));
+    else
+      NNT_TRY(k->copy(k, out_len, stage, y));
+  }
+  return NNT_OK;
+}
+
+/* The backward takes conv_bwd_w (gradient) and conv_bwd_x (derivative),
+ * where the backend has them, for stride 1 and dilation 1, at most
+ * CONV_DIRECT_MAX_C input channels (the derivative at least
+ * CONV_DIRECT_BWD_X_MIN_C: it fills blocks of 8 channels) and a kernel
+ * CONV_DIRECT_BWD_MIN_KW to NNT_CONV_BWD_MAX_KW wide: chosen by
+ * measurement (docs/performance.md; LeNet-5's 5x5 c1 and c2 gain, a
+ * one-channel derivative loses, the Fashion-MNIST CNN's 3x3 c1 and c2
+ * measured the same as im2col, gemm and col2im). */
+#define CONV_DIRECT_BWD_MIN_KW 4
+#define CONV_DIRECT_BWD_X_MIN_C 4
+
+static int use_direct_bwd(const conv_priv *p, int have, unsigned min_c) {
+  const nnt_conv_geom *g = &p->g;
+  return have && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->c >= min_c &&
+         g->c <= CONV_DIRECT_MAX_C && g->kw >= CONV_DIRECT_BWD_MIN_KW &&
+         g->kw <= NNT_CONV_BWD_MAX_KW && g->ow <= 256 && g->w <= 256 &&
+         (size_t)p->filters * g->kh * g->kw <= NNT_CONV_BWD_MAX_FTAPS;
 }
 
 /* Whether conv_wino (or conv_wino_dw: have: the table has it) computes y
@@ -247,6 +350,8 @@ static nnt_conv_geom wino_dgeom(const conv_priv *p) {
 
 static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   conv_priv *p = l->priv;
+  if (ctx->out[0].data == ctx->in[0].data)
+    return conv_forward_inplace(p, ctx);
   const nnt_conv_geom *g = &p->g;
   const nnt_kernels *k = ctx->k;
   size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
@@ -256,13 +361,14 @@ static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   if (use_direct(k, p))
     return k->conv_fwd(k, g, batch, p->filters, ctx->w[0].data,
                        ctx->n_w > 1 ? ctx->w[1].data : NULL, ctx->in[0].data, ctx->out[0].data);
-  if (!pw && use_wino(k->conv_wino != NULL, g, g->c, p->filters, batch, &ctx->scratch[0]))
-    return k->conv_wino(k, g, batch, p->filters, 0, ctx->w[0].data,
-                        ctx->n_w > 1 ? ctx->w[1].data : NULL, ctx->in[0].data, ctx->out[0].data,
-                        ctx->scratch[0].data, nnt_tensor_len(&ctx->scratch[0]));
+  int wino = use_wino_fwd(k, p, ctx);
   for (unsigned b = 0; b < batch; b += p->nb) {
     unsigned n = batch - b < p->nb ? batch - b : p->nb;
     float *y = ctx->out[0].data + b * out_len, *col = ctx->in[0].data + b * in_len;
+    if (wino) {
+      NNT_TRY(wino_fwd(p, ctx, n, col, y));
+      continue;
+    }
     float *gy = p->nb > 1 ? ctx->scratch[2].data : y; /* [filters, n*plane] */
     if (!pw) {
       col = ctx->scratch[0].data;
@@ -313,6 +419,11 @@ static int conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   if (!want_w && !want_b)
     return NNT_OK;
   unsigned batch = ctx->in[0].dim.b;
+  if (want_w && use_direct_bwd(p, k->conv_bwd_w != NULL, 1)) {
+    NNT_TRY(k->conv_bwd_w(k, g, batch, p->filters, ctx->in[0].data, ctx->d_out[0].data,
+                          ctx->gw[0].data));
+    want_w = 0;
+  }
   if (want_w && use_wino(k->conv_wino_dw != NULL, g, g->c, p->filters, batch, &ctx->scratch[1])) {
     size_t out_len = p->filters * plane;
     NNT_TRY(k->conv_wino_dw(k, g, batch, p->filters, ctx->d_out[0].data, ctx->in[0].data,
@@ -323,7 +434,7 @@ static int conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
                           b ? 1.0f : 0.0f, ctx->gw[1].data));
     return NNT_OK;
   }
-  for (unsigned b = 0; b < batch; b += p->bnb) {
+  for (unsigned b = 0; b < batch && (want_w || want_b); b += p->bnb) {
     unsigned n = batch - b < p->bnb ? batch - b : p->bnb;
     const float *dy = group_dy(p, ctx, b, n, plane, &rc);
     NNT_TRY(rc);
@@ -362,6 +473,9 @@ static int conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
                       ctx->d_in[0].data + b * in_len, plane));
     return NNT_OK;
   }
+  if (use_direct_bwd(p, k->conv_bwd_x != NULL, CONV_DIRECT_BWD_X_MIN_C))
+    return k->conv_bwd_x(k, g, batch, p->filters, ctx->w[0].data, ctx->d_out[0].data,
+                         ctx->d_in[0].data);
   float *col = ctx->scratch[1].data;
   int rc;
   if (nnt_wino_geom_ok(g)) {
@@ -397,8 +511,9 @@ const nnt_layer_ops nnt_layer_conv2d = {
     .calc_derivative = conv_derivative,
     .kops = NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM) | NNT_KOP_BIT(GEMM) |
             NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
-            NNT_KOP_BIT(PERMUTE3),
-    .opt_kops = NNT_KOP_BIT(CONV_FWD) | NNT_KOP_BIT(CONV_WINO) | NNT_KOP_BIT(CONV_WINO_DW),
+            NNT_KOP_BIT(PERMUTE3) | NNT_KOP_BIT(COPY),
+    .opt_kops = NNT_KOP_BIT(CONV_FWD) | NNT_KOP_BIT(CONV_BWD_X) | NNT_KOP_BIT(CONV_BWD_W) |
+                NNT_KOP_BIT(CONV_WINO) | NNT_KOP_BIT(CONV_WINO_DW),
 };
 
 const nnt_layer_ops nnt_layer_conv1d = {
@@ -413,6 +528,7 @@ const nnt_layer_ops nnt_layer_conv1d = {
     .calc_derivative = conv_derivative,
     .kops = NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM) | NNT_KOP_BIT(GEMM) |
             NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
-            NNT_KOP_BIT(PERMUTE3),
-    .opt_kops = NNT_KOP_BIT(CONV_FWD) | NNT_KOP_BIT(CONV_WINO) | NNT_KOP_BIT(CONV_WINO_DW),
+            NNT_KOP_BIT(PERMUTE3) | NNT_KOP_BIT(COPY),
+    .opt_kops = NNT_KOP_BIT(CONV_FWD) | NNT_KOP_BIT(CONV_BWD_X) | NNT_KOP_BIT(CONV_BWD_W) |
+                NNT_KOP_BIT(CONV_WINO) | NNT_KOP_BIT(CONV_WINO_DW),
 };

@@ -99,6 +99,9 @@ typedef enum nnt_scratch_life {
   /* as NNT_SCRATCH_ITER, but only in training where the layer's backward
    * runs: elsewhere it is not planned (its data is NULL in forward) */
   NNT_SCRATCH_SAVED,
+  /* as NNT_SCRATCH_FWD, but planned only where the node runs with its
+   * output over its input (NNT_LF_INPLACE_FWD): elsewhere its data is NULL */
+  NNT_SCRATCH_INPLACE,
 } nnt_scratch_life;
 
 /* Layer facts given at finalize (nnt_finalize_ctx.flags). */
@@ -116,6 +119,13 @@ enum {
   /* input 0 holds row indices into weight 0 (embedding: [in_dim, ...]):
    * synthetic data feeds it whole numbers in [0, weight 0's height) */
   NNT_LF_INDEX_INPUT = 1u << 5,
+  /* forward may run with out[0] over in[0] whatever their sizes (the
+   * planned memory is the larger of the two) where the node's backward
+   * does not run: inference, evaluation, and a frozen node with no
+   * trainable layer before it. The layer sees ctx->out[0].data ==
+   * ctx->in[0].data and must read each part of its input before it
+   * writes the output over it (conv2d: a group of images at a time). */
+  NNT_LF_INPLACE_FWD = 1u << 6,
 };
 
 typedef struct nnt_finalize_ctx {

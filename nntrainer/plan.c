@@ -27,12 +27,16 @@ static int bwd_reads_output(const nnt_node *nd) {
   return (nd->fc.flags & NNT_LF_BWD_READS_OUTPUT) && (nd->do_grad || nd->do_deriv);
 }
 
-/* May node i overwrite its input 0 in place? Only when the value it would
- * overwrite has no other reader: the input has a single consumer, and no
- * earlier step whose memory this value shares reads it in backward. */
+/* May node i overwrite its input 0 in place? Only when the layer can
+ * (always, or in a forward whose node has no backward: NNT_LF_INPLACE_FWD)
+ * and the value it would overwrite has no other reader: the input has a
+ * single consumer, and no earlier step whose memory this value shares
+ * reads it in backward. */
 static int can_run_inplace(const nnt_model *m, size_t i, nnt_mode mode) {
   const nnt_node *nd = &m->nodes[i];
-  if (!(nd->fc.flags & NNT_LF_INPLACE))
+  int fwd_only = (nd->fc.flags & NNT_LF_INPLACE_FWD) &&
+                 (mode != NNT_MODE_TRAIN || !(nd->do_grad || nd->do_deriv));
+  if (!(nd->fc.flags & NNT_LF_INPLACE) && !fwd_only)
     return 0;
   unsigned p = nd->in_node[0], pidx = nd->in_idx[0];
   for (;;) {
@@ -99,6 +103,8 @@ static int request_forward(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) 
       if ((mode != NNT_MODE_TRAIN || !(nd->do_grad || nd->do_deriv)) &&
           (nd->fc.scratch_life[s] == NNT_SCRATCH_BWD ||
            nd->fc.scratch_life[s] == NNT_SCRATCH_SAVED))
+        continue;
+      if (nd->fc.scratch_life[s] == NNT_SCRATCH_INPLACE && !nd->inplace)
         continue;
       int id = req(g, name, "scratch", s, NNT_TK_SCRATCH, nd->fc.scratch_dim[s], e);
       if (id < 0)
@@ -296,7 +302,8 @@ static int request_recompute(nnt_model *m, nnt_mgr *g, nnt_err *e) {
       ids[NNT_MAX_IO + o] = nd->t_out[o] >= 0 ? cur[nd->t_out[o]] : -1;
     for (unsigned c = 0; c < nd->fc.n_scratch; c++)
       ids[2 * NNT_MAX_IO + c] =
-          nd->t_scratch[c] >= 0 && !(saved && nd->fc.scratch_life[c] != NNT_SCRATCH_ITER)
+          nd->t_scratch[c] >= 0 && !(saved && nd->fc.scratch_life[c] != NNT_SCRATCH_ITER &&
+                                     nd->fc.scratch_life[c] != NNT_SCRATCH_SAVED)
               ? cur[nd->t_scratch[c]]
               : -1;
   }
@@ -357,7 +364,8 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
     if (deriv)
       use(g, nd->t_label, s);
     for (unsigned c = 0; c < nd->fc.n_scratch; c++)
-      if (bwd && nd->fc.scratch_life[c] != NNT_SCRATCH_FWD)
+      if (bwd && nd->fc.scratch_life[c] != NNT_SCRATCH_FWD &&
+          nd->fc.scratch_life[c] != NNT_SCRATCH_INPLACE)
         use(g, nnt_step_id(m, re, s, 2 * NNT_MAX_IO + c, nd->t_scratch[c]), s);
     if (!bwd)
       return;

@@ -33,11 +33,14 @@ static inline __attribute__((always_inline)) int scan_finite(const float *x, siz
   return !(acc & 0x80000000u);
 }
 
-/* On x86-64, the same loop compiled for AVX2 too, taken when the CPU has
- * it (a test per call, no ifunc: an ifunc resolver runs before the
+/* On x86-64, the same loop compiled for AVX-512 and AVX2 too, the widest
+ * taken that the CPU has (a test per call, no ifunc: an ifunc resolver runs before the
  * sanitizers' runtime is up). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 __attribute__((target("avx2"))) static int scan_finite_avx2(const float *x, size_t n) {
+  return scan_finite(x, n);
+}
+__attribute__((target("avx512f"))) static int scan_finite_avx512(const float *x, size_t n) {
   return scan_finite(x, n);
 }
 #define NNT_HAVE_AVX2_SCAN 1
@@ -45,6 +48,8 @@ __attribute__((target("avx2"))) static int scan_finite_avx2(const float *x, size
 
 static int all_finite(const float *x, size_t n) {
 #ifdef NNT_HAVE_AVX2_SCAN
+  if (__builtin_cpu_supports("avx512f"))
+    return scan_finite_avx512(x, n);
   if (__builtin_cpu_supports("avx2"))
     return scan_finite_avx2(x, n);
 #endif

@@ -1,4 +1,5 @@
-/* CPU direct convolution forward (the conv_fwd op): for a few input
+/* CPU direct convolution forward (the conv_fwd op; the backward,
+ * conv_bwd_x and conv_bwd_w, is below): for a few input
  * channels the im2col copies of the gemm path cost more than the product
  * (LeNet-5's c2 copies 10 floats at a time), so the filters are applied to
  * the input where it lies. A block of DC_BLK filters is packed per part as
@@ -237,4 +238,361 @@ int nnt_cpu_conv_fwd_path(int path, const nnt_conv_geom *g, size_t n, size_t fil
   size_t per = j.patch * DC_BLK * g->oh * g->ow, min = per >= 65536 ? 1 : 65536 / (per + 1) + 1;
   nnt_cpu_pool_for(n * j.blocks, 1, min, dc_part, &j);
   return NNT_OK;
+}
+
+/* ---- The backward of a stride-1, dilation-1 convolution without im2col
+ * or col2im (conv_bwd_x, conv_bwd_w): for a few input channels the copies
+ * and the col2im sums cost more than the thin products (LeNet-5's c2: a
+ * gemm of depth 16 makes 150 x 100 columns that col2im folds back). Both
+ * run along rows: a vector holds up to LANES neighbouring columns, a load
+ * takes the lanes [lo, hi) of a row and zeros the others (masked: the
+ * lanes outside are never read).
+ *
+ * conv_bwd_x, dX: a part is an (image, block of DB_CB input channels)
+ * pair; the filters' weights of the block are packed as [f][a][b][DB_CB]
+ * (zeros past the last channel) and one accumulator per channel of the
+ * block adds, for every filter and tap, the weight times the row of dY
+ * that the tap shifts over the input row: dX[c][iy][ix] = sum over f, a, b
+ * (in that order) of W[f][c][a][b] dY[f][iy + pt - a][ix + pl - b], the
+ * kernel rows and tiles whose output lies outside skipped.
+ *
+ * conv_bwd_w, dW: a part is a (block of filters, input channel) pair
+ * (blocks of up to 6 filters for kernels up to 3 wide and 4 for wider
+ * ones on AVX-512, 3 and 2 on AVX2, 2 in C: as many accumulators as the
+ * registers hold);
+ * per kernel row a, one accumulator per (filter, kernel column) adds over
+ * images, output rows and column tiles the dY row times the input row the
+ * tap shifts under it; the lanes are summed at the end. Each output is
+ * written by one part alone: the same bits on every thread count. */
+#define DB_CB 8 /* input channels per dX block */
+#define DB_LANES_C 16
+
+typedef struct db_job {
+  const nnt_conv_geom *g;
+  size_t n, filters, cblocks, fblocks;
+  const float *w, *x, *dy;
+  float *out;
+  void (*dx)(const struct db_job *j, size_t i, unsigned c0, unsigned nc, const float *wp);
+  void (*dw)(const struct db_job *j, size_t f0, unsigned nf, unsigned c);
+} db_job;
+
+/* The lanes [lo, hi) of a tile of nl lanes whose lane 0 is column off of a
+ * row of len values: lo >= hi when none. */
+static inline void db_range(long off, long len, unsigned nl, unsigned *lo, unsigned *hi) {
+  long l = off < 0 ? -off : 0, h = len - off;
+  if (h > (long)nl)
+    h = (long)nl;
+  *lo = (unsigned)l;
+  *hi = h > l ? (unsigned)h : (unsigned)l;
+}
+
+/* The kernels for a kernel width KW (a constant: the taps' loops unroll
+ * and the accumulators stay in registers). MASK(lo, hi) makes a load mask,
+ * LOADM(row, off, mask) loads those lanes of row from column off (zeros
+ * elsewhere), STOREN(p, v, nl) stores the first nl lanes. */
+#define DB_DX_DEF(NAME, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, KW)  \
+  ATTR static void NAME##_##KW(const db_job *j, size_t i, unsigned c0, unsigned nc,        \
+                               const float *wp) {                                          \
+    const nnt_conv_geom *g = j->g;                                                         \
+    size_t plane = (size_t)g->oh * g->ow, hw = (size_t)g->h * g->w;                        \
+    const float *dy = j->dy + i * j->filters * plane;                                      \
+    float *dx = j->out + (i * g->c + c0) * hw;                                             \
+    for (unsigned ix0 = 0; ix0 < g->w; ix0 += (LANES)) {                                   \
+      unsigned nl = g->w - ix0 < (LANES) ? g->w - ix0 : (LANES), lo[KW], hi[KW];           \
+      long off[KW];                                                                        \
+      MTYPE m[KW];                                                                         \
+      _Pragma("GCC unroll 8") for (unsigned b = 0; b < (KW); b++) {                        \
+        off[b] = (long)ix0 + (long)g->pl - (long)b;                                        \
+        db_range(off[b], g->ow, nl, &lo[b], &hi[b]);                                       \
+        m[b] = MASK(lo[b], hi[b]);                                                         \
+      }                                                                                    \
+      for (unsigned iy = 0; iy < g->h; iy++) {                                             \
+        /* the kernel rows a whose output row iy + pt - a exists */                        \
+        long top = (long)iy + (long)g->pt;                                                 \
+        unsigned a0 = top >= (long)g->oh ? (unsigned)(top - (long)g->oh + 1) : 0;          \
+        unsigned a1 = top + 1 < (long)g->kh ? (unsigned)(top + 1) : g->kh;                 \
+        VEC acc[DB_CB];                                                                    \
+        _Pragma("GCC unroll 8") for (unsigned q = 0; q < DB_CB; q++) acc[q] = ZERO;        \
+        for (size_t f = 0; f < j->filters; f++)                                            \
+          for (unsigned a = a0; a < a1; a++) {                                             \
+            const float *row = dy + f * plane + (size_t)(top - (long)a) * g->ow;           \
+            const float *wt = wp + ((f * g->kh + a) * (KW)) * DB_CB;                       \
+            _Pragma("GCC unroll 8") for (unsigned b = 0; b < (KW); b++) {                  \
+              if (lo[b] >= hi[b])                                                          \
+                continue;                                                                  \
+              VEC v = LOADM(row, off[b], m[b]);                                            \
+              _Pragma("GCC unroll 8") for (unsigned q = 0; q < DB_CB; q++) acc[q] =        \
+                  FMA(SET1(wt[b * DB_CB + q]), v, acc[q]);                                 \
+            }                                                                              \
+          }                                                                                \
+        _Pragma("GCC unroll 8") for (unsigned q = 0; q < DB_CB; q++) if (q < nc)           \
+            STOREN(dx + q * hw + (size_t)iy * g->w + ix0, acc[q], nl);                     \
+      }                                                                                    \
+    }                                                                                      \
+  }
+
+#define DB_DW_DEF(NAME, ATTR, VEC, LANES, MTYPE, MASK, FB, ZERO, FMA, LOADM, HSUM, KW)      \
+  ATTR static void NAME##_##KW(const db_job *j, size_t f0, unsigned nf, unsigned c) {      \
+    const nnt_conv_geom *g = j->g;                                                         \
+    size_t plane = (size_t)g->oh * g->ow, hw = (size_t)g->h * g->w, taps = g->kh * (KW);   \
+    for (unsigned a = 0; a < g->kh; a++) {                                                 \
+      VEC acc[FB][KW];                                                                     \
+      _Pragma("GCC unroll 8") for (unsigned p = 0; p < (FB); p++)                          \
+          _Pragma("GCC unroll 8") for (unsigned b = 0; b < (KW); b++) acc[p][b] = ZERO;    \
+      /* the output rows whose input row oy - pt + a exists */                             \
+      long s = (long)a - (long)g->pt;                                                      \
+      unsigned y0 = s < 0 ? (unsigned)-s : 0;                                              \
+      long y1l = (long)g->h - s;                                                           \
+      unsigned y1 = y1l < (long)g->oh ? (y1l > 0 ? (unsigned)y1l : 0) : g->oh;             \
+      /* a tile of columns at a time: its masks stay in registers */                       \
+      for (unsigned ox0 = 0; ox0 < g->ow; ox0 += (LANES)) {                                \
+        unsigned nl = g->ow - ox0 < (LANES) ? g->ow - ox0 : (LANES), lo[KW], hi[KW];       \
+        long off[KW];                                                                      \
+        MTYPE m[KW], md = MASK(0, nl);                                                     \
+        _Pragma("GCC unroll 8") for (unsigned b = 0; b < (KW); b++) {                      \
+          off[b] = (long)ox0 - (long)g->pl + (long)b;                                      \
+          db_range(off[b], g->w, nl, &lo[b], &hi[b]);                                      \
+          m[b] = MASK(lo[b], hi[b]);                                                       \
+        }                                                                                  \
+        for (size_t i = 0; i < j->n; i++) {                                                \
+          const float *x = j->x + (i * g->c + c) * hw;                                     \
+          const float *dy = j->dy + (i * j->filters + f0) * plane + ox0;                   \
+          for (unsigned oy = y0; oy < y1; oy++) {                                          \
+            const float *xr = x + (size_t)((long)oy + s) * g->w;                           \
+            const float *dr = dy + (size_t)oy * g->ow;                                     \
+            VEC d[FB];                                                                     \
+            _Pragma("GCC unroll 8") for (unsigned p = 0; p < (FB); p++) d[p] =             \
+                p < nf ? LOADM(dr + p * plane, 0, md) : ZERO;                              \
+            _Pragma("GCC unroll 8") for (unsigned b = 0; b < (KW); b++) {                  \
+              if (lo[b] >= hi[b])                                                          \
+                continue;                                                                  \
+              VEC xv = LOADM(xr, off[b], m[b]);                                            \
+              _Pragma("GCC unroll 8") for (unsigned p = 0; p < (FB); p++) acc[p][b] =      \
+                  FMA(d[p], xv, acc[p][b]);                                                \
+            }                                                                              \
+          }                                                                                \
+        }                                                                                  \
+      }                                                                                    \
+      /* constant indices: the accumulators stay in registers */                          \
+      _Pragma("GCC unroll 8") for (unsigned p = 0; p < (FB); p++) if (p < nf)              \
+          _Pragma("GCC unroll 8") for (unsigned b = 0; b < (KW); b++)                      \
+              j->out[((f0 + p) * g->c + c) * taps + (size_t)a * (KW) + b] =                \
+                  HSUM(acc[p][b]);                                                         \
+    }                                                                                      \
+  }
+
+/* Every width up to NNT_CONV_BWD_MAX_KW (5), and the table of them; FB3
+ * filters per dW part for widths up to 3, FB5 for wider ones (as many
+ * accumulators as the registers hold). */
+#define DB_DEF(NAME, ATTR, VEC, LANES, MTYPE, MASK, FB3, FB5, ZERO, SET1, FMA, LOADM, STOREN,  \
+               HSUM)                                                                         \
+  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 1)     \
+  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 2)     \
+  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 3)     \
+  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 4)     \
+  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 5)     \
+  DB_DW_DEF(NAME##_dw, ATTR, VEC, LANES, MTYPE, MASK, FB3, ZERO, FMA, LOADM, HSUM, 1)        \
+  DB_DW_DEF(NAME##_dw, ATTR, VEC, LANES, MTYPE, MASK, FB3, ZERO, FMA, LOADM, HSUM, 2)        \
+  DB_DW_DEF(NAME##_dw, ATTR, VEC, LANES, MTYPE, MASK, FB3, ZERO, FMA, LOADM, HSUM, 3)        \
+  DB_DW_DEF(NAME##_dw, ATTR, VEC, LANES, MTYPE, MASK, FB5, ZERO, FMA, LOADM, HSUM, 4)        \
+  DB_DW_DEF(NAME##_dw, ATTR, VEC, LANES, MTYPE, MASK, FB5, ZERO, FMA, LOADM, HSUM, 5)        \
+  static const db_kernels NAME = {                                                           \
+      {NAME##_dx_1, NAME##_dx_2, NAME##_dx_3, NAME##_dx_4, NAME##_dx_5},                     \
+      {NAME##_dw_1, NAME##_dw_2, NAME##_dw_3, NAME##_dw_4, NAME##_dw_5},                     \
+      {FB3, FB3, FB3, FB5, FB5}};
+
+typedef struct db_kernels {
+  void (*dx[NNT_CONV_BWD_MAX_KW])(const db_job *, size_t, unsigned, unsigned, const float *);
+  void (*dw[NNT_CONV_BWD_MAX_KW])(const db_job *, size_t, unsigned, unsigned);
+  unsigned fb[NNT_CONV_BWD_MAX_KW]; /* filters per dW part, by width */
+} db_kernels;
+
+/* The portable vectors: DB_LANES_C plain floats; a mask is a lane range. */
+typedef struct db_vec {
+  float v[DB_LANES_C];
+} db_vec;
+typedef struct db_rng {
+  unsigned lo, hi;
+} db_rng;
+static inline db_rng db_mask(unsigned lo, unsigned hi) { return (db_rng){lo, hi}; }
+static inline db_vec db_zero(void) {
+  db_vec r;
+  memset(&r, 0, sizeof r);
+  return r;
+}
+static inline db_vec db_set1(float x) {
+  db_vec r;
+  for (unsigned i = 0; i < DB_LANES_C; i++)
+    r.v[i] = x;
+  return r;
+}
+static inline db_vec db_madd(db_vec a, db_vec b, db_vec acc) {
+  for (unsigned i = 0; i < DB_LANES_C; i++)
+    acc.v[i] += a.v[i] * b.v[i];
+  return acc;
+}
+static inline db_vec db_loadm(const float *row, long off, db_rng m) {
+  db_vec r = db_zero();
+  for (unsigned i = m.lo; i < m.hi; i++)
+    r.v[i] = row[off + (long)i];
+  return r;
+}
+static inline void db_storen(float *p, db_vec v, unsigned nl) { memcpy(p, v.v, nl * sizeof *p); }
+static inline float db_hsum(db_vec v) {
+  float s = 0;
+  for (unsigned i = 0; i < DB_LANES_C; i++)
+    s += v.v[i];
+  return s;
+}
+DB_DEF(db_c, , db_vec, DB_LANES_C, db_rng, db_mask, 2, 2, db_zero(), db_set1, db_madd, db_loadm,
+       db_storen, db_hsum)
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* the row's address is formed only for the lanes read: the masked loads
+ * touch no other */
+DC_AVX512 static inline __mmask16 db_mask512(unsigned lo, unsigned hi) {
+  return (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+}
+DC_AVX512 static inline __m512 db_loadm512(const float *row, long off, __mmask16 m) {
+  return _mm512_maskz_loadu_ps(m, (const float *)((uintptr_t)row + (uintptr_t)off * 4u));
+}
+DC_AVX512 static inline void db_storen512(float *p, __m512 v, unsigned nl) {
+  _mm512_mask_storeu_ps(p, (__mmask16)((1u << nl) - 1u), v);
+}
+DC_AVX512 static inline float db_hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+DC_AVX2 static inline __m256i db_mask256(unsigned lo, unsigned hi) {
+  __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), iota),
+                          _mm256_cmpgt_epi32(iota, _mm256_set1_epi32((int)lo - 1)));
+}
+DC_AVX2 static inline __m256 db_loadm256(const float *row, long off, __m256i m) {
+  return _mm256_maskload_ps((const float *)((uintptr_t)row + (uintptr_t)off * 4u), m);
+}
+DC_AVX2 static inline void db_storen256(float *p, __m256 v, unsigned nl) {
+  _mm256_maskstore_ps(p, db_mask256(0, nl), v);
+}
+DC_AVX2 static inline float db_hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+DB_DEF(db_avx2, DC_AVX2, __m256, 8, __m256i, db_mask256, 3, 2, _mm256_setzero_ps(), _mm256_set1_ps,
+       _mm256_fmadd_ps, db_loadm256, db_storen256, db_hsum256)
+DB_DEF(db_avx512, DC_AVX512, __m512, 16, __mmask16, db_mask512, 6, 4, _mm512_setzero_ps(),
+       _mm512_set1_ps, _mm512_fmadd_ps, db_loadm512, db_storen512, db_hsum512)
+#endif
+
+/* The kernels of a path (NNT_BLAS_AVX512, NNT_BLAS_AVX2, or below: plain
+ * C), or NULL when this CPU cannot run it. */
+static const db_kernels *db_of(int path) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  if (path >= NNT_BLAS_AVX512)
+    return __builtin_cpu_supports("avx512f") ? &db_avx512 : NULL;
+  if (path >= NNT_BLAS_AVX2)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &db_avx2 : NULL;
+#else
+  if (path >= NNT_BLAS_AVX2)
+    return NULL;
+#endif
+  return &db_c;
+}
+
+/* dX parts: (image, channel block) pairs; the block's weights packed on
+ * the stack when the block changes. */
+static void db_dx_part(void *p, size_t u0, size_t u1) {
+  const db_job *j = p;
+  const nnt_conv_geom *g = j->g;
+  size_t taps = (size_t)g->kh * g->kw, patch = g->c * taps;
+  float wp[NNT_CONV_BWD_MAX_FTAPS * DB_CB];
+  size_t packed = SIZE_MAX;
+  for (size_t u = u0; u < u1; u++) {
+    size_t i = u / j->cblocks, cb = u % j->cblocks;
+    unsigned c0 = (unsigned)(cb * DB_CB), nc = g->c - c0 < DB_CB ? g->c - c0 : DB_CB;
+    if (packed != cb) {
+      for (size_t f = 0; f < j->filters; f++)
+        for (size_t t = 0; t < taps; t++)
+          for (unsigned q = 0; q < DB_CB; q++)
+            wp[(f * taps + t) * DB_CB + q] = q < nc ? j->w[f * patch + (c0 + q) * taps + t] : 0;
+      packed = cb;
+    }
+    j->dx(j, i, c0, nc, wp);
+  }
+}
+
+/* dW parts: (filter block, channel) pairs. */
+static void db_dw_part(void *p, size_t u0, size_t u1) {
+  const db_job *j = p;
+  size_t fbw = (j->filters + j->fblocks - 1) / j->fblocks;
+  for (size_t u = u0; u < u1; u++) {
+    size_t fb = u / j->g->c, f0 = fb * fbw;
+    unsigned c = (unsigned)(u % j->g->c);
+    unsigned nf = (unsigned)(j->filters - f0 < fbw ? j->filters - f0 : fbw);
+    j->dw(j, f0, nf, c);
+  }
+}
+
+int nnt_cpu_conv_bwd_ok(const nnt_conv_geom *g, size_t filters) {
+  return g && (!g->cs || g->cs == g->c) && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
+         g->dw == 1 && g->kw >= 1 && g->kw <= NNT_CONV_BWD_MAX_KW && g->ow <= 256 &&
+         g->w <= 256 &&
+         filters * g->kh * g->kw <= NNT_CONV_BWD_MAX_FTAPS;
+}
+
+int nnt_cpu_conv_bwd_x_path(int path, const nnt_conv_geom *g, size_t n, size_t filters,
+                            const float *w, const float *dy, float *dx) {
+  db_job j = {.g = g, .n = n, .filters = filters, .w = w, .dy = dy, .out = dx};
+  const db_kernels *kk = db_of(path);
+  if (!nnt_cpu_conv_bwd_ok(g, filters) || !kk)
+    return NNT_ERR_INVAL;
+  j.dx = kk->dx[g->kw - 1];
+  if (!n || !g->c || !g->h || !g->w)
+    return NNT_OK;
+  j.cblocks = (g->c + DB_CB - 1) / DB_CB;
+  size_t per = filters * g->kh * g->kw * DB_CB * g->h * g->w;
+  size_t min = per >= 65536 ? 1 : 65536 / (per + 1) + 1;
+  nnt_cpu_pool_for(n * j.cblocks, 1, min, db_dx_part, &j);
+  return NNT_OK;
+}
+
+int nnt_cpu_conv_bwd_w_path(int path, const nnt_conv_geom *g, size_t n, size_t filters,
+                            const float *x, const float *dy, float *dw) {
+  db_job j = {.g = g, .n = n, .filters = filters, .x = x, .dy = dy, .out = dw};
+  const db_kernels *kk = db_of(path);
+  if (!nnt_cpu_conv_bwd_ok(g, filters) || !kk)
+    return NNT_ERR_INVAL;
+  unsigned fb = kk->fb[g->kw - 1];
+  j.dw = kk->dw[g->kw - 1];
+  if (!filters || !g->c)
+    return NNT_OK;
+  j.fblocks = (filters + fb - 1) / fb;
+  size_t per = n * fb * g->kh * g->kw * g->oh * g->ow;
+  size_t min = per >= 65536 ? 1 : 65536 / (per + 1) + 1;
+  nnt_cpu_pool_for(j.fblocks * g->c, 1, min, db_dw_part, &j);
+  return NNT_OK;
+}
+
+int nnt_cpu_conv_bwd_x(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n,
+                       size_t filters, const float *w, const float *dy, float *dx) {
+  (void)self;
+  static const int paths[] = {NNT_BLAS_AVX512, NNT_BLAS_AVX2, NNT_BLAS_SSE};
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    int rc = nnt_cpu_conv_bwd_x_path(paths[i], g, n, filters, w, dy, dx);
+    if (rc != NNT_ERR_INVAL || i + 1 == sizeof paths / sizeof paths[0])
+      return rc;
+  }
+  return NNT_ERR_INVAL;
+}
+
+int nnt_cpu_conv_bwd_w(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n,
+                       size_t filters, const float *x, const float *dy, float *dw) {
+  (void)self;
+  static const int paths[] = {NNT_BLAS_AVX512, NNT_BLAS_AVX2, NNT_BLAS_SSE};
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    int rc = nnt_cpu_conv_bwd_w_path(paths[i], g, n, filters, x, dy, dw);
+    if (rc != NNT_ERR_INVAL || i + 1 == sizeof paths / sizeof paths[0])
+      return rc;
+  }
+  return NNT_ERR_INVAL;
 }

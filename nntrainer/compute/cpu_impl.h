@@ -30,6 +30,19 @@ static inline double nnt_cpu_dsum(const float *p, size_t n) {
   return s;
 }
 
+/* A batch-normalization op's arguments (the ones it reads or writes; see
+ * kernels.h), for its parts over channels and for nnt_cpu_bn_path. */
+typedef struct nnt_cpu_bn_args {
+  size_t outer, ch, inner;
+  const float *x, *gamma, *beta, *mean_in, *var_in, *dy, *xhat_in, *invstd_in;
+  float eps;
+  float *mean, *var, *invstd, *xhat, *y, *dx, *dgamma, *dbeta;
+} nnt_cpu_bn_args;
+enum { NNT_BN_FWD_TRAIN, NNT_BN_FWD_INFER, NNT_BN_BWD, NNT_BN_AFFINE };
+/* Op BN_* on one code path: NNT_BLAS_AVX2 or (below) plain C; NNT_ERR_INVAL
+ * when this CPU cannot run it (the tests compare the paths; the kernels
+ * take the widest). */
+int nnt_cpu_bn_path(int path, int op, nnt_cpu_bn_args *a);
 int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                          const float *x, const float *gamma, const float *beta, float eps,
                          float *mean, float *var, float *invstd, float *xhat, float *y);
@@ -63,6 +76,19 @@ int nnt_cpu_conv_fwd(const struct nnt_kernels *self, const struct nnt_conv_geom 
  * path the CPU has; conv_fwd takes the widest). */
 int nnt_cpu_conv_fwd_path(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
                           const float *w, const float *bias, const float *x, float *y);
+/* The direct backward of a stride-1, dilation-1 convolution
+ * (cpu_conv_direct.c): conv_bwd_x and conv_bwd_w, and each on one code
+ * path as nnt_cpu_conv_fwd_path; nnt_cpu_conv_bwd_ok: 1 when g and the
+ * filter count are ones they take. */
+int nnt_cpu_conv_bwd_ok(const struct nnt_conv_geom *g, size_t filters);
+int nnt_cpu_conv_bwd_x(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                       size_t filters, const float *w, const float *dy, float *dx);
+int nnt_cpu_conv_bwd_w(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                       size_t filters, const float *x, const float *dy, float *dw);
+int nnt_cpu_conv_bwd_x_path(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
+                            const float *w, const float *dy, float *dx);
+int nnt_cpu_conv_bwd_w_path(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
+                            const float *x, const float *dy, float *dw);
 int nnt_cpu_conv_wino(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                       size_t filters, int flip, const float *w, const float *bias,
                       const float *x, float *y, float *scratch, size_t scratch_len);

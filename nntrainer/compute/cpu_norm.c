@@ -1,64 +1,22 @@
-/* CPU batch-normalization kernels. */
+/* CPU batch-normalization kernels. The loops (cpu_norm_loops.h) are
+ * compiled twice on x86-64, for the baseline ISA and for AVX2, and each op
+ * runs the widest copy this CPU has: the same C, so the same bits
+ * (test_kernels_ops checks both paths against each other), about 1.6x
+ * faster on AVX2 (docs/performance.md). Work is split over channels on the
+ * compute threads (cpu_pool.c): every channel's sums and outputs are its
+ * own, so a split changes no result. */
 #include "nntrainer/compute/cpu_impl.h"
+#include "nntrainer/compute/kernels.h"
 
 #include <math.h>
 #include <stdlib.h>
-
-static double dsum_sqdev(const float *p, size_t n, double mu) {
-  double acc[NNT_LANES] = {0};
-  size_t i = 0;
-  for (; i + NNT_LANES <= n; i += NNT_LANES)
-    for (int l = 0; l < NNT_LANES; l++) {
-      double d = p[i + l] - mu;
-      acc[l] += d * d;
-    }
-  for (; i < n; i++) {
-    double d = p[i] - mu;
-    acc[0] += d * d;
-  }
-  double s = 0;
-  for (int l = 0; l < NNT_LANES; l++)
-    s += acc[l];
-  return s;
-}
-
-/* sum of dy and of dy * xhat. Two passes over the whole blocks: gcc
- * vectorizes each (float to double widening, 2 lanes per SSE2 register) but
- * not the loop that does both at once, which stayed scalar and made this
- * the slowest batch-norm loop; the second pass finds the data in cache. */
-static void dsum_dy(const float *dy, const float *xh, size_t n, double *sdy, double *sdyx) {
-  double a[NNT_LANES] = {0}, b[NNT_LANES] = {0};
-  size_t i = 0;
-  for (; i + NNT_LANES <= n; i += NNT_LANES)
-    for (int l = 0; l < NNT_LANES; l++)
-      a[l] += dy[i + l];
-  for (size_t j = 0; j + NNT_LANES <= n; j += NNT_LANES)
-    for (int l = 0; l < NNT_LANES; l++)
-      b[l] += (double)dy[j + l] * xh[j + l];
-  for (; i < n; i++) {
-    a[0] += dy[i];
-    b[0] += (double)dy[i] * xh[i];
-  }
-  for (int l = 0; l < NNT_LANES; l++) {
-    *sdy += a[l];
-    *sdyx += b[l];
-  }
-}
 
 /* y of one element: bn_fwd_train and bn_affine share it, so that the
  * output recomputed from xhat is bitwise the first (C11: no contraction
  * into a fused multiply-add, -ffp-contract=off). */
 static inline float bn_affine1(float g, float h, float b) { return g * h + b; }
 
-/* An op's arguments, for its parts over channels [c0, c1) on the compute
- * threads (cpu_pool.c): every channel's sums and outputs are its own, so
- * a split over channels changes no result. */
-typedef struct bn_job {
-  size_t outer, ch, inner;
-  const float *x, *gamma, *beta, *mean_in, *var_in, *dy, *xhat_in, *invstd_in;
-  float eps;
-  float *mean, *var, *invstd, *xhat, *y, *dx, *dgamma, *dbeta;
-} bn_job;
+typedef nnt_cpu_bn_args bn_job;
 
 /* Parts of at least this many values (a channel's outer * inner). */
 #define BN_MIN_PART 16384
@@ -68,36 +26,50 @@ static size_t bn_min_channels(const bn_job *j) {
   return per >= BN_MIN_PART ? 1 : (per ? BN_MIN_PART / per : BN_MIN_PART);
 }
 
-static void fwd_train_part(void *p, size_t c0, size_t c1) {
-  const bn_job *j = p;
-  size_t outer = j->outer, ch = j->ch, inner = j->inner;
-  const float *x = j->x, *gamma = j->gamma, *beta = j->beta;
-  float eps = j->eps, *mean = j->mean, *var = j->var, *invstd = j->invstd, *xhat = j->xhat;
-  float *y = j->y;
-  double n = (double)outer * inner;
-  for (size_t c = c0; c < c1; c++) {
-    double s = 0, s2 = 0;
-    for (size_t o = 0; o < outer; o++)
-      s += nnt_cpu_dsum(x + (o * ch + c) * inner, inner);
-    double mu = s / n;
-    for (size_t o = 0; o < outer; o++)
-      s2 += dsum_sqdev(x + (o * ch + c) * inner, inner, mu);
-    double v = s2 / n;
-    float is = (float)(1.0 / sqrt(v + eps));
-    mean[c] = (float)mu;
-    var[c] = (float)v;
-    invstd[c] = is;
-    float g = gamma[c], b = beta[c], m = (float)mu;
-    for (size_t o = 0; o < outer; o++) {
-      size_t off = (o * ch + c) * inner;
-      for (size_t i = 0; i < inner; i++) {
-        float h = (x[off + i] - m) * is;
-        xhat[off + i] = h;
-        y[off + i] = bn_affine1(g, h, b);
-      }
-    }
-  }
+#define NL(name) name##_c
+#include "nntrainer/compute/cpu_norm_loops.h"
+#undef NL
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define BN_HAVE_AVX2 1
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#define NL(name) name##_avx2
+#include "nntrainer/compute/cpu_norm_loops.h"
+#undef NL
+#pragma GCC pop_options
+#endif
+
+/* The part function of op on path, or NULL when this CPU cannot run it. */
+static nnt_pool_fn bn_part(int path, int op) {
+  static const nnt_pool_fn c[] = {fwd_train_part_c, fwd_infer_part_c, bwd_part_c,
+                                  affine_part_c};
+  if (path < NNT_BLAS_AVX2)
+    return c[op];
+#ifdef BN_HAVE_AVX2
+  static const nnt_pool_fn v[] = {fwd_train_part_avx2, fwd_infer_part_avx2, bwd_part_avx2,
+                                  affine_part_avx2};
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2"))
+    return v[op];
+#endif
+  return NULL;
 }
+
+static int bn_run(int path, int op, bn_job *j) {
+  nnt_pool_fn fn = op >= 0 && op <= NNT_BN_AFFINE ? bn_part(path, op) : NULL;
+  if (!fn)
+    return NNT_ERR_INVAL;
+  nnt_cpu_pool_for(j->ch, 1, bn_min_channels(j), fn, j);
+  return NNT_OK;
+}
+
+/* The widest path this CPU runs. */
+static int bn_best(void) {
+  return bn_part(NNT_BLAS_AVX2, NNT_BN_BWD) ? NNT_BLAS_AVX2 : NNT_BLAS_SSE;
+}
+
+int nnt_cpu_bn_path(int path, int op, nnt_cpu_bn_args *a) { return bn_run(path, op, a); }
 
 int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                          const float *x, const float *gamma, const float *beta, float eps,
@@ -105,24 +77,7 @@ int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch
   (void)self;
   bn_job j = {.outer = outer, .ch = ch, .inner = inner, .x = x, .gamma = gamma, .beta = beta,
               .eps = eps, .mean = mean, .var = var, .invstd = invstd, .xhat = xhat, .y = y};
-  nnt_cpu_pool_for(ch, 1, bn_min_channels(&j), fwd_train_part, &j);
-  return NNT_OK;
-}
-
-static void fwd_infer_part(void *p, size_t c0, size_t c1) {
-  const bn_job *j = p;
-  size_t outer = j->outer, ch = j->ch, inner = j->inner;
-  const float *x = j->x, *gamma = j->gamma, *beta = j->beta, *mean = j->mean_in;
-  const float *var = j->var_in;
-  float eps = j->eps, *y = j->y;
-  for (size_t c = c0; c < c1; c++) {
-    float is = 1.0f / sqrtf(var[c] + eps), g = gamma[c] * is, b = beta[c] - mean[c] * g;
-    for (size_t o = 0; o < outer; o++) {
-      size_t off = (o * ch + c) * inner;
-      for (size_t i = 0; i < inner; i++)
-        y[off + i] = x[off + i] * g + b;
-    }
-  }
+  return bn_run(bn_best(), NNT_BN_FWD_TRAIN, &j);
 }
 
 int nnt_cpu_bn_fwd_infer(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
@@ -131,35 +86,7 @@ int nnt_cpu_bn_fwd_infer(const struct nnt_kernels *self, size_t outer, size_t ch
   (void)self;
   bn_job j = {.outer = outer, .ch = ch, .inner = inner, .x = x, .gamma = gamma, .beta = beta,
               .mean_in = mean, .var_in = var, .eps = eps, .y = y};
-  nnt_cpu_pool_for(ch, 1, bn_min_channels(&j), fwd_infer_part, &j);
-  return NNT_OK;
-}
-
-static void bwd_part(void *p, size_t c0, size_t c1) {
-  const bn_job *j = p;
-  size_t outer = j->outer, ch = j->ch, inner = j->inner;
-  const float *dy = j->dy, *xhat = j->xhat_in, *invstd = j->invstd_in, *gamma = j->gamma;
-  float *dx = j->dx, *dgamma = j->dgamma, *dbeta = j->dbeta;
-  double n = (double)outer * inner;
-  for (size_t c = c0; c < c1; c++) {
-    double sdy = 0, sdyx = 0;
-    for (size_t o = 0; o < outer; o++) {
-      size_t off = (o * ch + c) * inner;
-      dsum_dy(dy + off, xhat + off, inner, &sdy, &sdyx);
-    }
-    if (dgamma)
-      dgamma[c] = (float)sdyx;
-    if (dbeta)
-      dbeta[c] = (float)sdy;
-    if (!dx)
-      continue;
-    float k = gamma[c] * invstd[c], mdy = (float)(sdy / n), mdyx = (float)(sdyx / n);
-    for (size_t o = 0; o < outer; o++) {
-      size_t off = (o * ch + c) * inner;
-      for (size_t i = 0; i < inner; i++)
-        dx[off + i] = k * (dy[off + i] - mdy - xhat[off + i] * mdyx);
-    }
-  }
+  return bn_run(bn_best(), NNT_BN_FWD_INFER, &j);
 }
 
 int nnt_cpu_bn_bwd(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
@@ -168,20 +95,13 @@ int nnt_cpu_bn_bwd(const struct nnt_kernels *self, size_t outer, size_t ch, size
   (void)self;
   bn_job j = {.outer = outer, .ch = ch, .inner = inner, .dy = dy, .xhat_in = xhat,
               .invstd_in = invstd, .gamma = gamma, .dx = dx, .dgamma = dgamma, .dbeta = dbeta};
-  nnt_cpu_pool_for(ch, 1, bn_min_channels(&j), bwd_part, &j);
-  return NNT_OK;
+  return bn_run(bn_best(), NNT_BN_BWD, &j);
 }
 
 int nnt_cpu_bn_affine(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                       const float *xhat, const float *gamma, const float *beta, float *y) {
   (void)self;
-  for (size_t c = 0; c < ch; c++) {
-    float g = gamma[c], b = beta[c];
-    for (size_t o = 0; o < outer; o++) {
-      size_t off = (o * ch + c) * inner;
-      for (size_t i = 0; i < inner; i++)
-        y[off + i] = bn_affine1(g, xhat[off + i], b);
-    }
-  }
-  return NNT_OK;
+  bn_job j = {.outer = outer, .ch = ch, .inner = inner, .xhat_in = xhat, .gamma = gamma,
+              .beta = beta, .y = y};
+  return bn_run(bn_best(), NNT_BN_AFFINE, &j);
 }

@@ -86,6 +86,10 @@ static inline size_t nnt_wino_min_scratch(size_t c, size_t f, size_t t) {
 
 /* The largest patch (c * kh * kw) conv_fwd takes. */
 #define NNT_CONV_DIRECT_MAX_PATCH 512
+/* The widest kernel and the most filters x kh x kw that conv_bwd_x and
+ * conv_bwd_w take. */
+#define NNT_CONV_BWD_MAX_KW 5
+#define NNT_CONV_BWD_MAX_FTAPS 1024
 
 /* normalize_rows modes (bits). */
 enum { NNT_NORM_MINMAX = 1u << 0, NNT_NORM_STANDARD = 1u << 1 };
@@ -226,7 +230,8 @@ typedef struct nnt_kernels {
   /* Batch normalization over a tensor viewed as [outer, ch, inner], one
    * statistic per ch. Training: writes the batch mean and 1/sqrt(var + eps)
    * (biased variance) per ch, xhat, and y = gamma * xhat + beta (y may alias
-   * x). */
+   * x; xhat may alias y, which then ends as y: each element's xhat is
+   * written before its y). */
   int (*bn_fwd_train)(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                       const float *x, const float *gamma, const float *beta, float eps, float *mean,
                       float *var, float *invstd, float *xhat, float *y);
@@ -353,6 +358,20 @@ typedef struct nnt_kernels {
    * conv2d then takes the im2col path. */
   int (*conv_fwd)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                   size_t filters, const float *w, const float *bias, const float *x, float *y);
+  /* The backward of a convolution without im2col or col2im, for g with
+   * stride 1 and dilation 1 (g->cs 0 or g->c), a kernel at most
+   * NNT_CONV_BWD_MAX_KW wide, input and output rows at most 256 wide and
+   * filters * kh * kw at most NNT_CONV_BWD_MAX_FTAPS (NNT_ERR_INVAL
+   * otherwise), W, x, dY as for
+   * conv_fwd. conv_bwd_x: dx[i] = the derivative of conv_fwd's y[i] with
+   * respect to x[i] given dy (written, not added); conv_bwd_w: dw [filters,
+   * c*kh*kw] = the sum over the n images of the derivative with respect to
+   * W (written). Within rounding of col2im and im2col with gemm. Optional,
+   * as conv_fwd. */
+  int (*conv_bwd_x)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                    size_t filters, const float *w, const float *dy, float *dx);
+  int (*conv_bwd_w)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                    size_t filters, const float *x, const float *dy, float *dw);
   /* Winograd F(2x2, 3x3) convolution: y[i][f] = W[f] * window(x[i]) (+
    * bias[f]; bias may be NULL) for n images of g (nnt_wino_geom_ok), y
    * [n][filters][oh*ow] written whole; within rounding of im2col then

@@ -311,6 +311,12 @@ F(col2im, (cg g, size_t n, cf col, float *dx), (C(col, n * GEO_COL(g)) C(dx, GEO
 F(conv_fwd, (cg g, size_t n, size_t f, cf w, cf b, cf x, float *y),
   (C(w, f * g->c * g->kh * g->kw) C(b, b ? f : 0) C(x, n * GEO_IN(g)) C(y, n * f * GEO_OUT(g))),
   (g, n, f, H(w), H(b), H(x), H(y)))
+F(conv_bwd_x, (cg g, size_t n, size_t f, cf w, cf dy, float *dx),
+  (C(w, f * g->c * g->kh * g->kw) C(dy, n * f * GEO_OUT(g)) C(dx, n * GEO_IN(g))),
+  (g, n, f, H(w), H(dy), H(dx)))
+F(conv_bwd_w, (cg g, size_t n, size_t f, cf x, cf dy, float *dw),
+  (C(x, n * GEO_IN(g)) C(dy, n * f * GEO_OUT(g)) C(dw, f * g->c * g->kh * g->kw)),
+  (g, n, f, H(x), H(dy), H(dw)))
 F(pool_fwd, (cg g, size_t n, int mode, cf x, float *y, float *idx),
   (C(x, n * GEO_IN(g)) C(y, n * g->c * GEO_OUT(g)) C(idx, n * g->c * GEO_OUT(g))),
   (g, n, mode, H(x), H(y), H(idx)))

@@ -2,7 +2,9 @@
  * double-precision convolution, over geometries with padding, stride,
  * dilation, a partial block of filters, more than one block, a window
  * that leaves the input and no bias; the same bits on 1 and 2 threads; and
- * its refusals. */
+ * its refusals. Likewise the direct backward (conv_bwd_x, conv_bwd_w) of
+ * stride-1 convolutions, kernels 1 to 5 wide, against naive
+ * double-precision derivatives. */
 #include "test_util.h"
 
 #include <math.h>
@@ -119,10 +121,135 @@ static void test_refusals(void **state) {
   assert_int_equal(k->conv_fwd(k, &g, 1, 1, v, NULL, v, v), NNT_ERR_INVAL);
 }
 
+/* Stride 1, dilation 1: c, h, w, kh, kw, pt, pb, pl, pr, filters, n. */
+typedef struct bcase {
+  unsigned c, h, w, kh, kw, pt, pb, pl, pr, filters, n;
+} bcase;
+
+static const bcase BCASES[] = {
+    {6, 14, 14, 5, 5, 0, 0, 0, 0, 16, 3},  /* LeNet-5's c2 */
+    {1, 28, 28, 5, 5, 0, 0, 0, 0, 6, 2},   /* LeNet-5's c1: two column tiles */
+    {2, 7, 9, 5, 5, 2, 2, 2, 2, 3, 2},     /* same padding, filters not a block */
+    {11, 6, 40, 3, 4, 1, 0, 2, 1, 7, 2},   /* two channel blocks, wide rows, uneven */
+    {3, 5, 17, 2, 1, 0, 1, 0, 0, 9, 1},    /* 1 wide, 17 columns */
+    {4, 4, 6, 4, 2, 3, 3, 1, 1, 5, 2},     /* 2 wide, windows past every edge */
+    {2, 1, 19, 1, 5, 0, 0, 3, 1, 4, 3},    /* a row (conv1d) */
+    {5, 3, 3, 3, 3, 4, 4, 4, 4, 2, 1},     /* padding wider than the kernel */
+};
+
+static nnt_conv_geom bgeom(const bcase *d) {
+  dcase c = {d->c, d->h, d->w, d->kh, d->kw, 1, 1, 1, 1, d->pt, d->pb, d->pl, d->pr,
+             d->filters, d->n, 0};
+  return geom(&c);
+}
+
+/* got against the naive derivatives: dx[i][c][iy][ix] and dw[f][c][a][b],
+ * within 1e-5 of the sum of the terms' sizes */
+static void check_bwd(const bcase *d, const nnt_conv_geom *g, const float *w, const float *x,
+                      const float *dy, const float *dx, const float *dw, size_t ci, size_t pi) {
+  size_t taps = (size_t)d->kh * d->kw, patch = d->c * taps, plane = (size_t)g->oh * g->ow;
+  size_t in = (size_t)d->c * d->h * d->w;
+  double *rx = calloc(d->n * in, sizeof *rx), *mx = calloc(d->n * in, sizeof *mx);
+  double *rw = calloc(d->filters * patch, sizeof *rw), *mw = calloc(d->filters * patch, sizeof *mw);
+  for (size_t i = 0; i < d->n; i++)
+    for (size_t f = 0; f < d->filters; f++)
+      for (unsigned oy = 0; oy < g->oh; oy++)
+        for (unsigned ox = 0; ox < g->ow; ox++) {
+          double gy = dy[(i * d->filters + f) * plane + oy * g->ow + ox];
+          for (unsigned c = 0; c < d->c; c++)
+            for (unsigned a = 0; a < d->kh; a++)
+              for (unsigned b = 0; b < d->kw; b++) {
+                long iy = (long)oy - d->pt + a, ix = (long)ox - d->pl + b;
+                if (iy < 0 || iy >= (long)d->h || ix < 0 || ix >= (long)d->w)
+                  continue;
+                size_t xi = i * in + (c * d->h + iy) * d->w + ix, wi = f * patch + c * taps + a * d->kw + b;
+                rx[xi] += w[wi] * gy, mx[xi] += fabs(w[wi] * gy);
+                rw[wi] += x[xi] * gy, mw[wi] += fabs(x[xi] * gy);
+              }
+        }
+  for (size_t q = 0; dx && q < d->n * in; q++)
+    if (fabs(dx[q] - rx[q]) > 1e-5 * (mx[q] > 1 ? mx[q] : 1))
+      fail_msg("case %zu path %zu: dx[%zu] %g, want %g", ci, pi, q, (double)dx[q], rx[q]);
+  for (size_t q = 0; dw && q < d->filters * patch; q++)
+    if (fabs(dw[q] - rw[q]) > 1e-5 * (mw[q] > 1 ? mw[q] : 1))
+      fail_msg("case %zu path %zu: dw[%zu] %g, want %g", ci, pi, q, (double)dw[q], rw[q]);
+  free(rx), free(mx), free(rw), free(mw);
+}
+
+static void test_bwd_against_naive(void **state) {
+  (void)state;
+  const nnt_kernels *k = nnt_kernels_cpu();
+  nnt_rng r;
+  nnt_rng_seed(&r, 8);
+  for (size_t ci = 0; ci < NNT_ARRAY_LEN(BCASES); ci++) {
+    const bcase *d = &BCASES[ci];
+    nnt_conv_geom g = bgeom(d);
+    size_t patch = (size_t)d->c * d->kh * d->kw, plane = (size_t)g.oh * g.ow;
+    size_t in = (size_t)d->c * d->h * d->w, nx = d->n * in, nw = d->filters * patch;
+    float *w = rnd(&r, nw), *x = rnd(&r, nx), *dy = rnd(&r, d->n * d->filters * plane);
+    float *dx = malloc(nx * sizeof *dx), *dw = malloc(nw * sizeof *dw);
+    float *dx2 = malloc(nx * sizeof *dx2), *dw2 = malloc(nw * sizeof *dw2);
+    assert_true(nnt_cpu_conv_bwd_ok(&g, d->filters));
+    /* every code path this CPU can run, then the table's choice, which the
+     * two-thread run must repeat; outputs are written, not added to */
+    static const int paths[] = {NNT_BLAS_AVX512, NNT_BLAS_AVX2, NNT_BLAS_SSE};
+    size_t ran = 0;
+    for (size_t pi = 0; pi < NNT_ARRAY_LEN(paths); pi++) {
+      for (size_t q = 0; q < nx; q++)
+        dx[q] = NAN;
+      for (size_t q = 0; q < nw; q++)
+        dw[q] = NAN;
+      int rx = nnt_cpu_conv_bwd_x_path(paths[pi], &g, d->n, d->filters, w, dy, dx);
+      int rw = nnt_cpu_conv_bwd_w_path(paths[pi], &g, d->n, d->filters, x, dy, dw);
+      assert_int_equal(rx, rw);
+      if (!rx)
+        check_bwd(d, &g, w, x, dy, dx, dw, ci, pi), ran++;
+    }
+    assert_true(ran >= 1); /* plain C runs everywhere */
+    assert_int_equal(k->conv_bwd_x(k, &g, d->n, d->filters, w, dy, dx), NNT_OK);
+    assert_int_equal(k->conv_bwd_w(k, &g, d->n, d->filters, x, dy, dw), NNT_OK);
+    check_bwd(d, &g, w, x, dy, dx, dw, ci, NNT_ARRAY_LEN(paths));
+    nnt_err e = {0};
+    assert_int_equal(nnt_cpu_set_threads(2, &e), NNT_OK);
+    assert_int_equal(k->conv_bwd_x(k, &g, d->n, d->filters, w, dy, dx2), NNT_OK);
+    assert_int_equal(k->conv_bwd_w(k, &g, d->n, d->filters, x, dy, dw2), NNT_OK);
+    assert_int_equal(nnt_cpu_set_threads(1, &e), NNT_OK);
+    assert_memory_equal(dx, dx2, nx * sizeof *dx);
+    assert_memory_equal(dw, dw2, nw * sizeof *dw);
+    free(w), free(x), free(dy), free(dx), free(dw), free(dx2), free(dw2);
+  }
+}
+
+static void test_bwd_refusals(void **state) {
+  (void)state;
+  const nnt_kernels *k = nnt_kernels_cpu();
+  float v[4] = {0};
+  const dcase bad[] = {
+      {1, 8, 8, 3, 3, 2, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0},   /* stride 2 */
+      {1, 8, 8, 3, 3, 1, 1, 2, 1, 0, 0, 0, 0, 1, 1, 0},   /* dilation 2 */
+      {1, 8, 8, 3, 6, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0},   /* 6 wide */
+      {1, 8, 8, 5, 5, 1, 1, 1, 1, 0, 0, 0, 0, 41, 1, 0},  /* 41 x 25 taps > 1024 */
+      {1, 1, 300, 1, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0}, /* 298 > 256 columns */
+  };
+  for (size_t i = 0; i < NNT_ARRAY_LEN(bad); i++) {
+    nnt_conv_geom g = geom(&bad[i]);
+    assert_false(nnt_cpu_conv_bwd_ok(&g, bad[i].filters));
+    assert_int_equal(k->conv_bwd_x(k, &g, 1, bad[i].filters, v, v, v), NNT_ERR_INVAL);
+    assert_int_equal(k->conv_bwd_w(k, &g, 1, bad[i].filters, v, v, v), NNT_ERR_INVAL);
+  }
+  dcase one = {2, 4, 4, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0};
+  nnt_conv_geom g = geom(&one);
+  g.cs = 3; /* a block of channels: not taken */
+  assert_int_equal(k->conv_bwd_x(k, &g, 1, 1, v, v, v), NNT_ERR_INVAL);
+  assert_int_equal(k->conv_bwd_w(k, &g, 1, 1, v, v, v), NNT_ERR_INVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_naive),
       cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_bwd_against_naive),
+      cmocka_unit_test(test_bwd_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,6 +36,12 @@ static void test_conv2d(void **state) {
   const char *d[] = {"filters", "4", "kernel_size", "1", "weight_regularizer", "l2norm",
                      "weight_regularizer_constant", "0.01", NULL};
   fd("conv2d", d, D(2, 3, 3, 2), D(2, 4, 3, 2), 1e-2f);
+  /* stride 1 with a kernel 4 or 5 wide: the direct backward on the CPU
+   * (conv_bwd_w; conv_bwd_x from 4 input channels) */
+  const char *e5[] = {"filters", "3", "kernel_size", "5,5", "padding", "same", NULL};
+  fd("conv2d", e5, D(2, 4, 6, 7), D(2, 3, 6, 7), 1e-2f);
+  const char *e4[] = {"filters", "5", "kernel_size", "3,4", "padding", "1,0,2,1", NULL};
+  fd("conv2d", e4, D(2, 3, 5, 6), D(2, 5, 4, 6), 1e-2f);
   /* 24 channels and filters, 3x3, stride 1: the CPU's Winograd forward
    * and derivative (conv_wino; test_conv_wino checks this shape takes
    * it), odd width, uneven padding */
@@ -49,6 +55,8 @@ static void test_conv1d(void **state) {
   fd("conv1d", a, D(2, 2, 1, 9), D(2, 3, 1, 8), 1e-2f);
   const char *b[] = {"filters", "2", "kernel_size", "4", "stride", "3", NULL};
   fd("conv1d", b, D(2, 2, 1, 11), D(2, 2, 1, 3), 1e-2f);
+  const char *c5[] = {"filters", "2", "kernel_size", "5", NULL}; /* the direct backward, both */
+  fd("conv1d", c5, D(2, 4, 1, 9), D(2, 2, 1, 5), 1e-2f);
 }
 
 static void test_pooling2d(void **state) {
@@ -121,7 +129,11 @@ static void test_conv_frozen_weight(void **state) {
 static void pointwise_case(const char *type, const char *const *props, nnt_dim in) {
   fd_harness h;
   fd_setup(&h, type, props, in, 0);
-  assert_int_equal(h.fc.n_scratch, 0);
+  /* no scratch but the output staging of a forward over its own input
+   * (for an output no larger than the input) */
+  assert_int_equal(h.fc.n_scratch, h.fc.out_dim[0].c <= in.c);
+  if (h.fc.n_scratch)
+    assert_int_equal(h.fc.scratch_life[0], NNT_SCRATCH_INPLACE);
   const nnt_kernels *k = h.ctx.k;
   unsigned f = h.fc.out_dim[0].c;
   size_t plane = (size_t)in.h * in.w, in_len = (size_t)in.c * plane, out_len = f * plane;

@@ -4,7 +4,8 @@
  * references; the optimizer updates' skip flag and subnormal flush,
  * clip_scale and flag_nonfinite (the checks a backend with steps runs);
  * the Philox generator's known-answer vectors; bn_affine, bitwise the y
- * of bn_fwd_train from its xhat (the default plan's recomputation);
+ * of bn_fwd_train from its xhat (the default plan's recomputation), and
+ * the batch-norm loops' AVX2 copy bitwise their plain one;
  * and the status every entry returns: NNT_OK on good arguments,
  * NNT_ERR_INVAL on those it can see are wrong. */
 #include "test_util.h"
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/compute/kernels.h"
 #include "nntrainer/philox.h"
 
@@ -232,6 +234,52 @@ static void test_bn_affine(void **state) {
   }
 }
 
+/* Every batch-norm op on the AVX2 path writes the bits of the plain path
+ * (shapes with tails past the 8 lanes, one value per channel, and enough
+ * per channel to split), or the path is refused on a CPU without AVX2. */
+static void test_bn_paths(void **state) {
+  (void)state;
+  const size_t shapes[][3] = {{1, 1, 1}, {2, 3, 17}, {4, 5, 67}, {3, 7, 1}, {2, 2, 9000}};
+  for (size_t t = 0; t < NNT_ARRAY_LEN(shapes); t++) {
+    size_t outer = shapes[t][0], ch = shapes[t][1], inner = shapes[t][2];
+    size_t n = outer * ch * inner;
+    float *x = rnd(n, -3, 5), *dy = rnd(n, -1, 1), *g = rnd(ch, -2, 2), *b = rnd(ch, -1, 1);
+    float *mv = rnd(2 * ch, 0.5f, 2), *out[2];
+    for (int p = 0; p < 2; p++) {
+      /* per path: mean var invstd dgamma dbeta, xhat, y, dx, infer y, affine y */
+      float *o = out[p] = malloc((5 * ch + 5 * n) * 4), *xh = o + 5 * ch, *y = xh + n;
+      nnt_cpu_bn_args a = {.outer = outer, .ch = ch, .inner = inner, .x = x, .gamma = g,
+                           .beta = b, .eps = 1e-3f, .mean = o, .var = o + ch,
+                           .invstd = o + 2 * ch, .xhat = xh, .y = y};
+      int path = p ? NNT_BLAS_AVX2 : NNT_BLAS_SSE;
+      int rc = nnt_cpu_bn_path(path, NNT_BN_FWD_TRAIN, &a);
+      if (p && !__builtin_cpu_supports("avx2")) {
+        assert_int_equal(rc, NNT_ERR_INVAL);
+        out[1] = NULL;
+        free(o);
+        break;
+      }
+      assert_int_equal(rc, NNT_OK);
+      nnt_cpu_bn_args d = {.outer = outer, .ch = ch, .inner = inner, .dy = dy, .xhat_in = xh,
+                           .invstd_in = o + 2 * ch, .gamma = g, .dx = y + n,
+                           .dgamma = o + 3 * ch, .dbeta = o + 4 * ch};
+      assert_int_equal(nnt_cpu_bn_path(path, NNT_BN_BWD, &d), NNT_OK);
+      nnt_cpu_bn_args f = {.outer = outer, .ch = ch, .inner = inner, .x = x, .gamma = g,
+                           .beta = b, .mean_in = mv, .var_in = mv + ch, .eps = 1e-3f,
+                           .y = y + 2 * n};
+      assert_int_equal(nnt_cpu_bn_path(path, NNT_BN_FWD_INFER, &f), NNT_OK);
+      nnt_cpu_bn_args e = {.outer = outer, .ch = ch, .inner = inner, .xhat_in = xh,
+                           .gamma = g, .beta = b, .y = y + 3 * n};
+      assert_int_equal(nnt_cpu_bn_path(path, NNT_BN_AFFINE, &e), NNT_OK);
+      assert_memory_equal(y + 3 * n, y, n * 4);
+    }
+    if (out[1])
+      assert_memory_equal(out[1], out[0], (5 * ch + 5 * n) * 4 - n * 4);
+    assert_int_equal(nnt_cpu_bn_path(NNT_BLAS_SSE, 7, &(nnt_cpu_bn_args){0}), NNT_ERR_INVAL);
+    free(x), free(dy), free(g), free(b), free(mv), free(out[0]), free(out[1]);
+  }
+}
+
 int main(void) {
   K = nnt_kernels_cpu();
   nnt_rng_seed(&R, 2025);
@@ -243,6 +291,7 @@ int main(void) {
       cmocka_unit_test(test_philox),
       cmocka_unit_test(test_mask_upper),
       cmocka_unit_test(test_bn_affine),
+      cmocka_unit_test(test_bn_paths),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

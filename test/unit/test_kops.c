@@ -121,6 +121,12 @@ V(BN_AFFINE, bn_affine, (size_t o, size_t ch, size_t in, cf xhat, cf g, cf b, fl
 V(CONV_FWD, conv_fwd, (const struct nnt_conv_geom *g, size_t n, size_t f, cf w, cf b, cf x,
                        float *y),
   (g, n, f, w, b, x, y))
+V(CONV_BWD_X, conv_bwd_x, (const struct nnt_conv_geom *g, size_t n, size_t f, cf w, cf dy,
+                           float *dx),
+  (g, n, f, w, dy, dx))
+V(CONV_BWD_W, conv_bwd_w, (const struct nnt_conv_geom *g, size_t n, size_t f, cf x, cf dy,
+                           float *dw),
+  (g, n, f, x, dy, dw))
 V(CONV_WINO, conv_wino, (const struct nnt_conv_geom *g, size_t n, size_t f, int flip, cf w, cf b,
                          cf x, float *y, float *s, size_t sl),
   (g, n, f, flip, w, b, x, y, s, sl))
