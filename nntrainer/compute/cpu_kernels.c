@@ -33,11 +33,20 @@
 
 static int k_scale(const nnt_kernels *self, size_t n, float a, float *y);
 
-/* A product split over the compute threads (cpu_pool.c) by columns of C:
- * parts are multiples of GEMM_COLS columns (OpenBLAS's AVX-512 kernels
- * take 16 or 32 at a time) of at least GEMM_MIN_PART multiply-adds. */
+/* A product split over the compute threads (cpu_pool.c) by rows or by
+ * columns of C, whichever split_rows expects to be faster: parts are
+ * multiples of GEMM_ROWS rows or GEMM_COLS columns (OpenBLAS's AVX-512
+ * kernels take 16 or 32 columns at a time) of at least GEMM_MIN_PART
+ * multiply-adds. */
 #define GEMM_COLS 32
+#define GEMM_ROWS 8
 #define GEMM_MIN_PART ((size_t)1 << 20)
+/* What a part costs besides its multiply-adds: OpenBLAS packs the whole
+ * of the operand a part shares with the others (all of A for a part of
+ * C's columns, all of B for a part of its rows) and its own slice of the
+ * other, at about this many multiply-adds' time per value (fitted to
+ * two-thread timings on this Zen 5: see split_rows). */
+#define GEMM_PACK_COST 32
 /* OpenBLAS (0.3.21 on AVX-512, read in its interface/gemm.c and
  * kernel/x86_64/sgemm_direct_skylakex.c) computes a row-major product
  * without transposes, alpha 1 and beta 0, of fewer than 28 * 512 * 512
@@ -46,10 +55,11 @@ static int k_scale(const nnt_kernels *self, size_t n, float a, float *y);
  * products of at most 10^6. A part must take the whole product's path:
  * such a product is split only into parts of at least this many, and no
  * product into parts below GEMM_MIN_PART. On kernel paths where a split
- * was measured to change no bit (nnt_cpu_blas_split_exact: AVX-512)
- * test_pool trains bitwise at one and two threads; elsewhere a split
- * product differs from the whole one in its last bits, as OpenBLAS's own
- * threads make it differ. */
+ * was measured to change no bit (nnt_cpu_blas_split_exact: AVX-512; by
+ * columns at multiples of 32 and by rows at any row) test_pool trains
+ * bitwise at one and two threads; elsewhere a split product differs from
+ * the whole one in its last bits, as OpenBLAS's own threads make it
+ * differ. */
 #define GEMM_DIRECT_MNK ((size_t)28 * 512 * 512)
 
 typedef struct gemm_job {
@@ -65,12 +75,41 @@ typedef struct gemm_job {
   size_t ldc;
 } gemm_job;
 
+/* columns [c0, c1) of C */
 static void gemm_part(void *p, size_t c0, size_t c1) {
   const gemm_job *j = p;
   const float *b = j->b + (j->tb ? c0 * j->ldb : c0);
   cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans,
               j->tb ? CblasTrans : CblasNoTrans, (int)j->m, (int)(c1 - c0), (int)j->k, j->alpha,
               j->a, (int)j->lda, b, (int)j->ldb, j->beta, j->c + c0, (int)j->ldc);
+}
+
+/* rows [r0, r1) of C */
+static void gemm_rows_part(void *p, size_t r0, size_t r1) {
+  const gemm_job *j = p;
+  const float *a = j->a + (j->ta ? r0 : r0 * j->lda);
+  cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans,
+              j->tb ? CblasTrans : CblasNoTrans, (int)(r1 - r0), (int)j->n, (int)j->k, j->alpha, a,
+              (int)j->lda, j->b, (int)j->ldb, j->beta, j->c + r0 * j->ldc, (int)j->ldc);
+}
+
+/* Whether to split C by rows rather than by columns: the split whose
+ * largest part costs least, counting its multiply-adds and what it packs
+ * (GEMM_PACK_COST). A column part packs all of A (m x k), a row part all
+ * of B (k x n): rows win where C has more rows than columns (ResNet's
+ * 512 filters by 96 columns), columns where it is wide (64 filters by a
+ * 32x32 plane), and either where the other cannot be cut evenly (96
+ * columns in parts of 32 are 64 + 32). The choice depends on the shape
+ * and the thread count alone: the same split at every run. The parts are
+ * those nnt_cpu_pool_for_products cuts. */
+static int split_rows(size_t m, size_t n, size_t k, size_t rmin, size_t cmin) {
+  size_t r = nnt_cpu_pool_largest_part(m, GEMM_ROWS, rmin);
+  size_t c = nnt_cpu_pool_largest_part(n, GEMM_COLS, cmin);
+  if (r == m || c == n) /* one cannot be split */
+    return c == n && r < m;
+  double cost_r = (double)r * n * k + GEMM_PACK_COST * ((double)k * n + (double)r * k);
+  double cost_c = (double)c * m * k + GEMM_PACK_COST * ((double)m * k + (double)c * k);
+  return cost_r < cost_c;
 }
 
 /* beta == 0 overwrites C without reading it (OpenBLAS does the same, so a
@@ -97,26 +136,64 @@ static int k_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n, s
   NEED(a && b && k <= NNT_GEMM_DIM_MAX && lda >= (ta ? m : k) && ldb >= (tb ? k : n) &&
        lda <= NNT_GEMM_DIM_MAX && ldb <= NNT_GEMM_DIM_MAX);
   gemm_job j = {ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
-  /* split by columns of C (each part the same products over the same k,
-   * in the same order: bitwise the whole product's) when each part keeps
+  /* each part the same products over the same k, in the same order
+   * (bitwise the whole product's on the kernels above) when it keeps
    * GEMM_MIN_PART multiply-adds (GEMM_DIRECT_MNK where the whole could
-   * be a direct product) and GEMM_COLS columns */
+   * be a direct product) */
   size_t min_part = !ta && !tb && alpha == 1.0f && beta == 0.0f ? GEMM_DIRECT_MNK : GEMM_MIN_PART;
-  size_t cols = m * k != 0 ? min_part / (m * k) : n;
-  nnt_cpu_pool_for_products(n, GEMM_COLS, cols > GEMM_COLS ? cols : GEMM_COLS, gemm_part, &j);
+  size_t cols = (min_part + m * k - 1) / (m * k), rows = (min_part + n * k - 1) / (n * k);
+  if (split_rows(m, n, k, rows, cols))
+    nnt_cpu_pool_for_products(m, GEMM_ROWS, rows, gemm_rows_part, &j);
+  else
+    nnt_cpu_pool_for_products(n, GEMM_COLS, cols, gemm_part, &j);
   return NNT_OK;
+}
+
+/* Plain loops split over the compute threads by what they write (each
+ * element, row or sum computed as on one thread): parts of at least
+ * LOOP_MIN_PART values. */
+#define LOOP_MIN_PART 16384
+
+typedef struct loop_job {
+  size_t cols;
+  float v;
+  const float *a, *b;
+  float *y;
+} loop_job;
+
+static void fill_part(void *p, size_t b, size_t e) {
+  const loop_job *j = p;
+  for (size_t i = b; i < e; i++)
+    j->y[i] = j->v;
+}
+static void copy_part(void *p, size_t b, size_t e) {
+  const loop_job *j = p;
+  memcpy(j->y + b, j->a + b, (e - b) * sizeof *j->y);
+}
+static void add_part(void *p, size_t b, size_t e) {
+  const loop_job *j = p;
+  const float *x = j->a, *z = j->b;
+  float *y = j->y;
+  for (size_t i = b; i < e; i++)
+    y[i] = x[i] + z[i];
 }
 
 static int k_fill(const nnt_kernels *self, size_t n, float v, float *y) {
   (void)self;
-  for (size_t i = 0; i < n; i++)
-    y[i] = v;
+  loop_job j = {.v = v, .y = y};
+  nnt_cpu_pool_for(n, 16, LOOP_MIN_PART, fill_part, &j);
   return NNT_OK;
 }
 static int k_copy(const nnt_kernels *self, size_t n, const float *x, float *y) {
   (void)self;
-  if (x != y)
+  if (x == y)
+    return NNT_OK;
+  if (y + n <= x || x + n <= y) { /* apart: split */
+    loop_job j = {.a = x, .y = y};
+    nnt_cpu_pool_for(n, 16, LOOP_MIN_PART, copy_part, &j);
+  } else {
     memmove(y, x, n * sizeof *y);
+  }
   return NNT_OK;
 }
 static int k_scale(const nnt_kernels *self, size_t n, float a, float *y) {
@@ -147,8 +224,8 @@ static int k_axpy(const nnt_kernels *self, size_t n, float a, const float *x, fl
 }
 static int k_add(const nnt_kernels *self, size_t n, const float *a, const float *b, float *y) {
   (void)self;
-  for (size_t i = 0; i < n; i++)
-    y[i] = a[i] + b[i];
+  loop_job j = {.a = a, .b = b, .y = y};
+  nnt_cpu_pool_for(n, 16, LOOP_MIN_PART, add_part, &j);
   return NNT_OK;
 }
 static int k_sub(const nnt_kernels *self, size_t n, const float *a, const float *b, float *y) {
@@ -200,23 +277,35 @@ static int k_sum_rows(const nnt_kernels *self, size_t rows, size_t cols, const f
   return NNT_OK;
 }
 
+static void add_col_vec_part(void *p, size_t r0, size_t r1) {
+  const loop_job *j = p;
+  size_t cols = j->cols;
+  for (size_t r = r0; r < r1; r++)
+    for (size_t c = 0; c < cols; c++)
+      j->y[r * cols + c] += j->a[r];
+}
 static int k_add_col_vec(const nnt_kernels *self, size_t rows, size_t cols, const float *v,
                          float *y) {
   (void)self;
-  for (size_t r = 0; r < rows; r++)
-    for (size_t c = 0; c < cols; c++)
-      y[r * cols + c] += v[r];
+  loop_job j = {.cols = cols, .a = v, .y = y};
+  nnt_cpu_pool_for(rows, 1, cols ? (LOOP_MIN_PART + cols - 1) / cols : rows, add_col_vec_part, &j);
   return NNT_OK;
 }
 /* Each row summed by nnt_cpu_dsum (partial sums: one running sum was 7% of
- * a small CNN's step here, as the convolution's bias gradient). */
+ * a small CNN's step here, as the convolution's bias gradient); rows split
+ * over the threads, each row's sum whole. */
+static void sum_cols_part(void *p, size_t r0, size_t r1) {
+  const loop_job *j = p;
+  for (size_t r = r0; r < r1; r++) {
+    double s = nnt_cpu_dsum(j->a + r * j->cols, j->cols);
+    j->y[r] = (float)s + (j->v == 0 ? 0 : j->v * j->y[r]);
+  }
+}
 static int k_sum_cols(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta,
                       float *out) {
   (void)self;
-  for (size_t r = 0; r < rows; r++) {
-    double s = nnt_cpu_dsum(x + r * cols, cols);
-    out[r] = (float)s + (beta == 0 ? 0 : beta * out[r]);
-  }
+  loop_job j = {.cols = cols, .v = beta, .a = x, .y = out};
+  nnt_cpu_pool_for(rows, 1, cols ? (LOOP_MIN_PART + cols - 1) / cols : rows, sum_cols_part, &j);
   return NNT_OK;
 }
 

@@ -172,16 +172,24 @@ int nnt_cpu_bn_bwd(const struct nnt_kernels *self, size_t outer, size_t ch, size
   return NNT_OK;
 }
 
-int nnt_cpu_bn_affine(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
-                      const float *xhat, const float *gamma, const float *beta, float *y) {
-  (void)self;
-  for (size_t c = 0; c < ch; c++) {
-    float g = gamma[c], b = beta[c];
+static void affine_part(void *p, size_t c0, size_t c1) {
+  const bn_job *j = p;
+  size_t outer = j->outer, ch = j->ch, inner = j->inner;
+  for (size_t c = c0; c < c1; c++) {
+    float g = j->gamma[c], b = j->beta[c];
     for (size_t o = 0; o < outer; o++) {
       size_t off = (o * ch + c) * inner;
       for (size_t i = 0; i < inner; i++)
-        y[off + i] = bn_affine1(g, xhat[off + i], b);
+        j->y[off + i] = bn_affine1(g, j->xhat_in[off + i], b);
     }
   }
+}
+
+int nnt_cpu_bn_affine(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                      const float *xhat, const float *gamma, const float *beta, float *y) {
+  (void)self;
+  bn_job j = {.outer = outer, .ch = ch, .inner = inner, .xhat_in = xhat, .gamma = gamma,
+              .beta = beta, .y = y};
+  nnt_cpu_pool_for(ch, 1, bn_min_channels(&j), affine_part, &j);
   return NNT_OK;
 }

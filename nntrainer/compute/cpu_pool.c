@@ -281,6 +281,44 @@ out:
   return rc;
 }
 
+/* How many parts pool_run cuts [0, n) into with nw workers: up to
+ * per_thread a thread, none empty, none below min_part (the last part,
+ * cut short by n, included). */
+static unsigned plan_parts(size_t n, size_t align, size_t min_part, unsigned nw,
+                           unsigned per_thread) {
+  size_t units = (n + align - 1) / align;
+  unsigned parts = (nw + 1) * per_thread;
+  if (min_part && n / min_part < parts)
+    parts = (unsigned)(n / min_part);
+  if (units < parts)
+    parts = (unsigned)units;
+  for (; parts > 1; parts--) {
+    /* the shortest: one of units / parts units, or the last (cut by n) */
+    size_t least = units / parts * align, last = n - units * (parts - 1) / parts * align;
+    if ((last < least ? last : least) >= (min_part ? min_part : 1))
+      break;
+  }
+  return parts ? parts : 1;
+}
+
+size_t nnt_cpu_pool_largest_part(size_t n, size_t align, size_t min_part) {
+  if (!align)
+    align = 1;
+  pthread_mutex_lock(&pool.mu);
+  unsigned nw = pool.limited ? 0 : pool.nw;
+  pthread_mutex_unlock(&pool.mu);
+  if (!nw || n < 2 * (min_part ? min_part : 1))
+    return n;
+  unsigned parts = plan_parts(n, align, min_part, nw, 1);
+  size_t most = 0, b, e;
+  for (unsigned t = 0; t < parts; t++) {
+    part(n, align, parts, t, &b, &e);
+    if (e - b > most)
+      most = e - b;
+  }
+  return most;
+}
+
 /* products: the parts call OpenBLAS (not on the workers under a memory
  * limit). */
 static void pool_run(size_t n, size_t align, size_t min_part, nnt_pool_fn fn, void *arg,
@@ -304,12 +342,12 @@ static void pool_run(size_t n, size_t align, size_t min_part, nnt_pool_fn fn, vo
   }
   /* a product's parts each pack the whole of its other operand again:
    * one per thread */
-  unsigned parts = (pool.nw + 1) * (products ? 1 : PARTS_PER_THREAD);
-  size_t units = (n + align - 1) / align; /* no empty part */
-  if (min_part && n / min_part < parts)
-    parts = (unsigned)(n / min_part);
-  if (units < parts)
-    parts = (unsigned)units;
+  unsigned parts = plan_parts(n, align, min_part, pool.nw, products ? 1 : PARTS_PER_THREAD);
+  if (parts < 2) {
+    atomic_flag_clear_explicit(&pool.busy, memory_order_release);
+    fn(arg, 0, n);
+    return;
+  }
   pool.fn = fn;
   pool.arg = arg;
   pool.n = n;
