@@ -40,19 +40,17 @@ static int k_scale(const nnt_kernels *self, size_t n, float a, float *y);
  * multiply-adds. */
 #define GEMM_COLS 32
 #define GEMM_ROWS 8
-#define GEMM_MIN_PART ((size_t)1 << 20)
-/* What a part costs besides its multiply-adds: OpenBLAS packs the whole
- * of the operand a part shares with the others (all of A for a part of
- * C's columns, all of B for a part of its rows) and its own slice of the
- * other, at about this many multiply-adds' time per value (fitted to
- * two-thread timings on this Zen 5: see split_rows). */
-#define GEMM_PACK_COST 32
+#define GEMM_MIN_PART ((size_t)1000001)
+/* A row part of fewer rows than this runs OpenBLAS's kernels below their
+ * pace (measured: see split_rows). */
+#define GEMM_ROWS_FULL 64
 /* OpenBLAS (0.3.21 on AVX-512, read in its interface/gemm.c and
  * kernel/x86_64/sgemm_direct_skylakex.c) computes a row-major product
  * without transposes, alpha 1 and beta 0, of fewer than 28 * 512 * 512
  * multiply-adds and a multiple of 4 columns on a "direct" path that
  * rounds differently (no blocking over k); its small-matrix kernels take
- * products of at most 10^6. A part must take the whole product's path:
+ * products of at most 10^6 (sgemm_small_kernel_permit_skylakex.c). A part
+ * must take the whole product's path:
  * such a product is split only into parts of at least this many, and no
  * product into parts below GEMM_MIN_PART. On kernel paths where a split
  * was measured to change no bit (nnt_cpu_blas_split_exact: AVX-512; by
@@ -93,23 +91,28 @@ static void gemm_rows_part(void *p, size_t r0, size_t r1) {
               (int)j->lda, j->b, (int)j->ldb, j->beta, j->c + r0 * j->ldc, (int)j->ldc);
 }
 
-/* Whether to split C by rows rather than by columns: the split whose
- * largest part costs least, counting its multiply-adds and what it packs
- * (GEMM_PACK_COST). A column part packs all of A (m x k), a row part all
- * of B (k x n): rows win where C has more rows than columns (ResNet's
- * 512 filters by 96 columns), columns where it is wide (64 filters by a
- * 32x32 plane), and either where the other cannot be cut evenly (96
- * columns in parts of 32 are 64 + 32). The choice depends on the shape
- * and the thread count alone: the same split at every run. The parts are
- * those nnt_cpu_pool_for_products cuts. */
-static int split_rows(size_t m, size_t n, size_t k, size_t rmin, size_t cmin) {
+/* Whether to split C by rows rather than by columns. Measured at two
+ * threads on this Zen 5 (OpenBLAS 0.3.21's Cooperlake kernels) for the
+ * products of the benchmark models' convolutions in their three transpose
+ * cases: a row split ran 1.7x to 1.95x one thread's speed for every
+ * product of 117 or more rows, where a column split ran 0.9x to 1.7x (a
+ * derivative's 576 x 1024 x 64 and 1152 x 256 x 128: 0.9x and 1.1x
+ * against 1.9x by rows; a forward's 512 x 96 x 4608, whose 96 columns cut
+ * into 64 + 32: 1.2x against 1.85x); columns won only where a row part
+ * would have 32 rows (64 filters by a 32x32 plane: 1.5x to 1.7x against
+ * 1.2x to 1.4x). So: rows, unless a row part would have fewer than
+ * GEMM_ROWS_FULL rows, or the rows cannot be split and the columns can,
+ * or the row parts are less even than the column parts by a quarter.
+ * The choice depends on the shape and the thread count alone: the same
+ * split at every run. The parts are those nnt_cpu_pool_for_products
+ * cuts. */
+static int split_rows(size_t m, size_t n, size_t rmin, size_t cmin) {
   size_t r = nnt_cpu_pool_largest_part(m, GEMM_ROWS, rmin);
   size_t c = nnt_cpu_pool_largest_part(n, GEMM_COLS, cmin);
   if (r == m || c == n) /* one cannot be split */
     return c == n && r < m;
-  double cost_r = (double)r * n * k + GEMM_PACK_COST * ((double)k * n + (double)r * k);
-  double cost_c = (double)c * m * k + GEMM_PACK_COST * ((double)m * k + (double)c * k);
-  return cost_r < cost_c;
+  /* the largest parts' shares of C: r / m and c / n */
+  return r >= GEMM_ROWS_FULL && 4 * r * n <= 5 * c * m;
 }
 
 /* beta == 0 overwrites C without reading it (OpenBLAS does the same, so a
@@ -142,7 +145,7 @@ static int k_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n, s
    * be a direct product) */
   size_t min_part = !ta && !tb && alpha == 1.0f && beta == 0.0f ? GEMM_DIRECT_MNK : GEMM_MIN_PART;
   size_t cols = (min_part + m * k - 1) / (m * k), rows = (min_part + n * k - 1) / (n * k);
-  if (split_rows(m, n, k, rows, cols))
+  if (split_rows(m, n, rows, cols))
     nnt_cpu_pool_for_products(m, GEMM_ROWS, rows, gemm_rows_part, &j);
   else
     nnt_cpu_pool_for_products(n, GEMM_COLS, cols, gemm_part, &j);
