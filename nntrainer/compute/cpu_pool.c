@@ -5,21 +5,27 @@
  * nnt_cpu_set_threads; left unset: OpenBLAS's own count, which follows
  * OPENBLAS_NUM_THREADS or the cores) the pool has T - 1 workers and the
  * calling thread is the T-th. nnt_cpu_pool_for splits [0, n) into
- * contiguous parts (up to 4 per thread, taken by whichever thread is free
- * first, the caller included), and every output is computed by the same
+ * contiguous parts (up to 4 per thread, none below the op's min_part,
+ * taken by whichever thread is free first, the caller included; a range
+ * that makes one part runs on the caller without a job), and every
+ * output is computed by the same
  * arithmetic whatever part holds it and whichever thread runs it: the
  * loops' results are bitwise the same for any T (an op is split only over
  * what it writes, never over the terms of a sum), and so are the
  * products' on OpenBLAS's AVX-512 kernels (nnt_cpu_blas_split_exact).
- * The matrix products are split the same way (cpu_kernels.c, by columns
- * of C, each part a one-thread OpenBLAS product), and while the workers
+ * The matrix products are split the same way (cpu_kernels.c: by rows of
+ * C, or by columns where a row part would have fewer than 64 rows, the
+ * choice measured per product shape at two threads, docs/performance.md;
+ * nnt_cpu_pool_largest_part tells it the parts it would get), one part
+ * per thread, each a one-thread OpenBLAS product; a row split, like a
+ * column split, keeps every element's own sum over k. While the workers
  * exist OpenBLAS itself runs on one thread: its own idle threads would
  * otherwise spin beside ours on the same cores. The products keep
  * OpenBLAS's own threads instead (as before the pool) under a process
  * memory limit, where each worker would map another 128 MiB OpenBLAS work
  * buffer (cpu_blas.c; nnt_cpu_set_threads has checked and mapped those of
  * OpenBLAS's threads). On kernel paths where a product's bits depend on
- * how its columns are split (nnt_cpu_blas_split_exact is 0: OpenBLAS's
+ * how it is split (nnt_cpu_blas_split_exact is 0: OpenBLAS's
  * Haswell kernels, whose own threads change them too) the products are
  * split all the same: the same bits at every run with one thread count,
  * the last bits of one thread's differing (running them on one thread to

@@ -2,8 +2,9 @@
  * parallel-for's parts (every index once, on fixed threads, inline where
  * it must be), the workers' lifetime (started at a run, joined when the
  * last model goes or the count changes, OpenBLAS on one thread while they
- * exist), their failures (an allocation, a thread that cannot start), and
- * training bitwise the same at one and at two threads. */
+ * exist), their failures (an allocation, a thread that cannot start),
+ * training bitwise the same at one and at two threads, and the products
+ * split by rows or by columns of C against one thread's. */
 #include "test_util.h"
 
 #include <cblas.h>
