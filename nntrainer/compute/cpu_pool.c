@@ -13,7 +13,7 @@
  * loops' results are bitwise the same for any T (an op is split only over
  * what it writes, never over the terms of a sum), and so are the
  * products' on OpenBLAS's AVX-512 kernels (nnt_cpu_blas_split_exact).
- * The matrix products are split the same way (cpu_kernels.c: by rows of
+ * The matrix products are split the same way (cpu_gemm.c: by rows of
  * C, or by columns where a row part would have fewer than 64 rows, the
  * choice measured per product shape at two threads, docs/performance.md;
  * nnt_cpu_pool_largest_part tells it the parts it would get), one part
