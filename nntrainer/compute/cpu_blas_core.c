@@ -117,10 +117,10 @@ const char *nnt_cpu_blas_first_core(void) {
 
 int nnt_cpu_blas_split_exact(void) {
   /* measured on OpenBLAS 0.3.21 (docs/performance.md): its AVX-512 sgemm
-   * kernels give every element of C the same bits whichever columns a
-   * product is given (parts at multiples of 32 columns, above the direct
-   * and small-matrix sizes); its Haswell (AVX2) kernels do not, not even
-   * between its own one and two threads */
+   * kernels give every element of C the same bits whichever columns or
+   * rows a product is given (parts at multiples of 32 columns or at any
+   * row, above the direct and small-matrix sizes); its Haswell (AVX2)
+   * kernels do not, not even between its own one and two threads */
   const char *core = openblas_get_corename();
   return nnt_blas_core_rank(core) == NNT_BLAS_AVX512;
 }

@@ -130,6 +130,13 @@ typedef void (*nnt_pool_fn)(void *arg, size_t begin, size_t end);
 void nnt_cpu_pool_for(size_t n, size_t align, size_t min_part, nnt_pool_fn fn, void *arg);
 void nnt_cpu_pool_for_products(size_t n, size_t align, size_t min_part, nnt_pool_fn fn,
                                void *arg);
+/* The kernel table's gemm (cpu_gemm.c). */
+int nnt_cpu_gemm(const struct nnt_kernels *self, int ta, int tb, size_t m, size_t n, size_t k,
+                 float alpha, const float *a, size_t lda, const float *b, size_t ldb, float beta,
+                 float *c, size_t ldc);
+/* The largest part nnt_cpu_pool_for_products would cut [0, n) into now
+ * (n when it would not split it). */
+size_t nnt_cpu_pool_largest_part(size_t n, size_t align, size_t min_part);
 /* For nnt_cpu_set_threads: stop joins the running workers (OpenBLAS gets
  * its own count back); want records the count asked for, the next start
  * makes n - 1 workers. */

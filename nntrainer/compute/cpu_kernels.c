@@ -31,92 +31,51 @@
       return NNT_ERR_INVAL;                                                               \
   } while (0)
 
-static int k_scale(const nnt_kernels *self, size_t n, float a, float *y);
+/* Plain loops split over the compute threads by what they write (each
+ * element, row or sum computed as on one thread): parts of at least
+ * LOOP_MIN_PART values. */
+#define LOOP_MIN_PART 16384
 
-/* A product split over the compute threads (cpu_pool.c) by columns of C:
- * parts are multiples of GEMM_COLS columns (OpenBLAS's AVX-512 kernels
- * take 16 or 32 at a time) of at least GEMM_MIN_PART multiply-adds. */
-#define GEMM_COLS 32
-#define GEMM_MIN_PART ((size_t)1 << 20)
-/* OpenBLAS (0.3.21 on AVX-512, read in its interface/gemm.c and
- * kernel/x86_64/sgemm_direct_skylakex.c) computes a row-major product
- * without transposes, alpha 1 and beta 0, of fewer than 28 * 512 * 512
- * multiply-adds and a multiple of 4 columns on a "direct" path that
- * rounds differently (no blocking over k); its small-matrix kernels take
- * products of at most 10^6. A part must take the whole product's path:
- * such a product is split only into parts of at least this many, and no
- * product into parts below GEMM_MIN_PART. On kernel paths where a split
- * was measured to change no bit (nnt_cpu_blas_split_exact: AVX-512)
- * test_pool trains bitwise at one and two threads; elsewhere a split
- * product differs from the whole one in its last bits, as OpenBLAS's own
- * threads make it differ. */
-#define GEMM_DIRECT_MNK ((size_t)28 * 512 * 512)
+typedef struct loop_job {
+  size_t cols;
+  float v;
+  const float *a, *b;
+  float *y;
+} loop_job;
 
-typedef struct gemm_job {
-  int ta, tb;
-  size_t m, n, k;
-  float alpha;
-  const float *a;
-  size_t lda;
-  const float *b;
-  size_t ldb;
-  float beta;
-  float *c;
-  size_t ldc;
-} gemm_job;
-
-static void gemm_part(void *p, size_t c0, size_t c1) {
-  const gemm_job *j = p;
-  const float *b = j->b + (j->tb ? c0 * j->ldb : c0);
-  cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans,
-              j->tb ? CblasTrans : CblasNoTrans, (int)j->m, (int)(c1 - c0), (int)j->k, j->alpha,
-              j->a, (int)j->lda, b, (int)j->ldb, j->beta, j->c + c0, (int)j->ldc);
+static void fill_part(void *p, size_t b, size_t e) {
+  const loop_job *j = p;
+  for (size_t i = b; i < e; i++)
+    j->y[i] = j->v;
 }
-
-/* beta == 0 overwrites C without reading it (OpenBLAS does the same, so a
- * NaN left in a reused buffer does not leak through). Empty products are
- * handled here so OpenBLAS never sees a zero leading dimension. */
-static int k_gemm(const nnt_kernels *self, int ta, int tb, size_t m, size_t n, size_t k,
-                  float alpha, const float *a, size_t lda, const float *b, size_t ldb, float beta,
-                  float *c, size_t ldc) {
-  (void)self;
-  if (!m || !n)
-    return NNT_OK;
-  NEED(c && m <= NNT_GEMM_DIM_MAX && n <= NNT_GEMM_DIM_MAX && ldc >= n &&
-       ldc <= NNT_GEMM_DIM_MAX);
-  if (!k) {
-    for (size_t i = 0; i < m; i++) {
-      if (beta == 0)
-        for (size_t j = 0; j < n; j++)
-          c[i * ldc + j] = 0;
-      else
-        k_scale(self, n, beta, c + i * ldc);
-    }
-    return NNT_OK;
-  }
-  NEED(a && b && k <= NNT_GEMM_DIM_MAX && lda >= (ta ? m : k) && ldb >= (tb ? k : n) &&
-       lda <= NNT_GEMM_DIM_MAX && ldb <= NNT_GEMM_DIM_MAX);
-  gemm_job j = {ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
-  /* split by columns of C (each part the same products over the same k,
-   * in the same order: bitwise the whole product's) when each part keeps
-   * GEMM_MIN_PART multiply-adds (GEMM_DIRECT_MNK where the whole could
-   * be a direct product) and GEMM_COLS columns */
-  size_t min_part = !ta && !tb && alpha == 1.0f && beta == 0.0f ? GEMM_DIRECT_MNK : GEMM_MIN_PART;
-  size_t cols = m * k != 0 ? min_part / (m * k) : n;
-  nnt_cpu_pool_for_products(n, GEMM_COLS, cols > GEMM_COLS ? cols : GEMM_COLS, gemm_part, &j);
-  return NNT_OK;
+static void copy_part(void *p, size_t b, size_t e) {
+  const loop_job *j = p;
+  memcpy(j->y + b, j->a + b, (e - b) * sizeof *j->y);
+}
+static void add_part(void *p, size_t b, size_t e) {
+  const loop_job *j = p;
+  const float *x = j->a, *z = j->b;
+  float *y = j->y;
+  for (size_t i = b; i < e; i++)
+    y[i] = x[i] + z[i];
 }
 
 static int k_fill(const nnt_kernels *self, size_t n, float v, float *y) {
   (void)self;
-  for (size_t i = 0; i < n; i++)
-    y[i] = v;
+  loop_job j = {.v = v, .y = y};
+  nnt_cpu_pool_for(n, 16, LOOP_MIN_PART, fill_part, &j);
   return NNT_OK;
 }
 static int k_copy(const nnt_kernels *self, size_t n, const float *x, float *y) {
   (void)self;
-  if (x != y)
+  if (x == y)
+    return NNT_OK;
+  if (y + n <= x || x + n <= y) { /* apart: split */
+    loop_job j = {.a = x, .y = y};
+    nnt_cpu_pool_for(n, 16, LOOP_MIN_PART, copy_part, &j);
+  } else {
     memmove(y, x, n * sizeof *y);
+  }
   return NNT_OK;
 }
 static int k_scale(const nnt_kernels *self, size_t n, float a, float *y) {
@@ -147,8 +106,8 @@ static int k_axpy(const nnt_kernels *self, size_t n, float a, const float *x, fl
 }
 static int k_add(const nnt_kernels *self, size_t n, const float *a, const float *b, float *y) {
   (void)self;
-  for (size_t i = 0; i < n; i++)
-    y[i] = a[i] + b[i];
+  loop_job j = {.a = a, .b = b, .y = y};
+  nnt_cpu_pool_for(n, 16, LOOP_MIN_PART, add_part, &j);
   return NNT_OK;
 }
 static int k_sub(const nnt_kernels *self, size_t n, const float *a, const float *b, float *y) {
@@ -200,23 +159,35 @@ static int k_sum_rows(const nnt_kernels *self, size_t rows, size_t cols, const f
   return NNT_OK;
 }
 
+static void add_col_vec_part(void *p, size_t r0, size_t r1) {
+  const loop_job *j = p;
+  size_t cols = j->cols;
+  for (size_t r = r0; r < r1; r++)
+    for (size_t c = 0; c < cols; c++)
+      j->y[r * cols + c] += j->a[r];
+}
 static int k_add_col_vec(const nnt_kernels *self, size_t rows, size_t cols, const float *v,
                          float *y) {
   (void)self;
-  for (size_t r = 0; r < rows; r++)
-    for (size_t c = 0; c < cols; c++)
-      y[r * cols + c] += v[r];
+  loop_job j = {.cols = cols, .a = v, .y = y};
+  nnt_cpu_pool_for(rows, 1, cols ? (LOOP_MIN_PART + cols - 1) / cols : rows, add_col_vec_part, &j);
   return NNT_OK;
 }
 /* Each row summed by nnt_cpu_dsum (partial sums: one running sum was 7% of
- * a small CNN's step here, as the convolution's bias gradient). */
+ * a small CNN's step here, as the convolution's bias gradient); rows split
+ * over the threads, each row's sum whole. */
+static void sum_cols_part(void *p, size_t r0, size_t r1) {
+  const loop_job *j = p;
+  for (size_t r = r0; r < r1; r++) {
+    double s = nnt_cpu_dsum(j->a + r * j->cols, j->cols);
+    j->y[r] = (float)s + (j->v == 0 ? 0 : j->v * j->y[r]);
+  }
+}
 static int k_sum_cols(const nnt_kernels *self, size_t rows, size_t cols, const float *x, float beta,
                       float *out) {
   (void)self;
-  for (size_t r = 0; r < rows; r++) {
-    double s = nnt_cpu_dsum(x + r * cols, cols);
-    out[r] = (float)s + (beta == 0 ? 0 : beta * out[r]);
-  }
+  loop_job j = {.cols = cols, .v = beta, .a = x, .y = out};
+  nnt_cpu_pool_for(rows, 1, cols ? (LOOP_MIN_PART + cols - 1) / cols : rows, sum_cols_part, &j);
   return NNT_OK;
 }
 
@@ -772,7 +743,7 @@ static int k_prepare(const nnt_kernels *self, nnt_err *e) {
 const nnt_kernels nnt_cpu_kernel_table = {
     .name = "cpu",
     .prepare = k_prepare,
-    .gemm = k_gemm,
+    .gemm = nnt_cpu_gemm,
     .fill = k_fill,
     .copy = k_copy,
     .scale = k_scale,

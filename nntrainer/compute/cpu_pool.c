@@ -5,21 +5,27 @@
  * nnt_cpu_set_threads; left unset: OpenBLAS's own count, which follows
  * OPENBLAS_NUM_THREADS or the cores) the pool has T - 1 workers and the
  * calling thread is the T-th. nnt_cpu_pool_for splits [0, n) into
- * contiguous parts (up to 4 per thread, taken by whichever thread is free
- * first, the caller included), and every output is computed by the same
+ * contiguous parts (up to 4 per thread, none below the op's min_part,
+ * taken by whichever thread is free first, the caller included; a range
+ * that makes one part runs on the caller without a job), and every
+ * output is computed by the same
  * arithmetic whatever part holds it and whichever thread runs it: the
  * loops' results are bitwise the same for any T (an op is split only over
  * what it writes, never over the terms of a sum), and so are the
  * products' on OpenBLAS's AVX-512 kernels (nnt_cpu_blas_split_exact).
- * The matrix products are split the same way (cpu_kernels.c, by columns
- * of C, each part a one-thread OpenBLAS product), and while the workers
+ * The matrix products are split the same way (cpu_gemm.c: by rows of
+ * C, or by columns where a row part would have fewer than 64 rows, the
+ * choice measured per product shape at two threads, docs/performance.md;
+ * nnt_cpu_pool_largest_part tells it the parts it would get), one part
+ * per thread, each a one-thread OpenBLAS product; a row split, like a
+ * column split, keeps every element's own sum over k. While the workers
  * exist OpenBLAS itself runs on one thread: its own idle threads would
  * otherwise spin beside ours on the same cores. The products keep
  * OpenBLAS's own threads instead (as before the pool) under a process
  * memory limit, where each worker would map another 128 MiB OpenBLAS work
  * buffer (cpu_blas.c; nnt_cpu_set_threads has checked and mapped those of
  * OpenBLAS's threads). On kernel paths where a product's bits depend on
- * how its columns are split (nnt_cpu_blas_split_exact is 0: OpenBLAS's
+ * how it is split (nnt_cpu_blas_split_exact is 0: OpenBLAS's
  * Haswell kernels, whose own threads change them too) the products are
  * split all the same: the same bits at every run with one thread count,
  * the last bits of one thread's differing (running them on one thread to
@@ -281,6 +287,44 @@ out:
   return rc;
 }
 
+/* How many parts pool_run cuts [0, n) into with nw workers: up to
+ * per_thread a thread, none empty, none below min_part (the last part,
+ * cut short by n, included). */
+static unsigned plan_parts(size_t n, size_t align, size_t min_part, unsigned nw,
+                           unsigned per_thread) {
+  size_t units = (n + align - 1) / align;
+  unsigned parts = (nw + 1) * per_thread;
+  if (min_part && n / min_part < parts)
+    parts = (unsigned)(n / min_part);
+  if (units < parts)
+    parts = (unsigned)units;
+  for (; parts > 1; parts--) {
+    /* the shortest: one of units / parts units, or the last (cut by n) */
+    size_t least = units / parts * align, last = n - units * (parts - 1) / parts * align;
+    if ((last < least ? last : least) >= (min_part ? min_part : 1))
+      break;
+  }
+  return parts ? parts : 1;
+}
+
+size_t nnt_cpu_pool_largest_part(size_t n, size_t align, size_t min_part) {
+  if (!align)
+    align = 1;
+  pthread_mutex_lock(&pool.mu);
+  unsigned nw = pool.limited ? 0 : pool.nw;
+  pthread_mutex_unlock(&pool.mu);
+  if (!nw || n < 2 * (min_part ? min_part : 1))
+    return n;
+  unsigned parts = plan_parts(n, align, min_part, nw, 1);
+  size_t most = 0, b, e;
+  for (unsigned t = 0; t < parts; t++) {
+    part(n, align, parts, t, &b, &e);
+    if (e - b > most)
+      most = e - b;
+  }
+  return most;
+}
+
 /* products: the parts call OpenBLAS (not on the workers under a memory
  * limit). */
 static void pool_run(size_t n, size_t align, size_t min_part, nnt_pool_fn fn, void *arg,
@@ -304,12 +348,12 @@ static void pool_run(size_t n, size_t align, size_t min_part, nnt_pool_fn fn, vo
   }
   /* a product's parts each pack the whole of its other operand again:
    * one per thread */
-  unsigned parts = (pool.nw + 1) * (products ? 1 : PARTS_PER_THREAD);
-  size_t units = (n + align - 1) / align; /* no empty part */
-  if (min_part && n / min_part < parts)
-    parts = (unsigned)(n / min_part);
-  if (units < parts)
-    parts = (unsigned)units;
+  unsigned parts = plan_parts(n, align, min_part, pool.nw, products ? 1 : PARTS_PER_THREAD);
+  if (parts < 2) {
+    atomic_flag_clear_explicit(&pool.busy, memory_order_release);
+    fn(arg, 0, n);
+    return;
+  }
   pool.fn = fn;
   pool.arg = arg;
   pool.n = n;

@@ -68,47 +68,50 @@ static void im2col_flat_row(const nnt_conv_geom *g, const float *xc, unsigned a,
   }
 }
 
-/* im2col of channels [c0, c1) of one image x into the rows of col whose
- * stride is ld. */
-static void im2col1(const nnt_conv_geom *g, size_t c0, size_t c1, const float *x, float *col,
+/* im2col of rows [r0, r1) (row (c, a, b): channel c's tap (a, b)) of one
+ * image x into the rows of col whose stride is ld. */
+static void im2col1(const nnt_conv_geom *g, size_t r0, size_t r1, const float *x, float *col,
                     size_t ld) {
   int flat = im2col_flat(g);
-  for (unsigned c = (unsigned)c0; c < c1; c++)
-    for (unsigned a = 0; a < g->kh; a++)
-      for (unsigned b = 0; b < g->kw; b++) {
-        float *row = col + (((size_t)c * g->kh + a) * g->kw + b) * ld;
-        long off = (long)b * g->dw - g->pl;
-        unsigned lo, hi;
-        nnt_cpu_valid_cols(g, off, &lo, &hi);
-        if (flat) {
-          im2col_flat_row(g, x + (size_t)c * g->h * g->w, a, off, lo, hi, row);
-          continue;
-        }
-        for (unsigned oy = 0; oy < g->oh; oy++) {
-          long iy = (long)oy * g->sh - g->pt + (long)a * g->dh;
-          float *r = row + (size_t)oy * g->ow;
-          if (iy < 0 || iy >= (long)g->h) {
-            memset(r, 0, g->ow * sizeof(float));
-            continue;
-          }
-          const float *xr = x + ((size_t)c * g->h + (size_t)iy) * g->w + off;
-          for (unsigned ox = 0; ox < lo; ox++)
-            r[ox] = 0.0f;
-          if (g->sw == 1)
-            memcpy(r + lo, xr + lo, (hi - lo) * sizeof(float));
-          else
-            for (unsigned ox = lo; ox < hi; ox++)
-              r[ox] = xr[(size_t)ox * g->sw];
-          for (unsigned ox = hi; ox < g->ow; ox++)
-            r[ox] = 0.0f;
-        }
+  size_t taps = (size_t)g->kh * g->kw;
+  for (size_t rr = r0; rr < r1; rr++) {
+    unsigned c = (unsigned)(rr / taps), a = (unsigned)(rr % taps / g->kw),
+             b = (unsigned)(rr % g->kw);
+    float *row = col + rr * ld;
+    long off = (long)b * g->dw - g->pl;
+    unsigned lo, hi;
+    nnt_cpu_valid_cols(g, off, &lo, &hi);
+    if (flat) {
+      im2col_flat_row(g, x + (size_t)c * g->h * g->w, a, off, lo, hi, row);
+      continue;
+    }
+    for (unsigned oy = 0; oy < g->oh; oy++) {
+      long iy = (long)oy * g->sh - g->pt + (long)a * g->dh;
+      float *r = row + (size_t)oy * g->ow;
+      if (iy < 0 || iy >= (long)g->h) {
+        memset(r, 0, g->ow * sizeof(float));
+        continue;
       }
+      const float *xr = x + ((size_t)c * g->h + (size_t)iy) * g->w + off;
+      for (unsigned ox = 0; ox < lo; ox++)
+        r[ox] = 0.0f;
+      if (g->sw == 1)
+        memcpy(r + lo, xr + lo, (hi - lo) * sizeof(float));
+      else
+        for (unsigned ox = lo; ox < hi; ox++)
+          r[ox] = xr[(size_t)ox * g->sw];
+      for (unsigned ox = hi; ox < g->ow; ox++)
+        r[ox] = 0.0f;
+    }
+  }
 }
 
-/* im2col and col2im on the compute threads (cpu_pool.c): split over the
- * input channels, whose rows of col and planes of dx are each one part's
- * alone (col2im adds into a channel only from that channel's rows, in the
- * same order: results unchanged). Parts of at least WIN_MIN_PART values of
+/* im2col and col2im on the compute threads (cpu_pool.c): im2col split
+ * over the rows of col (a channel's taps: 27 rows of a 3-channel 3x3
+ * convolution split evenly where its 3 channels would not), col2im over
+ * the input channels, whose planes of dx are each one part's alone
+ * (col2im adds into a channel only from that channel's rows, in the same
+ * order: results unchanged). Parts of at least WIN_MIN_PART values of
  * col. */
 #define WIN_MIN_PART 16384
 
@@ -124,19 +127,21 @@ static size_t win_min_channels(const nnt_conv_geom *g, size_t n) {
   return per >= WIN_MIN_PART ? 1 : (per ? WIN_MIN_PART / per : WIN_MIN_PART);
 }
 
-static void im2col_part(void *p, size_t c0, size_t c1) {
+static void im2col_part(void *p, size_t r0, size_t r1) {
   const win_job *j = p;
   const nnt_conv_geom *g = j->g;
   size_t plane = (size_t)g->oh * g->ow, in = nnt_conv_img_stride(g);
   for (size_t i = 0; i < j->n; i++)
-    im2col1(g, c0, c1, j->in + i * in, j->out + i * plane, j->n * plane);
+    im2col1(g, r0, r1, j->in + i * in, j->out + i * plane, j->n * plane);
 }
 
 int nnt_cpu_im2col(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n,
                    const float *x, float *col) {
   (void)self;
   win_job j = {g, n, x, col};
-  nnt_cpu_pool_for(g->c, 1, win_min_channels(g, n), im2col_part, &j);
+  size_t per = (size_t)g->oh * g->ow * n; /* values of a row */
+  size_t min_rows = per >= WIN_MIN_PART ? 1 : (per ? WIN_MIN_PART / per : WIN_MIN_PART);
+  nnt_cpu_pool_for((size_t)g->c * g->kh * g->kw, 1, min_rows, im2col_part, &j);
   return NNT_OK;
 }
 

@@ -2,8 +2,9 @@
  * parallel-for's parts (every index once, on fixed threads, inline where
  * it must be), the workers' lifetime (started at a run, joined when the
  * last model goes or the count changes, OpenBLAS on one thread while they
- * exist), their failures (an allocation, a thread that cannot start), and
- * training bitwise the same at one and at two threads. */
+ * exist), their failures (an allocation, a thread that cannot start),
+ * training bitwise the same at one and at two threads, and the products
+ * split by rows or by columns of C against one thread's. */
 #include "test_util.h"
 
 #include <cblas.h>
@@ -88,8 +89,11 @@ static void test_parts_cover_once(void **state) {
       /* up to 4 per thread, none empty */
       size_t units = (ns[t] + aligns[a] - 1) / aligns[a];
       assert_true(parts >= 1 && parts <= 12 && (size_t)parts <= units);
-      if (ns[t] < 2) {
-        assert_int_equal(nnt_cpu_pool_jobs(), jobs); /* too little: inline */
+      if (ns[t] < 2 || units < 2) {
+        /* too little, or one unit of align: inline */
+        assert_int_equal(nnt_cpu_pool_jobs(), jobs);
+        assert_int_equal(parts, 1);
+        assert_true(pthread_equal(c.who[0], pthread_self()));
         continue;
       }
       assert_int_equal(nnt_cpu_pool_jobs(), jobs + 1);
@@ -116,6 +120,20 @@ static void test_parts_cover_once(void **state) {
   nnt_cpu_pool_for(79, 1, 40, mark, &c);
   assert_int_equal(atomic_load(&c.parts), 1);
   assert_true(pthread_equal(c.who[0], pthread_self()));
+  /* no part below min_part, the last one (cut short by n) included: 100
+   * values in multiples of 32 and parts of at least 40 would be 64 + 36,
+   * so they run whole; 128 make 64 + 64 (three parts would be 32 + 32 +
+   * 64) */
+  memset(&c, 0, sizeof c);
+  nnt_cpu_pool_for(100, 32, 40, mark, &c);
+  assert_int_equal(atomic_load(&c.parts), 1);
+  assert_int_equal(nnt_cpu_pool_largest_part(100, 32, 40), 100);
+  memset(&c, 0, sizeof c);
+  nnt_cpu_pool_for(128, 32, 40, mark, &c);
+  assert_int_equal(atomic_load(&c.parts), 2);
+  /* products: one part a thread (3 here): 96 + 96 + 64 of 256 in 32s */
+  assert_int_equal(nnt_cpu_pool_largest_part(256, 32, 1), 96);
+  assert_int_equal(nnt_cpu_pool_largest_part(256, 32, 100), 128);
   /* n = 0: fn is not called */
   memset(&c, 0, sizeof c);
   nnt_cpu_pool_for(0, 1, 1, mark, &c);
@@ -222,6 +240,86 @@ static void test_start_thread_fails(void **state) {
   nnt_cpu_pool_release();
 }
 
+/* The products at two threads against one thread's: split by rows of C
+ * (too few columns to split: 32), by columns (too few rows: 32), each in
+ * the three transpose cases the layers use (forward NN, gradient NT with
+ * beta 1, derivative TN), at sizes that take OpenBLAS's blocked path
+ * (NN with alpha 1 and beta 0: above its direct size). Bitwise where a
+ * split keeps every element's sum (nnt_cpu_blas_split_exact), else close
+ * and the same bits at every run. */
+static void gemm_splits(void) {
+  static const struct {
+    int ta, tb;
+    size_t m, n, k;
+    float beta;
+  } cases[] = {
+      {0, 0, 512, 32, 1024, 0.0f}, {0, 0, 32, 1024, 512, 0.0f}, {0, 1, 256, 32, 256, 1.0f},
+      {0, 1, 32, 256, 256, 1.0f},  {1, 0, 256, 32, 256, 0.0f},  {1, 0, 32, 256, 256, 0.0f},
+  };
+  const nnt_kernels *k = nnt_kernels_cpu();
+  assert_int_equal(openblas_get_num_threads(), 1);
+  for (size_t i = 0; i < NNT_ARRAY_LEN(cases); i++) {
+    size_t m = cases[i].m, n = cases[i].n, kk = cases[i].k;
+    float *a = malloc(m * kk * sizeof(float)), *b = malloc(kk * n * sizeof(float));
+    float *c1 = malloc(m * n * sizeof(float)), *c2 = malloc(m * n * sizeof(float));
+    float *c3 = malloc(m * n * sizeof(float));
+    assert_non_null(a && b && c1 && c2 && c3);
+    for (size_t j = 0; j < m * kk; j++)
+      a[j] = (float)((j * 7919) % 1000) / 1000.0f - 0.5f;
+    for (size_t j = 0; j < kk * n; j++)
+      b[j] = (float)((j * 104729) % 997) / 997.0f - 0.5f;
+    for (size_t j = 0; j < m * n; j++)
+      c1[j] = c2[j] = c3[j] = (float)(j % 13) / 13.0f;
+    int ta = cases[i].ta, tb = cases[i].tb;
+    size_t lda = ta ? m : kk, ldb = tb ? kk : n;
+    /* one thread: OpenBLAS on this thread (it has one while the workers
+     * exist) */
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)kk, 1.0f, a, (int)lda, b, (int)ldb, cases[i].beta, c1,
+                (int)n);
+    unsigned long jobs = nnt_cpu_pool_jobs();
+    assert_int_equal(k->gemm(k, ta, tb, m, n, kk, 1.0f, a, lda, b, ldb, cases[i].beta, c2, n),
+                     NNT_OK);
+    assert_int_equal(nnt_cpu_pool_jobs(), jobs + 1); /* split */
+    assert_int_equal(k->gemm(k, ta, tb, m, n, kk, 1.0f, a, lda, b, ldb, cases[i].beta, c3, n),
+                     NNT_OK);
+    assert_memory_equal(c2, c3, m * n * sizeof(float));
+    size_t diff = 0;
+    for (size_t j = 0; j < m * n; j++)
+      diff += memcmp(&c1[j], &c2[j], sizeof(float)) != 0;
+    if (nnt_cpu_blas_split_exact() && diff)
+      fail_msg("case %zu (%d%d %zu x %zu x %zu): %zu of %zu elements differ from one thread's", i,
+               ta, tb, m, n, kk, diff, m * n);
+    tu_expect_close(c2, c1, m * n, 1e-4, "2 threads against 1");
+    free(a);
+    free(b);
+    free(c1);
+    free(c2);
+    free(c3);
+  }
+}
+
+static void test_gemm_splits(void **state) {
+  (void)state;
+  start_threads(2);
+  print_message("kernels: %s\n", openblas_get_corename());
+  gemm_splits();
+  /* and on both kinds of kernels where this CPU has them */
+  if (nnt_blas_cpu_rank() >= NNT_BLAS_AVX2) {
+    assert_int_equal(nnt_blas_switch_core("Haswell"), 0);
+    assert_int_equal(nnt_cpu_blas_split_exact(), 0);
+    print_message("kernels: %s\n", openblas_get_corename());
+    gemm_splits();
+  }
+  if (nnt_blas_cpu_rank() == NNT_BLAS_AVX512) {
+    assert_int_equal(nnt_blas_switch_core("SkylakeX"), 0);
+    assert_int_equal(nnt_cpu_blas_split_exact(), 1);
+    print_message("kernels: %s\n", openblas_get_corename());
+    gemm_splits();
+  }
+  nnt_cpu_pool_release();
+}
+
 /* conv-BN-ReLU with pooling and Adam, big enough that products,
  * im2col/col2im, batch-norm, pooling, activations and the updates split */
 static const char convbn_ini[] =
@@ -318,7 +416,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parts_cover_once), cmocka_unit_test(test_lifetime),
       cmocka_unit_test(test_start_alloc_fails), cmocka_unit_test(test_start_thread_fails),
-      cmocka_unit_test(test_convbn_bitwise),
+      cmocka_unit_test(test_convbn_bitwise), cmocka_unit_test(test_gemm_splits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
