@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include "nntrainer/common.h"
+#include "nntrainer/compute/kernels.h"
 
 struct nnt_kernels;
 
@@ -126,6 +127,10 @@ int nnt_cpu_div(const struct nnt_kernels *self, size_t n, const float *a, const 
  * calling thread when there are no workers, n is below 2 * min_part, or
  * the workers are busy. _products: the parts call OpenBLAS (run on the
  * calling thread alone under a process memory limit). */
+/* act_mask and act_bwd_mask on one thread, over [0, n) (cpu_act_mask.c). */
+int nnt_cpu_act_mask1(size_t n, const float *y, float *mask);
+int nnt_cpu_act_bwd_mask1(nnt_act a, float alpha, size_t n, const float *mask, const float *dy,
+                          float *dx);
 typedef void (*nnt_pool_fn)(void *arg, size_t begin, size_t end);
 void nnt_cpu_pool_for(size_t n, size_t align, size_t min_part, nnt_pool_fn fn, void *arg);
 void nnt_cpu_pool_for_products(size_t n, size_t align, size_t min_part, nnt_pool_fn fn,
