@@ -78,6 +78,12 @@
  * 32->32 at 32x32 gain 1.5x, 16->32 at 14x14 (the Fashion-MNIST CNN's c2)
  * loses (84 against 119 GFLOP/s), 32->16 there is even. */
 #define CONV_WINO_MIN_C 24
+/* The forward runs conv_wino once per group of nb images (the groups the
+ * in-place forward stages too): with fewer tiles than this per group its
+ * 16 products are too narrow to beat im2col's one (ResNet-18's stage 2,
+ * 64 tiles an image: 182 GFLOP/s against 212 on im2col, one thread,
+ * docs/performance.md). */
+#define CONV_WINO_FWD_MIN_TILES 256
 
 typedef struct conv_priv {
   unsigned filters;
@@ -252,7 +258,8 @@ static int use_direct(const nnt_kernels *k, const conv_priv *p) {
 static int use_wino(int have, const nnt_conv_geom *g, size_t c, size_t filters,
                     unsigned batch, const nnt_tensor *s);
 static int use_wino_fwd(const nnt_kernels *k, const conv_priv *p, const nnt_run_ctx *ctx) {
-  return !is_pointwise(&p->g) && !use_direct(k, p) &&
+  size_t tiles = (size_t)p->nb * ((p->g.oh + 1) / 2) * ((p->g.ow + 1) / 2);
+  return !is_pointwise(&p->g) && !use_direct(k, p) && tiles >= CONV_WINO_FWD_MIN_TILES &&
          use_wino(k->conv_wino != NULL, &p->g, p->g.c, p->filters, p->nb, &ctx->scratch[0]);
 }
 static int wino_fwd(const conv_priv *p, nnt_run_ctx *ctx, unsigned n, const float *x, float *y) {

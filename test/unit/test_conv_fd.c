@@ -42,9 +42,10 @@ static void test_conv2d(void **state) {
   fd("conv2d", e5, D(2, 4, 6, 7), D(2, 3, 6, 7), 1e-2f);
   const char *e4[] = {"filters", "5", "kernel_size", "3,4", "padding", "1,0,2,1", NULL};
   fd("conv2d", e4, D(2, 3, 5, 6), D(2, 5, 4, 6), 1e-2f);
-  /* 24 channels and filters, 3x3, stride 1: the CPU's Winograd forward
-   * and derivative (conv_wino; test_conv_wino checks this shape takes
-   * it), odd width, uneven padding */
+  /* 24 channels and filters, 3x3, stride 1: the CPU's Winograd derivative
+   * and weight gradient (conv_wino, conv_wino_dw; test_conv_wino checks
+   * this shape takes them; its forward, too few tiles for Winograd, is
+   * im2col's), odd width, uneven padding */
   const char *w[] = {"filters", "24", "kernel_size", "3", "padding", "1,1,0,1", NULL};
   fd("conv2d", w, D(1, 24, 8, 8), D(1, 24, 8, 7), 1e-2f);
 }

@@ -271,7 +271,8 @@ static int counting_wino_dw(const nnt_kernels *self, const nnt_conv_geom *g, siz
 /* conv2d through conv_wino (forward and derivative) and conv_wino_dw
  * (weight gradient) against the same layer on im2col and gemm: shapes
  * where the layer takes them (at least 24 channels and filters, 3x3,
- * stride 1, padding 0 or 1), and two where it does not for the backward
+ * stride 1, padding 0 or 1; the forward only with at least 256 tiles in
+ * each of its image groups), and two where it does not for the backward
  * or at all; calls: how many of the three run Winograd. Where the output
  * fits in the input, the forward in place too (bitwise the same). */
 static void test_layer(void **state) {
@@ -280,14 +281,17 @@ static void test_layer(void **state) {
     const char *filters, *padding;
     unsigned c, h, w, n, calls;
   } L[] = {
-      {"24", "1", 24, 16, 16, 2, 3},     {"25", "0", 24, 15, 17, 1, 3},
-      {"24", "same", 26, 16, 15, 1, 3},  {"28", "1,0", 24, 14, 16, 2, 3},
+      /* 256 tiles an image (32x32): all three; ResNet-18's stage 1 */
+      {"24", "1", 24, 32, 32, 2, 3},     {"25", "1", 24, 31, 32, 1, 3},
+      /* fewer tiles: the derivative and the gradient */
+      {"24", "1", 24, 16, 16, 2, 2},     {"25", "0", 24, 15, 17, 1, 2},
+      {"24", "same", 26, 16, 15, 1, 2},  {"28", "1,0", 24, 14, 16, 2, 2},
       /* test_conv_fd's finite-difference shape */
-      {"24", "1,1,0,1", 24, 8, 8, 1, 3},
+      {"24", "1,1,0,1", 24, 8, 8, 1, 2},
       /* the backward's column block (1 channel of 8 images) is less than
        * conv_wino's least scratch: im2col for the gradient and the
-       * derivative */
-      {"24", "0,1", 32, 4, 4, 8, 1},
+       * derivative, and the forward's 8 images have 32 tiles */
+      {"24", "0,1", 32, 4, 4, 8, 0},
       /* fewer than CONV_WINO_MIN_C channels and filters: im2col */
       {"16", "1", 16, 8, 8, 2, 0},
   };
@@ -359,7 +363,7 @@ static void test_layer(void **state) {
     free(y), free(dx), free(dw), free(db);
     fd_teardown(&h);
   }
-  assert_int_equal(inplace, 6); /* all but case 3 (28 filters over 24 channels) */
+  assert_int_equal(inplace, 7); /* all but cases 1 and 5 (more filters than channels) */
 }
 
 int main(void) {
