@@ -314,6 +314,17 @@ static void y_part(void *arg, size_t f0, size_t f1) {
     }
 }
 
+/* The pass's slices (kg), its chunk of tiles (tc) and where U (or dU), V
+ * and M (or dY's tiles) lie in the scratch; 0 when it is too small. */
+static int wino_layout(wino_job *j, size_t tiles, float *scratch, size_t scratch_len) {
+  if (!wino_plan(j->c, j->f, tiles, scratch_len, &j->kg, &j->tc))
+    return 0;
+  j->u = scratch;
+  j->v = j->u + (size_t)j->kg * j->f * j->c;
+  j->m = j->v + (size_t)j->kg * j->c * j->tc;
+  return 1;
+}
+
 int nnt_cpu_conv_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
                       size_t filters, int flip, const float *w, const float *bias,
                       const float *x, float *y, float *scratch, size_t scratch_len) {
@@ -325,11 +336,8 @@ int nnt_cpu_conv_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
   size_t tiles = n * j.th * j.tw;
   if (!tiles)
     return NNT_OK;
-  if (!wino_plan(j.c, j.f, tiles, scratch_len, &j.kg, &j.tc))
+  if (!wino_layout(&j, tiles, scratch, scratch_len))
     return NNT_ERR_INVAL;
-  j.u = scratch;
-  j.v = j.u + (size_t)j.kg * j.f * j.c;
-  j.m = j.v + (size_t)j.kg * j.c * j.tc;
   size_t chunk = j.tc;
   wino_seg seg[WINO_MAX_TILES];
   j.seg = seg;
@@ -463,11 +471,8 @@ int nnt_cpu_conv_wino_dw(const nnt_kernels *self, const nnt_conv_geom *g, size_t
     memset(dw, 0, filters * j.c * 9 * sizeof *dw);
     return NNT_OK;
   }
-  if (!wino_plan(j.c, j.f, tiles, scratch_len, &j.kg, &j.tc))
+  if (!wino_layout(&j, tiles, scratch, scratch_len))
     return NNT_ERR_INVAL;
-  j.u = scratch;
-  j.v = j.u + (size_t)j.kg * j.f * j.c;
-  j.m = j.v + (size_t)j.kg * j.c * j.tc;
   size_t chunk = j.tc;
   wino_seg seg[WINO_MAX_TILES];
   j.seg = seg;
