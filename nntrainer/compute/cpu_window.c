@@ -42,6 +42,8 @@ static void im2col_flat_row(const nnt_conv_geom *g, const float *xc, unsigned a,
   size_t ow = g->ow;
   long d = (long)a * g->dh - g->pt; /* input row of output row 0 */
   long y0 = d < 0 ? -d : 0, y1 = (long)g->h - d;
+  if (y0 > (long)g->oh) /* padding above deeper than the output */
+    y0 = g->oh;
   if (y1 > (long)g->oh)
     y1 = g->oh;
   if (y1 < y0)

@@ -688,6 +688,9 @@ static void test_windows(void **state) {
       geom(2, 5, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
       geom(2, 4, 6, 3, 5, 1, 1, 2, 1, 3, 2, 2, 2),
       geom(1, 3, 2, 2, 5, 1, 1, 1, 1, 3, 0, 4, 0),
+      /* top padding deeper than the output: tap row 0 lies above every
+       * output row by more rows than the output has (found by fuzz_ini) */
+      geom(2, 2, 4, 5, 3, 1, 1, 1, 1, 4, 1, 1, 1),
   };
   for (size_t t = 0; t < NNT_ARRAY_LEN(gs); t++) {
     const nnt_conv_geom *g = &gs[t];
