@@ -5,9 +5,16 @@
  * nnt_cpu_set_threads; left unset: OpenBLAS's own count, which follows
  * OPENBLAS_NUM_THREADS or the cores) the pool has T - 1 workers and the
  * calling thread is the T-th. nnt_cpu_pool_for splits [0, n) into
- * contiguous parts (up to 4 per thread, none below the op's min_part,
- * taken by whichever thread is free first, the caller included; a range
- * that makes one part runs on the caller without a job), and every
+ * contiguous parts (up to 4 per thread, none below the op's min_part; a
+ * range that makes one part runs on the caller without a job). Each
+ * thread first takes its own run of neighbouring parts (thread t the t-th
+ * of T runs: the same memory at every op over the same range, so what one
+ * op leaves in a core's cache the next op reads there; on a VM whose two
+ * cores share no cache, parts taken by whichever thread came first spent
+ * most of the second core moving data between the cores), then any part
+ * still left, from the last (a thread whose core another process holds
+ * delays the op by one part at most: a fixed part per thread made two
+ * threads 2 to 7 times slower than one under load). Every
  * output is computed by the same
  * arithmetic whatever part holds it and whichever thread runs it: the
  * loops' results are bitwise the same for any T (an op is split only over
@@ -52,6 +59,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
 /* How long a worker spins for the next job before it sleeps, and the
@@ -60,9 +68,8 @@
  * steps (or when other processes have the cores) the workers sleep. */
 #define SPIN_JOB 4000
 #define SPIN_DONE 1000
-/* Parts per thread of a loop: a part is taken by whichever thread is free
- * first, so a worker that starts late (its core busy with another
- * process) holds up the caller for one part at most. */
+/* Parts per thread of a loop: a worker that starts late (its core busy
+ * with another process) leaves its parts to the others, from the last. */
 #define PARTS_PER_THREAD 4
 
 static inline void cpu_relax(void) {
@@ -88,9 +95,9 @@ static struct {
   unsigned gen0;         /* gen when the workers were made */
   atomic_flag busy;      /* a job (or a start or join) is using the workers */
   atomic_uint gen;       /* job number: a worker wakes for each */
-  /* the job's parts (high 32 bits) and the next part to take (low 32):
-   * taken with one atomic add, so a worker late for one job takes either
-   * nothing or a part of the job that is posted then */
+  /* the job's parts (high 32 bits) and the parts taken (low 32, a bit
+   * each): a part is claimed with one atomic or, so a worker late for one
+   * job takes either nothing or a part of the job that is posted then */
   atomic_ullong ticket;
   atomic_uint done;      /* parts finished */
   atomic_int quit;
@@ -99,7 +106,7 @@ static struct {
   nnt_pool_fn fn;
   void *arg;
   size_t n, align;
-  unsigned parts;
+  unsigned parts, threads;
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, .busy = ATOMIC_FLAG_INIT};
 
 /* Part t of parts of [0, n): boundaries at multiples of align. */
@@ -110,15 +117,40 @@ static void part(size_t n, size_t align, unsigned parts, unsigned t, size_t *b, 
   *e = hi * align < n ? hi * align : n;
 }
 
-/* Take and run parts of the posted job until none is left. */
+/* The thread's number in the pool: 0 for the thread that posts a job (or
+ * any thread outside the pool), 1 .. nw for the workers. */
+static _Thread_local unsigned my_id;
+
+/* Claim part idx of whatever job the ticket holds now: the job's parts,
+ * or 0 when the part was taken already (or the job has fewer parts). */
+static unsigned claim(unsigned idx) {
+  unsigned long long bit = 1ull << idx;
+  unsigned long long old = atomic_fetch_or_explicit(&pool.ticket, bit, memory_order_acq_rel);
+  unsigned parts = (unsigned)(old >> 32);
+  return !(old & bit) && idx < parts ? parts : 0;
+}
+
+/* Take and run parts of the posted job until none is left: first the
+ * thread's own (part i belongs to thread i * threads / parts: a run of
+ * neighbouring parts, the same ones at every job of the same size), then
+ * any left, from the last. */
 static void take_parts(void) {
   for (;;) {
-    unsigned long long t = atomic_fetch_add_explicit(&pool.ticket, 1, memory_order_acq_rel);
-    unsigned idx = (unsigned)(t & 0xffffffffu), parts = (unsigned)(t >> 32);
-    if (idx >= parts)
+    unsigned long long t = atomic_load_explicit(&pool.ticket, memory_order_acquire);
+    unsigned parts = (unsigned)(t >> 32), threads = pool.threads;
+    unsigned long long full = parts >= 32 ? 0xffffffffull : (1ull << parts) - 1;
+    unsigned long long free = ~t & full;
+    if (!free)
       return;
+    unsigned lo = (my_id * parts + threads - 1) / threads;
+    unsigned hi = ((my_id + 1) * parts + threads - 1) / threads;
+    unsigned long long own = free & (hi >= 32 ? full : (1ull << hi) - 1) & ~((1ull << lo) - 1);
+    unsigned idx = own ? (unsigned)__builtin_ctzll(own) : 63u - (unsigned)__builtin_clzll(free);
+    unsigned got = claim(idx);
+    if (!got)
+      continue;
     size_t b, e;
-    part(pool.n, pool.align, parts, idx, &b, &e);
+    part(pool.n, pool.align, got, idx, &b, &e);
     if (b < e)
       pool.fn(pool.arg, b, e);
     atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
@@ -126,7 +158,7 @@ static void take_parts(void) {
 }
 
 static void *worker(void *p) {
-  (void)p;
+  my_id = (unsigned)(uintptr_t)p;
   /* the job number when it was made (a thread may first run after the
    * next job is posted) */
   unsigned seen = pool.gen0;
@@ -263,7 +295,7 @@ int nnt_cpu_pool_start(nnt_err *e) {
   pool.blas_one = !limited;
   pool.gen0 = atomic_load(&pool.gen);
   for (unsigned i = 0; i < nw; i++) {
-    int err = pthread_create(&pool.tid[i], NULL, worker, NULL);
+    int err = pthread_create(&pool.tid[i], NULL, worker, (void *)(uintptr_t)(i + 1));
     if (err) {
       rc = nnt_err_set(e, NNT_ERR_NOMEM, "cpu: cannot start compute thread %u of %u: %s", i + 1,
                        nw, strerror(err));
@@ -294,6 +326,8 @@ static unsigned plan_parts(size_t n, size_t align, size_t min_part, unsigned nw,
                            unsigned per_thread) {
   size_t units = (n + align - 1) / align;
   unsigned parts = (nw + 1) * per_thread;
+  if (parts > 32) /* the ticket's bits */
+    parts = 32;
   if (min_part && n / min_part < parts)
     parts = (unsigned)(n / min_part);
   if (units < parts)
@@ -359,6 +393,7 @@ static void pool_run(size_t n, size_t align, size_t min_part, nnt_pool_fn fn, vo
   pool.n = n;
   pool.align = align;
   pool.parts = parts;
+  pool.threads = pool.nw + 1;
   atomic_fetch_add_explicit(&pool.jobs, 1, memory_order_relaxed);
   post();
   take_parts();

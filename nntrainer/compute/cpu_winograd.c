@@ -42,6 +42,8 @@
 /* The most tiles per chunk: V and M of a chunk stay near the L2 cache
  * (128 and 512 measured within the noise of 256 on ResNet-18's stages). */
 #define WINO_MAX_TILES 256
+/* The most chunks of the forward at once (see wino_plan). */
+#define WINO_REGIONS 2
 
 typedef struct wino_job {
   const nnt_conv_geom *g;
@@ -52,6 +54,8 @@ typedef struct wino_job {
   float *u, *v, *m; /* kg slices: [kg][f][c], [kg][c][tc], [kg][f][tc] */
   unsigned k0, kg;
   size_t t0, tc; /* the chunk: tiles [t0, t0 + tc); tc is also V's, M's row length */
+  unsigned regions; /* chunks at once, each in its own V and M */
+  size_t region_len; /* floats of one region (V and M) */
   int first;     /* the first pass: store y (+ bias), else add */
   const struct wino_seg *seg; /* the chunk's tile rows, nseg of them */
   size_t nseg;
@@ -65,26 +69,37 @@ typedef struct wino_seg {
   unsigned i, ty, tx, len, tl;
 } wino_seg;
 
-/* The slices of a pass and the tiles of a chunk for len floats of scratch
- * (0 when not even NNT_WINO_MIN_SLICES slices and min(tiles,
- * NNT_WINO_MIN_TILES) tiles fit). */
-static int wino_plan(size_t c, size_t f, size_t tiles, size_t len, unsigned *kg, size_t *tc) {
+/* The slices of a pass, the tiles of a chunk and the regions (each a V
+ * and an M for a chunk, so that that many chunks run at once: up to
+ * max_regions) for len floats of scratch; 0 when not even
+ * NNT_WINO_MIN_SLICES slices and min(tiles, NNT_WINO_MIN_TILES) tiles fit
+ * in one region. Two regions come before a pass of all 16 slices: a chunk
+ * of the forward keeps its V and M on the thread that makes them (the
+ * transforms and the products of one chunk run on one thread, two chunks
+ * at once), which at two threads of a VM whose cores share no cache
+ * measured faster than one pass over shared V and M (docs/performance.md).
+ * The plan depends on the sizes alone, never on the thread count: the
+ * same chunks and products at every count, so the same bits. */
+static int wino_plan(size_t c, size_t f, size_t tiles, size_t len, unsigned max_regions,
+                     unsigned *kg, size_t *tc, unsigned *regions) {
   size_t want = tiles < NNT_WINO_MIN_TILES ? tiles : NNT_WINO_MIN_TILES;
-  for (unsigned k = 16; k >= NNT_WINO_MIN_SLICES; k /= 2) {
-    size_t u = (size_t)k * c * f;
-    if (u >= len)
-      continue;
-    size_t t = (len - u) / ((size_t)k * (c + f));
-    if (t < want)
-      continue;
-    if (t > tiles)
-      t = tiles;
-    if (t > WINO_MAX_TILES)
-      t = WINO_MAX_TILES;
-    *kg = k;
-    *tc = t;
-    return 1;
-  }
+  for (unsigned k = 16; k >= NNT_WINO_MIN_SLICES; k /= 2)
+    for (unsigned r = max_regions; r >= 1; r--) {
+      size_t u = (size_t)k * c * f;
+      if (u >= len)
+        continue;
+      size_t t = (len - u) / ((size_t)r * k * (c + f));
+      if (t < want)
+        continue;
+      if (t > tiles)
+        t = tiles;
+      if (t > WINO_MAX_TILES)
+        t = WINO_MAX_TILES;
+      *kg = k;
+      *tc = t;
+      *regions = r;
+      return 1;
+    }
   return 0;
 }
 
@@ -314,15 +329,43 @@ static void y_part(void *arg, size_t f0, size_t f1) {
     }
 }
 
-/* The pass's slices (kg), its chunk of tiles (tc) and where U (or dU), V
- * and M (or dY's tiles) lie in the scratch; 0 when it is too small. */
-static int wino_layout(wino_job *j, size_t tiles, float *scratch, size_t scratch_len) {
-  if (!wino_plan(j->c, j->f, tiles, scratch_len, &j->kg, &j->tc))
+/* The pass's slices (kg), its chunk of tiles (tc), its regions and where
+ * U (or dU) and region 0's V and M (or dY's tiles) lie in the scratch; 0
+ * when it is too small. Region r's V lies r * region_len floats after
+ * region 0's. */
+static int wino_layout(wino_job *j, size_t tiles, float *scratch, size_t scratch_len,
+                       unsigned max_regions) {
+  if (!wino_plan(j->c, j->f, tiles, scratch_len, max_regions, &j->kg, &j->tc, &j->regions))
     return 0;
   j->u = scratch;
   j->v = j->u + (size_t)j->kg * j->f * j->c;
   j->m = j->v + (size_t)j->kg * j->c * j->tc;
+  j->region_len = (size_t)j->kg * (j->c + j->f) * j->tc;
   return 1;
+}
+
+/* Chunks of the forward for regions [r0, r1): region r takes the r-th of
+ * regions runs of chunks, each chunk's transforms and products in turn on
+ * this thread, in the region's V and M. */
+static void chunks_part(void *arg, size_t r0, size_t r1) {
+  const wino_job *jr = arg;
+  wino_seg seg[WINO_MAX_TILES];
+  size_t tiles = jr->n * jr->th * jr->tw, chunk = jr->tc;
+  size_t nch = (tiles + chunk - 1) / chunk;
+  for (size_t r = r0; r < r1; r++) {
+    wino_job j = *jr;
+    j.v = jr->v + r * jr->region_len;
+    j.m = j.v + (size_t)j.kg * j.c * chunk;
+    j.seg = seg;
+    for (size_t ci = r * nch / jr->regions; ci < (r + 1) * nch / jr->regions; ci++) {
+      j.t0 = ci * chunk;
+      j.tc = tiles - j.t0 < chunk ? tiles - j.t0 : chunk;
+      j.nseg = segments(&j, seg);
+      v_part(&j, 0, j.c);
+      m_part(&j, 0, j.kg);
+      y_part(&j, 0, j.f);
+    }
+  }
 }
 
 int nnt_cpu_conv_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
@@ -336,8 +379,19 @@ int nnt_cpu_conv_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
   size_t tiles = n * j.th * j.tw;
   if (!tiles)
     return NNT_OK;
-  if (!wino_layout(&j, tiles, scratch, scratch_len))
+  if (!wino_layout(&j, tiles, scratch, scratch_len, WINO_REGIONS))
     return NNT_ERR_INVAL;
+  /* chunks as even as they go */
+  size_t nch = (tiles + j.tc - 1) / j.tc;
+  j.tc = (tiles + nch - 1) / nch;
+  if (j.regions > 1) {
+    for (j.k0 = 0; j.k0 < 16; j.k0 += j.kg) {
+      j.first = j.k0 == 0;
+      nnt_cpu_pool_for(j.f, 1, 1, u_part, &j);
+      nnt_cpu_pool_for_products(j.regions, 1, 1, chunks_part, &j);
+    }
+    return NNT_OK;
+  }
   size_t chunk = j.tc;
   wino_seg seg[WINO_MAX_TILES];
   j.seg = seg;
@@ -380,11 +434,12 @@ static void a_dy_row(const float *restrict x0, const float *restrict y0,
 /* A dY A^T of nt tiles from their even and odd columns of the two dY
  * rows (e0, d0 and e1, d1), into the 16 slices o. */
 static void a_dy_at(const float *e0, const float *d0, const float *e1, const float *d1,
-                    size_t nt, float *const o[16]) {
-  a_dy_row(e0, e1, d0, d1, 1.0f, 0.0f, nt, o);      /* dY row 0 */
-  a_dy_row(e0, e1, d0, d1, 1.0f, 1.0f, nt, o + 4);  /* row 0 + row 1 */
-  a_dy_row(e0, e1, d0, d1, 1.0f, -1.0f, nt, o + 8); /* row 0 - row 1 */
-  a_dy_row(e0, e1, d0, d1, 0.0f, -1.0f, nt, o + 12); /* - row 1 */
+                    size_t nt, unsigned k0, unsigned kg, float *const o[16]) {
+  static const float sx[4] = {1.0f, 1.0f, 1.0f, 0.0f}, sg[4] = {0.0f, 1.0f, -1.0f, -1.0f};
+  /* rows 0, 0 + 1, 0 - 1 and - 1 of dY; only those with a slice in the pass */
+  for (unsigned a = 0; a < 4; a++)
+    if (4 * a + 3 >= k0 && 4 * a < k0 + kg)
+      a_dy_row(e0, e1, d0, d1, sx[a], sg[a], nt, o + 4 * a);
 }
 
 /* dYt = A dY A^T for filters [f0, f1) and the chunk's tiles, the pass's
@@ -418,7 +473,7 @@ static void dyt_part(void *arg, size_t f0, size_t f1) {
           o[k] = k >= j->k0 && k < j->k0 + j->kg
                      ? j->m + ((k - j->k0) * j->f + f) * j->tc + tl + b
                      : junk[k];
-        a_dy_at(e0, o0, e1, o1, nt, o);
+        a_dy_at(e0, o0, e1, o1, nt, j->k0, j->kg, o);
       }
     }
 }
@@ -430,6 +485,22 @@ static void du_part(void *arg, size_t k0, size_t k1) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->f, (int)j->c, (int)j->tc,
                 1.0f, j->m + k * j->f * j->tc, (int)j->tc, j->v + k * j->c * j->tc,
                 (int)j->tc, j->t0 ? 1.0f : 0.0f, j->u + k * j->f * j->c, (int)j->c);
+}
+
+/* Slices [s0, s1) of the pass for the chunk (multiples of 4: rows of the
+ * transforms): their V, their dY tiles and their products, on one thread,
+ * so that a slice's V and dY tiles stay where they are made. */
+static void dw_slices_part(void *arg, size_t s0, size_t s1) {
+  const wino_job *jp = arg;
+  wino_job j = *jp;
+  j.k0 = jp->k0 + (unsigned)s0;
+  j.kg = (unsigned)(s1 - s0);
+  j.u = jp->u + s0 * j.f * j.c;
+  j.v = jp->v + s0 * j.c * j.tc;
+  j.m = jp->m + s0 * j.f * j.tc;
+  v_part(&j, 0, j.c);
+  dyt_part(&j, 0, j.f);
+  du_part(&j, 0, j.kg);
 }
 
 /* dW of filters [f0, f1) (+)= G^T dU G of the pass's slices (the others
@@ -471,7 +542,7 @@ int nnt_cpu_conv_wino_dw(const nnt_kernels *self, const nnt_conv_geom *g, size_t
     memset(dw, 0, filters * j.c * 9 * sizeof *dw);
     return NNT_OK;
   }
-  if (!wino_layout(&j, tiles, scratch, scratch_len))
+  if (!wino_layout(&j, tiles, scratch, scratch_len, 1))
     return NNT_ERR_INVAL;
   size_t chunk = j.tc;
   wino_seg seg[WINO_MAX_TILES];
@@ -481,9 +552,7 @@ int nnt_cpu_conv_wino_dw(const nnt_kernels *self, const nnt_conv_geom *g, size_t
     for (j.t0 = 0; j.t0 < tiles; j.t0 += chunk) {
       j.tc = tiles - j.t0 < chunk ? tiles - j.t0 : chunk;
       j.nseg = segments(&j, seg);
-      nnt_cpu_pool_for(j.c, 1, 1, v_part, &j);
-      nnt_cpu_pool_for(j.f, 1, 1, dyt_part, &j);
-      nnt_cpu_pool_for_products(j.kg, 1, 1, du_part, &j);
+      nnt_cpu_pool_for_products(j.kg, 4, 4, dw_slices_part, &j);
     }
     nnt_cpu_pool_for(j.f, 1, 1, dw_part, &j);
   }

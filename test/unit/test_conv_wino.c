@@ -58,6 +58,26 @@ static float *rnd(nnt_rng *r, size_t n) {
 
 /* y against a double-precision convolution; flip: W[f][ch] is w[ch][f]
  * turned by 180 degrees. */
+/* Two compute threads (the pool's workers started, as a model's run
+ * starts them), and back to one, checking that the op between split
+ * work over them. */
+static unsigned long jobs_at_two;
+static void two_threads(void) {
+  nnt_err e = {0};
+  assert_int_equal(nnt_cpu_set_threads(2, &e), NNT_OK);
+  nnt_cpu_pool_hold();
+  if (nnt_cpu_pool_start(&e))
+    fail_msg("%s", e.msg);
+  assert_int_equal(nnt_cpu_pool_threads(), 2);
+  jobs_at_two = nnt_cpu_pool_jobs();
+}
+static void one_thread(void) {
+  nnt_err e = {0};
+  assert_true(nnt_cpu_pool_jobs() > jobs_at_two);
+  nnt_cpu_pool_release();
+  assert_int_equal(nnt_cpu_set_threads(1, &e), NNT_OK);
+}
+
 static double check_naive(const wcase *d, const nnt_conv_geom *g, int flip, const float *w,
                           const float *b, const float *x, const float *y, const char *what) {
   size_t plane = (size_t)g->oh * g->ow, in = (size_t)d->c * d->h * d->w;
@@ -107,10 +127,12 @@ static void test_against_naive(void **state) {
     float *w = rnd(&r, wlen), *b = rnd(&r, d->filters), *x = rnd(&r, d->n * in);
     float *y = malloc(ylen * sizeof *y), *y2 = malloc(ylen * sizeof *y2);
     /* the least scratch (8 slices a pass, so two passes, chunks of up to
-     * 64 tiles), 16 slices in such chunks, and 16 with every tile */
+     * 64 tiles), 16 slices in such chunks, 16 with every tile, and room
+     * for two chunks of every tile at once */
     size_t least = nnt_wino_min_scratch(d->c, d->filters, tiles);
     size_t lens[] = {least, 2 * least + 16 * (d->c + d->filters),
-                     16 * (d->c * d->filters + (d->c + d->filters) * tiles)};
+                     16 * (d->c * d->filters + (d->c + d->filters) * tiles),
+                     16 * (d->c * d->filters + 2 * (d->c + d->filters) * tiles)};
     for (int flip = 0; flip < 2; flip++)
       for (size_t li = 0; li < NNT_ARRAY_LEN(lens); li++) {
         float *s = malloc(lens[li] * sizeof *s);
@@ -121,19 +143,18 @@ static void test_against_naive(void **state) {
         double e = check_naive(d, &g, flip, w, b, x, y, "conv_wino");
         worst = e > worst ? e : worst;
         /* the same bits on two threads */
-        nnt_err err = {0};
-        assert_int_equal(nnt_cpu_set_threads(2, &err), NNT_OK);
+        two_threads();
         assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w, d->bias ? b : NULL,
                                       x, y2, s, lens[li]),
                          NNT_OK);
-        assert_int_equal(nnt_cpu_set_threads(1, &err), NNT_OK);
+        one_thread();
         assert_memory_equal(y, y2, ylen * sizeof *y);
         free(s);
         runs++;
       }
     free(w), free(b), free(x), free(y), free(y2);
   }
-  assert_int_equal(runs, NNT_ARRAY_LEN(CASES) * 6);
+  assert_int_equal(runs, NNT_ARRAY_LEN(CASES) * 8);
   print_message("largest error / terms' magnitude: %.3g\n", worst);
 }
 
@@ -195,11 +216,10 @@ static void test_dw_against_naive(void **state) {
                        NNT_OK);
       double e = check_dw(d, &g, dy, x, dw);
       worst = e > worst ? e : worst;
-      nnt_err err = {0};
-      assert_int_equal(nnt_cpu_set_threads(2, &err), NNT_OK);
+      two_threads();
       assert_int_equal(k->conv_wino_dw(k, &g, d->n, d->filters, dy, x, dw2, s, lens[li]),
                        NNT_OK);
-      assert_int_equal(nnt_cpu_set_threads(1, &err), NNT_OK);
+      one_thread();
       assert_memory_equal(dw, dw2, wlen * sizeof *dw);
       free(s);
       runs++;

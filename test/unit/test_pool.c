@@ -111,6 +111,37 @@ static void test_parts_cover_once(void **state) {
       others += !pthread_equal(c.who[k], pthread_self());
   }
   assert_true(others > 0);
+  /* each thread takes its own run of parts first (the caller parts 0..3
+   * of 12, worker 1 parts 4..7, worker 2 parts 8..11): the caller runs
+   * part 0 and the workers run the first of theirs (a busy core could let
+   * another thread take one, so most rounds, not every one) */
+  int own = 0;
+  for (int round = 0; round < 40; round++) {
+    memset(&c, 0, sizeof c);
+    nnt_cpu_pool_for(960, 1, 1, slow_mark, &c);
+    pthread_t by[12];
+    int seen = 0;
+    for (int k = 0; k < 12; k++)
+      if (c.begin[k] % 80 == 0) {
+        by[c.begin[k] / 80] = c.who[k];
+        seen++;
+      }
+    assert_int_equal(seen, 12);
+    own += pthread_equal(by[0], pthread_self()) && !pthread_equal(by[4], pthread_self()) &&
+           !pthread_equal(by[8], pthread_self()) && !pthread_equal(by[4], by[8]);
+  }
+  assert_true(own >= 30);
+  /* jobs in quick succession (a worker late for one job must take either
+   * nothing or a part of the next, each part once) */
+  for (int round = 0; round < 3000; round++) {
+    memset(&c, 0, sizeof c);
+    size_t n = 24 + (size_t)round % 75;
+    nnt_cpu_pool_for(n, 1, 1, mark, &c);
+    for (size_t i = 0; i < n; i++)
+      if (atomic_load(&c.hits[i]) != 1)
+        fail_msg("round %d: value %zu of %zu covered %d times", round, i, n,
+                 atomic_load(&c.hits[i]));
+  }
   /* min_part: 97 values in parts of at least 40 make 2 parts; below 2 *
    * min_part it runs whole on this thread */
   memset(&c, 0, sizeof c);
