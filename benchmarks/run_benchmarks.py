@@ -67,9 +67,18 @@ def main():
     if not args.keep_coretype:
         env.pop("OPENBLAS_CORETYPE", None)
     rows = []
+    c2c = []  # core-to-core round trips, ns (see benchmarks/bench_c2c.c)
+
+    def probe(into):
+        r = run_json([os.path.join(ROOT, "build", "nnt_bench_c2c")], env)
+        if r.get("round_trip_ns") is not None:
+            c2c.append(r["round_trip_ns"])
+            into.append(r["round_trip_ns"])
+
     for title, key, ini, batch in MODELS:
-        nn, pt = [], []
+        nn, pt, cm = [], [], []
         for _ in range(args.reps):  # alternate, so drift hits both alike
+            probe(cm)
             nn.append(run_json([os.path.join(ROOT, "build", "nnt_bench_train"), ini,
                                 str(args.warmup), str(args.steps)], env))
             pt.append(run_json(["/usr/bin/python3", "benchmarks/torch_models.py", key,
@@ -81,7 +90,8 @@ def main():
         rows.append((title, batch, n_ms, min(r["ms_median"] for r in nn),
                      max(r["ms_median"] for r in nn), p_ms,
                      min(r["ms_median"] for r in pt), max(r["ms_median"] for r in pt),
-                     n_rss, p_rss, nn[0]))
+                     n_rss, p_rss, nn[0],
+                     f"{min(cm):.0f}-{max(cm):.0f}" if cm else "-"))
         print(f"{title}: nntrainer {n_ms:.2f} ms, PyTorch {p_ms:.2f} ms", file=sys.stderr)
     kern = [json.loads(l) for l in subprocess.run(
         [os.path.join(ROOT, "build", "nnt_bench_kernels")], cwd=ROOT, env=env,
@@ -94,18 +104,24 @@ def main():
         "min-max of the runs' medians.",
         f"CPU: {cpu_name()}. OPENBLAS_CORETYPE: {env.get('OPENBLAS_CORETYPE', 'unset')}.",
         f"nntrainer's BLAS: {rows[0][10].get('blas', 'not reported')}.",
+        (f"Core-to-core round trip (nnt_bench_c2c, before each pair of runs): "
+         f"{min(c2c):.0f}-{max(c2c):.0f} ns, median {statistics.median(c2c):.0f} "
+         "(about 100 ns: the two cores share a cache; 350-800 ns: they do not, and "
+         "two-thread figures pay for every value passed between them)."
+         if c2c else "Core-to-core round trip: one CPU."),
         "",
         "| model | batch | nntrainer ms/step (spread) | PyTorch ms/step (spread) | ratio | "
-        "nntrainer peak RSS | PyTorch peak RSS | RSS ratio | arena / lower bound | total planned |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "nntrainer peak RSS | PyTorch peak RSS | RSS ratio | arena / lower bound | total planned | "
+        "core round trip ns |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for (title, batch, n_ms, n_lo, n_hi, p_ms, p_lo, p_hi, n_rss, p_rss, plan) in rows:
+    for (title, batch, n_ms, n_lo, n_hi, p_ms, p_lo, p_hi, n_rss, p_rss, plan, crt) in rows:
         lines.append(
             f"| {title} | {batch} | {n_ms:.2f} ({n_lo:.2f}-{n_hi:.2f}) | "
             f"{p_ms:.2f} ({p_lo:.2f}-{p_hi:.2f}) | {n_ms / p_ms:.2f} | "
             f"{n_rss / 1024:.1f} MiB | {p_rss / 1024:.1f} MiB | {n_rss / p_rss:.2f} | "
             f"{plan['arena_bytes'] / 2**20:.2f} / {plan['lower_bound_bytes'] / 2**20:.2f} MiB | "
-            f"{plan['total_planned_bytes'] / 2**20:.2f} MiB |")
+            f"{plan['total_planned_bytes'] / 2**20:.2f} MiB | {crt} |")
     lines += ["", "Kernel efficiency (median of 21 runs; ratio = layer GFLOP/s / bare sgemm GFLOP/s):",
               "", "| kernel | layer GFLOP/s | sgemm GFLOP/s | ratio |", "|---|---|---|---|"]
     for k in kern:
