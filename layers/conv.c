@@ -369,6 +369,11 @@ static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
     return k->conv_fwd(k, g, batch, p->filters, ctx->w[0].data,
                        ctx->n_w > 1 ? ctx->w[1].data : NULL, ctx->in[0].data, ctx->out[0].data);
   int wino = use_wino_fwd(k, p, ctx);
+  /* one call over the batch where its chunks of tiles keep to images (the
+   * same products as the in-place forward's calls per group): the filters
+   * transformed once, and each thread's run of chunks a run of images */
+  if (wino && ((size_t)(g->oh + 1) / 2) * ((g->ow + 1) / 2) >= NNT_WINO_IMAGE_TILES)
+    return wino_fwd(p, ctx, batch, ctx->in[0].data, ctx->out[0].data);
   for (unsigned b = 0; b < batch; b += p->nb) {
     unsigned n = batch - b < p->nb ? batch - b : p->nb;
     float *y = ctx->out[0].data + b * out_len, *col = ctx->in[0].data + b * in_len;

@@ -73,6 +73,12 @@ static inline size_t nnt_conv_img_stride(const nnt_conv_geom *g) {
  * (cpu_winograd.c; more scratch, more slices and tiles at a time). */
 #define NNT_WINO_MIN_TILES 64
 #define NNT_WINO_MIN_SLICES 8
+/* conv_wino without flip keeps each chunk of tiles to one image when an
+ * image has at least this many tiles: a call over n images then computes
+ * what calls over any groups of them do, bit for bit (conv2d's forward
+ * makes one call over the batch where its in-place forward makes one per
+ * group). */
+#define NNT_WINO_IMAGE_TILES 128
 static inline int nnt_wino_geom_ok(const struct nnt_conv_geom *g) {
   return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
          g->pt <= 2 && g->pb <= 2 && g->pl <= 2 && g->pr <= 2 && (!g->cs || g->cs == g->c) &&

@@ -230,6 +230,51 @@ static void test_dw_against_naive(void **state) {
   print_message("dw: largest error / terms' magnitude: %.3g\n", worst);
 }
 
+/* With at least NNT_WINO_IMAGE_TILES tiles an image, one call over n
+ * images gives the bits of one call per image (conv2d's forward relies on
+ * it: its in-place forward calls per group), on one and on two threads,
+ * for chunks of a whole image and of part of one, one region or two. */
+static void test_batch_as_groups(void **state) {
+  (void)state;
+  const nnt_kernels *k = nnt_kernels_cpu();
+  nnt_rng r;
+  nnt_rng_seed(&r, 12);
+  /* 24x24 (12x12 = 144 tiles an image) and 32x20 (16x10 = 160) */
+  const wcase shapes[] = {{24, 24, 24, 1, 1, 1, 1, 24, 4, 1}, {26, 32, 20, 1, 1, 1, 1, 30, 3, 0}};
+  for (size_t si = 0; si < NNT_ARRAY_LEN(shapes); si++) {
+    const wcase *d = &shapes[si];
+    nnt_conv_geom g = geom(d);
+    size_t plane = (size_t)g.oh * g.ow, in = (size_t)d->c * d->h * d->w;
+    size_t tpi = (size_t)((g.oh + 1) / 2) * ((g.ow + 1) / 2);
+    assert_true(tpi >= NNT_WINO_IMAGE_TILES);
+    size_t ylen = d->n * d->filters * plane, wlen = (size_t)d->filters * d->c * 9;
+    float *w = rnd(&r, wlen), *b = rnd(&r, d->filters), *x = rnd(&r, d->n * in);
+    float *y = malloc(ylen * sizeof *y), *y1 = malloc(ylen * sizeof *y1);
+    /* chunks of part of an image (one region, two), of a whole one (two) */
+    size_t cf = (size_t)d->c * d->filters, cpf = d->c + d->filters;
+    size_t lens[] = {16 * (cf + cpf * 64), 16 * (cf + 2 * cpf * 64),
+                     16 * (cf + 2 * cpf * tpi)};
+    for (size_t li = 0; li < NNT_ARRAY_LEN(lens); li++)
+      for (int threads = 1; threads <= 2; threads++) {
+        float *sc = malloc(lens[li] * sizeof *sc);
+        if (threads == 2)
+          two_threads();
+        assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, 0, w, d->bias ? b : NULL, x, y,
+                                      sc, lens[li]),
+                         NNT_OK);
+        for (unsigned i = 0; i < d->n; i++)
+          assert_int_equal(k->conv_wino(k, &g, 1, d->filters, 0, w, d->bias ? b : NULL,
+                                        x + i * in, y1 + i * d->filters * plane, sc, lens[li]),
+                           NNT_OK);
+        if (threads == 2)
+          one_thread();
+        assert_memory_equal(y, y1, ylen * sizeof *y);
+        free(sc);
+      }
+    free(w), free(b), free(x), free(y), free(y1);
+  }
+}
+
 static void test_refusals(void **state) {
   (void)state;
   const nnt_kernels *k = nnt_kernels_cpu();
@@ -390,7 +435,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_naive),
       cmocka_unit_test(test_dw_against_naive),
-      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_batch_as_groups), cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_layer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
