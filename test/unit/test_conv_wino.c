@@ -58,26 +58,6 @@ static float *rnd(nnt_rng *r, size_t n) {
 
 /* y against a double-precision convolution; flip: W[f][ch] is w[ch][f]
  * turned by 180 degrees. */
-/* Two compute threads (the pool's workers started, as a model's run
- * starts them), and back to one, checking that the op between split
- * work over them. */
-static unsigned long jobs_at_two;
-static void two_threads(void) {
-  nnt_err e = {0};
-  assert_int_equal(nnt_cpu_set_threads(2, &e), NNT_OK);
-  nnt_cpu_pool_hold();
-  if (nnt_cpu_pool_start(&e))
-    fail_msg("%s", e.msg);
-  assert_int_equal(nnt_cpu_pool_threads(), 2);
-  jobs_at_two = nnt_cpu_pool_jobs();
-}
-static void one_thread(void) {
-  nnt_err e = {0};
-  assert_true(nnt_cpu_pool_jobs() > jobs_at_two);
-  nnt_cpu_pool_release();
-  assert_int_equal(nnt_cpu_set_threads(1, &e), NNT_OK);
-}
-
 static double check_naive(const wcase *d, const nnt_conv_geom *g, int flip, const float *w,
                           const float *b, const float *x, const float *y, const char *what) {
   size_t plane = (size_t)g->oh * g->ow, in = (size_t)d->c * d->h * d->w;
@@ -143,11 +123,11 @@ static void test_against_naive(void **state) {
         double e = check_naive(d, &g, flip, w, b, x, y, "conv_wino");
         worst = e > worst ? e : worst;
         /* the same bits on two threads */
-        two_threads();
+        tu_two_threads();
         assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w, d->bias ? b : NULL,
                                       x, y2, s, lens[li]),
                          NNT_OK);
-        one_thread();
+        assert_true(tu_one_thread() > 0);
         assert_memory_equal(y, y2, ylen * sizeof *y);
         free(s);
         runs++;
@@ -216,10 +196,10 @@ static void test_dw_against_naive(void **state) {
                        NNT_OK);
       double e = check_dw(d, &g, dy, x, dw);
       worst = e > worst ? e : worst;
-      two_threads();
+      tu_two_threads();
       assert_int_equal(k->conv_wino_dw(k, &g, d->n, d->filters, dy, x, dw2, s, lens[li]),
                        NNT_OK);
-      one_thread();
+      assert_true(tu_one_thread() > 0);
       assert_memory_equal(dw, dw2, wlen * sizeof *dw);
       free(s);
       runs++;
@@ -258,7 +238,7 @@ static void test_batch_as_groups(void **state) {
       for (int threads = 1; threads <= 2; threads++) {
         float *sc = malloc(lens[li] * sizeof *sc);
         if (threads == 2)
-          two_threads();
+          tu_two_threads();
         assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, 0, w, d->bias ? b : NULL, x, y,
                                       sc, lens[li]),
                          NNT_OK);
@@ -267,7 +247,7 @@ static void test_batch_as_groups(void **state) {
                                         x + i * in, y1 + i * d->filters * plane, sc, lens[li]),
                            NNT_OK);
         if (threads == 2)
-          one_thread();
+          assert_true(tu_one_thread() > 0);
         assert_memory_equal(y, y1, ylen * sizeof *y);
         free(sc);
       }

@@ -1,6 +1,7 @@
 /* Helpers shared by the cmocka tests. */
 #include "test_util.h"
 
+#include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
 #ifdef NNT_HAVE_VULKAN
@@ -16,6 +17,25 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
+
+static unsigned long jobs_at_two;
+void tu_two_threads(void) {
+  nnt_err e = {0};
+  assert_int_equal(nnt_cpu_set_threads(2, &e), NNT_OK);
+  nnt_cpu_pool_hold();
+  if (nnt_cpu_pool_start(&e))
+    fail_msg("%s", e.msg);
+  assert_int_equal(nnt_cpu_pool_threads(), 2);
+  jobs_at_two = nnt_cpu_pool_jobs();
+}
+
+unsigned long tu_one_thread(void) {
+  nnt_err e = {0};
+  unsigned long jobs = nnt_cpu_pool_jobs() - jobs_at_two;
+  nnt_cpu_pool_release();
+  assert_int_equal(nnt_cpu_set_threads(1, &e), NNT_OK);
+  return jobs;
+}
 
 void tu_fill_uniform(nnt_rng *r, float *x, size_t n, float lo, float hi) {
   for (size_t i = 0; i < n; i++)

@@ -143,6 +143,13 @@ const char *tu_path_in(const char *name);
  * dot-names skipped); @return how many. */
 size_t tu_each_app_ini(void (*fn)(const char *path, void *ud), void *ud);
 
+/* Two compute threads, the pool's workers started as a model's run starts
+ * them (nnt_cpu_set_threads alone leaves ops on the calling thread), and
+ * back to one; tu_one_thread returns how many jobs the ops in between
+ * split over the workers. */
+void tu_two_threads(void);
+unsigned long tu_one_thread(void);
+
 /* Assert that an error message contains a substring, printing both. */
 #define tu_assert_contains(haystack, needle)                                   \
   do {                                                                         \
