@@ -38,6 +38,7 @@ typedef struct nnt_cpu_bn_args {
   const float *x, *gamma, *beta, *mean_in, *var_in, *dy, *xhat_in, *invstd_in;
   float eps;
   float *mean, *var, *invstd, *xhat, *y, *dx, *dgamma, *dbeta;
+  double *part, *chan; /* the split over images' sums (cpu_norm.c) */
 } nnt_cpu_bn_args;
 enum { NNT_BN_FWD_TRAIN, NNT_BN_FWD_INFER, NNT_BN_BWD, NNT_BN_AFFINE };
 /* Op BN_* on one code path: NNT_BLAS_AVX2 or (below) plain C; NNT_ERR_INVAL

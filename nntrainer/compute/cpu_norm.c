@@ -56,11 +56,101 @@ static nnt_pool_fn bn_part(int path, int op) {
   return NULL;
 }
 
+/* The split over images, on two or more threads: each thread keeps to its
+ * own images, as the convolutions, activations and pooling around it do
+ * (split by channels, every channel's values on both cores: on a VM whose
+ * cores share no cache most of them crossed between the cores;
+ * docs/performance.md). The sums over a channel are made per image in
+ * parallel and added here in image order, as the split over channels adds
+ * them: the same bits. They are kept on this thread's stack: the forward
+ * takes at most BN_IMG_PAIRS (image, channel) pairs, the backward half as
+ * many (two sums each); larger ones split over channels. */
+#define BN_IMG_PAIRS 4096
+enum { IMG_SUM, IMG_SQDEV, IMG_NORM, IMG_INFER, IMG_DYSUM, IMG_DX, IMG_AFFINE };
+
+static nnt_pool_fn bn_img_part(int path, int which) {
+  static const nnt_pool_fn c[] = {sum_img_part_c,   sqdev_img_part_c, norm_img_part_c,
+                                  infer_img_part_c, dysum_img_part_c, dx_img_part_c,
+                                  affine_img_part_c};
+  if (path < NNT_BLAS_AVX2)
+    return c[which];
+#ifdef BN_HAVE_AVX2
+  static const nnt_pool_fn v[] = {sum_img_part_avx2,   sqdev_img_part_avx2, norm_img_part_avx2,
+                                  infer_img_part_avx2, dysum_img_part_avx2, dx_img_part_avx2,
+                                  affine_img_part_avx2};
+  return v[which]; /* bn_part checked the CPU */
+#endif
+  return NULL;
+}
+
+static int by_images(const bn_job *j, int op) {
+  size_t pairs = j->outer * j->ch;
+  if (j->outer < 2 || pairs * j->inner < 2 * BN_MIN_PART || nnt_cpu_pool_threads() < 2)
+    return 0;
+  return op == NNT_BN_FWD_TRAIN ? pairs <= BN_IMG_PAIRS
+         : op == NNT_BN_BWD     ? 2 * pairs <= BN_IMG_PAIRS
+                                : 1;
+}
+
+static void img_for(int path, int which, bn_job *j) {
+  size_t per = j->ch * j->inner;
+  nnt_cpu_pool_for(j->outer, 1, per >= BN_MIN_PART ? 1 : BN_MIN_PART / per,
+                   bn_img_part(path, which), j);
+}
+
 static int bn_run(int path, int op, bn_job *j) {
   nnt_pool_fn fn = op >= 0 && op <= NNT_BN_AFFINE ? bn_part(path, op) : NULL;
   if (!fn)
     return NNT_ERR_INVAL;
-  nnt_cpu_pool_for(j->ch, 1, bn_min_channels(j), fn, j);
+  if (!by_images(j, op)) {
+    nnt_cpu_pool_for(j->ch, 1, bn_min_channels(j), fn, j);
+    return NNT_OK;
+  }
+  size_t outer = j->outer, ch = j->ch;
+  double n = (double)outer * j->inner;
+  double part[BN_IMG_PAIRS], chan[BN_IMG_PAIRS / 2];
+  j->part = part;
+  j->chan = chan;
+  if (op == NNT_BN_FWD_TRAIN) {
+    img_for(path, IMG_SUM, j);
+    for (size_t c = 0; c < ch; c++) {
+      double s = 0;
+      for (size_t o = 0; o < outer; o++)
+        s += part[o * ch + c];
+      chan[c] = s / n;
+    }
+    img_for(path, IMG_SQDEV, j);
+    for (size_t c = 0; c < ch; c++) {
+      double s2 = 0;
+      for (size_t o = 0; o < outer; o++)
+        s2 += part[o * ch + c];
+      double v = s2 / n;
+      j->mean[c] = (float)chan[c];
+      j->var[c] = (float)v;
+      j->invstd[c] = (float)(1.0 / sqrt(v + j->eps));
+    }
+    img_for(path, IMG_NORM, j);
+  } else if (op == NNT_BN_BWD) {
+    img_for(path, IMG_DYSUM, j);
+    for (size_t c = 0; c < ch; c++) {
+      double sdy = 0, sdyx = 0;
+      for (size_t o = 0; o < outer; o++) {
+        sdy += part[2 * (o * ch + c)];
+        sdyx += part[2 * (o * ch + c) + 1];
+      }
+      if (j->dgamma)
+        j->dgamma[c] = (float)sdyx;
+      if (j->dbeta)
+        j->dbeta[c] = (float)sdy;
+      chan[2 * c] = sdy;
+      chan[2 * c + 1] = sdyx;
+    }
+    if (j->dx)
+      img_for(path, IMG_DX, j);
+  } else {
+    img_for(path, op == NNT_BN_FWD_INFER ? IMG_INFER : IMG_AFFINE, j);
+  }
+  j->part = j->chan = NULL;
   return NNT_OK;
 }
 

@@ -24,10 +24,11 @@ static double NL(dsum_sqdev)(const float *p, size_t n, double mu) {
   return s;
 }
 
-/* sum of dy and of dy * xhat. Two passes over the whole blocks: gcc
- * vectorizes each (float to double widening) but not the loop that does
- * both at once, which stayed scalar and made this the slowest batch-norm
- * loop; the second pass finds the data in cache. */
+/* sum of dy and of dy * xhat over one block of n values (each of its
+ * NNT_LANES partial sums added in order from 0). Two passes over the
+ * block: gcc vectorizes each (float to double widening) but not the loop
+ * that does both at once, which stayed scalar and made this the slowest
+ * batch-norm loop; the second pass finds the data in cache. */
 static void NL(dsum_dy)(const float *dy, const float *xh, size_t n, double *sdy, double *sdyx) {
   double a[NNT_LANES] = {0}, b[NNT_LANES] = {0};
   size_t i = 0;
@@ -41,10 +42,13 @@ static void NL(dsum_dy)(const float *dy, const float *xh, size_t n, double *sdy,
     a[0] += dy[i];
     b[0] += (double)dy[i] * xh[i];
   }
+  double s = 0, t = 0;
   for (int l = 0; l < NNT_LANES; l++) {
-    *sdy += a[l];
-    *sdyx += b[l];
+    s += a[l];
+    t += b[l];
   }
+  *sdy = s;
+  *sdyx = t;
 }
 
 static void NL(fwd_train_part)(void *p, size_t c0, size_t c1) {
@@ -104,7 +108,10 @@ static void NL(bwd_part)(void *p, size_t c0, size_t c1) {
     double sdy = 0, sdyx = 0;
     for (size_t o = 0; o < outer; o++) {
       size_t off = (o * ch + c) * inner;
-      NL(dsum_dy)(dy + off, xhat + off, inner, &sdy, &sdyx);
+      double a, b;
+      NL(dsum_dy)(dy + off, xhat + off, inner, &a, &b);
+      sdy += a;
+      sdyx += b;
     }
     if (dgamma)
       dgamma[c] = (float)sdyx;
@@ -134,4 +141,92 @@ static void NL(affine_part)(void *p, size_t c0, size_t c1) {
         y[off + i] = bn_affine1(g, xhat[off + i], b);
     }
   }
+}
+
+/* ---- split over images (cpu_norm.c: the same arithmetic as above, the
+ * sums over images added by the caller in image order). j->part holds a
+ * sum (two for the backward) per (image, channel), j->chan per channel:
+ * the mean (double) for sqdev_img_part, the sums of dy and of dy * xhat
+ * for dx_img_part. */
+
+static void NL(sum_img_part)(void *p, size_t o0, size_t o1) {
+  const bn_job *j = p;
+  for (size_t o = o0; o < o1; o++)
+    for (size_t c = 0; c < j->ch; c++)
+      j->part[o * j->ch + c] = nnt_cpu_dsum(j->x + (o * j->ch + c) * j->inner, j->inner);
+}
+
+static void NL(sqdev_img_part)(void *p, size_t o0, size_t o1) {
+  const bn_job *j = p;
+  for (size_t o = o0; o < o1; o++)
+    for (size_t c = 0; c < j->ch; c++)
+      j->part[o * j->ch + c] =
+          NL(dsum_sqdev)(j->x + (o * j->ch + c) * j->inner, j->inner, j->chan[c]);
+}
+
+static void NL(norm_img_part)(void *p, size_t o0, size_t o1) {
+  const bn_job *j = p;
+  size_t inner = j->inner;
+  for (size_t o = o0; o < o1; o++)
+    for (size_t c = 0; c < j->ch; c++) {
+      float m = j->mean[c], is = j->invstd[c], g = j->gamma[c], b = j->beta[c];
+      size_t off = (o * j->ch + c) * inner;
+      const float *x = j->x + off;
+      float *xhat = j->xhat + off, *y = j->y + off;
+      for (size_t i = 0; i < inner; i++) {
+        float h = (x[i] - m) * is;
+        xhat[i] = h;
+        y[i] = bn_affine1(g, h, b);
+      }
+    }
+}
+
+static void NL(infer_img_part)(void *p, size_t o0, size_t o1) {
+  const bn_job *j = p;
+  size_t inner = j->inner;
+  for (size_t o = o0; o < o1; o++)
+    for (size_t c = 0; c < j->ch; c++) {
+      float is = 1.0f / sqrtf(j->var_in[c] + j->eps), g = j->gamma[c] * is,
+            b = j->beta[c] - j->mean_in[c] * g;
+      size_t off = (o * j->ch + c) * inner;
+      for (size_t i = 0; i < inner; i++)
+        j->y[off + i] = j->x[off + i] * g + b;
+    }
+}
+
+static void NL(dysum_img_part)(void *p, size_t o0, size_t o1) {
+  const bn_job *j = p;
+  for (size_t o = o0; o < o1; o++)
+    for (size_t c = 0; c < j->ch; c++) {
+      size_t off = (o * j->ch + c) * j->inner, k = o * j->ch + c;
+      NL(dsum_dy)(j->dy + off, j->xhat_in + off, j->inner, &j->part[2 * k], &j->part[2 * k + 1]);
+    }
+}
+
+static void NL(dx_img_part)(void *p, size_t o0, size_t o1) {
+  const bn_job *j = p;
+  size_t inner = j->inner;
+  double n = (double)j->outer * inner;
+  for (size_t o = o0; o < o1; o++)
+    for (size_t c = 0; c < j->ch; c++) {
+      float k = j->gamma[c] * j->invstd_in[c], mdy = (float)(j->chan[2 * c] / n),
+            mdyx = (float)(j->chan[2 * c + 1] / n);
+      size_t off = (o * j->ch + c) * inner;
+      const float *dy = j->dy + off, *xhat = j->xhat_in + off;
+      float *dx = j->dx + off;
+      for (size_t i = 0; i < inner; i++)
+        dx[i] = k * (dy[i] - mdy - xhat[i] * mdyx);
+    }
+}
+
+static void NL(affine_img_part)(void *p, size_t o0, size_t o1) {
+  const bn_job *j = p;
+  size_t inner = j->inner;
+  for (size_t o = o0; o < o1; o++)
+    for (size_t c = 0; c < j->ch; c++) {
+      float g = j->gamma[c], b = j->beta[c];
+      size_t off = (o * j->ch + c) * inner;
+      for (size_t i = 0; i < inner; i++)
+        j->y[off + i] = bn_affine1(g, j->xhat_in[off + i], b);
+    }
 }

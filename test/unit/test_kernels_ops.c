@@ -237,46 +237,64 @@ static void test_bn_affine(void **state) {
 /* Every batch-norm op on the AVX2 path writes the bits of the plain path
  * (shapes with tails past the 8 lanes, one value per channel, and enough
  * per channel to split), or the path is refused on a CPU without AVX2. */
+/* Both code paths, on one thread (split over channels) and on two (split
+ * over images where a shape is large enough: the sums per image added in
+ * image order), give the same bits for all four ops. */
 static void test_bn_paths(void **state) {
   (void)state;
-  const size_t shapes[][3] = {{1, 1, 1}, {2, 3, 17}, {4, 5, 67}, {3, 7, 1}, {2, 2, 9000}};
+  /* the last four split over images at two threads: 2 x 2 x 9000, 8 x 6 x
+   * 1024, 64 x 40 x 16 (the backward's 2560 pairs over channels: more than
+   * its half of BN_IMG_PAIRS) and 3 x 1 x 20000 */
+  const size_t shapes[][3] = {{1, 1, 1},    {2, 3, 17},    {4, 5, 67},   {3, 7, 1},
+                              {2, 2, 9000}, {8, 6, 1024}, {64, 40, 16}, {3, 1, 20000}};
+  int avx2 = __builtin_cpu_supports("avx2");
   for (size_t t = 0; t < NNT_ARRAY_LEN(shapes); t++) {
     size_t outer = shapes[t][0], ch = shapes[t][1], inner = shapes[t][2];
-    size_t n = outer * ch * inner;
+    size_t n = outer * ch * inner, len = 5 * ch + 5 * n;
     float *x = rnd(n, -3, 5), *dy = rnd(n, -1, 1), *g = rnd(ch, -2, 2), *b = rnd(ch, -1, 1);
-    float *mv = rnd(2 * ch, 0.5f, 2), *out[2];
-    for (int p = 0; p < 2; p++) {
-      /* per path: mean var invstd dgamma dbeta, xhat, y, dx, infer y, affine y */
-      float *o = out[p] = malloc((5 * ch + 5 * n) * 4), *xh = o + 5 * ch, *y = xh + n;
+    float *mv = rnd(2 * ch, 0.5f, 2), *out[4] = {0};
+    unsigned long split = 0;
+    for (int p = 0; p < 4; p++) {
+      int path = p & 1 ? NNT_BLAS_AVX2 : NNT_BLAS_SSE;
+      if (p == 2)
+        tu_two_threads();
+      /* per run: mean var invstd dgamma dbeta, xhat, y, dx, infer y, affine y */
+      float *o = out[p] = malloc(len * 4), *xh = o + 5 * ch, *y = xh + n;
       nnt_cpu_bn_args a = {.outer = outer, .ch = ch, .inner = inner, .x = x, .gamma = g,
                            .beta = b, .eps = 1e-3f, .mean = o, .var = o + ch,
                            .invstd = o + 2 * ch, .xhat = xh, .y = y};
-      int path = p ? NNT_BLAS_AVX2 : NNT_BLAS_SSE;
       int rc = nnt_cpu_bn_path(path, NNT_BN_FWD_TRAIN, &a);
-      if (p && !__builtin_cpu_supports("avx2")) {
+      if ((p & 1) && !avx2) {
         assert_int_equal(rc, NNT_ERR_INVAL);
-        out[1] = NULL;
         free(o);
-        break;
+        out[p] = NULL;
+      } else {
+        assert_int_equal(rc, NNT_OK);
+        nnt_cpu_bn_args d = {.outer = outer, .ch = ch, .inner = inner, .dy = dy,
+                             .xhat_in = xh, .invstd_in = o + 2 * ch, .gamma = g, .dx = y + n,
+                             .dgamma = o + 3 * ch, .dbeta = o + 4 * ch};
+        assert_int_equal(nnt_cpu_bn_path(path, NNT_BN_BWD, &d), NNT_OK);
+        nnt_cpu_bn_args f = {.outer = outer, .ch = ch, .inner = inner, .x = x, .gamma = g,
+                             .beta = b, .mean_in = mv, .var_in = mv + ch, .eps = 1e-3f,
+                             .y = y + 2 * n};
+        assert_int_equal(nnt_cpu_bn_path(path, NNT_BN_FWD_INFER, &f), NNT_OK);
+        nnt_cpu_bn_args e = {.outer = outer, .ch = ch, .inner = inner, .xhat_in = xh,
+                             .gamma = g, .beta = b, .y = y + 3 * n};
+        assert_int_equal(nnt_cpu_bn_path(path, NNT_BN_AFFINE, &e), NNT_OK);
+        assert_memory_equal(y + 3 * n, y, n * 4);
       }
-      assert_int_equal(rc, NNT_OK);
-      nnt_cpu_bn_args d = {.outer = outer, .ch = ch, .inner = inner, .dy = dy, .xhat_in = xh,
-                           .invstd_in = o + 2 * ch, .gamma = g, .dx = y + n,
-                           .dgamma = o + 3 * ch, .dbeta = o + 4 * ch};
-      assert_int_equal(nnt_cpu_bn_path(path, NNT_BN_BWD, &d), NNT_OK);
-      nnt_cpu_bn_args f = {.outer = outer, .ch = ch, .inner = inner, .x = x, .gamma = g,
-                           .beta = b, .mean_in = mv, .var_in = mv + ch, .eps = 1e-3f,
-                           .y = y + 2 * n};
-      assert_int_equal(nnt_cpu_bn_path(path, NNT_BN_FWD_INFER, &f), NNT_OK);
-      nnt_cpu_bn_args e = {.outer = outer, .ch = ch, .inner = inner, .xhat_in = xh,
-                           .gamma = g, .beta = b, .y = y + 3 * n};
-      assert_int_equal(nnt_cpu_bn_path(path, NNT_BN_AFFINE, &e), NNT_OK);
-      assert_memory_equal(y + 3 * n, y, n * 4);
+      if (p == 3)
+        split = tu_one_thread();
     }
-    if (out[1])
-      assert_memory_equal(out[1], out[0], (5 * ch + 5 * n) * 4 - n * 4);
+    for (int p = 1; p < 4; p++)
+      if (out[p])
+        assert_memory_equal(out[p], out[0], len * 4 - n * 4);
+    /* the large shapes ran on both threads */
+    assert_true(t < 4 || split > 0);
     assert_int_equal(nnt_cpu_bn_path(NNT_BLAS_SSE, 7, &(nnt_cpu_bn_args){0}), NNT_ERR_INVAL);
-    free(x), free(dy), free(g), free(b), free(mv), free(out[0]), free(out[1]);
+    free(x), free(dy), free(g), free(b), free(mv);
+    for (int p = 0; p < 4; p++)
+      free(out[p]);
   }
 }
 
