@@ -2,9 +2,11 @@
  * compiled twice on x86-64, for the baseline ISA and for AVX2, and each op
  * runs the widest copy this CPU has: the same C, so the same bits
  * (test_kernels_ops checks both paths against each other), about 1.6x
- * faster on AVX2 (docs/performance.md). Work is split over channels on the
- * compute threads (cpu_pool.c): every channel's sums and outputs are its
- * own, so a split changes no result. */
+ * faster on AVX2 (docs/performance.md). Work is split over channels on one
+ * thread's pool-less runs and for large batch norms, over images on two or
+ * more compute threads (cpu_pool.c; bn_run below): either way every sum
+ * over a channel adds the same per-image sums in image order, so a split
+ * changes no result. */
 #include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/compute/kernels.h"
 

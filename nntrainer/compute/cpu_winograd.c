@@ -25,10 +25,15 @@
  * the window turned by 180 degrees and filters and channels swapped; w is
  * then the forward's [C][F][3][3] (C the forward's filters, F its
  * channels) and the filter transform reads it that way.
- * Threads (cpu_pool.c): the transforms split over channels, filters or
- * filters of U; the kg products of a pass run one per part (one-thread
- * OpenBLAS sgemms). Every value is computed by the same arithmetic on any
- * thread count. The transforms are plain C loops over the tiles of a row
+ * Threads (cpu_pool.c): where the scratch holds two regions (a V and an M
+ * each), the forward runs two runs of chunks at once, each thread taking a
+ * chunk's input transform, products and output transform in its own
+ * region; else the transforms split over channels or filters and the kg
+ * products of a pass run one per part (one-thread OpenBLAS sgemms). The
+ * weight gradient splits a chunk's slices: a thread makes the V and the
+ * dY tiles of its slices and their products. U's transform splits over
+ * filters. Every value is computed by the same arithmetic on any thread
+ * count. The transforms are plain C loops over the tiles of a row
  * (contiguous in V and M), which the compiler vectorizes; a slice outside
  * the pass is written to a junk row of its own. */
 #include <cblas.h>
