@@ -37,6 +37,8 @@
  * (contiguous in V and M), which the compiler vectorizes; a slice outside
  * the pass is written to a junk row of its own. */
 #include <cblas.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "nntrainer/compute/cpu_impl.h"
@@ -198,11 +200,93 @@ static void v_row(unsigned a, const float *const p[4], size_t q0, size_t q1,
   }
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define WINO_AVX512 __attribute__((target("avx512f")))
+
+/* Columns [x0, x0 + 16) of a row (NULL: a row outside the image, zeros),
+ * those outside [0, w) zeros: a masked load, which reads nothing outside
+ * the row (the address of column x0 is formed as an integer: x0 may lie
+ * before the row). */
+static WINO_AVX512 __m512 v_cols16(const float *row, long x0, long w) {
+  if (!row || x0 >= w || x0 + 16 <= 0)
+    return _mm512_setzero_ps();
+  long lo = x0 < 0 ? -x0 : 0, hi = w - x0 < 16 ? w - x0 : 16;
+  __mmask16 m = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+  return _mm512_maskz_loadu_ps(m, (const void *)((uintptr_t)row + (uintptr_t)(x0 * 4)));
+}
+
+/* v_row's arithmetic for up to 16 tiles at once, every tile alike (the
+ * padding's zeros come from v_cols16): row r's columns 2q .. 2q + 3 of
+ * tile q from columns [x0, x0 + 34); rows[r] NULL outside the image;
+ * o[k] NULL for a slice outside the pass; nt tiles stored. The same adds
+ * and subtracts in the same order as v_row and the edge tiles' loop (x +
+ * sg y with sg +-1 is x + y or x - y, bit for bit): the same V. */
+static WINO_AVX512 void v_block16(const float *const rows[4], long x0, long w, unsigned nt,
+                                  float *const o[16]) {
+  const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  const __m512i nx0 = _mm512_set_epi32(16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
+  const __m512i nx1 = _mm512_set_epi32(17, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
+  __m512 e[4], d[4], e1[4], d1[4]; /* columns 2q, 2q + 1, 2q + 2, 2q + 3 of row r */
+  for (int r = 0; r < 4; r++) {
+    __m512 a = v_cols16(rows[r], x0, w), b = v_cols16(rows[r], x0 + 16, w);
+    __m512 c = v_cols16(rows[r], x0 + 32, w);
+    e[r] = _mm512_permutex2var_ps(a, ev, b);
+    d[r] = _mm512_permutex2var_ps(a, od, b);
+    e1[r] = _mm512_permutex2var_ps(e[r], nx0, c);
+    d1[r] = _mm512_permutex2var_ps(d[r], nx1, c);
+  }
+  __mmask16 m = (__mmask16)(nt >= 16 ? 0xffffu : (1u << nt) - 1);
+  static const int xs[4] = {0, 1, 2, 1}, ys[4] = {2, 2, 1, 3}, plus[4] = {0, 1, 0, 0};
+  for (int a = 0; a < 4; a++) {
+    if (!o[4 * a] && !o[4 * a + 1] && !o[4 * a + 2] && !o[4 * a + 3])
+      continue;
+    int x = xs[a], y = ys[a];
+    __m512 te = plus[a] ? _mm512_add_ps(e[x], e[y]) : _mm512_sub_ps(e[x], e[y]);
+    __m512 td = plus[a] ? _mm512_add_ps(d[x], d[y]) : _mm512_sub_ps(d[x], d[y]);
+    __m512 te1 = plus[a] ? _mm512_add_ps(e1[x], e1[y]) : _mm512_sub_ps(e1[x], e1[y]);
+    __m512 td1 = plus[a] ? _mm512_add_ps(d1[x], d1[y]) : _mm512_sub_ps(d1[x], d1[y]);
+    __m512 out[4] = {_mm512_sub_ps(te, te1), _mm512_add_ps(td, te1), _mm512_sub_ps(te1, td),
+                     _mm512_sub_ps(td, td1)};
+    for (int k = 0; k < 4; k++)
+      if (o[4 * a + k])
+        _mm512_mask_storeu_ps(o[4 * a + k], m, out[k]);
+  }
+}
+
+/* V of channels [c0, c1) for the chunk's tiles, 16 tiles at a time. */
+static WINO_AVX512 void v_part_avx512(void *arg, size_t c0, size_t c1) {
+  const wino_job *j = arg;
+  const nnt_conv_geom *g = j->g;
+  for (size_t c = c0; c < c1; c++)
+    for (size_t sg = 0; sg < j->nseg; sg++) {
+      size_t i = j->seg[sg].i, ty = j->seg[sg].ty, tx = j->seg[sg].tx, len = j->seg[sg].len;
+      size_t tl = j->seg[sg].tl;
+      const float *xc = j->x + (i * j->c + c) * g->h * g->w;
+      const float *rows[4];
+      for (int a = 0; a < 4; a++) {
+        long iy = 2 * (long)ty - (long)g->pt + a;
+        rows[a] = iy < 0 || iy >= (long)g->h ? NULL : xc + (size_t)iy * g->w;
+      }
+      for (size_t b = 0; b < len; b += 16) {
+        unsigned nt = (unsigned)(len - b < 16 ? len - b : 16);
+        float *o[16];
+        for (unsigned k = 0; k < 16; k++)
+          o[k] = k >= j->k0 && k < j->k0 + j->kg
+                     ? j->v + ((k - j->k0) * j->c + c) * j->tc + tl + b
+                     : NULL;
+        v_block16(rows, 2 * (long)(tx + b) - (long)g->pl, (long)g->w, nt, o);
+      }
+    }
+}
+#endif
+
 /* V of channels [c0, c1) for the chunk's tiles: a block of up to WB tiles
  * of a tile row reads 2 WB + 2 columns of 4 input rows where they lie;
  * rows outside the image read zeros, and the tiles whose columns leave
  * the image read a copy of theirs padded with zeros. */
-static void v_part(void *arg, size_t c0, size_t c1) {
+static void v_part_c(void *arg, size_t c0, size_t c1) {
   const wino_job *j = arg;
   const nnt_conv_geom *g = j->g;
   static const float zeros[2 * WB + 2];
@@ -262,6 +346,30 @@ static void v_part(void *arg, size_t c0, size_t c1) {
         }
       }
     }
+}
+
+/* The widest path the transforms may take (nnt_cpu_wino_path). */
+static _Atomic int wino_path = NNT_BLAS_AVX512;
+
+int nnt_cpu_wino_path(int path) { return atomic_exchange(&wino_path, path); }
+
+/* V of channels [c0, c1): v_part_avx512 where the CPU has AVX-512 (about
+ * ten times v_part_c's speed on ResNet-18's stage 1: v_part_c's loops over
+ * the 14 inner tiles of a row were mostly overhead; docs/performance.md),
+ * else v_part_c; the same bits. */
+static void v_part(void *arg, size_t c0, size_t c1) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static int have = -1;
+  if (have < 0) {
+    __builtin_cpu_init();
+    have = __builtin_cpu_supports("avx512f");
+  }
+  if (have && atomic_load_explicit(&wino_path, memory_order_relaxed) >= NNT_BLAS_AVX512) {
+    v_part_avx512(arg, c0, c1);
+    return;
+  }
+#endif
+  v_part_c(arg, c0, c1);
 }
 
 /* The products M[k] = U[k] V[k] of slices [k0, k1) of the pass. */
