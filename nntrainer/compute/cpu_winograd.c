@@ -353,18 +353,29 @@ static _Atomic int wino_path = NNT_BLAS_AVX512;
 
 int nnt_cpu_wino_path(int path) { return atomic_exchange(&wino_path, path); }
 
-/* V of channels [c0, c1): v_part_avx512 where the CPU has AVX-512 (about
- * ten times v_part_c's speed on ResNet-18's stage 1: v_part_c's loops over
- * the 14 inner tiles of a row were mostly overhead; docs/performance.md),
- * else v_part_c; the same bits. */
+/* Whether the transforms take their AVX-512 code. */
+static int wino_avx512(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static _Atomic int have = -1; /* set once; racing threads set the same */
+  if (atomic_load_explicit(&have, memory_order_relaxed) < 0) {
+    __builtin_cpu_init();
+    atomic_store_explicit(&have, __builtin_cpu_supports("avx512f") != 0, memory_order_relaxed);
+  }
+  return atomic_load_explicit(&have, memory_order_relaxed) &&
+         atomic_load_explicit(&wino_path, memory_order_relaxed) >= NNT_BLAS_AVX512;
+#else
+  return 0;
+#endif
+}
+
+/* V of channels [c0, c1): v_part_avx512 where the CPU has AVX-512 (2.1
+ * times v_part_c's speed on ResNet-18, 446 -> 212 perf samples of a
+ * one-thread run: v_part_c's loops over the 14 inner tiles of a stage-1
+ * row were mostly overhead; docs/performance.md), else v_part_c; the same
+ * bits. */
 static void v_part(void *arg, size_t c0, size_t c1) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static int have = -1;
-  if (have < 0) {
-    __builtin_cpu_init();
-    have = __builtin_cpu_supports("avx512f");
-  }
-  if (have && atomic_load_explicit(&wino_path, memory_order_relaxed) >= NNT_BLAS_AVX512) {
+  if (wino_avx512()) {
     v_part_avx512(arg, c0, c1);
     return;
   }
@@ -404,6 +415,38 @@ static void at_m_a(const float *const m[16], size_t nt, float *restrict o0,
   }
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* at_m_a 16 tiles at a time: the same adds and subtracts in the same
+ * order, each row's even and odd outputs interleaved by two permutes. */
+static WINO_AVX512 void at_m_a_avx512(const float *const m[16], size_t nt, float *o0,
+                                      float *o1) {
+  const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+  for (size_t q = 0; q < nt; q += 16) {
+    __mmask16 k = (__mmask16)(nt - q >= 16 ? 0xffffu : (1u << (nt - q)) - 1);
+    __m512 v[16];
+    for (int i = 0; i < 16; i++)
+      v[i] = _mm512_maskz_loadu_ps(k, m[i] + q);
+    __m512 a0 = _mm512_add_ps(_mm512_add_ps(v[0], v[4]), v[8]);
+    __m512 a1 = _mm512_add_ps(_mm512_add_ps(v[1], v[5]), v[9]);
+    __m512 a2 = _mm512_add_ps(_mm512_add_ps(v[2], v[6]), v[10]);
+    __m512 a3 = _mm512_add_ps(_mm512_add_ps(v[3], v[7]), v[11]);
+    __m512 b0 = _mm512_sub_ps(_mm512_sub_ps(v[4], v[8]), v[12]);
+    __m512 b1 = _mm512_sub_ps(_mm512_sub_ps(v[5], v[9]), v[13]);
+    __m512 b2 = _mm512_sub_ps(_mm512_sub_ps(v[6], v[10]), v[14]);
+    __m512 b3 = _mm512_sub_ps(_mm512_sub_ps(v[7], v[11]), v[15]);
+    __m512 e0 = _mm512_add_ps(_mm512_add_ps(a0, a1), a2);
+    __m512 d0 = _mm512_sub_ps(_mm512_sub_ps(a1, a2), a3);
+    __m512 e1 = _mm512_add_ps(_mm512_add_ps(b0, b1), b2);
+    __m512 d1 = _mm512_sub_ps(_mm512_sub_ps(b1, b2), b3);
+    _mm512_storeu_ps(o0 + 2 * q, _mm512_permutex2var_ps(e0, lo, d0));
+    _mm512_storeu_ps(o0 + 2 * q + 16, _mm512_permutex2var_ps(e0, hi, d0));
+    _mm512_storeu_ps(o1 + 2 * q, _mm512_permutex2var_ps(e1, lo, d1));
+    _mm512_storeu_ps(o1 + 2 * q + 16, _mm512_permutex2var_ps(e1, hi, d1));
+  }
+}
+#endif
+
 /* y of filters [f0, f1) for the chunk's tiles: A^T M A of the pass's
  * slices (the others zero), stored with the bias on the first pass, else
  * added. */
@@ -426,7 +469,12 @@ static void y_part(void *arg, size_t f0, size_t f1) {
           m[k] = k >= j->k0 && k < j->k0 + j->kg
                      ? j->m + ((k - j->k0) * j->f + f) * j->tc + tl + b
                      : zero;
-        at_m_a(m, nt, o[0], o[1]);
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+        if (wino_avx512())
+          at_m_a_avx512(m, nt, o[0], o[1]);
+        else
+#endif
+          at_m_a(m, nt, o[0], o[1]);
         size_t ox = 2 * (tx + b), cols = 2 * nt;
         if (cols > g->ow - ox)
           cols = g->ow - ox;
