@@ -106,7 +106,10 @@ static struct {
   nnt_pool_fn fn;
   void *arg;
   size_t n, align;
-  unsigned parts, threads;
+  unsigned parts;
+  /* the threads of the posted job (read by a worker before it claims a
+   * part, maybe while the next job is posted: atomic) */
+  atomic_uint threads;
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, .busy = ATOMIC_FLAG_INIT};
 
 /* Part t of parts of [0, n): boundaries at multiples of align. */
@@ -137,7 +140,8 @@ static unsigned claim(unsigned idx) {
 static void take_parts(void) {
   for (;;) {
     unsigned long long t = atomic_load_explicit(&pool.ticket, memory_order_acquire);
-    unsigned parts = (unsigned)(t >> 32), threads = pool.threads;
+    unsigned parts = (unsigned)(t >> 32);
+    unsigned threads = atomic_load_explicit(&pool.threads, memory_order_relaxed);
     unsigned long long full = parts >= 32 ? 0xffffffffull : (1ull << parts) - 1;
     unsigned long long free = ~t & full;
     if (!free)
@@ -393,7 +397,7 @@ static void pool_run(size_t n, size_t align, size_t min_part, nnt_pool_fn fn, vo
   pool.n = n;
   pool.align = align;
   pool.parts = parts;
-  pool.threads = pool.nw + 1;
+  atomic_store_explicit(&pool.threads, pool.nw + 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&pool.jobs, 1, memory_order_relaxed);
   post();
   take_parts();
