@@ -45,10 +45,13 @@ enum { NNT_BN_FWD_TRAIN, NNT_BN_FWD_INFER, NNT_BN_BWD, NNT_BN_AFFINE };
  * when this CPU cannot run it (the tests compare the paths; the kernels
  * take the widest). */
 int nnt_cpu_bn_path(int path, int op, nnt_cpu_bn_args *a);
-/* The widest code path Winograd's input transform may take from now on
- * (NNT_BLAS_AVX512, the default, or lower: plain C), process-wide; returns
- * the one before. For the tests, which compare the paths' bits. */
-int nnt_cpu_wino_path(int path);
+/* The widest code path the hand-vectorized loops (Winograd's transforms)
+ * may take from now on (NNT_BLAS_AVX512, the default, or lower: plain C),
+ * process-wide; returns the one before. For the tests, which compare the
+ * paths' bits. nnt_cpu_vec_avx512: whether they take AVX-512 (the CPU has
+ * it and the path allows it). */
+int nnt_cpu_vec_path(int path);
+int nnt_cpu_vec_avx512(void);
 int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                          const float *x, const float *gamma, const float *beta, float eps,
                          float *mean, float *var, float *invstd, float *xhat, float *y);

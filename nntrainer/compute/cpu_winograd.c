@@ -348,13 +348,13 @@ static void v_part_c(void *arg, size_t c0, size_t c1) {
     }
 }
 
-/* The widest path the transforms may take (nnt_cpu_wino_path). */
-static _Atomic int wino_path = NNT_BLAS_AVX512;
+/* The widest path the hand-vectorized transforms may take
+ * (nnt_cpu_vec_path), and whether they take AVX-512 now. */
+static _Atomic int vec_path = NNT_BLAS_AVX512;
 
-int nnt_cpu_wino_path(int path) { return atomic_exchange(&wino_path, path); }
+int nnt_cpu_vec_path(int path) { return atomic_exchange(&vec_path, path); }
 
-/* Whether the transforms take their AVX-512 code. */
-static int wino_avx512(void) {
+int nnt_cpu_vec_avx512(void) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static _Atomic int have = -1; /* set once; racing threads set the same */
   if (atomic_load_explicit(&have, memory_order_relaxed) < 0) {
@@ -362,7 +362,7 @@ static int wino_avx512(void) {
     atomic_store_explicit(&have, __builtin_cpu_supports("avx512f") != 0, memory_order_relaxed);
   }
   return atomic_load_explicit(&have, memory_order_relaxed) &&
-         atomic_load_explicit(&wino_path, memory_order_relaxed) >= NNT_BLAS_AVX512;
+         atomic_load_explicit(&vec_path, memory_order_relaxed) >= NNT_BLAS_AVX512;
 #else
   return 0;
 #endif
@@ -375,7 +375,7 @@ static int wino_avx512(void) {
  * bits. */
 static void v_part(void *arg, size_t c0, size_t c1) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (wino_avx512()) {
+  if (nnt_cpu_vec_avx512()) {
     v_part_avx512(arg, c0, c1);
     return;
   }
@@ -470,7 +470,7 @@ static void y_part(void *arg, size_t f0, size_t f1) {
                      ? j->m + ((k - j->k0) * j->f + f) * j->tc + tl + b
                      : zero;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-        if (wino_avx512())
+        if (nnt_cpu_vec_avx512())
           at_m_a_avx512(m, nt, o[0], o[1]);
         else
 #endif

@@ -131,11 +131,11 @@ static void test_against_naive(void **state) {
         assert_memory_equal(y, y2, ylen * sizeof *y);
         /* the input transform's plain C gives the same bits as the
          * vector path this CPU may take */
-        int was = nnt_cpu_wino_path(NNT_BLAS_SSE);
+        int was = nnt_cpu_vec_path(NNT_BLAS_SSE);
         assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w, d->bias ? b : NULL,
                                       x, y2, s, lens[li]),
                          NNT_OK);
-        nnt_cpu_wino_path(was);
+        nnt_cpu_vec_path(was);
         assert_memory_equal(y, y2, ylen * sizeof *y);
         free(s);
         runs++;
@@ -209,10 +209,10 @@ static void test_dw_against_naive(void **state) {
                        NNT_OK);
       assert_true(tu_one_thread() > 0);
       assert_memory_equal(dw, dw2, wlen * sizeof *dw);
-      int was = nnt_cpu_wino_path(NNT_BLAS_SSE);
+      int was = nnt_cpu_vec_path(NNT_BLAS_SSE);
       assert_int_equal(k->conv_wino_dw(k, &g, d->n, d->filters, dy, x, dw2, s, lens[li]),
                        NNT_OK);
-      nnt_cpu_wino_path(was);
+      nnt_cpu_vec_path(was);
       assert_memory_equal(dw, dw2, wlen * sizeof *dw);
       free(s);
       runs++;

@@ -691,6 +691,10 @@ static void test_windows(void **state) {
       /* top padding deeper than the output: tap row 0 lies above every
        * output row by more rows than the output has (found by fuzz_ini) */
       geom(2, 2, 4, 5, 3, 1, 1, 1, 1, 4, 1, 1, 1),
+      /* no padding, an 18-wide output; stride 2 down and 1 across with
+       * uneven padding */
+      geom(2, 6, 20, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0),
+      geom(1, 9, 37, 3, 2, 2, 1, 1, 1, 1, 1, 3, 2),
   };
   for (size_t t = 0; t < NNT_ARRAY_LEN(gs); t++) {
     const nnt_conv_geom *g = &gs[t];
