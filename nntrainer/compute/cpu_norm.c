@@ -1,12 +1,12 @@
 /* CPU batch-normalization kernels. The loops (cpu_norm_loops.h) are
- * compiled twice on x86-64, for the baseline ISA and for AVX2, and each op
- * runs the widest copy this CPU has: the same C, so the same bits
- * (test_kernels_ops checks both paths against each other), about 1.6x
- * faster on AVX2 (docs/performance.md). Work is split over channels on one
- * thread's pool-less runs and for large batch norms, over images on two or
- * more compute threads (cpu_pool.c; bn_run below): either way every sum
- * over a channel adds the same per-image sums in image order, so a split
- * changes no result. */
+ * compiled three times on x86-64, for the baseline ISA, for AVX2 and for
+ * AVX-512, and each op runs the widest copy this CPU has: the same C, so
+ * the same bits (test_kernels_ops checks the paths against each other),
+ * about 1.6x faster on AVX2 than on the baseline (docs/performance.md).
+ * Work is split over channels on one thread's pool-less runs and for
+ * large batch norms, over images on two or more compute threads
+ * (cpu_pool.c; bn_run below): either way every sum over a channel adds
+ * the same per-image sums in image order, so a split changes no result. */
 #include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/compute/kernels.h"
 
@@ -40,22 +40,40 @@ static size_t bn_min_channels(const bn_job *j) {
 #include "nntrainer/compute/cpu_norm_loops.h"
 #undef NL
 #pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#define NL(name) name##_avx512
+#include "nntrainer/compute/cpu_norm_loops.h"
+#undef NL
+#pragma GCC pop_options
 #endif
+
+/* The copy of the loops for path: 0 plain C, 1 AVX2, 2 AVX-512; -1 when
+ * this CPU cannot run it. */
+static int bn_copy(int path) {
+  if (path < NNT_BLAS_AVX2)
+    return 0;
+#ifdef BN_HAVE_AVX2
+  __builtin_cpu_init();
+  if (path >= NNT_BLAS_AVX512)
+    return __builtin_cpu_supports("avx512f") ? 2 : -1;
+  return __builtin_cpu_supports("avx2") ? 1 : -1;
+#else
+  return -1;
+#endif
+}
 
 /* The part function of op on path, or NULL when this CPU cannot run it. */
 static nnt_pool_fn bn_part(int path, int op) {
-  static const nnt_pool_fn c[] = {fwd_train_part_c, fwd_infer_part_c, bwd_part_c,
-                                  affine_part_c};
-  if (path < NNT_BLAS_AVX2)
-    return c[op];
+  static const nnt_pool_fn fns[][4] = {
+      {fwd_train_part_c, fwd_infer_part_c, bwd_part_c, affine_part_c},
 #ifdef BN_HAVE_AVX2
-  static const nnt_pool_fn v[] = {fwd_train_part_avx2, fwd_infer_part_avx2, bwd_part_avx2,
-                                  affine_part_avx2};
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2"))
-    return v[op];
+      {fwd_train_part_avx2, fwd_infer_part_avx2, bwd_part_avx2, affine_part_avx2},
+      {fwd_train_part_avx512, fwd_infer_part_avx512, bwd_part_avx512, affine_part_avx512},
 #endif
-  return NULL;
+  };
+  int k = bn_copy(path);
+  return k < 0 ? NULL : fns[k][op];
 }
 
 /* The split over images, on two or more threads: each thread keeps to its
@@ -71,18 +89,18 @@ static nnt_pool_fn bn_part(int path, int op) {
 enum { IMG_SUM, IMG_SQDEV, IMG_NORM, IMG_INFER, IMG_DYSUM, IMG_DX, IMG_AFFINE };
 
 static nnt_pool_fn bn_img_part(int path, int which) {
-  static const nnt_pool_fn c[] = {sum_img_part_c,   sqdev_img_part_c, norm_img_part_c,
-                                  infer_img_part_c, dysum_img_part_c, dx_img_part_c,
-                                  affine_img_part_c};
-  if (path < NNT_BLAS_AVX2)
-    return c[which];
+  static const nnt_pool_fn fns[][7] = {
+      {sum_img_part_c, sqdev_img_part_c, norm_img_part_c, infer_img_part_c, dysum_img_part_c,
+       dx_img_part_c, affine_img_part_c},
 #ifdef BN_HAVE_AVX2
-  static const nnt_pool_fn v[] = {sum_img_part_avx2,   sqdev_img_part_avx2, norm_img_part_avx2,
-                                  infer_img_part_avx2, dysum_img_part_avx2, dx_img_part_avx2,
-                                  affine_img_part_avx2};
-  return v[which]; /* bn_part checked the CPU */
+      {sum_img_part_avx2, sqdev_img_part_avx2, norm_img_part_avx2, infer_img_part_avx2,
+       dysum_img_part_avx2, dx_img_part_avx2, affine_img_part_avx2},
+      {sum_img_part_avx512, sqdev_img_part_avx512, norm_img_part_avx512, infer_img_part_avx512,
+       dysum_img_part_avx512, dx_img_part_avx512, affine_img_part_avx512},
 #endif
-  return NULL;
+  };
+  int k = bn_copy(path);
+  return k < 0 ? NULL : fns[k][which]; /* bn_part checked the CPU */
 }
 
 static int by_images(const bn_job *j, int op) {
@@ -158,7 +176,9 @@ static int bn_run(int path, int op, bn_job *j) {
 
 /* The widest path this CPU runs. */
 static int bn_best(void) {
-  return bn_part(NNT_BLAS_AVX2, NNT_BN_BWD) ? NNT_BLAS_AVX2 : NNT_BLAS_SSE;
+  return bn_copy(NNT_BLAS_AVX512) > 0 ? NNT_BLAS_AVX512
+         : bn_copy(NNT_BLAS_AVX2) > 0 ? NNT_BLAS_AVX2
+                                      : NNT_BLAS_SSE;
 }
 
 int nnt_cpu_bn_path(int path, int op, nnt_cpu_bn_args *a) { return bn_run(path, op, a); }

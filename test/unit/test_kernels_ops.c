@@ -237,9 +237,10 @@ static void test_bn_affine(void **state) {
 /* Every batch-norm op on the AVX2 path writes the bits of the plain path
  * (shapes with tails past the 8 lanes, one value per channel, and enough
  * per channel to split), or the path is refused on a CPU without AVX2. */
-/* Both code paths, on one thread (split over channels) and on two (split
- * over images where a shape is large enough: the sums per image added in
- * image order), give the same bits for all four ops. */
+/* Every code path (plain C, AVX2, AVX-512: those this CPU has), on one
+ * thread (split over channels) and on two (split over images where a
+ * shape is large enough: the sums per image added in image order), gives
+ * the same bits for all four ops. */
 static void test_bn_paths(void **state) {
   (void)state;
   /* the last four split over images at two threads: 2 x 2 x 9000, 8 x 6 x
@@ -247,16 +248,18 @@ static void test_bn_paths(void **state) {
    * its half of BN_IMG_PAIRS) and 3 x 1 x 20000 */
   const size_t shapes[][3] = {{1, 1, 1},    {2, 3, 17},    {4, 5, 67},   {3, 7, 1},
                               {2, 2, 9000}, {8, 6, 1024}, {64, 40, 16}, {3, 1, 20000}};
-  int avx2 = __builtin_cpu_supports("avx2");
+  static const int paths[] = {NNT_BLAS_SSE, NNT_BLAS_AVX2, NNT_BLAS_AVX512};
+  const int has[] = {1, __builtin_cpu_supports("avx2"), __builtin_cpu_supports("avx512f")};
+  enum { RUNS = 6 }; /* the three paths on one thread, then on two */
   for (size_t t = 0; t < NNT_ARRAY_LEN(shapes); t++) {
     size_t outer = shapes[t][0], ch = shapes[t][1], inner = shapes[t][2];
     size_t n = outer * ch * inner, len = 5 * ch + 5 * n;
     float *x = rnd(n, -3, 5), *dy = rnd(n, -1, 1), *g = rnd(ch, -2, 2), *b = rnd(ch, -1, 1);
-    float *mv = rnd(2 * ch, 0.5f, 2), *out[4] = {0};
+    float *mv = rnd(2 * ch, 0.5f, 2), *out[RUNS] = {0};
     unsigned long split = 0;
-    for (int p = 0; p < 4; p++) {
-      int path = p & 1 ? NNT_BLAS_AVX2 : NNT_BLAS_SSE;
-      if (p == 2)
+    for (int p = 0; p < RUNS; p++) {
+      int path = paths[p % 3];
+      if (p == 3)
         tu_two_threads();
       /* per run: mean var invstd dgamma dbeta, xhat, y, dx, infer y, affine y */
       float *o = out[p] = malloc(len * 4), *xh = o + 5 * ch, *y = xh + n;
@@ -264,7 +267,7 @@ static void test_bn_paths(void **state) {
                            .beta = b, .eps = 1e-3f, .mean = o, .var = o + ch,
                            .invstd = o + 2 * ch, .xhat = xh, .y = y};
       int rc = nnt_cpu_bn_path(path, NNT_BN_FWD_TRAIN, &a);
-      if ((p & 1) && !avx2) {
+      if (!has[p % 3]) {
         assert_int_equal(rc, NNT_ERR_INVAL);
         free(o);
         out[p] = NULL;
@@ -283,17 +286,17 @@ static void test_bn_paths(void **state) {
         assert_int_equal(nnt_cpu_bn_path(path, NNT_BN_AFFINE, &e), NNT_OK);
         assert_memory_equal(y + 3 * n, y, n * 4);
       }
-      if (p == 3)
+      if (p == RUNS - 1)
         split = tu_one_thread();
     }
-    for (int p = 1; p < 4; p++)
+    for (int p = 1; p < RUNS; p++)
       if (out[p])
         assert_memory_equal(out[p], out[0], len * 4 - n * 4);
     /* the large shapes ran on both threads */
     assert_true(t < 4 || split > 0);
     assert_int_equal(nnt_cpu_bn_path(NNT_BLAS_SSE, 7, &(nnt_cpu_bn_args){0}), NNT_ERR_INVAL);
     free(x), free(dy), free(g), free(b), free(mv);
-    for (int p = 0; p < 4; p++)
+    for (int p = 0; p < RUNS; p++)
       free(out[p]);
   }
 }
