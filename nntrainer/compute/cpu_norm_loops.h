@@ -51,6 +51,36 @@ static void NL(dsum_dy)(const float *dy, const float *xh, size_t n, double *sdy,
   *sdyx = t;
 }
 
+/* dsum_dy of four blocks at once, each with dsum_dy's own arithmetic (the
+ * same bits): one block's lane sums are one chain of adds whose latency
+ * set dsum_dy's pace; four independent chains keep the adder busy. */
+static void NL(dsum_dy4)(const float *const dy[4], const float *const xh[4], size_t n,
+                         double *sdy, double *sdyx) {
+  double a[4][NNT_LANES] = {{0}}, b[4][NNT_LANES] = {{0}};
+  size_t i = 0;
+  for (; i + NNT_LANES <= n; i += NNT_LANES)
+    for (int q = 0; q < 4; q++)
+      for (int l = 0; l < NNT_LANES; l++)
+        a[q][l] += dy[q][i + l];
+  for (size_t k = 0; k + NNT_LANES <= n; k += NNT_LANES)
+    for (int q = 0; q < 4; q++)
+      for (int l = 0; l < NNT_LANES; l++)
+        b[q][l] += (double)dy[q][k + l] * xh[q][k + l];
+  for (int q = 0; q < 4; q++) {
+    for (size_t k = i; k < n; k++) {
+      a[q][0] += dy[q][k];
+      b[q][0] += (double)dy[q][k] * xh[q][k];
+    }
+    double s = 0, t = 0;
+    for (int l = 0; l < NNT_LANES; l++) {
+      s += a[q][l];
+      t += b[q][l];
+    }
+    sdy[q] = s;
+    sdyx[q] = t;
+  }
+}
+
 static void NL(fwd_train_part)(void *p, size_t c0, size_t c1) {
   const bn_job *j = p;
   size_t outer = j->outer, ch = j->ch, inner = j->inner;
@@ -106,7 +136,21 @@ static void NL(bwd_part)(void *p, size_t c0, size_t c1) {
   double n = (double)outer * inner;
   for (size_t c = c0; c < c1; c++) {
     double sdy = 0, sdyx = 0;
-    for (size_t o = 0; o < outer; o++) {
+    size_t o = 0;
+    for (; o + 4 <= outer; o += 4) { /* four images' blocks at once */
+      const float *d4[4], *x4[4];
+      double a[4], b[4];
+      for (int q = 0; q < 4; q++) {
+        d4[q] = dy + ((o + q) * ch + c) * inner;
+        x4[q] = xhat + ((o + q) * ch + c) * inner;
+      }
+      NL(dsum_dy4)(d4, x4, inner, a, b);
+      for (int q = 0; q < 4; q++) {
+        sdy += a[q];
+        sdyx += b[q];
+      }
+    }
+    for (; o < outer; o++) {
       size_t off = (o * ch + c) * inner;
       double a, b;
       NL(dsum_dy)(dy + off, xhat + off, inner, &a, &b);
@@ -196,11 +240,27 @@ static void NL(infer_img_part)(void *p, size_t o0, size_t o1) {
 
 static void NL(dysum_img_part)(void *p, size_t o0, size_t o1) {
   const bn_job *j = p;
-  for (size_t o = o0; o < o1; o++)
-    for (size_t c = 0; c < j->ch; c++) {
+  for (size_t o = o0; o < o1; o++) {
+    size_t c = 0;
+    for (; c + 4 <= j->ch; c += 4) { /* four channels' blocks at once */
+      const float *d4[4], *x4[4];
+      double a[4], b[4];
+      for (int q = 0; q < 4; q++) {
+        size_t off = (o * j->ch + c + q) * j->inner;
+        d4[q] = j->dy + off;
+        x4[q] = j->xhat_in + off;
+      }
+      NL(dsum_dy4)(d4, x4, j->inner, a, b);
+      for (int q = 0; q < 4; q++) {
+        j->part[2 * (o * j->ch + c + q)] = a[q];
+        j->part[2 * (o * j->ch + c + q) + 1] = b[q];
+      }
+    }
+    for (; c < j->ch; c++) {
       size_t off = (o * j->ch + c) * j->inner, k = o * j->ch + c;
       NL(dsum_dy)(j->dy + off, j->xhat_in + off, j->inner, &j->part[2 * k], &j->part[2 * k + 1]);
     }
+  }
 }
 
 static void NL(dx_img_part)(void *p, size_t o0, size_t o1) {
