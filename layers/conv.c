@@ -46,9 +46,11 @@
  * derivative as a convolution of dY with the filters turned by 180
  * degrees (padding 2 - p), the weight gradient from the same transforms.
  * They work inside the column scratch planned above (the forward's for
- * the forward, the backward's block for the other two), so the plan does
- * not change; a pass whose scratch is too small for them (ResNet-18's
- * stages 3 and 4: the transformed filters alone are 16 x filters x
+ * the forward, the backward's block for the other two), the backward's
+ * raised to their least where that is at most 1.5 times the layer's input
+ * (wino_bwd_scratch: ResNet-18's stage 3, whose arena stays the same); a
+ * pass whose scratch is too small for them (ResNet-18's stage 4 and stage
+ * 3's forward: the transformed filters alone are 8 or 16 x filters x
  * channels) keeps im2col. Results are within rounding of im2col's
  * (docs/performance.md). */
 #include <stdint.h>
@@ -145,6 +147,24 @@ static void backward_blocks(conv_priv *p, size_t patch) {
   p->bc = p->g.c;
 }
 
+/* The backward's scratch in floats for conv_wino's derivative and
+ * conv_wino_dw (their least: 8 slices a pass) where the layer takes them
+ * and that is at most 1.5 times its input; else 0. Its im2col scratch (one
+ * image's columns) is below that on narrow planes with many channels:
+ * ResNet-18's stage 3 (3 MiB against 2 MiB of input) then runs both on
+ * Winograd, 1.4x as fast (docs/performance.md), with its planned arena
+ * unchanged; its stage 4 would take 10 MiB against 1 MiB and raised the
+ * arena by 10 MB (its peak lies there), which the bound keeps out. */
+static size_t wino_bwd_scratch(const conv_priv *p, nnt_dim in) {
+  const nnt_conv_geom *g = &p->g;
+  if (!nnt_wino_geom_ok(g) || g->c < CONV_WINO_MIN_C || p->filters < CONV_WINO_MIN_C)
+    return 0;
+  size_t tiles = (size_t)in.b * ((g->oh + 1) / 2) * ((g->ow + 1) / 2);
+  size_t need = nnt_wino_min_scratch(g->c, p->filters, tiles);
+  size_t input = (size_t)in.b * in.c * in.h * in.w;
+  return need <= UINT32_MAX && 2 * need <= 3 * input ? need : 0;
+}
+
 static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   conv_priv *p = l->priv;
   if (!p->filters)
@@ -211,7 +231,10 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
     unsigned taps = g->kh * g->kw;
     nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, patch, (unsigned)(plane * p->nb)),
                          NNT_SCRATCH_FWD);
-    nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->bc * taps, (unsigned)(plane * p->bnb)),
+    size_t bwd = (size_t)p->bc * taps * plane * p->bnb, wino = wino_bwd_scratch(p, in);
+    nnt_fctx_add_scratch(ctx,
+                         wino > bwd ? nnt_dim_make(1, 1, 1, (unsigned)wino)
+                                    : nnt_dim_make(1, 1, p->bc * taps, (unsigned)(plane * p->bnb)),
                          NNT_SCRATCH_BWD);
     if (p->nb > 1)
       nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->filters, (unsigned)(plane * p->nb)),
