@@ -43,6 +43,7 @@
 
 #include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/compute/kernels.h"
+#include "nntrainer/compute/cpu_winograd.h"
 
 /* Tiles of one row handled at once by the transforms (stack buffers). */
 #define WB 64
@@ -52,30 +53,7 @@
 /* The most chunks of the forward at once (see wino_plan). */
 #define WINO_REGIONS 2
 
-typedef struct wino_job {
-  const nnt_conv_geom *g;
-  size_t n, f, c, th, tw;
-  int flip;
-  const float *w, *bias, *x;
-  float *y;
-  float *u, *v, *m; /* kg slices: [kg][f][c], [kg][c][tc], [kg][f][tc] */
-  unsigned k0, kg;
-  size_t t0, tc; /* the chunk: tiles [t0, t0 + tc); tc is also V's, M's row length */
-  unsigned regions; /* chunks at once, each in its own V and M */
-  size_t per_img, nch; /* the forward's chunks: per image (0: over all tiles), in all */
-  size_t region_len; /* floats of one region (V and M) */
-  int first;     /* the first pass: store y (+ bias), else add */
-  struct wino_seg *seg; /* the chunk's tile rows, nseg of them */
-  size_t nseg;
-  const float *dy; /* conv_wino_dw: dY [n][f][oh][ow], the result dw */
-  float *dw;
-} wino_job;
 
-/* Tiles [tl, tl + len) of a chunk (chunk-local numbers) are one tile row's
- * from column tx: image i, tile row ty. */
-typedef struct wino_seg {
-  unsigned i, ty, tx, len, tl;
-} wino_seg;
 
 /* The slices of a pass, the tiles of a chunk and the regions (each a V
  * and an M for a chunk, so that that many chunks run at once: up to
@@ -200,88 +178,6 @@ static void v_row(unsigned a, const float *const p[4], size_t q0, size_t q1,
   }
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define WINO_AVX512 __attribute__((target("avx512f")))
-
-/* Columns [x0, x0 + 16) of a row (NULL: a row outside the image, zeros),
- * those outside [0, w) zeros: a masked load, which reads nothing outside
- * the row (the address of column x0 is formed as an integer: x0 may lie
- * before the row). */
-static WINO_AVX512 __m512 v_cols16(const float *row, long x0, long w) {
-  if (!row || x0 >= w || x0 + 16 <= 0)
-    return _mm512_setzero_ps();
-  long lo = x0 < 0 ? -x0 : 0, hi = w - x0 < 16 ? w - x0 : 16;
-  __mmask16 m = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
-  return _mm512_maskz_loadu_ps(m, (const void *)((uintptr_t)row + (uintptr_t)(x0 * 4)));
-}
-
-/* v_row's arithmetic for up to 16 tiles at once, every tile alike (the
- * padding's zeros come from v_cols16): row r's columns 2q .. 2q + 3 of
- * tile q from columns [x0, x0 + 34); rows[r] NULL outside the image;
- * o[k] NULL for a slice outside the pass; nt tiles stored. The same adds
- * and subtracts in the same order as v_row and the edge tiles' loop (x +
- * sg y with sg +-1 is x + y or x - y, bit for bit): the same V. */
-static WINO_AVX512 void v_block16(const float *const rows[4], long x0, long w, unsigned nt,
-                                  float *const o[16]) {
-  const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-  const __m512i nx0 = _mm512_set_epi32(16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
-  const __m512i nx1 = _mm512_set_epi32(17, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
-  __m512 e[4], d[4], e1[4], d1[4]; /* columns 2q, 2q + 1, 2q + 2, 2q + 3 of row r */
-  for (int r = 0; r < 4; r++) {
-    __m512 a = v_cols16(rows[r], x0, w), b = v_cols16(rows[r], x0 + 16, w);
-    __m512 c = v_cols16(rows[r], x0 + 32, w);
-    e[r] = _mm512_permutex2var_ps(a, ev, b);
-    d[r] = _mm512_permutex2var_ps(a, od, b);
-    e1[r] = _mm512_permutex2var_ps(e[r], nx0, c);
-    d1[r] = _mm512_permutex2var_ps(d[r], nx1, c);
-  }
-  __mmask16 m = (__mmask16)(nt >= 16 ? 0xffffu : (1u << nt) - 1);
-  static const int xs[4] = {0, 1, 2, 1}, ys[4] = {2, 2, 1, 3}, plus[4] = {0, 1, 0, 0};
-  for (int a = 0; a < 4; a++) {
-    if (!o[4 * a] && !o[4 * a + 1] && !o[4 * a + 2] && !o[4 * a + 3])
-      continue;
-    int x = xs[a], y = ys[a];
-    __m512 te = plus[a] ? _mm512_add_ps(e[x], e[y]) : _mm512_sub_ps(e[x], e[y]);
-    __m512 td = plus[a] ? _mm512_add_ps(d[x], d[y]) : _mm512_sub_ps(d[x], d[y]);
-    __m512 te1 = plus[a] ? _mm512_add_ps(e1[x], e1[y]) : _mm512_sub_ps(e1[x], e1[y]);
-    __m512 td1 = plus[a] ? _mm512_add_ps(d1[x], d1[y]) : _mm512_sub_ps(d1[x], d1[y]);
-    __m512 out[4] = {_mm512_sub_ps(te, te1), _mm512_add_ps(td, te1), _mm512_sub_ps(te1, td),
-                     _mm512_sub_ps(td, td1)};
-    for (int k = 0; k < 4; k++)
-      if (o[4 * a + k])
-        _mm512_mask_storeu_ps(o[4 * a + k], m, out[k]);
-  }
-}
-
-/* V of channels [c0, c1) for the chunk's tiles, 16 tiles at a time. */
-static WINO_AVX512 void v_part_avx512(void *arg, size_t c0, size_t c1) {
-  const wino_job *j = arg;
-  const nnt_conv_geom *g = j->g;
-  for (size_t c = c0; c < c1; c++)
-    for (size_t sg = 0; sg < j->nseg; sg++) {
-      size_t i = j->seg[sg].i, ty = j->seg[sg].ty, tx = j->seg[sg].tx, len = j->seg[sg].len;
-      size_t tl = j->seg[sg].tl;
-      const float *xc = j->x + (i * j->c + c) * g->h * g->w;
-      const float *rows[4];
-      for (int a = 0; a < 4; a++) {
-        long iy = 2 * (long)ty - (long)g->pt + a;
-        rows[a] = iy < 0 || iy >= (long)g->h ? NULL : xc + (size_t)iy * g->w;
-      }
-      for (size_t b = 0; b < len; b += 16) {
-        unsigned nt = (unsigned)(len - b < 16 ? len - b : 16);
-        float *o[16];
-        for (unsigned k = 0; k < 16; k++)
-          o[k] = k >= j->k0 && k < j->k0 + j->kg
-                     ? j->v + ((k - j->k0) * j->c + c) * j->tc + tl + b
-                     : NULL;
-        v_block16(rows, 2 * (long)(tx + b) - (long)g->pl, (long)g->w, nt, o);
-      }
-    }
-}
-#endif
-
 /* V of channels [c0, c1) for the chunk's tiles: a block of up to WB tiles
  * of a tile row reads 2 WB + 2 columns of 4 input rows where they lie;
  * rows outside the image read zeros, and the tiles whose columns leave
@@ -376,7 +272,7 @@ int nnt_cpu_vec_avx512(void) {
 static void v_part(void *arg, size_t c0, size_t c1) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   if (nnt_cpu_vec_avx512()) {
-    v_part_avx512(arg, c0, c1);
+    nnt_wino_v_part_avx512(arg, c0, c1);
     return;
   }
 #endif
@@ -415,38 +311,6 @@ static void at_m_a(const float *const m[16], size_t nt, float *restrict o0,
   }
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-/* at_m_a 16 tiles at a time: the same adds and subtracts in the same
- * order, each row's even and odd outputs interleaved by two permutes. */
-static WINO_AVX512 void at_m_a_avx512(const float *const m[16], size_t nt, float *o0,
-                                      float *o1) {
-  const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
-  for (size_t q = 0; q < nt; q += 16) {
-    __mmask16 k = (__mmask16)(nt - q >= 16 ? 0xffffu : (1u << (nt - q)) - 1);
-    __m512 v[16];
-    for (int i = 0; i < 16; i++)
-      v[i] = _mm512_maskz_loadu_ps(k, m[i] + q);
-    __m512 a0 = _mm512_add_ps(_mm512_add_ps(v[0], v[4]), v[8]);
-    __m512 a1 = _mm512_add_ps(_mm512_add_ps(v[1], v[5]), v[9]);
-    __m512 a2 = _mm512_add_ps(_mm512_add_ps(v[2], v[6]), v[10]);
-    __m512 a3 = _mm512_add_ps(_mm512_add_ps(v[3], v[7]), v[11]);
-    __m512 b0 = _mm512_sub_ps(_mm512_sub_ps(v[4], v[8]), v[12]);
-    __m512 b1 = _mm512_sub_ps(_mm512_sub_ps(v[5], v[9]), v[13]);
-    __m512 b2 = _mm512_sub_ps(_mm512_sub_ps(v[6], v[10]), v[14]);
-    __m512 b3 = _mm512_sub_ps(_mm512_sub_ps(v[7], v[11]), v[15]);
-    __m512 e0 = _mm512_add_ps(_mm512_add_ps(a0, a1), a2);
-    __m512 d0 = _mm512_sub_ps(_mm512_sub_ps(a1, a2), a3);
-    __m512 e1 = _mm512_add_ps(_mm512_add_ps(b0, b1), b2);
-    __m512 d1 = _mm512_sub_ps(_mm512_sub_ps(b1, b2), b3);
-    _mm512_storeu_ps(o0 + 2 * q, _mm512_permutex2var_ps(e0, lo, d0));
-    _mm512_storeu_ps(o0 + 2 * q + 16, _mm512_permutex2var_ps(e0, hi, d0));
-    _mm512_storeu_ps(o1 + 2 * q, _mm512_permutex2var_ps(e1, lo, d1));
-    _mm512_storeu_ps(o1 + 2 * q + 16, _mm512_permutex2var_ps(e1, hi, d1));
-  }
-}
-#endif
-
 /* y of filters [f0, f1) for the chunk's tiles: A^T M A of the pass's
  * slices (the others zero), stored with the bias on the first pass, else
  * added. */
@@ -471,7 +335,7 @@ static void y_part(void *arg, size_t f0, size_t f1) {
                      : zero;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
         if (nnt_cpu_vec_avx512())
-          at_m_a_avx512(m, nt, o[0], o[1]);
+          nnt_wino_at_m_a16(m, nt, o[0], o[1]);
         else
 #endif
           at_m_a(m, nt, o[0], o[1]);
@@ -635,11 +499,18 @@ static void a_dy_at(const float *e0, const float *d0, const float *e1, const flo
       a_dy_row(e0, e1, d0, d1, sx[a], sg[a], nt, o + 4 * a);
 }
 
+
 /* dYt = A dY A^T for filters [f0, f1) and the chunk's tiles, the pass's
  * slices into m. A's rows are (1, 0), (1, 1), (1, -1), (0, -1). */
 static void dyt_part(void *arg, size_t f0, size_t f1) {
   const wino_job *j = arg;
   const nnt_conv_geom *g = j->g;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (nnt_cpu_vec_avx512()) {
+    nnt_wino_dyt_part_avx512(arg, f0, f1);
+    return;
+  }
+#endif
   size_t plane = (size_t)g->oh * g->ow;
   float junk[16][WB], e0[WB], o0[WB], e1[WB], o1[WB];
   for (size_t f = f0; f < f1; f++)

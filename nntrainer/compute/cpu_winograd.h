@@ -1,0 +1,41 @@
+/* Winograd convolution's job (cpu_winograd.c), shared with its AVX-512
+ * transforms (cpu_winograd_avx512.c). Internal to the CPU backend. */
+#ifndef NNT_CPU_WINOGRAD_H
+#define NNT_CPU_WINOGRAD_H
+
+#include <stddef.h>
+
+#include "nntrainer/compute/kernels.h"
+
+typedef struct wino_job {
+  const nnt_conv_geom *g;
+  size_t n, f, c, th, tw;
+  int flip;
+  const float *w, *bias, *x;
+  float *y;
+  float *u, *v, *m; /* kg slices: [kg][f][c], [kg][c][tc], [kg][f][tc] */
+  unsigned k0, kg;
+  size_t t0, tc; /* the chunk: tiles [t0, t0 + tc); tc is also V's, M's row length */
+  unsigned regions; /* chunks at once, each in its own V and M */
+  size_t per_img, nch; /* the forward's chunks: per image (0: over all tiles), in all */
+  size_t region_len; /* floats of one region (V and M) */
+  int first;     /* the first pass: store y (+ bias), else add */
+  struct wino_seg *seg; /* the chunk's tile rows, nseg of them */
+  size_t nseg;
+  const float *dy; /* conv_wino_dw: dY [n][f][oh][ow], the result dw */
+  float *dw;
+} wino_job;
+
+/* Tiles [tl, tl + len) of a chunk (chunk-local numbers) are one tile row's
+ * from column tx: image i, tile row ty. */
+typedef struct wino_seg {
+  unsigned i, ty, tx, len, tl;
+} wino_seg;
+
+/* The input transform V and dY's transform (conv_wino_dw) of the job's
+ * chunk on AVX-512, as the pool's parts over channels or filters: the bits
+ * of cpu_winograd.c's plain C loops. Only where nnt_cpu_vec_avx512(). */
+void nnt_wino_v_part_avx512(void *arg, size_t c0, size_t c1);
+void nnt_wino_dyt_part_avx512(void *arg, size_t f0, size_t f1);
+
+#endif
