@@ -209,10 +209,7 @@ static void v_part_c(void *arg, size_t c0, size_t c1) {
           p[a] = iy < 0 || iy >= (long)g->h ? zeros : xc + (size_t)iy * g->w + x0;
         }
         float *o[16]; /* the pass's slices at the block's first tile */
-        for (unsigned k = 0; k < 16; k++)
-          o[k] = k >= j->k0 && k < j->k0 + j->kg
-                     ? j->v + ((k - j->k0) * j->c + c) * j->tc + tl + b
-                     : junk[k];
+        nnt_wino_slices(j, j->v, j->c, c, tl + b, junk[0], WB, o);
         for (unsigned a = 0; a < 4; a++)
           if (4 * a + 3 >= j->k0 && 4 * a < j->k0 + j->kg) /* a slice of row a */
             v_row(a, p, q0, q1, o + 4 * a);
@@ -533,10 +530,7 @@ static void dyt_part(void *arg, size_t f0, size_t f1) {
           e1[full] = r1 ? r1[ox + 2 * full] : 0.0f, o1[full] = 0.0f;
         }
         float *o[16];
-        for (unsigned k = 0; k < 16; k++)
-          o[k] = k >= j->k0 && k < j->k0 + j->kg
-                     ? j->m + ((k - j->k0) * j->f + f) * j->tc + tl + b
-                     : junk[k];
+        nnt_wino_slices(j, j->m, j->f, f, tl + b, junk[0], WB, o);
         a_dy_at(e0, o0, e1, o1, nt, j->k0, j->kg, o);
       }
     }

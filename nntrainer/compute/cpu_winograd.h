@@ -32,6 +32,17 @@ typedef struct wino_seg {
   unsigned i, ty, tx, len, tl;
 } wino_seg;
 
+/* The pass's 16 slices of row r at column col of base (kg slices of rows
+ * rows of j->tc values): o[k] for slice k, or junk + k * junk_len for a
+ * slice outside the pass (NULL when junk is NULL). */
+static inline void nnt_wino_slices(const wino_job *j, float *base, size_t rows, size_t r,
+                                   size_t col, float *junk, size_t junk_len, float *o[16]) {
+  for (unsigned k = 0; k < 16; k++)
+    o[k] = k >= j->k0 && k < j->k0 + j->kg ? base + ((k - j->k0) * rows + r) * j->tc + col
+           : junk                          ? junk + k * junk_len
+                                           : NULL;
+}
+
 /* The input transform V and dY's transform (conv_wino_dw) of the job's
  * chunk on AVX-512, as the pool's parts over channels or filters: the bits
  * of cpu_winograd.c's plain C loops. Only where nnt_cpu_vec_avx512(). */

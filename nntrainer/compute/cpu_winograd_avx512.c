@@ -24,6 +24,13 @@ static WINO_AVX512 __m512 v_cols16(const float *row, long x0, long w) {
   return _mm512_maskz_loadu_ps(m, (const void *)((uintptr_t)row + (uintptr_t)(x0 * 4)));
 }
 
+/* A row's 4 slices (NULL: not in the pass), the first tiles of m. */
+static WINO_AVX512 void store4(float *const o[4], __mmask16 m, const __m512 v[4]) {
+  for (int k = 0; k < 4; k++)
+    if (o[k])
+      _mm512_mask_storeu_ps(o[k], m, v[k]);
+}
+
 /* v_row's arithmetic for up to 16 tiles at once, every tile alike (the
  * padding's zeros come from v_cols16): row r's columns 2q .. 2q + 3 of
  * tile q from columns [x0, x0 + 34); rows[r] NULL outside the image;
@@ -57,9 +64,7 @@ static WINO_AVX512 void v_block16(const float *const rows[4], long x0, long w, u
     __m512 td1 = plus[a] ? _mm512_add_ps(d1[x], d1[y]) : _mm512_sub_ps(d1[x], d1[y]);
     __m512 out[4] = {_mm512_sub_ps(te, te1), _mm512_add_ps(td, te1), _mm512_sub_ps(te1, td),
                      _mm512_sub_ps(td, td1)};
-    for (int k = 0; k < 4; k++)
-      if (o[4 * a + k])
-        _mm512_mask_storeu_ps(o[4 * a + k], m, out[k]);
+    store4(o + 4 * a, m, out);
   }
 }
 
@@ -80,10 +85,7 @@ WINO_AVX512 void nnt_wino_v_part_avx512(void *arg, size_t c0, size_t c1) {
       for (size_t b = 0; b < len; b += 16) {
         unsigned nt = (unsigned)(len - b < 16 ? len - b : 16);
         float *o[16];
-        for (unsigned k = 0; k < 16; k++)
-          o[k] = k >= j->k0 && k < j->k0 + j->kg
-                     ? j->v + ((k - j->k0) * j->c + c) * j->tc + tl + b
-                     : NULL;
+        nnt_wino_slices(j, j->v, j->c, c, tl + b, NULL, 0, o);
         v_block16(rows, 2 * (long)(tx + b) - (long)g->pl, (long)g->w, nt, o);
       }
     }
@@ -144,9 +146,7 @@ static WINO_AVX512 void dyt_block16(const float *r0, const float *r1, long ox, l
     __m512 h1 = _mm512_add_ps(_mm512_mul_ps(sx, d[0]), _mm512_mul_ps(sg, d[1]));
     __m512 out[4] = {h0, _mm512_add_ps(h0, h1), _mm512_sub_ps(h0, h1),
                      _mm512_sub_ps(_mm512_setzero_ps(), h1)};
-    for (int k = 0; k < 4; k++)
-      if (o[4 * a + k])
-        _mm512_mask_storeu_ps(o[4 * a + k], m, out[k]);
+    store4(o + 4 * a, m, out);
   }
 }
 
@@ -164,10 +164,7 @@ WINO_AVX512 void nnt_wino_dyt_part_avx512(void *arg, size_t f0, size_t f1) {
       for (size_t b = 0; b < len; b += 16) {
         unsigned nt = (unsigned)(len - b < 16 ? len - b : 16);
         float *o[16];
-        for (unsigned k = 0; k < 16; k++)
-          o[k] = k >= j->k0 && k < j->k0 + j->kg
-                     ? j->m + ((k - j->k0) * j->f + f) * j->tc + tl + b
-                     : NULL;
+        nnt_wino_slices(j, j->m, j->f, f, tl + b, NULL, 0, o);
         dyt_block16(r0, r1, 2 * (long)(tx + b), (long)g->ow, nt, o);
       }
     }
