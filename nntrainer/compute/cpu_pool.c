@@ -142,6 +142,8 @@ static void take_parts(void) {
     unsigned long long t = atomic_load_explicit(&pool.ticket, memory_order_acquire);
     unsigned parts = (unsigned)(t >> 32);
     unsigned threads = atomic_load_explicit(&pool.threads, memory_order_relaxed);
+    if (!threads) /* not set yet: no part is anyone's own */
+      threads = 1;
     unsigned long long full = parts >= 32 ? 0xffffffffull : (1ull << parts) - 1;
     unsigned long long free = ~t & full;
     if (!free)
