@@ -52,10 +52,6 @@ int nnt_cpu_bn_path(int path, int op, nnt_cpu_bn_args *a);
  * it and the path allows it). */
 int nnt_cpu_vec_path(int path);
 int nnt_cpu_vec_avx512(void);
-/* Winograd's output transform on AVX-512 (cpu_winograd_avx512.c; only
- * where nnt_cpu_vec_avx512()): nt tiles of the 16 slices m into two output
- * rows of 2 nt values (written up to the next multiple of 32). */
-void nnt_wino_at_m_a16(const float *const m[16], size_t nt, float *o0, float *o1);
 int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                          const float *x, const float *gamma, const float *beta, float eps,
                          float *mean, float *var, float *invstd, float *xhat, float *y);

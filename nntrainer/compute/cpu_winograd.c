@@ -314,6 +314,12 @@ static void at_m_a(const float *const m[16], size_t nt, float *restrict o0,
 static void y_part(void *arg, size_t f0, size_t f1) {
   const wino_job *j = arg;
   const nnt_conv_geom *g = j->g;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (nnt_cpu_vec_avx512()) {
+    nnt_wino_y_part_avx512(arg, f0, f1);
+    return;
+  }
+#endif
   static const float zero[WB];
   float o[2][2 * WB];
   size_t plane = (size_t)g->oh * g->ow;
@@ -330,12 +336,7 @@ static void y_part(void *arg, size_t f0, size_t f1) {
           m[k] = k >= j->k0 && k < j->k0 + j->kg
                      ? j->m + ((k - j->k0) * j->f + f) * j->tc + tl + b
                      : zero;
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-        if (nnt_cpu_vec_avx512())
-          nnt_wino_at_m_a16(m, nt, o[0], o[1]);
-        else
-#endif
-          at_m_a(m, nt, o[0], o[1]);
+        at_m_a(m, nt, o[0], o[1]);
         size_t ox = 2 * (tx + b), cols = 2 * nt;
         if (cols > g->ow - ox)
           cols = g->ow - ox;

@@ -48,5 +48,8 @@ static inline void nnt_wino_slices(const wino_job *j, float *base, size_t rows, 
  * of cpu_winograd.c's plain C loops. Only where nnt_cpu_vec_avx512(). */
 void nnt_wino_v_part_avx512(void *arg, size_t c0, size_t c1);
 void nnt_wino_dyt_part_avx512(void *arg, size_t f0, size_t f1);
+/* The output transform y (y_part) on AVX-512, as the pool's parts over
+ * filters; the same bits. */
+void nnt_wino_y_part_avx512(void *arg, size_t f0, size_t f1);
 
 #endif

@@ -91,34 +91,63 @@ WINO_AVX512 void nnt_wino_v_part_avx512(void *arg, size_t c0, size_t c1) {
     }
 }
 
-/* at_m_a 16 tiles at a time: the same adds and subtracts in the same
- * order, each row's even and odd outputs interleaved by two permutes. */
-WINO_AVX512 void nnt_wino_at_m_a16(const float *const m[16], size_t nt, float *o0,
-                                   float *o1) {
+/* y_part (cpu_winograd.c) on AVX-512: at_m_a's adds and subtracts for 16
+ * tiles at a time, each output row's even and odd values interleaved by
+ * two permutes and stored (the first pass: plus the bias) or added to y
+ * where they lie in the output, masked at its right edge. The same bits. */
+WINO_AVX512 void nnt_wino_y_part_avx512(void *arg, size_t f0, size_t f1) {
+  const wino_job *j = arg;
+  const nnt_conv_geom *g = j->g;
   const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
-  for (size_t q = 0; q < nt; q += 16) {
-    __mmask16 k = (__mmask16)(nt - q >= 16 ? 0xffffu : (1u << (nt - q)) - 1);
-    __m512 v[16];
-    for (int i = 0; i < 16; i++)
-      v[i] = _mm512_maskz_loadu_ps(k, m[i] + q);
-    __m512 a0 = _mm512_add_ps(_mm512_add_ps(v[0], v[4]), v[8]);
-    __m512 a1 = _mm512_add_ps(_mm512_add_ps(v[1], v[5]), v[9]);
-    __m512 a2 = _mm512_add_ps(_mm512_add_ps(v[2], v[6]), v[10]);
-    __m512 a3 = _mm512_add_ps(_mm512_add_ps(v[3], v[7]), v[11]);
-    __m512 b0 = _mm512_sub_ps(_mm512_sub_ps(v[4], v[8]), v[12]);
-    __m512 b1 = _mm512_sub_ps(_mm512_sub_ps(v[5], v[9]), v[13]);
-    __m512 b2 = _mm512_sub_ps(_mm512_sub_ps(v[6], v[10]), v[14]);
-    __m512 b3 = _mm512_sub_ps(_mm512_sub_ps(v[7], v[11]), v[15]);
-    __m512 e0 = _mm512_add_ps(_mm512_add_ps(a0, a1), a2);
-    __m512 d0 = _mm512_sub_ps(_mm512_sub_ps(a1, a2), a3);
-    __m512 e1 = _mm512_add_ps(_mm512_add_ps(b0, b1), b2);
-    __m512 d1 = _mm512_sub_ps(_mm512_sub_ps(b1, b2), b3);
-    _mm512_storeu_ps(o0 + 2 * q, _mm512_permutex2var_ps(e0, lo, d0));
-    _mm512_storeu_ps(o0 + 2 * q + 16, _mm512_permutex2var_ps(e0, hi, d0));
-    _mm512_storeu_ps(o1 + 2 * q, _mm512_permutex2var_ps(e1, lo, d1));
-    _mm512_storeu_ps(o1 + 2 * q + 16, _mm512_permutex2var_ps(e1, hi, d1));
-  }
+  size_t plane = (size_t)g->oh * g->ow;
+  for (size_t f = f0; f < f1; f++)
+    for (size_t sg = 0; sg < j->nseg; sg++) {
+      size_t i = j->seg[sg].i, ty = j->seg[sg].ty, tx = j->seg[sg].tx, len = j->seg[sg].len;
+      size_t tl = j->seg[sg].tl;
+      float *yf = j->y + (i * j->f + f) * plane;
+      __m512 bias = _mm512_set1_ps(j->first && j->bias ? j->bias[f] : 0.0f);
+      for (size_t b = 0; b < len; b += 16) {
+        size_t nt = len - b < 16 ? len - b : 16;
+        float *mk[16];
+        nnt_wino_slices(j, j->m, j->f, f, tl + b, NULL, 0, mk);
+        __mmask16 k = (__mmask16)(nt >= 16 ? 0xffffu : (1u << nt) - 1);
+        __m512 v[16];
+        for (int q = 0; q < 16; q++)
+          v[q] = mk[q] ? _mm512_maskz_loadu_ps(k, mk[q]) : _mm512_setzero_ps();
+        __m512 a0 = _mm512_add_ps(_mm512_add_ps(v[0], v[4]), v[8]);
+        __m512 a1 = _mm512_add_ps(_mm512_add_ps(v[1], v[5]), v[9]);
+        __m512 a2 = _mm512_add_ps(_mm512_add_ps(v[2], v[6]), v[10]);
+        __m512 a3 = _mm512_add_ps(_mm512_add_ps(v[3], v[7]), v[11]);
+        __m512 b0 = _mm512_sub_ps(_mm512_sub_ps(v[4], v[8]), v[12]);
+        __m512 b1 = _mm512_sub_ps(_mm512_sub_ps(v[5], v[9]), v[13]);
+        __m512 b2 = _mm512_sub_ps(_mm512_sub_ps(v[6], v[10]), v[14]);
+        __m512 b3 = _mm512_sub_ps(_mm512_sub_ps(v[7], v[11]), v[15]);
+        __m512 ev[2] = {_mm512_add_ps(_mm512_add_ps(a0, a1), a2),
+                        _mm512_add_ps(_mm512_add_ps(b0, b1), b2)};
+        __m512 od[2] = {_mm512_sub_ps(_mm512_sub_ps(a1, a2), a3),
+                        _mm512_sub_ps(_mm512_sub_ps(b1, b2), b3)};
+        size_t ox = 2 * (tx + b), cols = 2 * nt;
+        if (cols > g->ow - ox)
+          cols = g->ow - ox;
+        __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xffffu : (1u << cols) - 1);
+        __mmask16 m1 = (__mmask16)(cols >= 32 ? 0xffffu : cols > 16 ? (1u << (cols - 16)) - 1 : 0);
+        for (unsigned a = 0; a < 2 && 2 * ty + a < g->oh; a++) {
+          float *yr = yf + (2 * ty + a) * g->ow + ox;
+          __m512 r0 = _mm512_permutex2var_ps(ev[a], lo, od[a]);
+          __m512 r1 = _mm512_permutex2var_ps(ev[a], hi, od[a]);
+          if (j->first) {
+            r0 = _mm512_add_ps(r0, bias);
+            r1 = _mm512_add_ps(r1, bias);
+          } else {
+            r0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, yr), r0);
+            r1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, yr + 16), r1);
+          }
+          _mm512_mask_storeu_ps(yr, m0, r0);
+          _mm512_mask_storeu_ps(yr + 16, m1, r1);
+        }
+      }
+    }
 }
 
 /* dyt_part 16 tiles at a time: the two dY rows' even and odd columns by
