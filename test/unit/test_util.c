@@ -37,6 +37,38 @@ unsigned long tu_one_thread(void) {
   return jobs;
 }
 
+float *tu_rand(nnt_rng *r, size_t n, float lo, float hi) {
+  float *x = malloc((n ? n : 1) * sizeof *x);
+  assert_non_null(x);
+  tu_fill_uniform(r, x, n, lo, hi);
+  return x;
+}
+
+float *tu_dup(const float *x, size_t n) {
+  float *y = malloc((n ? n : 1) * sizeof *y);
+  assert_non_null(y);
+  memcpy(y, x, n * sizeof *y);
+  return y;
+}
+
+double *tu_dzeros(size_t n) {
+  double *d = calloc(n ? n : 1, sizeof *d);
+  assert_non_null(d);
+  return d;
+}
+
+void tu_expect_vs(const char *what, const float *got, const double *want, size_t n,
+                  double tol) {
+  for (size_t i = 0; i < n; i++)
+    if (!(fabs(got[i] - want[i]) <= tol * fmax(1, fabs(want[i]))))
+      fail_msg("%s[%zu]: %.8g, expected %.8g", what, i, got[i], want[i]);
+}
+
+void tu_expect1(const char *what, double got, double want, double tol) {
+  if (!(fabs(got - want) <= tol * fmax(1, fabs(want))))
+    fail_msg("%s: %.8g, expected %.8g", what, got, want);
+}
+
 void tu_fill_uniform(nnt_rng *r, float *x, size_t n, float lo, float hi) {
   for (size_t i = 0; i < n; i++)
     x[i] = lo + (hi - lo) * nnt_rng_uniform(r);

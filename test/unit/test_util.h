@@ -14,6 +14,16 @@
 
 /* Fill with uniform values in [lo, hi) from a seeded rng. */
 void tu_fill_uniform(nnt_rng *r, float *x, size_t n, float lo, float hi);
+/* n uniform values in [lo, hi) in a malloc'd array (at least one float). */
+float *tu_rand(nnt_rng *r, size_t n, float lo, float hi);
+/* A malloc'd copy of n floats; n zeroed doubles (calloc). */
+float *tu_dup(const float *x, size_t n);
+double *tu_dzeros(size_t n);
+/* Fails the test ("<what>[i]: got, expected want") unless every
+ * |got - want| <= tol * max(1, |want|); tu_expect1 for one value. */
+void tu_expect_vs(const char *what, const float *got, const double *want, size_t n,
+                  double tol);
+void tu_expect1(const char *what, double got, double want, double tol);
 /* max |a - b| / max(1, |b|) over n values. */
 double tu_max_rel_err(const float *a, const float *b, size_t n);
 /* Fails the test ("<label>: max relative error E > tol", the label
