@@ -48,11 +48,13 @@
  * They work inside the column scratch planned above (the forward's for
  * the forward, the backward's block for the other two), the backward's
  * raised to their least where that is at most 1.5 times the layer's input
- * (wino_bwd_scratch: ResNet-18's stage 3, whose arena stays the same); a
- * pass whose scratch is too small for them (ResNet-18's stage 4 and stage
- * 3's forward: the transformed filters alone are 8 or 16 x filters x
- * channels) keeps im2col. Results are within rounding of im2col's
- * (docs/performance.md). */
+ * (wino_bwd_scratch: ResNet-18's stage 3, whose arena stays the same). The
+ * forward of an image with few tiles runs over groups of wnb images, more
+ * than im2col's nb, where that scratch is also at most 1.5 times the input
+ * (wino_fwd_scratch: ResNet-18's stages 2 and 3). A pass whose scratch is
+ * too small for them (ResNet-18's stage 4: the transformed filters alone
+ * are 8 or 16 x filters x channels) keeps im2col. Results are within
+ * rounding of im2col's (docs/performance.md). */
 #include <stdint.h>
 #include "nntrainer/layer.h"
 
@@ -80,11 +82,11 @@
  * 32->32 at 32x32 gain 1.5x, 16->32 at 14x14 (the Fashion-MNIST CNN's c2)
  * loses (84 against 119 GFLOP/s), 32->16 there is even. */
 #define CONV_WINO_MIN_C 24
-/* The forward runs conv_wino once per group of nb images (the groups the
+/* The forward runs conv_wino once per group of wnb images (the groups the
  * in-place forward stages too): with fewer tiles than this per group its
  * 16 products are too narrow to beat im2col's one (ResNet-18's stage 2,
- * 64 tiles an image: 182 GFLOP/s against 212 on im2col, one thread,
- * docs/performance.md). */
+ * 64 tiles an image: 182 GFLOP/s against 212 on im2col, one thread; 4
+ * images a group: 259-270, docs/performance.md). */
 #define CONV_WINO_FWD_MIN_TILES 256
 
 typedef struct conv_priv {
@@ -93,6 +95,7 @@ typedef struct conv_priv {
   nnt_weight_props wp;
   nnt_conv_geom g;
   unsigned nb;  /* images per forward gemm (1: no permute scratch) */
+  unsigned wnb; /* images per forward conv_wino call where it runs per group (>= nb) */
   unsigned bnb; /* images per backward group (1: dY not gathered) */
   unsigned bc;  /* input channels per backward block (g.c: one block) */
 } conv_priv;
@@ -165,6 +168,35 @@ static size_t wino_bwd_scratch(const conv_priv *p, nnt_dim in) {
   return need <= UINT32_MAX && 2 * need <= 3 * input ? need : 0;
 }
 
+/* The forward's scratch in floats for conv_wino over groups of wnb images
+ * where an image has too few tiles for nb of them to reach
+ * CONV_WINO_FWD_MIN_TILES (and too few for one call over the batch, see
+ * conv_forward), and that is at most 1.5 times the layer's input; else 0
+ * (wnb stays nb). ResNet-18's stages 2 and 3 (4 and 16 images a group,
+ * 1 and 3 MiB against 4 and 2 MiB of input) then run their forward on
+ * Winograd, 1.4 to 1.5 times as fast as im2col on one thread, the
+ * conv-BN-ReLU net's c3 too (docs/performance.md); their arenas stay the
+ * same (the training peak lies in the backward, the others elsewhere). */
+static size_t wino_fwd_scratch(conv_priv *p, nnt_dim in) {
+  const nnt_conv_geom *g = &p->g;
+  size_t tpi = (size_t)((g->oh + 1) / 2) * ((g->ow + 1) / 2);
+  if (!nnt_wino_geom_ok(g) || g->c < CONV_WINO_MIN_C || p->filters < CONV_WINO_MIN_C || !tpi ||
+      tpi >= NNT_WINO_IMAGE_TILES || p->nb * tpi >= CONV_WINO_FWD_MIN_TILES)
+    return 0;
+  size_t want = (CONV_WINO_FWD_MIN_TILES + tpi - 1) / tpi;
+  if (want > in.b)
+    want = in.b;
+  if (want * tpi < CONV_WINO_FWD_MIN_TILES)
+    return 0;
+  size_t groups = in.b / want, wnb = (in.b + groups - 1) / groups; /* each >= want */
+  size_t need = nnt_wino_min_scratch(g->c, p->filters, wnb * tpi);
+  size_t input = (size_t)in.b * in.c * in.h * in.w;
+  if (need > UINT32_MAX || 2 * need > 3 * input)
+    return 0;
+  p->wnb = (unsigned)wnb;
+  return need;
+}
+
 static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   conv_priv *p = l->priv;
   if (!p->filters)
@@ -212,7 +244,7 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   if (!p->wp.disable_bias)
     nnt_fctx_add_weight(ctx, "bias", nnt_dim_make(1, p->filters, 1, 1), p->wp.bias_init, patch,
                         p->filters, 0, p->wp.bias_decay, 1);
-  p->nb = p->bnb = 1;
+  p->nb = p->wnb = p->bnb = 1;
   p->bc = g->c;
   if (!is_pointwise(g)) {
     /* images per group: (patch + filters) * plane floats each */
@@ -229,15 +261,19 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
     }
     backward_blocks(p, patch);
     unsigned taps = g->kh * g->kw;
-    nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, patch, (unsigned)(plane * p->nb)),
+    p->wnb = p->nb;
+    size_t cols = (size_t)patch * plane * p->nb, wfwd = wino_fwd_scratch(p, in);
+    nnt_fctx_add_scratch(ctx,
+                         wfwd > cols ? nnt_dim_make(1, 1, 1, (unsigned)wfwd)
+                                     : nnt_dim_make(1, 1, patch, (unsigned)(plane * p->nb)),
                          NNT_SCRATCH_FWD);
     size_t bwd = (size_t)p->bc * taps * plane * p->bnb, wino = wino_bwd_scratch(p, in);
     nnt_fctx_add_scratch(ctx,
                          wino > bwd ? nnt_dim_make(1, 1, 1, (unsigned)wino)
                                     : nnt_dim_make(1, 1, p->bc * taps, (unsigned)(plane * p->bnb)),
                          NNT_SCRATCH_BWD);
-    if (p->nb > 1)
-      nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->filters, (unsigned)(plane * p->nb)),
+    if (p->nb > 1) /* the permute's, and the in-place forward's stage of a group */
+      nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->filters, (unsigned)(plane * p->wnb)),
                            NNT_SCRATCH_FWD);
     if (p->bnb > 1)
       nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->filters, (unsigned)(plane * p->bnb)),
@@ -253,7 +289,8 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   if ((uint64_t)p->filters * plane <= (uint64_t)in.c * in.h * in.w) {
     ctx->flags |= NNT_LF_INPLACE_FWD;
     if (p->nb == 1)
-      nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->filters, plane), NNT_SCRATCH_INPLACE);
+      nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->filters, plane * p->wnb),
+                           NNT_SCRATCH_INPLACE);
   }
   return NNT_OK;
 }
@@ -281,9 +318,9 @@ static int use_direct(const nnt_kernels *k, const conv_priv *p) {
 static int use_wino(int have, const nnt_conv_geom *g, size_t c, size_t filters,
                     unsigned batch, const nnt_tensor *s);
 static int use_wino_fwd(const nnt_kernels *k, const conv_priv *p, const nnt_run_ctx *ctx) {
-  size_t tiles = (size_t)p->nb * ((p->g.oh + 1) / 2) * ((p->g.ow + 1) / 2);
+  size_t tiles = (size_t)p->wnb * ((p->g.oh + 1) / 2) * ((p->g.ow + 1) / 2);
   return !is_pointwise(&p->g) && !use_direct(k, p) && tiles >= CONV_WINO_FWD_MIN_TILES &&
-         use_wino(k->conv_wino != NULL, &p->g, p->g.c, p->filters, p->nb, &ctx->scratch[0]);
+         use_wino(k->conv_wino != NULL, &p->g, p->g.c, p->filters, p->wnb, &ctx->scratch[0]);
 }
 static int wino_fwd(const conv_priv *p, nnt_run_ctx *ctx, unsigned n, const float *x, float *y) {
   const nnt_kernels *k = ctx->k;
@@ -308,10 +345,11 @@ static int conv_forward_inplace(conv_priv *p, nnt_run_ctx *ctx) {
   int pw = is_pointwise(g), direct = use_direct(k, p), wino = use_wino_fwd(k, p, ctx);
   float *stage = ctx->scratch[pw ? 0 : 2].data; /* [filters, nb*plane] or one image */
   const float *bias = ctx->n_w > 1 ? ctx->w[1].data : NULL;
+  unsigned grp = wino ? p->wnb : p->nb;
   if (out_len > in_len || !stage)
     return NNT_ERR_INVAL; /* finalize allows neither */
-  for (unsigned b = 0; b < batch; b += p->nb) {
-    unsigned n = batch - b < p->nb ? batch - b : p->nb;
+  for (unsigned b = 0; b < batch; b += grp) {
+    unsigned n = batch - b < grp ? batch - b : grp;
     const float *x = ctx->in[0].data + b * in_len;
     float *y = ctx->out[0].data + b * out_len;
     if (direct) {
@@ -397,8 +435,9 @@ static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
    * transformed once, and each thread's run of chunks a run of images */
   if (wino && ((size_t)(g->oh + 1) / 2) * ((g->ow + 1) / 2) >= NNT_WINO_IMAGE_TILES)
     return wino_fwd(p, ctx, batch, ctx->in[0].data, ctx->out[0].data);
-  for (unsigned b = 0; b < batch; b += p->nb) {
-    unsigned n = batch - b < p->nb ? batch - b : p->nb;
+  unsigned grp = wino ? p->wnb : p->nb;
+  for (unsigned b = 0; b < batch; b += grp) {
+    unsigned n = batch - b < grp ? batch - b : grp;
     float *y = ctx->out[0].data + b * out_len, *col = ctx->in[0].data + b * in_len;
     if (wino) {
       NNT_TRY(wino_fwd(p, ctx, n, col, y));

@@ -330,7 +330,8 @@ static int counting_wino_dw(const nnt_kernels *self, const nnt_conv_geom *g, siz
  * (weight gradient) against the same layer on im2col and gemm: shapes
  * where the layer takes them (at least 24 channels and filters, 3x3,
  * stride 1, padding 0 or 1; the forward only with at least 256 tiles in
- * each of its image groups), and two where it does not for the backward
+ * its image groups, which it raises to that where an image has fewer),
+ * and two where it does not for the backward
  * or at all; calls: how many of the three run Winograd. Where the output
  * fits in the input, the forward in place too (bitwise the same). */
 static void test_layer(void **state) {
@@ -341,6 +342,9 @@ static void test_layer(void **state) {
   } L[] = {
       /* 256 tiles an image (32x32): all three; ResNet-18's stage 1 */
       {"24", "1", 24, 32, 32, 2, 3},     {"25", "1", 24, 31, 32, 1, 3},
+      /* 16 tiles an image (8x8): the forward over groups of 16 images
+       * (256 tiles; 20 images: one group), not im2col's 3 */
+      {"24", "1", 24, 8, 8, 16, 3},      {"24", "1", 24, 8, 8, 20, 3},
       /* fewer tiles: the derivative and the gradient */
       {"24", "1", 24, 16, 16, 2, 2},     {"25", "0", 24, 15, 17, 1, 2},
       {"24", "same", 26, 16, 15, 1, 2},  {"28", "1,0", 24, 14, 16, 2, 2},
@@ -421,7 +425,7 @@ static void test_layer(void **state) {
     free(y), free(dx), free(dw), free(db);
     fd_teardown(&h);
   }
-  assert_int_equal(inplace, 7); /* all but cases 1 and 5 (more filters than channels) */
+  assert_int_equal(inplace, 9); /* all but cases 1 and 7 (more filters than channels) */
 }
 
 int main(void) {
