@@ -45,8 +45,10 @@ void nnt_model_destroy(nnt_model *m) {
   nnt_free(m->layers);
   nnt_name_index_free(&m->layer_names);
   nnt_optimizer_destroy(m->opt);
-  for (int i = 0; i < NNT_MODE__COUNT; i++)
+  for (int i = 0; i < NNT_MODE__COUNT; i++) {
     nnt_mgr_free(&m->mgr[i]);
+    nnt_free(m->prof_s[i]);
+  }
   nnt_mgr_free(&m->wmgr);
   nnt_mgr_free(&m->omgr);
   nnt_buffer_free(m->sbuf);

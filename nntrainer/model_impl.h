@@ -142,6 +142,11 @@ struct nnt_model {
   size_t n_nodes;
   nnt_step *sched[NNT_MODE__COUNT]; /* per mode (nnt_mode): the steps in order */
   unsigned n_steps[NNT_MODE__COUNT];
+  /* profiling (profile.c): seconds per step of each mode's schedule
+   * (prof_len steps), its iterations begun */
+  int prof_on;
+  double *prof_s[NNT_MODE__COUNT];
+  unsigned prof_len[NNT_MODE__COUNT], prof_runs[NNT_MODE__COUNT];
   unsigned n_inputs, n_labels;
   nnt_dim input_dim[NNT_DS_MAX_STREAMS], label_dim[NNT_DS_MAX_STREAMS];
   /* weights (allocated at initialize), in save order: request i of wmgr */

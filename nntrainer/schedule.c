@@ -106,6 +106,9 @@ void nnt_schedule_free(nnt_model *m) {
     nnt_free(m->sched[i]);
     m->sched[i] = NULL;
     m->n_steps[i] = 0;
+    nnt_free(m->prof_s[i]); /* the profile's times were of these steps */
+    m->prof_s[i] = NULL;
+    m->prof_len[i] = m->prof_runs[i] = 0;
   }
 }
 

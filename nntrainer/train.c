@@ -4,6 +4,7 @@
  * stopping on request between steps, and on a value that is not finite
  * (the checks are in train_check.c). */
 #include "nntrainer/model_impl.h"
+#include "nntrainer/profile.h"
 
 #include <math.h>
 #include <string.h>
@@ -218,6 +219,7 @@ static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt
   int rc = NNT_OK;
   for (unsigned s = from; s < to; s++) {
     nnt_node *nd = steps[s].node < m->n_nodes ? &m->nodes[steps[s].node] : NULL;
+    double t0 = m->prof_on ? nnt_profile_now() : 0;
     nnt_model_bind_step(m, s); /* recomputation: this step's versions */
     switch (steps[s].kind) {
     case NNT_STEP_FORWARD:
@@ -266,6 +268,8 @@ static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt
     default:
       break;
     }
+    if (m->prof_on && (rc = nnt_profile_add(m, s, t0, e)))
+      return rc;
     nnt_mgr_poison_after(g, s);
   }
   return NNT_OK;

@@ -13,6 +13,7 @@
 
 #include "nntrainer-ext.h"
 #include "nntrainer/ini.h"
+#include "nntrainer/profile.h"
 #include "tools/cli.h"
 
 #define MAX_OVERRIDES 256
@@ -24,7 +25,7 @@ static void usage(FILE *out) {
           "\n"
           "commands:\n"
           "  train CONFIG [Section.key=value ...] [--synthetic[=SAMPLES]] [--seed N]\n"
-          "        [--dump DIR]\n"
+          "        [--dump DIR] [--profile]\n"
           "        train the model of CONFIG (an INI file); a bare key=value sets\n"
           "        a [Model] key (engine=cpu|gpu|qnn picks the compute engine: gpu\n"
           "        is Vulkan where this build and machine have it, docs/gpu.md).\n"
@@ -32,6 +33,9 @@ static void usage(FILE *out) {
           "        random data of the model's shapes (default 1024 samples).\n"
           "        --dump trains with memory_optimization=false and writes every\n"
           "        weight, output, derivative and gradient of the last step to DIR.\n"
+          "        --profile prints each layer's share of a training step (forward,\n"
+          "        recomputed forward, gradient, derivative, update; ms per step,\n"
+          "        the first step not counted; the CPU engine).\n"
           "  summary CONFIG [Section.key=value ...]\n"
           "        print the compiled layer table and parameter counts\n"
           "  plan CONFIG [--mode train|eval|infer] [--planner basic|pool|best_fit] [--json]\n"
@@ -68,6 +72,7 @@ typedef struct cli_opts {
   const char *dump;         /* train: write every tensor after training */
   const char *budget, *max_batch; /* plan: --budget / --max-batch BYTES */
   int json, verbose;
+  int profile;              /* train: print where a step's time went */
 } cli_opts;
 
 /* The decimal integer s, from min to max, for what (an option or variable):
@@ -138,6 +143,8 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
       *dst = argv[++i];
     } else if (!strcmp(a, "--json")) {
       o->json = 1;
+    } else if (!strcmp(a, "--profile")) {
+      o->profile = 1;
     } else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
       o->verbose = 1;
     } else if (a[0] == '-' && a[1] == '-') {
@@ -296,6 +303,49 @@ static int report_interrupted(nnt_model *m, const nnt_err *e) {
   return 130;
 }
 
+static int by_total_desc(const void *a, const void *b) {
+  const nnt_profile_row *x = a, *y = b;
+  double tx = x->forward_ms + x->recompute_ms + x->gradient_ms + x->derivative_ms + x->apply_ms;
+  double ty = y->forward_ms + y->recompute_ms + y->gradient_ms + y->derivative_ms + y->apply_ms;
+  return tx < ty ? 1 : tx > ty ? -1 : 0;
+}
+
+/* --profile: the training steps' time per layer, the largest first. */
+static int print_profile(const nnt_model *m, nnt_err *e) {
+  nnt_profile_row *rows = calloc(m->n_nodes ? m->n_nodes : 1, sizeof *rows);
+  if (!rows)
+    return nnt_err_set(e, NNT_ERR_NOMEM, "--profile: no memory for %zu rows", m->n_nodes);
+  size_t n;
+  unsigned iters;
+  double other, all = 0;
+  int rc = nnt_model_profile(m, NNT_MODE_TRAIN, rows, m->n_nodes, &n, &iters, &other, e);
+  if (rc) {
+    free(rows);
+    return rc;
+  }
+  for (size_t i = 0; i < n; i++)
+    all += rows[i].forward_ms + rows[i].recompute_ms + rows[i].gradient_ms +
+           rows[i].derivative_ms + rows[i].apply_ms;
+  all += other;
+  qsort(rows, n, sizeof *rows, by_total_desc);
+  printf("profile: %.3f ms per training step over %u steps (the first not counted)\n", all,
+         iters);
+  printf("%-24s %-22s %9s %9s %9s %9s %9s %9s %6s\n", "layer", "type", "forward", "recompute",
+         "gradient", "deriv", "update", "total", "%");
+  for (size_t i = 0; i < n; i++) {
+    const nnt_profile_row *r = &rows[i];
+    double t = r->forward_ms + r->recompute_ms + r->gradient_ms + r->derivative_ms + r->apply_ms;
+    printf("%-24s %-22s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %6.1f\n", r->layer, r->type,
+           r->forward_ms, r->recompute_ms, r->gradient_ms, r->derivative_ms, r->apply_ms, t,
+           all > 0 ? 100 * t / all : 0.0);
+  }
+  if (other > 0)
+    printf("%-24s %-22s %59s %9.3f %6.1f\n", "(all weights)", "clip_grad_by_norm", "", other,
+           all > 0 ? 100 * other / all : 0.0);
+  free(rows);
+  return NNT_OK;
+}
+
 static int cmd_train(int argc, char **argv) {
   cli_opts o;
   if (parse_args(argc, argv, &o))
@@ -344,6 +394,7 @@ static int cmd_train(int argc, char **argv) {
   fprintf(stderr, "); on %s: %s device, %s host\n", m->be->device ? m->be->device : m->be->name,
           nnt_bytes_str(mu.device, a, sizeof a), nnt_bytes_str(mu.host, b, sizeof b));
   m->keep_train_arena = o.dump != NULL;
+  nnt_model_profile_enable(m, o.profile);
   progress_state ps = {isatty(STDERR_FILENO), -1};
   stop_on_sigint(m);
   rc = nnt_model_train(m, progress, &ps, &e);
@@ -356,7 +407,8 @@ static int cmd_train(int argc, char **argv) {
     nnt_model_destroy(m);
     return fail(&e);
   }
-  if (o.dump && (rc = nnt_model_dump(m, o.dump, &e))) {
+  if ((o.dump && (rc = nnt_model_dump(m, o.dump, &e))) ||
+      (o.profile && (rc = print_profile(m, &e)))) {
     nnt_model_destroy(m);
     return fail(&e);
   }
