@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 
 const char *nnt_strerror(int code) {
@@ -452,4 +453,10 @@ int nnt_parse_bytes(const char *v, uint64_t *out) {
     return 2;
   *out = x;
   return 0;
+}
+
+double nnt_now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec / 1e9;
 }

@@ -59,6 +59,9 @@ int nnt_err_prefix(nnt_err *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void nnt_err_clear(nnt_err *e);
 
+/* Seconds of the monotonic clock (step times, the profile). */
+double nnt_now_s(void);
+
 /* Allocation goes through these so failures can be injected in tests. */
 void *nnt_malloc(size_t n);
 void *nnt_calloc(size_t count, size_t size);

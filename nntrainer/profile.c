@@ -4,13 +4,6 @@
 #include "nntrainer/profile.h"
 
 #include <string.h>
-#include <time.h>
-
-double nnt_profile_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 void nnt_model_profile_enable(nnt_model *m, int on) {
   m->prof_on = on != 0;
@@ -40,7 +33,7 @@ int nnt_profile_add(nnt_model *m, unsigned s, double t0, nnt_err *e) {
   if (s == 0)
     m->prof_runs[mode]++;
   if (m->prof_runs[mode] > 1) /* the first iteration is not counted */
-    m->prof_s[mode][s] += nnt_profile_now() - t0;
+    m->prof_s[mode][s] += nnt_now_s() - t0;
   return NNT_OK;
 }
 

@@ -21,10 +21,9 @@ typedef struct nnt_profile_row {
  * counted. Memory for the counts comes with the mode's first iteration. */
 void nnt_model_profile_enable(nnt_model *m, int on);
 
-/* Step s of the bound mode ran from t0 (nnt_profile_now). NNT_ERR_NOMEM
+/* Step s of the bound mode ran from t0 (nnt_now_s). NNT_ERR_NOMEM
  * when the counts could not be allocated. Only while profiling is on. */
 int nnt_profile_add(nnt_model *m, unsigned s, double t0, nnt_err *e);
-double nnt_profile_now(void);
 
 /* Mode's counts: one row per node of the compiled graph, in graph order
  * (rows holds n_nodes; n_rows gets that count), the iterations counted,

@@ -8,13 +8,6 @@
 
 #include <math.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 /* A layer pass that returned a kernel's error code. */
 static int pass_failed(const nnt_node *nd, const char *pass, int rc, nnt_err *e) {
@@ -219,7 +212,7 @@ static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt
   int rc = NNT_OK;
   for (unsigned s = from; s < to; s++) {
     nnt_node *nd = steps[s].node < m->n_nodes ? &m->nodes[steps[s].node] : NULL;
-    double t0 = m->prof_on ? nnt_profile_now() : 0;
+    double t0 = m->prof_on ? nnt_now_s() : 0;
     nnt_model_bind_step(m, s); /* recomputation: this step's versions */
     switch (steps[s].kind) {
     case NNT_STEP_FORWARD:
@@ -571,7 +564,7 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
     return rc;
   size_t per_epoch = nnt_dataset_samples(ds) / m->batch;
   const float *in[NNT_DS_MAX_STREAMS], *label[NNT_DS_MAX_STREAMS];
-  double t0 = now_s();
+  double t0 = nnt_now_s();
   size_t samples_done = 0;
   /* counted in 64 bits: epochs = 4294967295 must not wrap to 0 and go on */
   for (uint64_t ep = (uint64_t)m->epoch_idx + 1; ep <= m->epochs; ep++) {
@@ -599,13 +592,13 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
         break;
       }
       float l;
-      double ts = now_s();
+      double ts = nnt_now_s();
       if ((rc = nnt_model_train_batch(m, ds, in, label, &l, e))) {
         nnt_err_prefix(e, "train: epoch %u, iteration %u (batch %zu of the epoch): ", epoch,
                        m->iter + 1, b + 1);
         break;
       }
-      step_s += now_s() - ts;
+      step_s += nnt_now_s() - ts;
       m->iter++;
       b++;
       sum += l;
@@ -618,7 +611,7 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
         p.batches = per_epoch;
         p.loss = (float)(sum / b);
         p.batch_loss = l;
-        p.elapsed_s = now_s() - t0;
+        p.elapsed_s = nnt_now_s() - t0;
         p.samples_per_sec = p.elapsed_s > 0 ? samples_done / p.elapsed_s : 0;
         cb(&p, ud);
       }
@@ -655,7 +648,7 @@ static int train_epochs(nnt_model *m, nnt_progress_cb cb, void *ud, nnt_err *e) 
     m->epoch_idx = epoch;
     if (m->save_path && (rc = nnt_model_save_weights(m, m->save_path, 1, e)))
       return rc;
-    p.elapsed_s = now_s() - t0;
+    p.elapsed_s = nnt_now_s() - t0;
     p.samples_per_sec = p.elapsed_s > 0 ? samples_done / p.elapsed_s : 0;
     if (cb)
       cb(&p, ud);
