@@ -3,7 +3,6 @@
  * every call, comparing with the reference run, finite differences. */
 #include "op_harness.h"
 
-#include <dlfcn.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,10 +34,8 @@ unsigned oh_backends(const nnt_backend *out[OH_MAX_BACKENDS]) {
     nnt_err e = {0};
     oh_gpu_tried = 1;
     setenv("NNTRAINER_VULKAN_VALIDATION", "1", 0);
-    /* as in test_vulkan: oh_backends_release closes the last device, and
-     * LeakSanitizer could not name the leaks of a driver unloaded before
-     * exit (test/lsan-vulkan.supp suppresses them by its name): keep it */
-    (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
+    /* oh_backends_release closes the last device */
+    tu_keep_vulkan_driver();
     if (nnt_backend_get(NNT_ENGINE_GPU, &oh_gpu, &e))
       oh_gpu = NULL; /* no device here: the harness runs without it */
   }

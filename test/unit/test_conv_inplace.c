@@ -13,9 +13,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#ifdef NNT_HAVE_VULKAN
-#include <dlfcn.h>
-#endif
 
 #include "fake_device.h"
 #include "nntrainer/ini.h"
@@ -175,11 +172,7 @@ static void test_inference_bitwise(void **state) {
 }
 
 int main(void) {
-#ifdef NNT_HAVE_VULKAN
-  /* as test_vulkan: keep lavapipe loaded to the end, so that LeakSanitizer
-   * can name (and test/lsan-vulkan.supp suppress) the driver's own leaks */
-  (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
-#endif
+  tu_keep_vulkan_driver();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_which_run_in_place),
       cmocka_unit_test(test_frozen_training_bitwise),

@@ -9,9 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef NNT_HAVE_VULKAN
-#include <dlfcn.h>
-#endif
 
 #include "nntrainer/ini.h"
 #include "nntrainer/profile.h"
@@ -154,11 +151,7 @@ static void test_cli(void **state) {
 }
 
 int main(void) {
-#ifdef NNT_HAVE_VULKAN
-  /* as test_vulkan: keep lavapipe loaded to the end, so that LeakSanitizer
-   * can name (and test/lsan-vulkan.supp suppress) the driver's own leaks */
-  (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
-#endif
+  tu_keep_vulkan_driver();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_counts),
       cmocka_unit_test(test_off_and_refusals),

@@ -12,7 +12,6 @@
 #include "capi_harness.h"
 #include "test_util.h"
 
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,7 +267,7 @@ static void test_embedding_bad_index(void **state) {
 #ifdef NNT_HAVE_VULKAN
   /* the op cannot return it: its NaN rows stop the step at the
    * non-finite check, whose replay names the layer */
-  (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
+  tu_keep_vulkan_driver();
   idx_gen ggood = {0, 0, 0}, gbig = {0, 1, 7};
   assert_int_equal(train_indices("engine=gpu", &ggood), ML_ERROR_NONE);
   assert_int_equal(train_indices("engine=gpu", &gbig), NNT_ERR_RANGE);
@@ -370,7 +369,7 @@ static double werr(const float *a, const float *b, size_t n) {
 
 static void test_models_train_on_the_gpu(void **state) {
   (void)state;
-  (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
+  tu_keep_vulkan_driver();
   unsigned seen = 0;
   for (size_t i = 0; i < tu_n_type_models; i++) {
     const char *txt = tu_type_models[i];

@@ -5,6 +5,8 @@
 #include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
 #ifdef NNT_HAVE_VULKAN
+#include <dlfcn.h>
+
 #include "nntrainer/vulkan/vk.h"
 #endif
 
@@ -519,6 +521,12 @@ void tu_write_idx(const char *path, int gz, uint8_t type, const uint32_t *dims, 
   if (n)
     assert_int_equal(gzwrite(f, data, (unsigned)n), (int)n);
   gzclose(f);
+}
+
+void tu_keep_vulkan_driver(void) {
+#ifdef NNT_HAVE_VULKAN
+  (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
+#endif
 }
 
 nnt_backend *tu_gpu(void) {

@@ -136,6 +136,11 @@ void tu_assert_validation_silent(const nnt_backend *be);
 void tu_backend_free_checked(nnt_backend *be);
 /* A new GPU backend instance (the test fails when there is none). */
 nnt_backend *tu_gpu(void);
+/* Keep Mesa's lavapipe loaded until exit (a no-op without Vulkan): it
+ * leaks a little on its own, which test/lsan-vulkan.supp suppresses by its
+ * name, but the loader unloads it with the last device and LeakSanitizer
+ * cannot name a library gone before exit. Call before the first device. */
+void tu_keep_vulkan_driver(void);
 /* The whole of a Vulkan test program in a build without Vulkan: that
  * engine=gpu is refused, saying why. */
 int tu_main_without_vulkan(void);

@@ -11,7 +11,6 @@
  * on one instance kept apart. A build without Vulkan has nothing to test. */
 #include "test_util.h"
 
-#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -347,8 +346,7 @@ static void test_two_threads_split_k(void **state) {
 
 int main(void) {
   setenv("NNTRAINER_VULKAN_VALIDATION", "1", 1);
-  /* as test_vulkan.c: keep lavapipe loaded so LeakSanitizer can name it */
-  (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
+  tu_keep_vulkan_driver();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plan_by_shape),
       cmocka_unit_test(test_variants_match_cpu),

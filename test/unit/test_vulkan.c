@@ -16,7 +16,6 @@
  * engine=gpu says so. */
 #include "test_util.h"
 
-#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -708,10 +707,7 @@ static void test_validation_catches_misuse(void **state) {
 
 int main(void) {
   setenv("NNTRAINER_VULKAN_VALIDATION", "1", 1);
-  /* Mesa's lavapipe leaks a little on its own, which test/lsan-vulkan.supp
-   * suppresses by its name; the loader unloads it with the last device,
-   * and LeakSanitizer cannot name a library gone before exit: keep it. */
-  (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
+  tu_keep_vulkan_driver();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_no_loader),
       cmocka_unit_test(test_no_driver),

@@ -10,7 +10,6 @@
  * (test_vulkan checks that engine=gpu says so). */
 #include "test_util.h"
 
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,8 +287,7 @@ static void test_charlm(void **state) {
 
 int main(void) {
   setenv("NNTRAINER_VULKAN_VALIDATION", "1", 1);
-  /* as test_vulkan: keep lavapipe loaded so LeakSanitizer can name it */
-  (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
+  tu_keep_vulkan_driver();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fashion_mnist_cnn),
       cmocka_unit_test(test_resnet18),

@@ -10,7 +10,6 @@
  * never mix. */
 #include "test_util.h"
 
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -393,7 +392,7 @@ static void test_gpu_device_key(void **state) {
 
 int main(void) {
   setenv("NNTRAINER_VULKAN_VALIDATION", "1", 1);
-  (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE); /* test_vulkan.c says why */
+  tu_keep_vulkan_driver();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_barriers_only_where_needed),
       cmocka_unit_test(test_steps_replay),
