@@ -33,8 +33,9 @@
  * trainable layer before it) and an image's output is no larger than its
  * input, the forward may write its output over its input
  * (NNT_LF_INPLACE_FWD, conv_forward_inplace): the planner decides.
- * The forward of a layer with few input channels (see use_direct) runs the backend's conv_fwd where it has one (the
- * CPU's direct convolution: no im2col copies, which cost more than the
+ * The forward of a layer with few input channels (see use_direct) runs
+ * the backend's conv_fwd where it has one (the CPU's direct convolution:
+ * no im2col copies, which cost more than the
  * product there; within rounding of im2col and gemm). Likewise its
  * backward, for stride 1 and a kernel 4 or 5 wide (see use_direct_bwd),
  * runs conv_bwd_w and conv_bwd_x where the backend has them (no im2col,
@@ -51,10 +52,12 @@
  * (wino_bwd_scratch: ResNet-18's stage 3, whose arena stays the same). The
  * forward of an image with few tiles runs over groups of wnb images, more
  * than im2col's nb, where that scratch is also at most 1.5 times the input
- * (wino_fwd_scratch: ResNet-18's stages 2 and 3). A pass whose scratch is
- * too small for them (ResNet-18's stage 4: the transformed filters alone
- * are 8 or 16 x filters x channels) keeps im2col. Results are within
- * rounding of im2col's (docs/performance.md). */
+ * (wino_fwd_scratch: ResNet-18's stages 2 and 3); a wide layer's forward
+ * (ResNet-18's stage 4) runs over the batch where that scratch is at most
+ * the layer's own tensors (filters, input and output). A pass whose
+ * scratch is too small for them (ResNet-18's stage 4 backward: the
+ * transformed filters alone are 8 or 16 x filters x channels) keeps
+ * im2col. Results are within rounding of im2col's (docs/performance.md). */
 #include <stdint.h>
 #include "nntrainer/layer.h"
 
@@ -88,6 +91,13 @@
  * 64 tiles an image: 182 GFLOP/s against 212 on im2col, one thread; 4
  * images a group: 259-270, docs/performance.md). */
 #define CONV_WINO_FWD_MIN_TILES 256
+/* ... except for a wide layer (at least CONV_WINO_WIDE_C channels and
+ * filters), whose products [filters, channels] x [channels, tiles] reuse
+ * each filter enough at NNT_WINO_MIN_TILES tiles: ResNet-18's stage 4
+ * (512 channels, 4 tiles an image, 128 a batch of 32): 247-266 GFLOP/s on
+ * Winograd against 165-176 on im2col, one thread; 229 at 64 tiles
+ * (docs/performance.md). */
+#define CONV_WINO_WIDE_C 256
 
 typedef struct conv_priv {
   unsigned filters;
@@ -150,6 +160,15 @@ static void backward_blocks(conv_priv *p, size_t patch) {
   p->bc = p->g.c;
 }
 
+/* Whether the layer is wide (CONV_WINO_WIDE_C), and the fewest tiles a
+ * forward conv_wino call may take. */
+static int wino_wide(const conv_priv *p) {
+  return p->g.c >= CONV_WINO_WIDE_C && p->filters >= CONV_WINO_WIDE_C;
+}
+static size_t wino_fwd_min_tiles(const conv_priv *p) {
+  return wino_wide(p) ? NNT_WINO_MIN_TILES : CONV_WINO_FWD_MIN_TILES;
+}
+
 /* The backward's scratch in floats for conv_wino's derivative and
  * conv_wino_dw where the layer takes them: all 16 slices in one pass
  * (twice their least) where that is at most 1.5 times its input, else
@@ -181,22 +200,31 @@ static size_t wino_bwd_scratch(const conv_priv *p, nnt_dim in) {
  * 1 and 3 MiB against 4 and 2 MiB of input) then run their forward on
  * Winograd, 1.4 to 1.5 times as fast as im2col on one thread, the
  * conv-BN-ReLU net's c3 too (docs/performance.md); their arenas stay the
- * same (the training peak lies in the backward, the others elsewhere). */
+ * same (the training peak lies in the backward, the others elsewhere).
+ * A wide layer, whose filters outweigh its input, may take up to its own
+ * tensors' size (filters, input, output) and groups of as few as
+ * NNT_WINO_MIN_TILES tiles: ResNet-18's stage 4 (10 MiB against 11; its
+ * forward steps in training have 9.4 to 11.4 MiB below the peak, besides
+ * the 1.9 MiB of columns it no longer takes; inference's peak is at stage
+ * 1): forward 168-186 -> 238-251 GFLOP/s on one thread, every planned
+ * arena the same. */
 static size_t wino_fwd_scratch(conv_priv *p, nnt_dim in) {
   const nnt_conv_geom *g = &p->g;
-  size_t tpi = (size_t)((g->oh + 1) / 2) * ((g->ow + 1) / 2);
+  size_t tpi = (size_t)((g->oh + 1) / 2) * ((g->ow + 1) / 2), least = wino_fwd_min_tiles(p);
   if (!nnt_wino_geom_ok(g) || g->c < CONV_WINO_MIN_C || p->filters < CONV_WINO_MIN_C || !tpi ||
       tpi >= NNT_WINO_IMAGE_TILES || p->nb * tpi >= CONV_WINO_FWD_MIN_TILES)
     return 0;
   size_t want = (CONV_WINO_FWD_MIN_TILES + tpi - 1) / tpi;
   if (want > in.b)
     want = in.b;
-  if (want * tpi < CONV_WINO_FWD_MIN_TILES)
+  if (want * tpi < least)
     return 0;
   size_t groups = in.b / want, wnb = (in.b + groups - 1) / groups; /* each >= want */
   size_t need = nnt_wino_min_scratch(g->c, p->filters, wnb * tpi);
   size_t input = (size_t)in.b * in.c * in.h * in.w;
-  if (need > UINT32_MAX || 2 * need > 3 * input)
+  size_t own = input + (size_t)p->filters * ((size_t)g->c * g->kh * g->kw +
+                                             (size_t)in.b * g->oh * g->ow);
+  if (need > UINT32_MAX || (2 * need > 3 * input && !(wino_wide(p) && need <= own)))
     return 0;
   p->wnb = (unsigned)wnb;
   return need;
@@ -324,7 +352,7 @@ static int use_wino(int have, const nnt_conv_geom *g, size_t c, size_t filters,
                     unsigned batch, const nnt_tensor *s);
 static int use_wino_fwd(const nnt_kernels *k, const conv_priv *p, const nnt_run_ctx *ctx) {
   size_t tiles = (size_t)p->wnb * ((p->g.oh + 1) / 2) * ((p->g.ow + 1) / 2);
-  return !is_pointwise(&p->g) && !use_direct(k, p) && tiles >= CONV_WINO_FWD_MIN_TILES &&
+  return !is_pointwise(&p->g) && !use_direct(k, p) && tiles >= wino_fwd_min_tiles(p) &&
          use_wino(k->conv_wino != NULL, &p->g, p->g.c, p->filters, p->wnb, &ctx->scratch[0]);
 }
 static int wino_fwd(const conv_priv *p, nnt_run_ctx *ctx, unsigned n, const float *x, float *y) {

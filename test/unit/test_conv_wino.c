@@ -330,7 +330,8 @@ static int counting_wino_dw(const nnt_kernels *self, const nnt_conv_geom *g, siz
  * (weight gradient) against the same layer on im2col and gemm: shapes
  * where the layer takes them (at least 24 channels and filters, 3x3,
  * stride 1, padding 0 or 1; the forward only with at least 256 tiles in
- * its image groups, which it raises to that where an image has fewer),
+ * its image groups, which it raises to that where an image has fewer, or
+ * 64 for a wide layer),
  * and two where it does not for the backward
  * or at all; calls: how many of the three run Winograd. Where the output
  * fits in the input, the forward in place too (bitwise the same). */
@@ -356,6 +357,12 @@ static void test_layer(void **state) {
       {"24", "0,1", 32, 4, 4, 8, 0},
       /* fewer than CONV_WINO_MIN_C channels and filters: im2col */
       {"16", "1", 16, 8, 8, 2, 0},
+      /* wide (256 channels and filters; ResNet-18's stage 4 has 512): the
+       * forward over the batch's 128 tiles of 4x4 images, its scratch
+       * (3 MiB) within the layer's own tensors; the backward's column
+       * blocks stay below conv_wino's least. At 8 images (32 tiles) none. */
+      {"256", "1", 256, 4, 4, 32, 1},
+      {"256", "1", 256, 4, 4, 8, 0},
   };
   nnt_kernels with = *nnt_kernels_cpu(), without = with;
   unsigned inplace = 0;
@@ -425,7 +432,7 @@ static void test_layer(void **state) {
     free(y), free(dx), free(dw), free(db);
     fd_teardown(&h);
   }
-  assert_int_equal(inplace, 9); /* all but cases 1 and 7 (more filters than channels) */
+  assert_int_equal(inplace, 11); /* all but cases 1 and 7 (more filters than channels) */
 }
 
 int main(void) {
