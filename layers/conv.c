@@ -95,7 +95,7 @@
  * filters), whose products [filters, channels] x [channels, tiles] reuse
  * each filter enough at NNT_WINO_MIN_TILES tiles: ResNet-18's stage 4
  * (512 channels, 4 tiles an image, 128 a batch of 32): 247-266 GFLOP/s on
- * Winograd against 165-176 on im2col, one thread; 229 at 64 tiles
+ * Winograd against 168-186 on im2col, one thread; 229 at 64 tiles
  * (docs/performance.md). */
 #define CONV_WINO_WIDE_C 256
 
