@@ -153,35 +153,41 @@ int main(void) {
    * derivative patch x (32 plane) x filters (patch = c kh kw) */
   static const struct {
     const char *model;
-    unsigned c, hw, f, k, pad;
+    unsigned c, hw, f, k, pad, stride;
   } cv[] = {
-      {"lenet5 c1", 1, 28, 6, 5, 2},       {"lenet5 c2", 6, 14, 16, 5, 0},
-      {"fmnist_cnn c1", 1, 28, 16, 3, 1},  {"fmnist_cnn c2", 16, 14, 32, 3, 1},
-      {"convbn c1", 3, 64, 32, 3, 1},      {"convbn c2", 32, 32, 64, 3, 1},
-      {"convbn c3", 64, 16, 128, 3, 1},    {"resnet18 stage1", 64, 32, 64, 3, 1},
-      {"resnet18 stage2", 128, 16, 128, 3, 1}, {"resnet18 stage3", 256, 8, 256, 3, 1},
-      {"resnet18 stage4", 512, 4, 512, 3, 1},  {"pointwise", 64, 32, 64, 1, 0},
+      {"lenet5 c1", 1, 28, 6, 5, 2, 1},    {"lenet5 c2", 6, 14, 16, 5, 0, 1},
+      {"fmnist_cnn c1", 1, 28, 16, 3, 1, 1}, {"fmnist_cnn c2", 16, 14, 32, 3, 1, 1},
+      {"convbn c1", 3, 64, 32, 3, 1, 1},   {"convbn c2", 32, 32, 64, 3, 1, 1},
+      {"convbn c3", 64, 16, 128, 3, 1, 1}, {"resnet18 stage1", 64, 32, 64, 3, 1, 1},
+      {"resnet18 stage2", 128, 16, 128, 3, 1, 1}, {"resnet18 stage3", 256, 8, 256, 3, 1, 1},
+      {"resnet18 stage4", 512, 4, 512, 3, 1, 1}, {"pointwise", 64, 32, 64, 1, 0, 1},
+      /* ResNet-18's downsampling: each stage's first conv and its shortcut */
+      {"resnet18 res2a_c1", 64, 32, 128, 3, 1, 2}, {"resnet18 res3a_c1", 128, 16, 256, 3, 1, 2},
+      {"resnet18 res4a_c1", 256, 8, 512, 3, 1, 2}, {"resnet18 res2a_sc", 64, 32, 128, 1, 0, 2},
+      {"resnet18 res3a_sc", 128, 16, 256, 1, 0, 2}, {"resnet18 res4a_sc", 256, 8, 512, 1, 0, 2},
   };
   const char *opname[] = {"forward", "gradient", "derivative"};
   const char *only = getenv("BENCH_CONV_ONLY"); /* a substring of the model name */
   for (size_t i = 0; i < sizeof cv / sizeof cv[0]; i++) {
     unsigned c = cv[i].c, hw = cv[i].hw, f = cv[i].f, k = cv[i].k, pad = cv[i].pad;
+    unsigned st = cv[i].stride;
     if (only && !strstr(cv[i].model, only))
       continue;
-    unsigned o = hw + 2 * pad - k + 1;
-    char filters[16], ks[16], pd[16], name[128];
+    unsigned o = (hw + 2 * pad - k) / st + 1;
+    char filters[16], ks[16], pd[16], sd[16], name[128];
     snprintf(filters, sizeof filters, "%u", f);
     snprintf(ks, sizeof ks, "%u", k);
     snprintf(pd, sizeof pd, "%u", pad);
-    const char *p[] = {"filters", filters, "kernel_size", ks, "padding", pd, NULL};
+    snprintf(sd, sizeof sd, "%u", st);
+    const char *p[] = {"filters", filters, "kernel_size", ks, "padding", pd, "stride", sd, NULL};
     size_t np = (size_t)32 * o * o, patch = (size_t)c * k * k;
     for (int op = 0; op < 3; op++) {
       double tl = time_layer_op("conv2d", p, nnt_dim_make(32, c, hw, hw), op, 11);
       double tg = op == OP_FWD    ? time_gemm_t(0, 0, f, np, patch, 11)
                   : op == OP_GRAD ? time_gemm_t(0, 1, f, patch, np, 11)
                                   : time_gemm_t(1, 0, patch, np, f, 11);
-      snprintf(name, sizeof name, "conv2d %s %ux%u %u->%u %ux%u batch 32 %s", cv[i].model, k,
-               k, c, f, hw, hw, opname[op]);
+      snprintf(name, sizeof name, "conv2d %s %ux%u%s %u->%u %ux%u batch 32 %s", cv[i].model, k,
+               k, st > 1 ? " stride 2" : "", c, f, hw, hw, opname[op]);
       report(name, 2.0 * np * f * patch, tl, tg);
     }
   }
