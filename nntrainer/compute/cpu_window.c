@@ -35,6 +35,16 @@ static int im2col_flat(const nnt_conv_geom *g) {
   return g->sw == 1 && g->sh == 1 && g->ow == g->w;
 }
 
+/* col2im of a stride-2 row takes the AVX-512 code
+ * (nnt_win_even_add_avx512) from this many columns: 16 (ResNet-18's
+ * res2a_c1, 32x32 to 16x16) gain (its derivative 152-155 -> 168-175
+ * GFLOP/s, one thread); 8 (res3a_c1) lose, the scalar loop's rows being
+ * short (2.15 -> 1.52 and 1.17 -> 1.40 ms for a batch of 32 in cache).
+ * im2col's stride-2 rows stay scalar: the same permutes made res2a_c1's
+ * forward and gradient slower (163 -> 152, 158 -> 145 GFLOP/s) though
+ * faster alone (1.83 -> 1.35 ms). */
+#define WIN_EVEN_MIN 12
+
 /* One row (c, a, b) of im2col_flat: off is b*dw - pl, [lo, hi) its valid
  * output columns (nnt_cpu_valid_cols). */
 static void im2col_flat_row(const nnt_conv_geom *g, const float *xc, unsigned a, long off,
@@ -74,6 +84,9 @@ static void im2col_flat_row(const nnt_conv_geom *g, const float *xc, unsigned a,
  * image x into the rows of col whose stride is ld. */
 static void im2col1(const nnt_conv_geom *g, size_t r0, size_t r1, const float *x, float *col,
                     size_t ld) {
+  int avx512 = nnt_cpu_vec_avx512();
+  if (avx512 && nnt_win_im2col_avx512(g, r0, r1, x, col, ld))
+    return;
   int flat = im2col_flat(g);
   size_t taps = (size_t)g->kh * g->kw;
   for (size_t rr = r0; rr < r1; rr++) {
@@ -147,6 +160,26 @@ int nnt_cpu_im2col(const struct nnt_kernels *self, const nnt_conv_geom *g, size_
   return NNT_OK;
 }
 
+/* col2im1 of a stride-2 geometry with rows of at least WIN_EVEN_MIN
+ * columns on AVX-512: the same adds in the same order. */
+static void col2im1_even(const nnt_conv_geom *g, size_t c0, size_t c1, const float *col,
+                         size_t ld, float *dx) {
+  for (unsigned c = (unsigned)c0; c < c1; c++)
+    for (unsigned a = 0; a < g->kh; a++)
+      for (unsigned b = 0; b < g->kw; b++) {
+        const float *row = col + (((size_t)c * g->kh + a) * g->kw + b) * ld;
+        long off = (long)b * g->dw - g->pl;
+        unsigned lo, hi;
+        nnt_cpu_valid_cols(g, off, &lo, &hi);
+        for (unsigned oy = 0; hi > lo && oy < g->oh; oy++) {
+          long iy = (long)oy * g->sh - g->pt + (long)a * g->dh;
+          if (iy >= 0 && iy < (long)g->h)
+            nnt_win_even_add_avx512(dx + ((size_t)c * g->h + (size_t)iy) * g->w + off + 2 * lo,
+                                    row + (size_t)oy * g->ow + lo, hi - lo);
+        }
+      }
+}
+
 /* col2im of the columns (row stride ld) of one image onto channels
  * [c0, c1) of dx. */
 static void col2im1(const nnt_conv_geom *g, size_t c0, size_t c1, const float *col, size_t ld,
@@ -178,8 +211,17 @@ static void col2im_part(void *p, size_t c0, size_t c1) {
   const win_job *j = p;
   const nnt_conv_geom *g = j->g;
   size_t plane = (size_t)g->oh * g->ow, in = nnt_conv_img_stride(g);
-  for (size_t i = 0; i < j->n; i++)
-    col2im1(g, c0, c1, j->in + i * plane, j->n * plane, j->out + i * in);
+  int avx512 = nnt_cpu_vec_avx512(), even = avx512 && g->sw == 2 && g->ow >= WIN_EVEN_MIN;
+  for (size_t i = 0; i < j->n; i++) {
+    const float *col = j->in + i * plane;
+    float *dx = j->out + i * in;
+    if (avx512 && nnt_win_col2im_avx512(g, c0, c1, col, j->n * plane, dx))
+      continue;
+    if (even)
+      col2im1_even(g, c0, c1, col, j->n * plane, dx);
+    else
+      col2im1(g, c0, c1, col, j->n * plane, dx);
+  }
 }
 
 int nnt_cpu_col2im(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n,

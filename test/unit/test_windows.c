@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/compute/kernels.h"
 #include "nntrainer/philox.h"
 
@@ -60,6 +61,17 @@ static void test_windows(void **state) {
        * uneven padding */
       geom(2, 6, 20, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0),
       geom(1, 9, 37, 3, 2, 2, 1, 1, 1, 1, 1, 3, 2),
+      /* the AVX-512 code's shapes (cpu_window_avx512.c): output planes of at
+       * most 16 positions over an input plane that fits a vector (ResNet-18's
+       * stage 4) and one that does not (its 8x8 -> 4x4 downsampling, 3x3 and
+       * 1x1); stride 2 across with rows of 20, 21 and 35 columns, dilated */
+      geom(3, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
+      geom(2, 8, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1),
+      geom(3, 8, 7, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0),
+      geom(2, 3, 5, 2, 3, 1, 2, 1, 2, 1, 0, 2, 1),
+      geom(2, 6, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1),
+      geom(2, 5, 41, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1),
+      geom(1, 7, 72, 3, 3, 2, 2, 2, 2, 2, 1, 3, 2),
   };
   for (size_t t = 0; t < NNT_ARRAY_LEN(gs); t++) {
     const nnt_conv_geom *g = &gs[t];
@@ -93,6 +105,17 @@ static void test_windows(void **state) {
     for (size_t i = 0; i < nx * NI; i++)
       rhs += (double)x[i] * ((double)dx[i] - dx0[i]);
     tu_expect1("col2im adjoint", rhs, lhs, 1e-5);
+    { /* the plain C loops give the same bits as the AVX-512 code, where the
+       * CPU has it (the same values copied, the same adds in the same order) */
+      int was = nnt_cpu_vec_path(NNT_BLAS_SSE);
+      float *colc = malloc(ncol * 4), *dxc = tu_dup(dx0, nx * NI);
+      K->im2col(K, g, NI, x, colc);
+      K->col2im(K, g, NI, cr, dxc);
+      nnt_cpu_vec_path(was);
+      assert_memory_equal(colc, col, ncol * 4);
+      assert_memory_equal(dxc, dx, nx * NI * 4);
+      free(colc), free(dxc);
+    }
     if (g->c > 1) {
       /* a block of channels [1, c) of the NI images (cs = c: x and dx at
        * channel 1, images c channels apart): im2col gives those channels'

@@ -1,0 +1,183 @@
+/* The AVX-512 code of im2col and col2im (cpu_window.c takes it where the
+ * CPU has AVX-512 and nnt_cpu_vec_path allows it), for the two shapes
+ * whose plain C loops cost more than the products around them in
+ * ResNet-18 (docs/performance.md):
+ * - an output plane of at most 16 positions (stage 4's 4x4, and the 8x8
+ *   to 4x4 downsampling into it): a row of the columns is one vector, a
+ *   tap's positions a fixed pattern of the channel's plane (a permute of
+ *   it where the plane fits in a vector, else a gather), instead of a
+ *   loop of a few values per output row with its bounds;
+ * - col2im with stride 2 across (the other downsampling convolutions):
+ *   a row's values are moved to the even lanes of two vectors by permutes
+ *   and added there, instead of a scalar loop.
+ * Every value is copied as is, and col2im adds into each input value in
+ * the same order as the plain C loops (tap by tap, one add per tap): the
+ * same bits (test_windows runs every geometry both ways). */
+#include "nntrainer/compute/cpu_impl.h"
+#include "nntrainer/compute/kernels.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#include <stdint.h>
+
+#define WIN_AVX512 __attribute__((target("avx512f")))
+
+/* The most taps the small-plane path keeps patterns for (on the stack). */
+#define WIN_MAX_TAPS 49
+
+/* Tap t's pattern over an output plane of at most 16 positions: lane p
+ * (position oy * ow + ox) reads input value idx[p] of the channel's plane,
+ * valid in the lanes of m (inside the plane and the image). */
+typedef struct win_small {
+  unsigned taps;
+  __mmask16 out, in; /* the output plane's lanes; the input plane's (<= 16) */
+  int32_t idx[WIN_MAX_TAPS][16];
+  __mmask16 m[WIN_MAX_TAPS];
+} win_small;
+
+static int small_ok(const nnt_conv_geom *g) {
+  return (size_t)g->oh * g->ow <= 16 && g->oh && g->ow && (size_t)g->kh * g->kw <= WIN_MAX_TAPS;
+}
+
+static void small_make(const nnt_conv_geom *g, win_small *s) {
+  unsigned plane = g->oh * g->ow;
+  size_t hw = (size_t)g->h * g->w;
+  s->taps = g->kh * g->kw;
+  s->out = (__mmask16)((1u << plane) - 1);
+  s->in = hw <= 16 ? (__mmask16)((1u << hw) - 1) : 0;
+  for (unsigned t = 0; t < s->taps; t++) {
+    unsigned a = t / g->kw, b = t % g->kw, m = 0;
+    for (unsigned p = 0; p < 16; p++) {
+      s->idx[t][p] = 0;
+      if (p >= plane)
+        continue;
+      long iy = (long)(p / g->ow) * g->sh - (long)g->pt + (long)a * g->dh;
+      long ix = (long)(p % g->ow) * g->sw - (long)g->pl + (long)b * g->dw;
+      if (iy < 0 || ix < 0 || iy >= (long)g->h || ix >= (long)g->w)
+        continue;
+      s->idx[t][p] = (int32_t)(iy * (long)g->w + ix);
+      m |= 1u << p;
+    }
+    s->m[t] = (__mmask16)m;
+  }
+}
+
+/* Rows [r0, r1) of one image's columns (row stride ld), small_ok. */
+static WIN_AVX512 void im2col_small(const nnt_conv_geom *g, size_t r0, size_t r1,
+                                    const float *x, float *col, size_t ld) {
+  win_small s;
+  small_make(g, &s);
+  size_t hw = (size_t)g->h * g->w;
+  for (size_t rr = r0; rr < r1; rr++) {
+    size_t c = rr / s.taps, t = rr % s.taps;
+    const float *xc = x + c * hw;
+    __m512i idx = _mm512_loadu_si512((const void *)s.idx[t]);
+    __m512 v = s.in ? _mm512_maskz_permutexvar_ps(s.m[t], idx, _mm512_maskz_loadu_ps(s.in, xc))
+                    : _mm512_mask_i32gather_ps(_mm512_setzero_ps(), s.m[t], idx, xc, 4);
+    _mm512_mask_storeu_ps(col + rr * ld, s.out, v);
+  }
+}
+
+/* Channels [c0, c1) of one image's dx from its columns, small_ok: each
+ * tap adds its row in turn. A plane of at most 16 values stays in a
+ * vector (tap t's row moved to the input lanes it adds to: the inverse of
+ * its pattern, which no two positions share); a larger one is gathered,
+ * added to and scattered back per tap. */
+static WIN_AVX512 void col2im_small(const nnt_conv_geom *g, size_t c0, size_t c1,
+                                    const float *col, size_t ld, float *dx) {
+  win_small s;
+  small_make(g, &s);
+  size_t hw = (size_t)g->h * g->w;
+  int32_t inv[WIN_MAX_TAPS][16];
+  __mmask16 im[WIN_MAX_TAPS];
+  if (s.in)
+    for (unsigned t = 0; t < s.taps; t++) {
+      unsigned m = 0;
+      for (unsigned q = 0; q < 16; q++)
+        inv[t][q] = 0;
+      for (unsigned p = 0; p < 16; p++)
+        if (s.m[t] >> p & 1) {
+          inv[t][s.idx[t][p]] = (int32_t)p;
+          m |= 1u << s.idx[t][p];
+        }
+      im[t] = (__mmask16)m;
+    }
+  for (size_t c = c0; c < c1; c++) {
+    float *dc = dx + c * hw;
+    const float *rows = col + c * s.taps * ld;
+    if (s.in) {
+      __m512 d = _mm512_maskz_loadu_ps(s.in, dc);
+      for (unsigned t = 0; t < s.taps; t++) {
+        __m512 r = _mm512_maskz_loadu_ps(s.out, rows + t * ld);
+        __m512i iv = _mm512_loadu_si512((const void *)inv[t]);
+        d = _mm512_mask_add_ps(d, im[t], d, _mm512_permutexvar_ps(iv, r));
+      }
+      _mm512_mask_storeu_ps(dc, s.in, d);
+      continue;
+    }
+    for (unsigned t = 0; t < s.taps; t++) {
+      __m512i idx = _mm512_loadu_si512((const void *)s.idx[t]);
+      __m512 r = _mm512_maskz_loadu_ps(s.out, rows + t * ld);
+      __m512 d = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), s.m[t], idx, dc, 4);
+      _mm512_mask_i32scatter_ps(dc, s.m[t], idx, _mm512_add_ps(d, r), 4);
+    }
+  }
+}
+
+int nnt_win_im2col_avx512(const nnt_conv_geom *g, size_t r0, size_t r1, const float *x,
+                          float *col, size_t ld) {
+  if (!small_ok(g))
+    return 0;
+  im2col_small(g, r0, r1, x, col, ld);
+  return 1;
+}
+
+int nnt_win_col2im_avx512(const nnt_conv_geom *g, size_t c0, size_t c1, const float *col,
+                          size_t ld, float *dx) {
+  if (!small_ok(g))
+    return 0;
+  col2im_small(g, c0, c1, col, ld, dx);
+  return 1;
+}
+
+/* The lanes of the two vectors over src[0, 32) that hold src[0 .. 2n - 2]
+ * (n <= 16 outputs: their even values and the odd ones between). */
+static inline void even_masks(size_t n, __mmask16 *lo, __mmask16 *hi) {
+  size_t v = 2 * n - 1;
+  *lo = (__mmask16)(v >= 16 ? 0xffffu : (1u << v) - 1);
+  *hi = (__mmask16)(v > 16 ? (1u << (v - 16)) - 1 : 0);
+}
+
+WIN_AVX512 void nnt_win_even_add_avx512(float *dst, const float *src, size_t n) {
+  const __m512i dlo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  const __m512i dhi = _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+  for (size_t i = 0; i < n; i += 16) {
+    size_t k = n - i < 16 ? n - i : 16;
+    __mmask16 lo, hi;
+    even_masks(k, &lo, &hi);
+    float *d = dst + 2 * i;
+    __m512 r = _mm512_maskz_loadu_ps((__mmask16)((1u << k) - 1), src + i);
+    __m512 a = _mm512_maskz_loadu_ps(lo, d), b = _mm512_maskz_loadu_ps(hi, d + 16);
+    a = _mm512_mask_add_ps(a, lo & 0x5555, a, _mm512_permutexvar_ps(dlo, r));
+    b = _mm512_mask_add_ps(b, hi & 0x5555, b, _mm512_permutexvar_ps(dhi, r));
+    _mm512_mask_storeu_ps(d, lo, a);
+    _mm512_mask_storeu_ps(d + 16, hi, b);
+  }
+}
+#else
+/* No AVX-512 code in this build (nnt_cpu_vec_avx512 is 0): never called. */
+int nnt_win_im2col_avx512(const nnt_conv_geom *g, size_t r0, size_t r1, const float *x,
+                          float *col, size_t ld) {
+  (void)g, (void)r0, (void)r1, (void)x, (void)col, (void)ld;
+  return 0;
+}
+int nnt_win_col2im_avx512(const nnt_conv_geom *g, size_t c0, size_t c1, const float *col,
+                          size_t ld, float *dx) {
+  (void)g, (void)c0, (void)c1, (void)col, (void)ld, (void)dx;
+  return 0;
+}
+void nnt_win_even_add_avx512(float *dst, const float *src, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    dst[2 * i] += src[i];
+}
+#endif
