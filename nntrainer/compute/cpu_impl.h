@@ -55,14 +55,15 @@ int nnt_cpu_vec_path(int path);
 int nnt_cpu_vec_avx512(void);
 /* im2col and col2im's AVX-512 code (cpu_window_avx512.c; the same bits as
  * cpu_window.c's loops), where nnt_cpu_vec_avx512: the first two do rows
- * [r0, r1) or channels [c0, c1) of one image (row stride ld) and return 0,
- * doing nothing, for a geometry they do not take; the last adds one row's
+ * [r0, r1) or channels [c0, c1) of n images (x or dx in images in floats
+ * apart, the columns as nnt_cpu_im2col lays them out) and return 0, doing
+ * nothing, for a geometry they do not take; the last adds one row's
  * stride-2 columns, dst[2i] += src[i] for i < n, touching dst no further
  * than [0, 2n - 1). */
-int nnt_win_im2col_avx512(const struct nnt_conv_geom *g, size_t r0, size_t r1, const float *x,
-                          float *col, size_t ld);
-int nnt_win_col2im_avx512(const struct nnt_conv_geom *g, size_t c0, size_t c1, const float *col,
-                          size_t ld, float *dx);
+int nnt_win_im2col_avx512(const struct nnt_conv_geom *g, size_t n, size_t r0, size_t r1,
+                          const float *x, size_t in, float *col);
+int nnt_win_col2im_avx512(const struct nnt_conv_geom *g, size_t n, size_t c0, size_t c1,
+                          const float *col, float *dx, size_t in);
 void nnt_win_even_add_avx512(float *dst, const float *src, size_t n);
 int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                          const float *x, const float *gamma, const float *beta, float eps,

@@ -84,9 +84,6 @@ static void im2col_flat_row(const nnt_conv_geom *g, const float *xc, unsigned a,
  * image x into the rows of col whose stride is ld. */
 static void im2col1(const nnt_conv_geom *g, size_t r0, size_t r1, const float *x, float *col,
                     size_t ld) {
-  int avx512 = nnt_cpu_vec_avx512();
-  if (avx512 && nnt_win_im2col_avx512(g, r0, r1, x, col, ld))
-    return;
   int flat = im2col_flat(g);
   size_t taps = (size_t)g->kh * g->kw;
   for (size_t rr = r0; rr < r1; rr++) {
@@ -146,6 +143,8 @@ static void im2col_part(void *p, size_t r0, size_t r1) {
   const win_job *j = p;
   const nnt_conv_geom *g = j->g;
   size_t plane = (size_t)g->oh * g->ow, in = nnt_conv_img_stride(g);
+  if (nnt_cpu_vec_avx512() && nnt_win_im2col_avx512(g, j->n, r0, r1, j->in, in, j->out))
+    return;
   for (size_t i = 0; i < j->n; i++)
     im2col1(g, r0, r1, j->in + i * in, j->out + i * plane, j->n * plane);
 }
@@ -160,30 +159,14 @@ int nnt_cpu_im2col(const struct nnt_kernels *self, const nnt_conv_geom *g, size_
   return NNT_OK;
 }
 
-/* col2im1 of a stride-2 geometry with rows of at least WIN_EVEN_MIN
- * columns on AVX-512: the same adds in the same order. */
-static void col2im1_even(const nnt_conv_geom *g, size_t c0, size_t c1, const float *col,
-                         size_t ld, float *dx) {
-  for (unsigned c = (unsigned)c0; c < c1; c++)
-    for (unsigned a = 0; a < g->kh; a++)
-      for (unsigned b = 0; b < g->kw; b++) {
-        const float *row = col + (((size_t)c * g->kh + a) * g->kw + b) * ld;
-        long off = (long)b * g->dw - g->pl;
-        unsigned lo, hi;
-        nnt_cpu_valid_cols(g, off, &lo, &hi);
-        for (unsigned oy = 0; hi > lo && oy < g->oh; oy++) {
-          long iy = (long)oy * g->sh - g->pt + (long)a * g->dh;
-          if (iy >= 0 && iy < (long)g->h)
-            nnt_win_even_add_avx512(dx + ((size_t)c * g->h + (size_t)iy) * g->w + off + 2 * lo,
-                                    row + (size_t)oy * g->ow + lo, hi - lo);
-        }
-      }
-}
-
 /* col2im of the columns (row stride ld) of one image onto channels
- * [c0, c1) of dx. */
-static void col2im1(const nnt_conv_geom *g, size_t c0, size_t c1, const float *col, size_t ld,
-                    float *dx) {
+ * [c0, c1) of dx; even: a stride-2 geometry whose rows take
+ * nnt_win_even_add_avx512 (the same adds in the same order). Always
+ * inlined, and called with even a constant: each caller gets its own loop
+ * (a flag tested inside one loop made the scalar one 5-15% slower). */
+static inline __attribute__((always_inline)) void col2im1(const nnt_conv_geom *g, size_t c0,
+                                                          size_t c1, const float *col,
+                                                          size_t ld, float *dx, int even) {
   for (unsigned c = (unsigned)c0; c < c1; c++)
     for (unsigned a = 0; a < g->kh; a++)
       for (unsigned b = 0; b < g->kw; b++) {
@@ -197,12 +180,16 @@ static void col2im1(const nnt_conv_geom *g, size_t c0, size_t c1, const float *c
             continue;
           float *xr = dx + ((size_t)c * g->h + (size_t)iy) * g->w + off;
           const float *r = row + (size_t)oy * g->ow;
-          if (g->sw == 1)
+          if (even) {
+            if (hi > lo)
+              nnt_win_even_add_avx512(xr + 2 * (size_t)lo, r + lo, hi - lo);
+          } else if (g->sw == 1) {
             for (unsigned ox = lo; ox < hi; ox++)
               xr[ox] += r[ox];
-          else
+          } else {
             for (unsigned ox = lo; ox < hi; ox++)
               xr[(size_t)ox * g->sw] += r[ox];
+          }
         }
       }
 }
@@ -212,15 +199,15 @@ static void col2im_part(void *p, size_t c0, size_t c1) {
   const nnt_conv_geom *g = j->g;
   size_t plane = (size_t)g->oh * g->ow, in = nnt_conv_img_stride(g);
   int avx512 = nnt_cpu_vec_avx512(), even = avx512 && g->sw == 2 && g->ow >= WIN_EVEN_MIN;
+  if (avx512 && nnt_win_col2im_avx512(g, j->n, c0, c1, j->in, j->out, in))
+    return;
   for (size_t i = 0; i < j->n; i++) {
     const float *col = j->in + i * plane;
     float *dx = j->out + i * in;
-    if (avx512 && nnt_win_col2im_avx512(g, c0, c1, col, j->n * plane, dx))
-      continue;
     if (even)
-      col2im1_even(g, c0, c1, col, j->n * plane, dx);
+      col2im1(g, c0, c1, col, j->n * plane, dx, 1);
     else
-      col2im1(g, c0, c1, col, j->n * plane, dx);
+      col2im1(g, c0, c1, col, j->n * plane, dx, 0);
   }
 }
 

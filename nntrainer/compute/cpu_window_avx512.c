@@ -62,32 +62,35 @@ static void small_make(const nnt_conv_geom *g, win_small *s) {
   }
 }
 
-/* Rows [r0, r1) of one image's columns (row stride ld), small_ok. */
-static WIN_AVX512 void im2col_small(const nnt_conv_geom *g, size_t r0, size_t r1,
-                                    const float *x, float *col, size_t ld) {
+/* Rows [r0, r1) of n images' columns (image i's x at x + i * in, its
+ * columns at col + i * plane, rows n * plane apart), small_ok. */
+static WIN_AVX512 void im2col_small(const nnt_conv_geom *g, size_t n, size_t r0, size_t r1,
+                                    const float *x, size_t in, float *col) {
   win_small s;
   small_make(g, &s);
-  size_t hw = (size_t)g->h * g->w;
-  for (size_t rr = r0; rr < r1; rr++) {
-    size_t c = rr / s.taps, t = rr % s.taps;
-    const float *xc = x + c * hw;
-    __m512i idx = _mm512_loadu_si512((const void *)s.idx[t]);
-    __m512 v = s.in ? _mm512_maskz_permutexvar_ps(s.m[t], idx, _mm512_maskz_loadu_ps(s.in, xc))
-                    : _mm512_mask_i32gather_ps(_mm512_setzero_ps(), s.m[t], idx, xc, 4);
-    _mm512_mask_storeu_ps(col + rr * ld, s.out, v);
-  }
+  size_t hw = (size_t)g->h * g->w, plane = (size_t)g->oh * g->ow, ld = n * plane;
+  for (size_t i = 0; i < n; i++)
+    for (size_t rr = r0; rr < r1; rr++) {
+      size_t c = rr / s.taps, t = rr % s.taps;
+      const float *xc = x + i * in + c * hw;
+      __m512i idx = _mm512_loadu_si512((const void *)s.idx[t]);
+      __m512 v = s.in ? _mm512_maskz_permutexvar_ps(s.m[t], idx, _mm512_maskz_loadu_ps(s.in, xc))
+                      : _mm512_mask_i32gather_ps(_mm512_setzero_ps(), s.m[t], idx, xc, 4);
+      _mm512_mask_storeu_ps(col + i * plane + rr * ld, s.out, v);
+    }
 }
 
-/* Channels [c0, c1) of one image's dx from its columns, small_ok: each
+/* Channels [c0, c1) of n images' dx from their columns (laid out as
+ * im2col_small's, image i's dx at dx + i * in), small_ok: each
  * tap adds its row in turn. A plane of at most 16 values stays in a
  * vector (tap t's row moved to the input lanes it adds to: the inverse of
  * its pattern, which no two positions share); a larger one is gathered,
  * added to and scattered back per tap. */
-static WIN_AVX512 void col2im_small(const nnt_conv_geom *g, size_t c0, size_t c1,
-                                    const float *col, size_t ld, float *dx) {
+static WIN_AVX512 void col2im_small(const nnt_conv_geom *g, size_t n, size_t c0, size_t c1,
+                                    const float *col, float *dx, size_t in) {
   win_small s;
   small_make(g, &s);
-  size_t hw = (size_t)g->h * g->w;
+  size_t hw = (size_t)g->h * g->w, plane = (size_t)g->oh * g->ow, ld = n * plane;
   int32_t inv[WIN_MAX_TAPS][16];
   __mmask16 im[WIN_MAX_TAPS];
   if (s.in)
@@ -102,41 +105,42 @@ static WIN_AVX512 void col2im_small(const nnt_conv_geom *g, size_t c0, size_t c1
         }
       im[t] = (__mmask16)m;
     }
-  for (size_t c = c0; c < c1; c++) {
-    float *dc = dx + c * hw;
-    const float *rows = col + c * s.taps * ld;
-    if (s.in) {
-      __m512 d = _mm512_maskz_loadu_ps(s.in, dc);
-      for (unsigned t = 0; t < s.taps; t++) {
-        __m512 r = _mm512_maskz_loadu_ps(s.out, rows + t * ld);
-        __m512i iv = _mm512_loadu_si512((const void *)inv[t]);
-        d = _mm512_mask_add_ps(d, im[t], d, _mm512_permutexvar_ps(iv, r));
+  for (size_t i = 0; i < n; i++)
+    for (size_t c = c0; c < c1; c++) {
+      float *dc = dx + i * in + c * hw;
+      const float *rows = col + i * plane + c * s.taps * ld;
+      if (s.in) {
+        __m512 d = _mm512_maskz_loadu_ps(s.in, dc);
+        for (unsigned t = 0; t < s.taps; t++) {
+          __m512 r = _mm512_maskz_loadu_ps(s.out, rows + t * ld);
+          __m512i iv = _mm512_loadu_si512((const void *)inv[t]);
+          d = _mm512_mask_add_ps(d, im[t], d, _mm512_permutexvar_ps(iv, r));
+        }
+        _mm512_mask_storeu_ps(dc, s.in, d);
+        continue;
       }
-      _mm512_mask_storeu_ps(dc, s.in, d);
-      continue;
+      for (unsigned t = 0; t < s.taps; t++) {
+        __m512i idx = _mm512_loadu_si512((const void *)s.idx[t]);
+        __m512 r = _mm512_maskz_loadu_ps(s.out, rows + t * ld);
+        __m512 d = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), s.m[t], idx, dc, 4);
+        _mm512_mask_i32scatter_ps(dc, s.m[t], idx, _mm512_add_ps(d, r), 4);
+      }
     }
-    for (unsigned t = 0; t < s.taps; t++) {
-      __m512i idx = _mm512_loadu_si512((const void *)s.idx[t]);
-      __m512 r = _mm512_maskz_loadu_ps(s.out, rows + t * ld);
-      __m512 d = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), s.m[t], idx, dc, 4);
-      _mm512_mask_i32scatter_ps(dc, s.m[t], idx, _mm512_add_ps(d, r), 4);
-    }
-  }
 }
 
-int nnt_win_im2col_avx512(const nnt_conv_geom *g, size_t r0, size_t r1, const float *x,
-                          float *col, size_t ld) {
+int nnt_win_im2col_avx512(const nnt_conv_geom *g, size_t n, size_t r0, size_t r1,
+                          const float *x, size_t in, float *col) {
   if (!small_ok(g))
     return 0;
-  im2col_small(g, r0, r1, x, col, ld);
+  im2col_small(g, n, r0, r1, x, in, col);
   return 1;
 }
 
-int nnt_win_col2im_avx512(const nnt_conv_geom *g, size_t c0, size_t c1, const float *col,
-                          size_t ld, float *dx) {
+int nnt_win_col2im_avx512(const nnt_conv_geom *g, size_t n, size_t c0, size_t c1,
+                          const float *col, float *dx, size_t in) {
   if (!small_ok(g))
     return 0;
-  col2im_small(g, c0, c1, col, ld, dx);
+  col2im_small(g, n, c0, c1, col, dx, in);
   return 1;
 }
 
@@ -166,14 +170,14 @@ WIN_AVX512 void nnt_win_even_add_avx512(float *dst, const float *src, size_t n) 
 }
 #else
 /* No AVX-512 code in this build (nnt_cpu_vec_avx512 is 0): never called. */
-int nnt_win_im2col_avx512(const nnt_conv_geom *g, size_t r0, size_t r1, const float *x,
-                          float *col, size_t ld) {
-  (void)g, (void)r0, (void)r1, (void)x, (void)col, (void)ld;
+int nnt_win_im2col_avx512(const nnt_conv_geom *g, size_t n, size_t r0, size_t r1,
+                          const float *x, size_t in, float *col) {
+  (void)g, (void)n, (void)r0, (void)r1, (void)x, (void)in, (void)col;
   return 0;
 }
-int nnt_win_col2im_avx512(const nnt_conv_geom *g, size_t c0, size_t c1, const float *col,
-                          size_t ld, float *dx) {
-  (void)g, (void)c0, (void)c1, (void)col, (void)ld, (void)dx;
+int nnt_win_col2im_avx512(const nnt_conv_geom *g, size_t n, size_t c0, size_t c1,
+                          const float *col, float *dx, size_t in) {
+  (void)g, (void)n, (void)c0, (void)c1, (void)col, (void)dx, (void)in;
   return 0;
 }
 void nnt_win_even_add_avx512(float *dst, const float *src, size_t n) {
