@@ -4,10 +4,14 @@
  * synthetic batch, which the dataset keeps as its held batch for the
  * non-finite checks' replay), as benchmarks/torch_models.py does with
  * PyTorch: no producer thread makes data while steps are timed, so the
- * two programs do the same work per step. Usage: nnt_bench_train CONFIG [WARMUP] [STEPS] [Section.key=value ...]
+ * two programs do the same work per step. Usage:
+ *   nnt_bench_train CONFIG [WARMUP] [STEPS] [Section.key=value ...]
  * (overrides as the CLI takes them: engine=gpu, batch_size=128). On a
  * backend with steps (Vulkan) a step is the whole backend step, the
- * batch's upload and the wait for its end included. */
+ * batch's upload and the wait for its end included, and the JSON adds
+ * its dispatches and barriers per step; with NNTRAINER_VULKAN_PROFILE=1
+ * the timed steps' GPU time per shader goes to stderr. cpu_ms is the
+ * process's CPU time (user + system) per timed step, every thread's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,11 +20,21 @@
 
 #include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
+#ifdef NNT_HAVE_VULKAN
+#include "nntrainer/vulkan/vk.h"
+#endif
 
 static double now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static double cpu_ms(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -79,8 +93,18 @@ int main(int argc, char **argv) {
   /* as a run does before it computes (the CPU's compute threads start here) */
   if (m->k->prepare && m->k->prepare(m->k, &e))
     goto fail;
-  double *ms = malloc(sizeof(double) * (size_t)steps);
+  double *ms = malloc(sizeof(double) * (size_t)steps), cpu0 = 0.0;
+#ifdef NNT_HAVE_VULKAN
+  nnt_vulkan_counters vc0 = {0}, vc1 = {0};
+#endif
   for (int s = 0; s < warmup + steps; s++) {
+    if (s == warmup) {
+      cpu0 = cpu_ms();
+#ifdef NNT_HAVE_VULKAN
+      nnt_vulkan_stats(m->be, &vc0);
+      nnt_vulkan_profile_reset(m->be);
+#endif
+    }
     int steps_api = m->be->step_begin != NULL;
     if (!steps_api && nnt_model_set_batch(m, in, lab, &e))
       goto fail;
@@ -93,7 +117,21 @@ int main(int argc, char **argv) {
     if (s >= warmup)
       ms[s - warmup] = now_ms() - t0;
   }
+  double cpu_step = (cpu_ms() - cpu0) / steps;
   qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
+  char gpu[96] = "";
+#ifdef NNT_HAVE_VULKAN
+  if (!nnt_vulkan_stats(m->be, &vc1)) {
+    snprintf(gpu, sizeof gpu, ",\"dispatches\":%.1f,\"barriers\":%.1f",
+             (double)(vc1.dispatches - vc0.dispatches) / steps,
+             (double)(vc1.barriers - vc0.barriers) / steps);
+    if (getenv("NNTRAINER_VULKAN_PROFILE")) {
+      static char prof[16384];
+      nnt_vulkan_profile_report(m->be, prof, sizeof prof);
+      fprintf(stderr, "%d steps: %s", steps, prof);
+    }
+  }
+#endif
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   const nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];
@@ -102,9 +140,10 @@ int main(int argc, char **argv) {
   nnt_cpu_blas_describe(blas, sizeof blas);
   printf("{\"backend\":\"%s\",\"blas\":\"%s\",\"batch\":%u,\"ms_median\":%.3f,"
          "\"ms_min\":%.3f,\"ms_max\":%.3f,\"peak_rss_kb\":%ld,\"arena_bytes\":%zu,"
-         "\"lower_bound_bytes\":%zu,\"total_planned_bytes\":%zu}\n",
+         "\"lower_bound_bytes\":%zu,\"total_planned_bytes\":%zu,\"cpu_ms\":%.3f%s}\n",
          m->be->name, blas, batch, ms[steps / 2], ms[0], ms[steps - 1], ru.ru_maxrss,
-         g->arena_bytes, g->lower_bound, g->arena_bytes + wbytes + nnt_model_opt_bytes(m, slots));
+         g->arena_bytes, g->lower_bound, g->arena_bytes + wbytes + nnt_model_opt_bytes(m, slots),
+         cpu_step, gpu);
   free(ms);
   nnt_model_destroy(m);
   return 0;

@@ -10,14 +10,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 warm=${1:-3}
 steps=${2:-20}
+py=${PYTHON:-/usr/bin/python3} # the interpreter that has PyTorch with CUDA
 echo "## SGEMM (median of 9 runs x 5 calls)"
 build/nnt_bench_vk_gemm
-/usr/bin/python3 benchmarks/gemm_peer.py
+"$py" benchmarks/gemm_peer.py
 echo "## ResNet-18 3:32:32, SGD: ms/step (median of $steps after $warm warm-up)"
 for b in 32 128; do
   echo "batch $b vulkan: $(build/nnt_bench_train Applications/ResNet/resnet18.ini "$warm" "$steps" \
     engine=gpu batch_size="$b")"
-  echo "batch $b torch-cuda: $(BENCH_DEVICE=cuda BENCH_BATCH=$b /usr/bin/python3 \
+  echo "batch $b torch-cuda: $(BENCH_DEVICE=cuda BENCH_BATCH=$b "$py" \
     benchmarks/torch_models.py resnet18 "$warm" "$steps")"
   echo "batch $b cpu: $(NNTRAINER_THREADS=$(nproc) build/nnt_bench_train \
     Applications/ResNet/resnet18.ini 1 3 batch_size="$b")"

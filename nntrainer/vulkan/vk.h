@@ -46,4 +46,17 @@ int nnt_vulkan_stats(const nnt_backend *be, nnt_vulkan_counters *out);
  * calls counted; 0 (and "" in buf) for a backend that is not Vulkan's. */
 size_t nnt_vulkan_gemm_report(const nnt_backend *be, char *buf, size_t n);
 
+/* GPU time per shader (and per copy and fill) on the Vulkan backend
+ * instance be since it was opened or last reset, from timestamps written
+ * after every command of a submit: on when NNTRAINER_VULKAN_PROFILE=1 was
+ * set when it opened (and its queue has timestamps). A command's time is
+ * from the end of the one before it (or the submit's start) to its own
+ * end, waits at barriers included. As text in buf (truncated to n - 1
+ * characters): a total line, then one line per kind of command by time,
+ * most first. @return the commands timed; 0 with the reason in buf where
+ * profiling is off or be is not Vulkan's. */
+size_t nnt_vulkan_profile_report(const nnt_backend *be, char *buf, size_t n);
+/* Empties the profile (after warm-up steps, say). */
+void nnt_vulkan_profile_reset(const nnt_backend *be);
+
 #endif

@@ -111,7 +111,9 @@ static int type_rank(VkPhysicalDeviceType t) {
 }
 
 /* A queue family with compute, or -1. */
-static int compute_family(vk_ctx *c, VkPhysicalDevice pd) {
+/* The first queue family with compute (-1: none); its timestamps' valid
+ * bits in *ts_bits where ts_bits is not NULL. */
+static int compute_family(vk_ctx *c, VkPhysicalDevice pd, uint32_t *ts_bits) {
   uint32_t n = 0;
   c->f.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, NULL);
   VkQueueFamilyProperties *q = nnt_calloc(n ? n : 1, sizeof *q);
@@ -119,8 +121,11 @@ static int compute_family(vk_ctx *c, VkPhysicalDevice pd) {
   if (q) {
     c->f.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, q);
     for (uint32_t i = 0; i < n && fam < 0; i++)
-      if (q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)
+      if (q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
         fam = (int)i;
+        if (ts_bits)
+          *ts_bits = q[i].timestampValidBits;
+      }
   }
   nnt_free(q);
   return fam;
@@ -245,7 +250,7 @@ static int choose_device(vk_ctx *c, const char *device, nnt_err *e) {
     if (len < sizeof names)
       len += (size_t)snprintf(names + len, sizeof names - len, "%s%u: %s", i ? ", " : "", i,
                               p.deviceName);
-    if (p.apiVersion < VK_API_VERSION_1_1 || compute_family(c, pd[i]) < 0 ||
+    if (p.apiVersion < VK_API_VERSION_1_1 || compute_family(c, pd[i], NULL) < 0 ||
         p.limits.maxPerStageDescriptorStorageBuffers < VK_BINDINGS ||
         p.limits.maxDescriptorSetUniformBuffersDynamic < 1 ||
         p.limits.maxUniformBufferRange < sizeof(vk_push))
@@ -282,7 +287,10 @@ static int choose_device(vk_ctx *c, const char *device, nnt_err *e) {
                                     .pNext = &m3};
   c->f.vkGetPhysicalDeviceProperties2(c->phys, &p2);
   c->max_alloc = m3.maxMemoryAllocationSize ? m3.maxMemoryAllocationSize : ((VkDeviceSize)1 << 30);
-  c->qfam = (uint32_t)compute_family(c, c->phys);
+  uint32_t ts_bits = 0;
+  c->qfam = (uint32_t)compute_family(c, c->phys, &ts_bits);
+  if ((rc = nnt_vk_profile_open(c, ts_bits, e)))
+    return rc;
   VkDeviceSize ua = c->props.limits.minUniformBufferOffsetAlignment;
   ua = ua > 16 ? ua : 16;
   c->pstride = (sizeof(vk_push) + ua - 1) / ua * ua;
@@ -489,6 +497,7 @@ void nnt_vk_close(vk_ctx *c) {
   if (c->lib)
     dlclose(c->lib);
   nnt_free(c->pipes);
+  nnt_free(c->prof);
   pthread_mutex_destroy(&c->lock);
   pthread_mutex_destroy(&c->vlock);
   pthread_mutex_destroy(&c->glock);

@@ -35,7 +35,9 @@
   X(vkDestroyPipeline) X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout)                 \
   X(vkCreateDescriptorSetLayout) X(vkDestroyDescriptorSetLayout)                            \
   X(vkCreateDescriptorPool) X(vkDestroyDescriptorPool) X(vkResetDescriptorPool)             \
-  X(vkAllocateDescriptorSets) X(vkUpdateDescriptorSets) X(vkDeviceWaitIdle)
+  X(vkAllocateDescriptorSets) X(vkUpdateDescriptorSets) X(vkDeviceWaitIdle)                 \
+  X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkCmdResetQueryPool) X(vkCmdWriteTimestamp)  \
+  X(vkGetQueryPoolResults)
 
 #define VK_FN_FIELD(f) PFN_##f f;
 typedef struct vk_fns {
@@ -152,6 +154,13 @@ typedef struct vk_rec {
   VkPipeline bound;
   uint32_t n_barriers, n_dispatch;
   int any_out;
+  /* profiling (vk_profile.c): a timestamp at the start and after each
+   * command, query q's command kind in qwhat[q] (a shader's index, or
+   * nnt_vk_shader_count + its vk_ekind for a copy or fill) */
+  VkQueryPool qpool;
+  uint32_t n_q;
+  uint32_t *qwhat;
+  uint64_t *qts;
 } vk_rec;
 
 /* A read whose bytes land in host memory when its recording completes. */
@@ -189,6 +198,15 @@ typedef struct vk_gemm_plan {
   uint32_t gx, gy;
   uint32_t slices, chunk, tiles_m;
 } vk_gemm_plan;
+
+/* Timestamps per recording (NNTRAINER_VULKAN_PROFILE=1): commands past
+ * this many in one submit are not timed (counted as untimed). */
+#define VK_PROF_QUERIES 16384
+/* What the timestamps gave, per shader and per copy/fill kind. */
+typedef struct vk_prof {
+  uint64_t calls;
+  double ns;
+} vk_prof;
 
 typedef struct vk_pipe {
   VkPipeline pipe; /* VK_NULL_HANDLE until first use */
@@ -265,6 +283,17 @@ typedef struct vk_ctx {
   vk_gemm_path gemm_force;
   nnt_buffer *gemm_scratch; /* holds a reference: released with the handle */
   size_t gemm_runs[VK_GEMM__COUNT];
+  /* profiling (under lock): on where NNTRAINER_VULKAN_PROFILE=1 and the
+   * queue has timestamps; ns per tick, the valid bits' mask, per kind of
+   * command (nnt_vk_shader_count shaders, then copy in, copy out, fill),
+   * the submits' GPU time from first to last timestamp, untimed commands */
+  int profile;
+  const char *profile_off; /* why not, when asked for and unavailable */
+  double ts_period;
+  uint64_t ts_mask;
+  vk_prof *prof;
+  double prof_total_ns;
+  uint64_t prof_submits, prof_untimed;
 } vk_ctx;
 
 /* vk_device.c */
@@ -310,6 +339,18 @@ int nnt_vk_step_end(vk_ctx *c, nnt_err *e);
  * step recordings and descriptor sets (which may name it) are dropped. */
 int nnt_vk_forget_buffers(vk_ctx *c, nnt_err *e);
 void nnt_vk_records_close(vk_ctx *c);
+
+/* vk_profile.c */
+/* At open: profiling on when NNTRAINER_VULKAN_PROFILE=1 and the compute
+ * queue family (timestamp_bits of it) has timestamps. */
+int nnt_vk_profile_open(vk_ctx *c, uint32_t timestamp_bits, nnt_err *e);
+/* At a recording's begin (its pool made at first use, reset, the start
+ * written) and after each command (what: as vk_rec's qwhat). */
+int nnt_vk_profile_begin(vk_ctx *c, vk_rec *r);
+void nnt_vk_profile_mark(vk_ctx *c, vk_rec *r, uint32_t what);
+/* After r's submit finished: its timestamps added to c->prof. */
+void nnt_vk_profile_collect(vk_ctx *c, vk_rec *r);
+void nnt_vk_profile_release(vk_ctx *c, vk_rec *r);
 
 /* vk_buffer.c */
 void nnt_vk_buffer_type_init(vk_ctx *c); /* c->buft */

@@ -12,6 +12,8 @@
 
 #include <string.h>
 
+#include "nntrainer/vulkan/vk_shaders.h"
+
 #define VK_MAX_STEPS 8         /* step recordings kept (one per mode is typical) */
 #define VK_EAGER_ENTRIES 16384 /* the eager recording is submitted past this */
 
@@ -206,6 +208,7 @@ static void rec_release(vk_ctx *c, vk_rec *r) {
     c->f.vkFreeCommandBuffers(c->dev, c->pool, 1, &r->cmd);
   blocks_free(c, &r->params);
   blocks_free(c, &r->staging);
+  nnt_vk_profile_release(c, r);
   nnt_free(r->ent);
   nnt_free(r->pend);
   memset(r, 0, sizeof *r);
@@ -228,6 +231,9 @@ static int rec_open(vk_ctx *c, vk_rec *r) {
                                                      : VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
   if ((res = c->f.vkBeginCommandBuffer(r->cmd, &bi)) != VK_SUCCESS)
     return nnt_vk_fail(c, NULL, res, "vkBeginCommandBuffer");
+  int rc = nnt_vk_profile_begin(c, r);
+  if (rc)
+    return rc;
   r->open = 1;
   r->n_pend = 0;
   r->bound = VK_NULL_HANDLE;
@@ -295,6 +301,7 @@ static int emit(vk_ctx *c, vk_rec *r, const vk_entry *en) {
     c->f.vkCmdBindDescriptorSets(r->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, c->layout, 0, 1, &set,
                                  1, &dyn);
     c->f.vkCmdDispatch(r->cmd, en->sig.gx, en->sig.gy, 1);
+    nnt_vk_profile_mark(c, r, en->sig.pipe);
     r->n_dispatch++;
     break;
   }
@@ -306,11 +313,13 @@ static int emit(vk_ctx *c, vk_rec *r, const vk_entry *en) {
                        .dstOffset = in ? en->sig.off : en->soff,
                        .size = en->sig.size};
     c->f.vkCmdCopyBuffer(r->cmd, in ? st : en->dev->buf, in ? en->dev->buf : st, 1, &cp);
+    nnt_vk_profile_mark(c, r, (uint32_t)nnt_vk_shader_count + (in ? 0 : 1));
     r->any_out |= !in;
     break;
   }
   case VK_E_FILL:
     c->f.vkCmdFillBuffer(r->cmd, en->dev->buf, en->sig.off, en->sig.size, en->sig.word);
+    nnt_vk_profile_mark(c, r, (uint32_t)nnt_vk_shader_count + 2);
     break;
   }
   return NNT_OK;
@@ -363,6 +372,7 @@ static int rec_submit(vk_ctx *c, vk_rec *r, nnt_err *e) {
     return nnt_vk_fail(c, e, res, "vkWaitForFences");
   if ((res = c->f.vkResetFences(c->dev, 1, &c->fence)) != VK_SUCCESS)
     return nnt_vk_fail(c, e, res, "vkResetFences");
+  nnt_vk_profile_collect(c, r);
   c->cnt.submits++;
   c->cnt.dispatches += r->n_dispatch;
   c->cnt.barriers += r->n_barriers;

@@ -161,6 +161,64 @@ static void test_steps_replay(void **state) {
   tu_backend_free_checked(be);
 }
 
+/* The line of `name` in a profile report: its calls (-1: no line). */
+static long profile_calls(const char *rep, const char *name) {
+  for (const char *l = rep; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+    char got[32];
+    long calls;
+    if (sscanf(l, "%31s %ld calls", got, &calls) == 2 && !strcmp(got, name))
+      return calls;
+  }
+  return -1;
+}
+
+/* NNTRAINER_VULKAN_PROFILE=1: every command of every submit timed (a
+ * replayed step's too), per shader; off, the report says why. */
+static void test_profile_times_every_command(void **state) {
+  (void)state;
+  char rep[4096];
+  nnt_backend *be = tu_gpu(); /* opened without the variable: off */
+  assert_int_equal(nnt_vulkan_profile_report(be, rep, sizeof rep), 0);
+  tu_assert_contains(rep, "NNTRAINER_VULKAN_PROFILE=1 was not set");
+  tu_backend_free_checked(be);
+  setenv("NNTRAINER_VULKAN_PROFILE", "1", 1);
+  be = tu_gpu();
+  unsetenv("NNTRAINER_VULKAN_PROFILE");
+  const nnt_kernels *k = be->k;
+  nnt_err e = {0};
+  nnt_buffer *b;
+  assert_int_equal(nnt_buffer_alloc(be->buft, 3 * N * sizeof(float), "prof", &b, &e), NNT_OK);
+  float *x = nnt_buffer_at(b, 0), *y = x + N;
+  assert_int_equal(be->synchronize(be, &e), NNT_OK);
+  nnt_vulkan_profile_reset(be);
+  assert_int_equal(k->fill(k, N, 1, x), NNT_OK);
+  assert_int_equal(k->fill(k, N, 2, y), NNT_OK);
+  assert_int_equal(k->scale(k, N, 3, y), NNT_OK);
+  assert_int_equal(be->synchronize(be, &e), NNT_OK);
+  assert_int_equal(nnt_vulkan_profile_report(be, rep, sizeof rep), 3);
+  tu_assert_contains(rep, "in 1 submits, 3 commands timed, 0 not");
+  assert_int_equal(profile_calls(rep, "fill"), 2);
+  assert_int_equal(profile_calls(rep, "scale"), 1);
+  double total = -1;
+  assert_int_equal(sscanf(rep, "gpu time %lf ms", &total), 1);
+  assert_true(total > 0);
+  /* three runs of a step (recorded, then replayed): 5 commands each */
+  float in[N], out[N];
+  for (size_t i = 0; i < N; i++)
+    in[i] = (float)i;
+  nnt_vulkan_profile_reset(be);
+  for (int it = 0; it < 3; it++)
+    assert_int_equal(run_step(be, b, in, 2.0f, 0, out, &e), NNT_OK);
+  assert_int_equal(stats(be).replayed_steps, 2);
+  assert_int_equal(nnt_vulkan_profile_report(be, rep, sizeof rep), 15);
+  tu_assert_contains(rep, "in 3 submits, 15 commands timed");
+  assert_int_equal(profile_calls(rep, "(copy-in)"), 3);
+  assert_int_equal(profile_calls(rep, "(copy-out)"), 3);
+  assert_int_equal(profile_calls(rep, "scale"), 3);
+  nnt_buffer_free(b);
+  tu_backend_free_checked(be);
+}
+
 /* Two instances give different addresses, and an op of one refuses the
  * other's. */
 static void test_instances_do_not_mix(void **state) {
@@ -396,6 +454,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_barriers_only_where_needed),
       cmocka_unit_test(test_steps_replay),
+      cmocka_unit_test(test_profile_times_every_command),
       cmocka_unit_test(test_instances_do_not_mix),
       cmocka_unit_test(test_training_step_is_one_submit),
       cmocka_unit_test(test_clipping_stays_on_the_device),
