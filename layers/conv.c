@@ -71,6 +71,13 @@
  * plane (LeNet-5's, the Fashion-MNIST CNN's) keeps one image per gemm and
  * the planned arena as it was (docs/performance.md). */
 #define CONV_GROUP_COLS 192
+/* On a GPU (engine=gpu) each product must fill the device: one of a
+ * group of one image has too few columns (ResNet-18's 64 filters x 1024
+ * positions: 16 work groups of 64 x 64 on an H100's 132 multiprocessors)
+ * and every dispatch costs a few microseconds however small. There groups
+ * take up to this much scratch with no column cap, and the backward takes
+ * the forward's groups with every channel in one block (docs/gpu.md). */
+#define CONV_GPU_GROUP_BYTES ((size_t)32 << 20)
 /* The forward takes conv_fwd for at most CONV_DIRECT_MAX_C input
  * channels, a patch of at least CONV_DIRECT_MIN_PATCH values and at least
  * CONV_DIRECT_MIN_FILTERS filters: chosen by measurement
@@ -279,11 +286,15 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
                         p->filters, 0, p->wp.bias_decay, 1);
   p->nb = p->wnb = p->bnb = 1;
   p->bc = g->c;
+  int gpu = ctx->engine == NNT_ENGINE_GPU;
   if (!is_pointwise(g)) {
     /* images per group: (patch + filters) * plane floats each */
     size_t one = ((size_t)patch + p->filters) * plane * sizeof(float);
-    size_t fit = CONV_GROUP_BYTES / one, groups;
-    size_t want = (CONV_GROUP_COLS + plane - 1) / plane;
+    size_t cap = gpu ? CONV_GPU_GROUP_BYTES : CONV_GROUP_BYTES;
+    if (ctx->chunk && cap > ctx->chunk) /* each scratch tensor within a chunk */
+      cap = ctx->chunk;
+    size_t fit = cap / one, groups;
+    size_t want = gpu ? in.b : (CONV_GROUP_COLS + plane - 1) / plane;
     if (fit > want)
       fit = want;
     if (fit > 1 && in.b > 1) {
@@ -292,15 +303,18 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
       groups = (in.b + fit - 1) / fit; /* then as even as they go */
       p->nb = (unsigned)((in.b + groups - 1) / groups);
     }
-    backward_blocks(p, patch);
+    if (gpu)
+      p->bnb = p->nb; /* p->bc: every channel */
+    else
+      backward_blocks(p, patch);
     unsigned taps = g->kh * g->kw;
     p->wnb = p->nb;
-    size_t cols = (size_t)patch * plane * p->nb, wfwd = wino_fwd_scratch(p, in);
+    size_t cols = (size_t)patch * plane * p->nb, wfwd = gpu ? 0 : wino_fwd_scratch(p, in);
     nnt_fctx_add_scratch(ctx,
                          wfwd > cols ? nnt_dim_make(1, 1, 1, (unsigned)wfwd)
                                      : nnt_dim_make(1, 1, patch, (unsigned)(plane * p->nb)),
                          NNT_SCRATCH_FWD);
-    size_t bwd = (size_t)p->bc * taps * plane * p->bnb, wino = wino_bwd_scratch(p, in);
+    size_t bwd = (size_t)p->bc * taps * plane * p->bnb, wino = gpu ? 0 : wino_bwd_scratch(p, in);
     nnt_fctx_add_scratch(ctx,
                          wino > bwd ? nnt_dim_make(1, 1, 1, (unsigned)wino)
                                     : nnt_dim_make(1, 1, p->bc * taps, (unsigned)(plane * p->bnb)),

@@ -439,6 +439,8 @@ static int finalize_each(nnt_model *m, const unsigned *cons, const unsigned *ref
     memset(fc, 0, sizeof *fc);
     fc->batch = m->batch;
     fc->trainable = nd->layer->trainable;
+    fc->engine = m->engine;
+    fc->chunk = m->be ? nnt_buffer_type_chunk(m->be->buft) : 0;
     if (!nd->n_in || nd->in_node[0] == NNT_NO_NODE) {
       if (m->n_inputs == NNT_DS_MAX_STREAMS)
         return nnt_err_set(e, NNT_ERR_INVAL, "[%s] too many model inputs", nd->layer->name);

@@ -136,6 +136,8 @@ typedef struct nnt_finalize_ctx {
   unsigned n_consumers;   /* how many layers read output 0 (for multiout) */
   unsigned n_out_refs;    /* 1 + the largest output index a consumer names */
   int trainable;          /* the layer's `trainable` property */
+  nnt_engine engine;      /* the model's: a layer may shape its work for it */
+  size_t chunk;           /* the largest tensor its buffers hold (0: no limit) */
   /* set by the layer (n_out defaults to 1) */
   unsigned n_out;
   nnt_dim out_dim[NNT_MAX_IO];
