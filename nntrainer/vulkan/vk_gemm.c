@@ -25,18 +25,29 @@ static const variant VARIANTS[VK_GEMM__COUNT] = {
  * the scratch holds at most this many floats (16 MiB). */
 #define SPLIT_BK 16
 #define SPLIT_MAX_FLOATS ((size_t)4 << 20)
-/* split-k is chosen when k is at least this and the 64 x 64 tiles of C are
- * at most SPLIT_TILES; it aims at SPLIT_GROUPS work groups in all, with
- * slices at least SPLIT_MIN_DEPTH deep (a forced split-k uses
- * SPLIT_FORCED_DEPTH, so that tests see several slices at small k). */
+/* split-k is chosen when k is at least SPLIT_MIN_K and the 64 x 64 tiles
+ * of C are at most SPLIT_TILES (before small32: a weight gradient of a
+ * dense layer), or, where neither m nor n is at most 32, when k is at
+ * least FILL_MIN_K and the tiles are fewer than SPLIT_GROUPS: a product
+ * with fewer work groups leaves a large GPU idle (an H100 has 132
+ * multiprocessors: the forward products of ResNet-18's convolutions, 64 to
+ * 176 tiles over k = 576 to 4608, ran at 3.8 to 7.4 TFLOP/s on tile64 at
+ * batch 32). It aims at SPLIT_GROUPS work groups in all, with slices at
+ * least SPLIT_MIN_DEPTH deep (a forced split-k uses SPLIT_FORCED_DEPTH, so
+ * that tests see several slices at small k). */
 #define SPLIT_MIN_K 1024
 #define SPLIT_TILES 32
-#define SPLIT_GROUPS 128
+#define FILL_MIN_K 512
+#define SPLIT_GROUPS 256
 #define SPLIT_MIN_DEPTH 256
 #define SPLIT_FORCED_DEPTH 64
-/* tile128 when it still gives this many work groups (about one per
- * multiprocessor of a large GPU); below, tile64 gives 4 times more. */
+/* tile128 when it still gives BIG_GROUPS work groups over k of at least
+ * BIG_MIN_K; else tile64, which has 4 times more: on an H100 tile64 ran
+ * ResNet-18's input-derivative products (k = 64 to 512, 440 to 1584 groups
+ * of tile128) at 10.0 to 16.5 TFLOP/s against tile128's 8.4 to 10.8
+ * (docs/performance.md). */
 #define BIG_GROUPS 128
+#define BIG_MIN_K 1024
 
 static size_t cdiv(size_t a, size_t b) { return (a + b - 1) / b; }
 
@@ -80,7 +91,10 @@ int nnt_vk_gemm_plan(const vk_ctx *c, size_t m, size_t n, size_t k, vk_gemm_path
       path = VK_GEMM_SPLITK;
     else if (m <= 32 || n <= 32)
       path = VK_GEMM_SMALL32;
-    else if (cdiv(m, 128) * cdiv(n, 128) >= BIG_GROUPS)
+    else if (k >= FILL_MIN_K && cdiv(m, 64) * cdiv(n, 64) < SPLIT_GROUPS &&
+             split(m, n, k, 0, maxf, &pl))
+      path = VK_GEMM_SPLITK;
+    else if (cdiv(m, 128) * cdiv(n, 128) >= BIG_GROUPS && k >= BIG_MIN_K)
       path = VK_GEMM_TILE128;
     else
       path = VK_GEMM_TILE64;

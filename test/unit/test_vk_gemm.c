@@ -37,8 +37,10 @@ static void test_plan_by_shape(void **state) {
     vk_gemm_path want;
   } T[] = {
       {2048, 2048, 2048, VK_GEMM_TILE128}, /* 256 tiles of 128 x 128 */
-      {1536, 1408, 4, VK_GEMM_TILE128},   /* 12 x 11 = 132 of them */
-      {1024, 1024, 1024, VK_GEMM_TILE64}, /* 64 big tiles: too few */
+      {1536, 1408, 1024, VK_GEMM_TILE128}, /* 12 x 11 = 132 of them */
+      {1536, 1408, 1023, VK_GEMM_TILE64},  /* too shallow for them */
+      {576, 11264, 64, VK_GEMM_TILE64},    /* a convolution's derivative */
+      {1024, 1024, 1024, VK_GEMM_TILE64}, /* 64 big tiles: too few; 256 small */
       {300, 300, 300, VK_GEMM_TILE64},
       {33, 33, 5, VK_GEMM_TILE64},
       {32, 4096, 4096, VK_GEMM_SMALL32},  /* a dense layer's batch of 32 */
@@ -47,9 +49,13 @@ static void test_plan_by_shape(void **state) {
       {64, 64, 50000, VK_GEMM_SPLITK},    /* a weight gradient */
       {16, 16, 4096, VK_GEMM_SPLITK},
       {256, 512, 4096, VK_GEMM_SPLITK},   /* 32 tiles of 64 x 64 */
-      {256, 576, 4096, VK_GEMM_TILE64},   /* 36 of them */
-      {64, 64, 1000, VK_GEMM_TILE64},     /* k below 1024 */
-      {8, 300, 1000, VK_GEMM_SMALL32},
+      {256, 576, 4096, VK_GEMM_SPLITK},   /* 36 of them: too few for the GPU */
+      {64, 11264, 576, VK_GEMM_SPLITK},   /* a convolution's forward: 176 */
+      {1024, 960, 512, VK_GEMM_SPLITK},   /* 240 */
+      {1024, 1024, 512, VK_GEMM_TILE64},  /* 256 */
+      {64, 11264, 511, VK_GEMM_TILE64},   /* too shallow to split */
+      {64, 64, 500, VK_GEMM_TILE64},
+      {8, 300, 1000, VK_GEMM_SMALL32},    /* k below 1024, m below 33 */
   };
   for (size_t i = 0; i < sizeof T / sizeof *T; i++) {
     vk_gemm_plan pl;
@@ -217,7 +223,8 @@ static void test_variants_match_cpu(void **state) {
 /* ---- chosen by shape ------------------------------------------------------ */
 
 /* One shape of each variant with nothing forced: each runs once, matches
- * the CPU (tile128 needs 128 work groups: a shallow 1536 x 1408 x 4). */
+ * the CPU (tile128 needs 128 work groups over k >= 1024: 1536 x 1408 x
+ * 1024). */
 static void test_each_variant_chosen_and_reported(void **state) {
   (void)state;
   nnt_backend *be = tu_gpu();
@@ -226,7 +233,7 @@ static void test_each_variant_chosen_and_reported(void **state) {
   char rep[128];
   assert_int_equal(nnt_vulkan_gemm_report(be, rep, sizeof rep), 0);
   assert_string_equal(rep, "gemm paths: tile128 0, tile64 0, small32 0, splitk 0");
-  static const shape S[] = {{1536, 1408, 4}, {100, 90, 50}, {8, 200, 40}, {16, 24, 4096}};
+  static const shape S[] = {{1536, 1408, 1024}, {100, 90, 50}, {8, 200, 40}, {16, 24, 4096}};
   size_t most = 1536 * 1408;
   float *a = malloc(most * 4), *b = malloc(most * 4), *c = malloc(most * 4),
         *ref = malloc(most * 4);
