@@ -20,7 +20,10 @@
 // reads one or two vec4s of As (broadcast); the final stores run along a
 // row of C. The global
 // loads run along the contiguous dimension of each operand (l for a plain
-// A and a transposed B, i or j otherwise), so a warp reads whole segments.
+// A and a transposed B, i or j otherwise), so a warp reads whole segments,
+// and the next slice's loads are issued before the current slice's
+// products (held in registers until its turn): on an H100 that took
+// SGEMM from 11.6-17.6 to 16.9-27.7 TFLOP/s (docs/performance.md).
 #version 450
 // [[unroll]]: the register arrays are indexed by loop counters only, so
 // the loops over them must unroll for acc, ra and rb to stay in registers
@@ -39,6 +42,30 @@ layout(local_size_x = NT) in;
 
 shared vec4 As[BK][(BM + PAD) / 4];
 shared vec4 Bs[BK][(BN + PAD) / 4];
+
+// The slices of A (BM x BK) and B (BK x BN) at depth k0 into registers,
+// (BM BK) / NT and (BN BK) / NT values per invocation, zeros outside the
+// matrices or past ke; each read runs along the operand's contiguous
+// dimension (l for a plain A and a transposed B, i or j otherwise).
+void load_slices(uint k0, uint ke, uint bm, uint bn, uint m, uint n, bool tra, bool trb,
+                 uint lid, out float pa[BM * BK / NT], out float pb[BN * BK / NT]) {
+  [[unroll]] for (uint q = 0u; q < BM * BK / NT; q++) {
+    uint e = lid + q * NT;
+    uint i = tra ? e % BM : e / BK, l = tra ? e / BM : e % BK;
+    float a = 0.0;
+    if (bm + i < m && k0 + l < ke)
+      a = tra ? b0.v[p.o0 + (k0 + l) * p.i0 + bm + i] : b0.v[p.o0 + (bm + i) * p.i0 + k0 + l];
+    pa[q] = a;
+  }
+  [[unroll]] for (uint q = 0u; q < BN * BK / NT; q++) {
+    uint e = lid + q * NT;
+    uint j = trb ? e / BK : e % BN, l = trb ? e % BK : e / BN;
+    float b = 0.0;
+    if (bn + j < n && k0 + l < ke)
+      b = trb ? b1.v[p.o1 + (bn + j) * p.i1 + k0 + l] : b1.v[p.o1 + (k0 + l) * p.i1 + bn + j];
+    pb[q] = b;
+  }
+}
 
 void main() {
   uint lid = gl_LocalInvocationID.x;
@@ -60,40 +87,25 @@ void main() {
     [[unroll]] for (uint j = 0u; j < TN; j++)
       acc[i][j] = 0.0;
 
+  // The next slice's values are read from global memory into registers
+  // while the current one is multiplied from shared memory, so the
+  // loads' latency overlaps the arithmetic.
+  float pa[BM * BK / NT], pb[BN * BK / NT];
+  load_slices(kb, ke, bm, bn, m, n, tra, trb, lid, pa, pb);
   for (uint k0 = kb; k0 < ke; k0 += BK) {
-    // A's slice: BM x BK, (BM BK) / NT elements per invocation
     [[unroll]] for (uint q = 0u; q < BM * BK / NT; q++) {
       uint e = lid + q * NT;
-      uint i, l;
-      float a = 0.0;
-      if (tra) {
-        i = e % BM, l = e / BM; // A(i, l) = a[l lda + i]: i contiguous
-        if (bm + i < m && k0 + l < ke)
-          a = b0.v[p.o0 + (k0 + l) * p.i0 + bm + i];
-      } else {
-        l = e % BK, i = e / BK; // A(i, l) = a[i lda + l]: l contiguous
-        if (bm + i < m && k0 + l < ke)
-          a = b0.v[p.o0 + (bm + i) * p.i0 + k0 + l];
-      }
-      As[l][i >> 2][i & 3u] = a;
+      uint i = tra ? e % BM : e / BK, l = tra ? e / BM : e % BK;
+      As[l][i >> 2][i & 3u] = pa[q];
     }
-    // B's slice: BK x BN
     [[unroll]] for (uint q = 0u; q < BN * BK / NT; q++) {
       uint e = lid + q * NT;
-      uint j, l;
-      float b = 0.0;
-      if (trb) {
-        l = e % BK, j = e / BK; // B(l, j) = b[j ldb + l]: l contiguous
-        if (bn + j < n && k0 + l < ke)
-          b = b1.v[p.o1 + (bn + j) * p.i1 + k0 + l];
-      } else {
-        j = e % BN, l = e / BN; // B(l, j) = b[l ldb + j]: j contiguous
-        if (bn + j < n && k0 + l < ke)
-          b = b1.v[p.o1 + (k0 + l) * p.i1 + bn + j];
-      }
-      Bs[l][j >> 2][j & 3u] = b;
+      uint j = trb ? e / BK : e % BN, l = trb ? e % BK : e / BN;
+      Bs[l][j >> 2][j & 3u] = pb[q];
     }
     barrier();
+    if (k0 + BK < ke)
+      load_slices(k0 + BK, ke, bm, bn, m, n, tra, trb, lid, pa, pb);
     [[unroll]] for (uint l = 0u; l < BK; l++) {
       vec4 ra[TM / 4], rb[TN / 4];
       [[unroll]] for (uint g = 0u; g < TM / 4; g++)
