@@ -110,7 +110,6 @@ static int type_rank(VkPhysicalDeviceType t) {
   }
 }
 
-/* A queue family with compute, or -1. */
 /* The first queue family with compute (-1: none); its timestamps' valid
  * bits in *ts_bits where ts_bits is not NULL. */
 static int compute_family(vk_ctx *c, VkPhysicalDevice pd, uint32_t *ts_bits) {
