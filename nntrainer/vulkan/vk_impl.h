@@ -283,6 +283,7 @@ typedef struct vk_ctx {
   vk_gemm_path gemm_force;
   nnt_buffer *gemm_scratch; /* holds a reference: released with the handle */
   size_t gemm_runs[VK_GEMM__COUNT];
+  int bn_narrow; /* tests: batch normalization in work groups of 256 */
   /* profiling (under lock): on where NNTRAINER_VULKAN_PROFILE=1 and the
    * queue has timestamps; ns per tick, the valid bits' mask, per kind of
    * command (nnt_vk_shader_count shaders, then copy in, copy out, fill),

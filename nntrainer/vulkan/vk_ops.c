@@ -376,6 +376,14 @@ static int bn_dims(vk_ctx *vc, size_t outer, size_t ch, size_t inner, vk_push *p
   pc->k = (uint32_t)outer, pc->cols = (uint32_t)ch, pc->rows = (uint32_t)inner;
   return NNT_OK;
 }
+/* bn.comp's variant: work groups of 1024 where the device has them (the
+ * tests may turn c->bn_narrow on to run the other). */
+static const char *bn_shader(const vk_ctx *c) {
+  return c && !c->bn_narrow && c->props.limits.maxComputeWorkGroupInvocations >= 1024 &&
+                 c->props.limits.maxComputeWorkGroupSize[0] >= 1024
+             ? "bn1024"
+             : "bn";
+}
 static int v_bn_fwd_train(const nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                           const float *x, const float *gamma, const float *beta, float eps,
                           float *mean, float *var, float *invstd, float *xhat, float *y) {
@@ -384,7 +392,7 @@ static int v_bn_fwd_train(const nnt_kernels *self, size_t outer, size_t ch, size
   if (bn_dims(vc, outer, ch, inner, &pc))
     return NNT_ERR_INVAL;
   size_t all = outer * ch * inner;
-  return dispatch(vc, "bn",
+  return dispatch(vc, bn_shader(vc),
                   ARGS(RD(x, all), RD(gamma, ch), RD(beta, ch), WR(mean, ch), WR(var, ch),
                        WR(invstd, ch), WR(xhat, all), WR(y, all)),
                   &pc, (uint32_t)ch, 1);
@@ -412,7 +420,7 @@ static int v_bn_bwd(const nnt_kernels *self, size_t outer, size_t ch, size_t inn
   if (!pc.i1)
     return NNT_OK;
   size_t all = outer * ch * inner;
-  return dispatch(vc, "bn",
+  return dispatch(vc, bn_shader(vc),
                   ARGS(RD(dy, all), RD(xhat, all), RD(invstd, ch), RD(gamma, ch), WR(dx, all),
                        WR(dgamma, ch), WR(dbeta, ch)),
                   &pc, (uint32_t)ch, 1);
@@ -488,8 +496,12 @@ static int v_im2col(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, c
   if (window(g, n, &pc))
     return NNT_ERR_INVAL;
   pc.k = (uint32_t)n;
-  size_t cols = (size_t)g->c * g->kh * g->kw * g->oh * g->ow * n;
-  return ew(vc, "im2col", cols, ARGS(RD(x, window_imgs(g, n)), WR(col, cols)), &pc);
+  size_t rows = (size_t)g->c * g->kh * g->kw, ld = (size_t)g->oh * g->ow * n;
+  size_t lx = vc ? vc->props.limits.maxComputeWorkGroupCount[0] : 65535;
+  size_t ly = vc ? vc->props.limits.maxComputeWorkGroupCount[1] : 65535;
+  size_t gx = (ld + WG - 1) / WG; /* the shader loops past the limits */
+  return dispatch(vc, "im2col", ARGS(RD(x, window_imgs(g, n)), WR(col, rows * ld)), &pc,
+                  (uint32_t)(gx < lx ? gx : lx), (uint32_t)(rows < ly ? rows : ly));
 }
 static int v_col2im(const nnt_kernels *self, const nnt_conv_geom *g, size_t n, const float *col,
                     float *dx) {
