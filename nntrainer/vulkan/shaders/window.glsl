@@ -15,13 +15,29 @@
 #define G_OW p.u7
 #define G_CS p.cols // im2col, col2im: channels per image of x, dx
 
+// t / s where s divides t (false where it does not); strides 1 and 2 (the
+// common ones: the branch is the same for every invocation) without an
+// integer division, which is slow on a GPU.
+bool on_grid(uint t, uint s, out uint q) {
+  if (s == 1u) {
+    q = t;
+    return true;
+  }
+  if (s == 2u) {
+    q = t >> 1;
+    return (t & 1u) == 0u;
+  }
+  q = t / s;
+  return q * s == t;
+}
+
 // The output position whose window tap (a, b) reads input (iy, ix), or
 // false when there is none (not on the stride grid or outside the output).
 bool tap_out(int iy, int ix, uint a, uint b, out uint oy, out uint ox) {
   int ty = iy + int(G_PT) - int(a * G_DH), tx = ix + int(G_PL) - int(b * G_DW);
-  if (ty < 0 || tx < 0 || (uint(ty) % G_SH) != 0u || (uint(tx) % G_SW) != 0u)
+  oy = 0u;
+  ox = 0u;
+  if (ty < 0 || tx < 0 || !on_grid(uint(ty), G_SH, oy) || !on_grid(uint(tx), G_SW, ox))
     return false;
-  oy = uint(ty) / G_SH;
-  ox = uint(tx) / G_SW;
   return oy < G_OH && ox < G_OW;
 }
