@@ -323,9 +323,9 @@ static int vk_step_end(nnt_backend *be, nnt_err *e) {
 
 int nnt_vulkan_stats(const nnt_backend *be, nnt_vulkan_counters *out) {
   memset(out, 0, sizeof *out);
-  if (!be || !be->name || strcmp(be->name, "vulkan") || !be->ctx)
+  vk_ctx *c = nnt_vk_of(be);
+  if (!c)
     return NNT_ERR_INVAL;
-  vk_ctx *c = be->ctx;
   pthread_mutex_lock(&c->lock);
   out->submits = c->cnt.submits;
   out->dispatches = c->cnt.dispatches;

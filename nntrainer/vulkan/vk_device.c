@@ -16,12 +16,12 @@
 
 /* ---- the validation record (per backend instance) ---- */
 
-static vk_ctx *vk_of(const nnt_backend *be) {
+vk_ctx *nnt_vk_of(const nnt_backend *be) {
   return be && be->ctx && be->name && !strcmp(be->name, "vulkan") ? be->ctx : NULL;
 }
 
 int nnt_vulkan_validation_listening(const nnt_backend *be) {
-  vk_ctx *c = vk_of(be);
+  vk_ctx *c = nnt_vk_of(be);
   if (!c)
     return 0;
   pthread_mutex_lock(&c->vlock);
@@ -38,7 +38,7 @@ static void validation_record(vk_ctx *c, const char *msg) {
 }
 
 size_t nnt_vulkan_validation_messages(const nnt_backend *be, char *first, size_t n) {
-  vk_ctx *c = vk_of(be);
+  vk_ctx *c = nnt_vk_of(be);
   if (first && n)
     first[0] = '\0';
   if (!c)

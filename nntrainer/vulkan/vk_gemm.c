@@ -148,7 +148,7 @@ void nnt_vk_gemm_release(vk_ctx *c) {
 }
 
 size_t nnt_vulkan_gemm_report(const nnt_backend *be, char *buf, size_t n) {
-  vk_ctx *c = be && be->ctx && be->name && !strcmp(be->name, "vulkan") ? be->ctx : NULL;
+  vk_ctx *c = nnt_vk_of(be);
   if (buf && n)
     buf[0] = '\0';
   if (!c)

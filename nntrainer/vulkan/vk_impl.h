@@ -298,6 +298,8 @@ typedef struct vk_ctx {
 } vk_ctx;
 
 /* vk_device.c */
+/* be's instance, or NULL where be is not a Vulkan backend. */
+vk_ctx *nnt_vk_of(const nnt_backend *be);
 /* A new instance (its locks initialized, refs 0); no lock is held, as
  * nothing else can see it yet. */
 int nnt_vk_open(vk_ctx **out, const char *device, nnt_err *e);

@@ -101,17 +101,13 @@ void nnt_vk_profile_release(vk_ctx *c, vk_rec *r) {
   r->n_q = 0;
 }
 
-static vk_ctx *ctx_of(const nnt_backend *be) {
-  return be && be->name && !strcmp(be->name, "vulkan") ? be->ctx : NULL;
-}
-
 static const char *kind_name(size_t k) {
   static const char *const extra[3] = {"(copy-in)", "(copy-out)", "(fill-buffer)"};
   return k < nnt_vk_shader_count ? nnt_vk_shaders[k].name : extra[k - nnt_vk_shader_count];
 }
 
 size_t nnt_vulkan_profile_report(const nnt_backend *be, char *buf, size_t n) {
-  vk_ctx *c = ctx_of(be);
+  vk_ctx *c = nnt_vk_of(be);
   if (n)
     buf[0] = '\0';
   if (!c) {
@@ -166,7 +162,7 @@ size_t nnt_vulkan_profile_report(const nnt_backend *be, char *buf, size_t n) {
 }
 
 void nnt_vulkan_profile_reset(const nnt_backend *be) {
-  vk_ctx *c = ctx_of(be);
+  vk_ctx *c = nnt_vk_of(be);
   if (!c)
     return;
   pthread_mutex_lock(&c->lock);

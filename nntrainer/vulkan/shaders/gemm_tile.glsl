@@ -43,23 +43,34 @@ layout(local_size_x = NT) in;
 shared vec4 As[BK][(BM + PAD) / 4];
 shared vec4 Bs[BK][(BN + PAD) / 4];
 
+// Where an invocation's share e of a slice lies: row i of A (column j of
+// B) and depth l, along the operand's contiguous dimension (l for a plain
+// A and a transposed B, i or j otherwise).
+void a_slot(uint e, bool tra, out uint i, out uint l) {
+  i = tra ? e % BM : e / BK;
+  l = tra ? e / BM : e % BK;
+}
+void b_slot(uint e, bool trb, out uint j, out uint l) {
+  j = trb ? e / BK : e % BN;
+  l = trb ? e % BK : e / BN;
+}
+
 // The slices of A (BM x BK) and B (BK x BN) at depth k0 into registers,
 // (BM BK) / NT and (BN BK) / NT values per invocation, zeros outside the
-// matrices or past ke; each read runs along the operand's contiguous
-// dimension (l for a plain A and a transposed B, i or j otherwise).
+// matrices or past ke.
 void load_slices(uint k0, uint ke, uint bm, uint bn, uint m, uint n, bool tra, bool trb,
                  uint lid, out float pa[BM * BK / NT], out float pb[BN * BK / NT]) {
   [[unroll]] for (uint q = 0u; q < BM * BK / NT; q++) {
-    uint e = lid + q * NT;
-    uint i = tra ? e % BM : e / BK, l = tra ? e / BM : e % BK;
+    uint i, l;
+    a_slot(lid + q * NT, tra, i, l);
     float a = 0.0;
     if (bm + i < m && k0 + l < ke)
       a = tra ? b0.v[p.o0 + (k0 + l) * p.i0 + bm + i] : b0.v[p.o0 + (bm + i) * p.i0 + k0 + l];
     pa[q] = a;
   }
   [[unroll]] for (uint q = 0u; q < BN * BK / NT; q++) {
-    uint e = lid + q * NT;
-    uint j = trb ? e / BK : e % BN, l = trb ? e % BK : e / BN;
+    uint j, l;
+    b_slot(lid + q * NT, trb, j, l);
     float b = 0.0;
     if (bn + j < n && k0 + l < ke)
       b = trb ? b1.v[p.o1 + (bn + j) * p.i1 + k0 + l] : b1.v[p.o1 + (k0 + l) * p.i1 + bn + j];
@@ -94,13 +105,13 @@ void main() {
   load_slices(kb, ke, bm, bn, m, n, tra, trb, lid, pa, pb);
   for (uint k0 = kb; k0 < ke; k0 += BK) {
     [[unroll]] for (uint q = 0u; q < BM * BK / NT; q++) {
-      uint e = lid + q * NT;
-      uint i = tra ? e % BM : e / BK, l = tra ? e / BM : e % BK;
+      uint i, l;
+      a_slot(lid + q * NT, tra, i, l);
       As[l][i >> 2][i & 3u] = pa[q];
     }
     [[unroll]] for (uint q = 0u; q < BN * BK / NT; q++) {
-      uint e = lid + q * NT;
-      uint j = trb ? e / BK : e % BN, l = trb ? e % BK : e / BN;
+      uint j, l;
+      b_slot(lid + q * NT, trb, j, l);
       Bs[l][j >> 2][j & 3u] = pb[q];
     }
     barrier();
