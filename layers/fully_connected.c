@@ -79,6 +79,8 @@ static int fc_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
     nnt_fctx_add_scratch(ctx, t, NNT_SCRATCH_BWD);  /* s dY B^T */
   }
   ctx->flags = NNT_LF_BWD_READS_INPUT;
+  /* dW = X^T dY by rows of W (input features): see fc_gradient */
+  ctx->grad_tiles = r ? 0u : 1u;
   return NNT_OK;
 }
 
@@ -116,12 +118,23 @@ static int fc_forward(nnt_layer *l, nnt_run_ctx *ctx) {
 static int fc_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_tensor *x = &ctx->in[0], *dy = &ctx->d_out[0];
   size_t rows = nnt_tensor_len(x) / x->dim.w, k = x->dim.w, n = dy->dim.w;
-  if (ctx->gw[0].data)
-    NNT_TRY(ctx->k->gemm(ctx->k, 1, 0, k, n, rows, 1.0f, x->data, k, dy->data, n, 0.0f,
-                         ctx->gw[0].data, n));
   fc_priv *p = l->priv;
   if (p->bias_w != ~0u && ctx->gw[p->bias_w].data)
     NNT_TRY(ctx->k->sum_rows(ctx->k, rows, n, dy->data, 0.0f, ctx->gw[p->bias_w].data));
+  if (nnt_grad_tiled(ctx, 0)) {
+    /* rows [r0, r0 + t) of dW are X's columns [r0, r0 + t) times dY, each
+     * block handed over for its update before the next overwrites it */
+    size_t t = ctx->gw[0].dim.h;
+    for (size_t r0 = 0; r0 < k; r0 += t) {
+      size_t nr = k - r0 < t ? k - r0 : t;
+      NNT_TRY(ctx->k->gemm(ctx->k, 1, 0, nr, n, rows, 1.0f, x->data + r0, k, dy->data, n, 0.0f,
+                           ctx->gw[0].data, n));
+      NNT_TRY(ctx->grad_rows(ctx, 0, r0 * n, nr * n, ctx->gw[0].data));
+    }
+  } else if (ctx->gw[0].data) {
+    NNT_TRY(ctx->k->gemm(ctx->k, 1, 0, k, n, rows, 1.0f, x->data, k, dy->data, n, 0.0f,
+                         ctx->gw[0].data, n));
+  }
   if (p->lora_rank) {
     size_t r = p->lora_rank;
     /* dB = s (X A)^T dY; dA = X^T dT */

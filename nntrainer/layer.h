@@ -147,6 +147,14 @@ typedef struct nnt_finalize_ctx {
   nnt_dim scratch_dim[NNT_MAX_SCRATCH];
   nnt_scratch_life scratch_life[NNT_MAX_SCRATCH];
   unsigned flags;
+  /* Bit w: the layer can compute weight w's gradient a block of rows (the
+   * weight's h) at a time, handing each to ctx->grad_rows (nnt_grad_tiled),
+   * so that the update can follow it without the whole gradient in memory.
+   * Only for a gradient each of whose elements is a sum over in[0]'s rows
+   * of an in[0] value times a d_out[0] value, with the layer's other
+   * gradients sums of d_out[0] values (fully_connected): the training loop
+   * bounds them from those two tensors before anything is applied. */
+  unsigned grad_tiles;
   /* set by nnt_fctx_add_weight / _add_scratch when a table is full: the
    * compile refuses the layer rather than dropping the request */
   int overfull;
@@ -187,7 +195,21 @@ typedef struct nnt_run_ctx {
    * (iteration << 20) | node index, unique per (iteration, node) for graphs
    * of fewer than 2^20 nodes, so a step's masks follow from the seed. */
   uint64_t seed, stream;
+  /* calc_gradient of a weight whose gradient is applied a block of rows
+   * at a time (nnt_grad_tiled): gw[w] holds one block (its h the rows of
+   * a block); the layer computes the rows [r0, r1) into it and calls
+   * grad_rows(ctx, w, r0 * width, (r1 - r0) * width, gw[w].data), which
+   * updates those weight values; a nonzero return is the step's error. */
+  int (*grad_rows)(const struct nnt_run_ctx *ctx, unsigned w, size_t off, size_t n,
+                   const float *g);
+  void *grad_arg; /* the caller's, for grad_rows */
 } nnt_run_ctx;
+
+/* Is weight w's gradient computed and applied in blocks of gw[w].dim.h
+ * rows (the weight's h being larger) in this calc_gradient? */
+static inline int nnt_grad_tiled(const nnt_run_ctx *ctx, unsigned w) {
+  return ctx->gw[w].data && ctx->grad_rows && ctx->gw[w].dim.h < ctx->w[w].dim.h;
+}
 
 /* The run context's stream for node `node` in iteration `iter`. */
 static inline uint64_t nnt_run_stream(uint64_t iter, size_t node) {

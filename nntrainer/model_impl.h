@@ -81,6 +81,9 @@ typedef struct nnt_node {
   nnt_dmode dmode[NNT_MAX_IO];
   int t_dsum[NNT_MAX_IO];         /* fan-out: the producer's d_out */
   int t_gw[NNT_MAX_WEIGHTS];
+  /* rows of a block of weight w's gradient where its update follows each
+   * block inside calc_gradient (schedule.c, fused_rows), else 0 */
+  unsigned gtile[NNT_MAX_WEIGHTS];
   int t_scratch[NNT_MAX_SCRATCH];
   int t_label;
   int t_loss;                     /* loss nodes: the 1-float loss value */
@@ -95,6 +98,28 @@ typedef struct nnt_node {
   nnt_tensor gw[NNT_MAX_WEIGHTS], scratch[NNT_MAX_SCRATCH], label, loss;
   nnt_run_ctx ctx;
 } nnt_node;
+
+/* The shape of node nd's gradient tensor of weight w: the weight's, or one
+ * block of gtile[w] rows where the update follows each block. */
+static inline nnt_dim nnt_grad_dim(const nnt_node *nd, unsigned w) {
+  nnt_dim d = nd->fc.w[w].dim;
+  if (nd->gtile[w])
+    d.h = nd->gtile[w];
+  return d;
+}
+
+/* calc_gradient of node nd (training, do_grad) where some weight's update
+ * follows each block of its gradient (fused_update.c), with check_finite's
+ * guarantee that no value that is not finite is applied. */
+int nnt_fused_gradient(nnt_model *m, nnt_node *nd, nnt_err *e);
+
+/* Is some weight of node nd updated block by block in its calc_gradient? */
+static inline int nnt_node_fused(const nnt_node *nd) {
+  for (unsigned w = 0; w < nd->fc.n_w; w++)
+    if (nd->gtile[w])
+      return 1;
+  return 0;
+}
 
 /* The plans: training (forward, loss, backward, update); inference (the
  * forward steps, no label and no loss value: loss layers give their output
@@ -123,6 +148,9 @@ struct nnt_model {
   /* tests only: 1 leaves every layer's backward reads as its finalize
    * declared them (no keep_less), to compare both ways bit for bit */
   int keep_outputs;
+  /* tests only: 1 computes every weight gradient whole before its update
+   * (no blocks of rows fused with the update: schedule.c), to compare */
+  int fuse_off;
   int plan_quick; /* nnt_model_train_total: plans without best fit's order search */
   float clip_grad_norm;     /* 0: off */
   uint64_t seed;
@@ -387,6 +415,9 @@ int nnt_model_set_batch(nnt_model *m, const float *const *in, const float *const
 int nnt_check_prepare(nnt_model *m, nnt_err *e);
 /* Index of the first value of x[0..n) that is NaN or infinite; n if none. */
 size_t nnt_first_nonfinite(const float *x, size_t n);
+/* The largest magnitude of n values into *mx; 0 (and *mx as it was) when
+ * one is NaN or infinite. */
+int nnt_max_abs_finite(const float *x, size_t n, float *mx);
 /* "NaN", "inf" or "-inf" for a non-finite value. */
 const char *nnt_nonfinite_name(float v);
 /* Copy the non-trainable weights (moving statistics, which forward

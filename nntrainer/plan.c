@@ -164,7 +164,9 @@ static int request_backward(nnt_model *m, nnt_mgr *g, nnt_err *e) {
       nd->t_gw[w] = -1;
       if (!nd->do_grad || !nd->fc.w[w].trainable)
         continue;
-      int id = req(g, nd->layer->name, "grad", w, NNT_TK_GRADIENT, nd->fc.w[w].dim, e);
+      /* a gradient applied block by block: one block of rows */
+      int id = req(g, nd->layer->name, nd->gtile[w] ? "grad_rows" : "grad", w, NNT_TK_GRADIENT,
+                   nnt_grad_dim(nd, w), e);
       if (id < 0)
         return id;
       nd->t_gw[w] = id;
@@ -438,7 +440,7 @@ static void bind_contexts(nnt_model *m, nnt_mode mode) {
       bind(&nd->dout[o], g, mode == NNT_MODE_TRAIN ? nd->t_dout[o] : -1, nd->fc.out_dim[o]);
     }
     for (unsigned w = 0; w < nd->fc.n_w; w++)
-      bind(&nd->gw[w], g, mode == NNT_MODE_TRAIN ? nd->t_gw[w] : -1, nd->fc.w[w].dim);
+      bind(&nd->gw[w], g, mode == NNT_MODE_TRAIN ? nd->t_gw[w] : -1, nnt_grad_dim(nd, w));
     for (unsigned s = 0; s < nd->fc.n_scratch; s++)
       bind(&nd->scratch[s], g, nd->t_scratch[s], nd->fc.scratch_dim[s]);
     if (nd->t_label >= 0)

@@ -3,6 +3,7 @@
  * its execution order) and the training loop walks it. Inserting a step
  * (recomputation, accumulation) is an edit of this list only. */
 #include "nntrainer/model_impl.h"
+#include "nntrainer/compute/kernels.h"
 
 #include <string.h>
 
@@ -45,10 +46,69 @@ static int has_backward(const nnt_model *m, size_t i) {
   return nd->do_grad || nd->do_deriv || (nd->grad_apply == i && m->nodes[nd->grad_sum].do_grad);
 }
 
+/* The bytes of a block of a gradient applied as it is made, at most (but
+ * FUSED_ROWS rows at least, and enough for two compute threads where the
+ * whole product has that: fused_rows): 64 KiB. The Fashion-MNIST MLP's
+ * fc1 gradient (784 x 256) at batch 64 in blocks of 144 rows, at batch 1
+ * of 48 (docs/memory.md, "Updates fused with the gradient"). */
+#define FUSED_BLOCK_BYTES 65536
+/* Blocks are a multiple of this many rows: a product of a block of rows
+ * then gives each value the bits of the whole product on OpenBLAS 0.3.21's
+ * x86-64 kernels, measured: its AVX2 ones (Haswell, Zen) compute rows in
+ * runs of 24, so blocks of 16, 32, 64 or 128 rows changed bits of every
+ * product tried and multiples of 24 none; its AVX-512 and SSE3 ones none
+ * at any multiple of 8. 48 is also a multiple of every other run length
+ * 16 or below. */
+#define FUSED_ROWS 48
+
+/* Rows of a block of node i's weight w when its update follows each block
+ * inside calc_gradient, so that the whole gradient never exists; 0 when
+ * the gradient stays whole: the layer cannot (grad_tiles), the weight does
+ * not train here, it is shared (its gradients are summed) or regularized
+ * (l2norm and weight decay read the weight's gradient whole in train.c),
+ * clip_grad_by_norm needs every gradient before any update, the backend
+ * is not the CPU's or the state not in host memory, the CPU's products
+ * may give a block of rows other bits than the whole product
+ * (nnt_cpu_blas_split_exact: OpenBLAS's AVX2 kernels, whose products
+ * split over threads change bits, at one thread not at multiples of 24
+ * rows; the results would then differ from memory_optimization=false's
+ * in their last bits), a block would be the whole gradient, or
+ * memory_optimization=false keeps every tensor. */
+static unsigned fused_rows(const nnt_model *m, size_t i, unsigned w) {
+  const nnt_node *nd = &m->nodes[i];
+  const nnt_buffer_type *st = m->be ? nnt_model_state_buft(m) : NULL;
+  if (!m->memory_optimization || m->fuse_off || m->clip_grad_norm > 0 || !m->opt || !m->be ||
+      m->be != nnt_backend_cpu() || !nnt_cpu_blas_split_exact() || !st->is_host(st) ||
+      !nd->do_grad || nd->grad_sum != i || nd->grad_apply != i ||
+      !(nd->fc.grad_tiles >> w & 1u) || !nd->fc.w[w].trainable)
+    return 0;
+  const nnt_weight_spec *s = &m->wspec[nd->w_first + w];
+  size_t width = nd->fc.w[w].dim.w, rows = nd->fc.w[w].dim.h, b = nd->fc.w[w].dim.b;
+  if (s->l2 > 0 || s->decay > 0 || b != 1 || nd->fc.w[w].dim.c != 1 || !width)
+    return 0;
+  size_t per = FUSED_BLOCK_BYTES / sizeof(float) / width / FUSED_ROWS * FUSED_ROWS;
+  if (per < FUSED_ROWS)
+    per = FUSED_ROWS;
+  /* a product over the input's rows (k): where the whole one splits over
+   * two compute threads, so does a block (else the gradient would run on
+   * one thread: the benchmark MLP at two threads took 0.70-0.75 -> 0.88-0.91
+   * ms a step with blocks of 48 rows) */
+  nnt_dim in = nd->fc.in_dim[0];
+  size_t k = (size_t)in.b * in.c * in.h, two = 2 * NNT_CPU_GEMM_MIN_PART;
+  if (k && rows * width * k >= two) {
+    size_t need = (two + width * k - 1) / (width * k);
+    need = (need + FUSED_ROWS - 1) / FUSED_ROWS * FUSED_ROWS;
+    per = per > need ? per : need;
+  }
+  return per < rows ? (unsigned)per : 0;
+}
+
 /* Training: every node forwards in graph order; then, walking back from
  * the last node, each node that has backward work has three steps:
  * calc_gradient, calc_derivative and apply_gradient (one of them may do
- * nothing, e.g. calc_gradient of a layer without weights); a node without
+ * nothing, e.g. calc_gradient of a layer without weights; a node with a
+ * weight updated block by block inside calc_gradient, fused_rows, runs
+ * calc_derivative first); a node without
  * any (has_backward) has none, so nothing of it lives into the backward
  * part of the schedule. With clip_grad_by_norm
  * no node applies alone: the last step clips the global norm of every
@@ -75,6 +135,9 @@ int nnt_schedule_build(nnt_model *m, nnt_err *e) {
   }
   int clip = m->clip_grad_norm > 0;
   size_t s = 0;
+  for (size_t i = 0; i < n; i++)
+    for (unsigned w = 0; w < NNT_MAX_WEIGHTS; w++)
+      m->nodes[i].gtile[w] = w < m->nodes[i].fc.n_w ? fused_rows(m, i, w) : 0;
   for (size_t i = 0; i < n; i++) {
     tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_FORWARD};
     inf[i] = ev[i] = (nnt_step){(unsigned)i, NNT_STEP_FORWARD};
@@ -83,10 +146,18 @@ int nnt_schedule_build(nnt_model *m, nnt_err *e) {
     const nnt_node *nd = &m->nodes[i];
     if (!has_backward(m, i))
       continue;
+    unsigned fused = 0;
+    for (unsigned w = 0; w < nd->fc.n_w; w++)
+      fused |= nd->gtile[w];
+    /* a fused update changes weights that calc_derivative reads: it runs
+     * first there */
+    if (fused)
+      tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_CALC_DERIVATIVE};
     tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_CALC_GRADIENT};
     if (accumulates(m, i))
       tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_ACCUMULATE_GRADIENT};
-    tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_CALC_DERIVATIVE};
+    if (!fused)
+      tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_CALC_DERIVATIVE};
     int apply = !clip && nd->grad_apply == i;
     tr[s++] = (nnt_step){(unsigned)i, apply ? NNT_STEP_APPLY_GRADIENT : NNT_STEP_NONE};
   }

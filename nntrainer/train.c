@@ -80,10 +80,13 @@ static int apply_weight(nnt_model *m, size_t wi, const nnt_tensor *gw) {
                              gw->data, state, m->skip);
 }
 
+/* Every weight of the node whose gradient is whole (the others were
+ * updated block by block in calc_gradient). */
 static int apply_node(nnt_model *m, nnt_node *nd, nnt_err *e) {
   int rc;
   for (unsigned w = 0; w < nd->fc.n_w; w++)
-    if (nd->gw[w].data && (rc = apply_weight(m, nd->w_first + w, &nd->gw[w])))
+    if (nd->gw[w].data && !nd->gtile[w] &&
+        (rc = apply_weight(m, nd->w_first + w, &nd->gw[w])))
       return pass_failed(nd, "the optimizer's update", rc, e);
   return NNT_OK;
 }
@@ -98,7 +101,7 @@ static int regularize(nnt_model *m, nnt_node *nd, nnt_err *e) {
     return NNT_OK;
   for (unsigned w = 0; w < nd->fc.n_w && !rc; w++) {
     nnt_tensor *gw = &nd->gw[w];
-    if (!gw->data)
+    if (!gw->data || nd->gtile[w]) /* fused_rows: never regularized */
       continue;
     const nnt_weight_spec *s = &m->wspec[nd->w_first + w];
     size_t n = nnt_dim_len(gw->dim);
@@ -228,8 +231,12 @@ static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt
     case NNT_STEP_CALC_GRADIENT:
       if (!nd->do_grad)
         break;
-      if ((rc = nd->layer->ops->calc_gradient(nd->layer, &nd->ctx)))
+      if (nnt_node_fused(nd)) {
+        if ((rc = nnt_fused_gradient(m, nd, e)))
+          return rc;
+      } else if ((rc = nd->layer->ops->calc_gradient(nd->layer, &nd->ctx))) {
         return pass_failed(nd, "calc_gradient", rc, e);
+      }
       if ((rc = regularize(m, nd, e)))
         return rc;
       /* before the gradient enters the global norm or an update */

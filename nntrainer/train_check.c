@@ -56,6 +56,46 @@ static int all_finite(const float *x, size_t n) {
   return scan_finite(x, n);
 }
 
+/* The largest |x| of n values as its bits, in the same way: without the
+ * sign bit the bits of finite floats order as their magnitudes do, and
+ * those of NaN and the infinities lie above every finite one's. */
+static inline __attribute__((always_inline)) uint32_t scan_max_abs(const float *x, size_t n) {
+  uint32_t hi = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &x[i], sizeof u);
+    u &= 0x7fffffffu;
+    hi = u > hi ? u : hi;
+  }
+  return hi;
+}
+
+#ifdef NNT_HAVE_AVX2_SCAN
+__attribute__((target("avx2"))) static uint32_t scan_max_abs_avx2(const float *x, size_t n) {
+  return scan_max_abs(x, n);
+}
+__attribute__((target("avx512f"))) static uint32_t scan_max_abs_avx512(const float *x,
+                                                                       size_t n) {
+  return scan_max_abs(x, n);
+}
+#endif
+
+int nnt_max_abs_finite(const float *x, size_t n, float *mx) {
+  uint32_t hi;
+#ifdef NNT_HAVE_AVX2_SCAN
+  if (__builtin_cpu_supports("avx512f"))
+    hi = scan_max_abs_avx512(x, n);
+  else if (__builtin_cpu_supports("avx2"))
+    hi = scan_max_abs_avx2(x, n);
+  else
+#endif
+    hi = scan_max_abs(x, n);
+  if (hi >= 0x7f800000u)
+    return 0;
+  memcpy(mx, &hi, sizeof *mx);
+  return 1;
+}
+
 size_t nnt_first_nonfinite(const float *x, size_t n) {
   if (all_finite(x, n))
     return n;
@@ -222,7 +262,7 @@ int nnt_check_forward(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
 int nnt_check_gradients(const nnt_node *nd, nnt_err *e) {
   for (unsigned w = 0; w < nd->fc.n_w; w++) {
     const nnt_tensor *gw = &nd->gw[w];
-    if (!gw->data)
+    if (!gw->data || nd->gtile[w]) /* a block of rows: train.c checks those */
       continue;
     size_t n = nnt_tensor_len(gw), k;
     float v;

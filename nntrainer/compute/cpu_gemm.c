@@ -19,7 +19,7 @@
  * multiply-adds. */
 #define GEMM_COLS 32
 #define GEMM_ROWS 8
-#define GEMM_MIN_PART ((size_t)1000001)
+#define GEMM_MIN_PART NNT_CPU_GEMM_MIN_PART
 /* A row part of fewer rows than this runs OpenBLAS's kernels below their
  * pace (measured: see split_rows). */
 #define GEMM_ROWS_FULL 64

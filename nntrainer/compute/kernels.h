@@ -450,6 +450,10 @@ int nnt_blas_switch_core(const char *core);
 /* Switch OpenBLAS to the core nnt_blas_core_choice gives, once per process
  * (nnt_cpu_prepare, nnt_cpu_set_threads and nnt_cpu_blas_describe call it). */
 void nnt_cpu_blas_choose_core(void);
+/* The fewest multiply-adds of a part of a product the compute threads
+ * split (cpu_gemm.c): above OpenBLAS's small-matrix size, 10^6. */
+#define NNT_CPU_GEMM_MIN_PART ((size_t)1000001)
+
 /* 1 when OpenBLAS's kernels now give a product's columns the same bits
  * whatever columns it is given (its AVX-512 paths, measured): the compute
  * threads' split products are then bitwise the whole product. */

@@ -240,6 +240,7 @@ static void test_capi_peak(void **state) {
               ML_ERROR_INVALID_PARAMETER, "peak is NULL");
   EXPECT_FAIL(ml_train_ext_model_get_memory_peak(model, (ml_train_ext_mode_e)7, &p),
               ML_ERROR_INVALID_PARAMETER, "mode 7 is not a mode");
+  size_t train_live = 0;
   for (int mode = ML_TRAIN_EXT_MODE_TRAIN; mode <= ML_TRAIN_EXT_MODE_EVAL; mode++) {
     ml_train_ext_memory_report_s r;
     OK(ml_train_ext_model_get_memory_report(model, (ml_train_ext_mode_e)mode, &r));
@@ -264,8 +265,13 @@ static void test_capi_peak(void **state) {
       sum += p.largest[i].bytes;
     }
     assert_true(sum <= p.live_bytes);
+    /* training holds at its peak at least what inference does there (the
+     * peak may lie in the forward pass: cnn_bn's fc1 gradient is applied
+     * a block of rows at a time, so no backward step holds more) */
     if (mode == ML_TRAIN_EXT_MODE_TRAIN)
-      assert_true(p.gradient_bytes + p.derivative_bytes > 0);
+      train_live = p.live_bytes;
+    if (mode == ML_TRAIN_EXT_MODE_INFER)
+      assert_true(train_live >= p.live_bytes && p.live_bytes > 0);
     if (mode == ML_TRAIN_EXT_MODE_INFER)
       assert_int_equal(p.label_bytes + p.gradient_bytes + p.derivative_bytes, 0);
   }
