@@ -6,7 +6,8 @@
  * l2norm / feature_len rather than the standard deviation; per sample and by
  * the standard deviation is what the names promise and does not depend on
  * which samples share a batch. The kernel table's normalize_rows computes
- * both, in that order. Runs in place; no backward work. */
+ * both, in that order. Runs in place (a view without either); no backward
+ * work. */
 #include "nntrainer/layer.h"
 
 typedef struct input_priv {
@@ -26,7 +27,11 @@ static int input_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   if (ctx->n_in != 1)
     return nnt_err_set(e, NNT_ERR_INVAL, "an input layer takes one input, not %u", ctx->n_in);
   ctx->out_dim[0] = ctx->in_dim[0];
-  ctx->flags = NNT_LF_INPLACE;
+  /* unchanged values: its output is its input (a view; the copy below
+   * then copies nothing), so a model reading the batch where the caller
+   * keeps it (plan.c borrows_inputs) writes nothing there */
+  input_priv *p = l->priv;
+  ctx->flags = p->normalization || p->standardization ? NNT_LF_INPLACE : NNT_LF_VIEW;
   return NNT_OK;
 }
 

@@ -74,6 +74,25 @@ int nnt_mgr_root(const nnt_mgr *m, int id) {
   return id;
 }
 
+void nnt_mgr_borrow(nnt_mgr *m, int id) {
+  nnt_mgr_tensor *t = &m->t[nnt_mgr_root(m, id)];
+  t->borrowed = 1;
+  t->bytes = 0;
+}
+
+void nnt_mgr_lend(nnt_mgr *m, int id, float *data) {
+  m->t[nnt_mgr_root(m, id)].lent = data;
+}
+
+int nnt_mgr_borrowed(const nnt_mgr *m, int id) {
+  return id >= 0 && m->t[nnt_mgr_root(m, id)].borrowed;
+}
+
+/* The bytes request i reserves: none in borrowed memory. */
+static size_t own_bytes(const nnt_mgr *m, size_t i) {
+  return m->t[nnt_mgr_root(m, (int)i)].borrowed ? 0 : m->t[i].bytes;
+}
+
 void nnt_mgr_use(nnt_mgr *m, int id, unsigned order) {
   nnt_mgr_tensor *t = &m->t[id];
   if (order < t->first)
@@ -95,7 +114,7 @@ static void root_extent(const nnt_mgr *m, unsigned *first, unsigned *last,
   for (size_t i = 0; i < m->n; i++) {
     first[i] = m->t[i].first;
     last[i] = m->t[i].last;
-    bytes[i] = m->t[i].bytes;
+    bytes[i] = own_bytes(m, i);
   }
   for (size_t i = 0; i < m->n; i++) {
     int r = nnt_mgr_root(m, (int)i);
@@ -105,8 +124,8 @@ static void root_extent(const nnt_mgr *m, unsigned *first, unsigned *last,
       first[r] = m->t[i].first;
     if (m->t[i].last > last[r])
       last[r] = m->t[i].last;
-    if (m->t[i].bytes > bytes[r])
-      bytes[r] = m->t[i].bytes;
+    if (own_bytes(m, i) > bytes[r])
+      bytes[r] = own_bytes(m, i);
   }
 }
 
@@ -432,6 +451,8 @@ int nnt_mgr_alloc(nnt_mgr *m, const char *what, nnt_err *e) {
 }
 
 float *nnt_mgr_data(const nnt_mgr *m, int id) {
+  if (id >= 0 && nnt_mgr_borrowed(m, id))
+    return m->t[nnt_mgr_root(m, id)].lent;
   if (id < 0 || !m->arena)
     return NULL;
   return (float *)((char *)m->arena + m->t[id].offset);
@@ -440,7 +461,7 @@ float *nnt_mgr_data(const nnt_mgr *m, int id) {
 nnt_tensor nnt_mgr_bind(const nnt_mgr *m, int id, nnt_dim dim) {
   nnt_tensor t = {.dim = dim};
   t.data = nnt_mgr_data(m, id);
-  t.buf = t.data ? m->buf : NULL;
+  t.buf = t.data && !nnt_mgr_borrowed(m, id) ? m->buf : NULL;
   return t;
 }
 
@@ -515,8 +536,8 @@ int nnt_mgr_peak(const nnt_mgr *m, unsigned *order, size_t kind_bytes[NNT_TK__CO
   }
   for (size_t i = 0; i < m->n; i++) {
     int r = nnt_mgr_root(m, (int)i);
-    if (m->t[i].bytes > ext[r])
-      ext[r] = m->t[i].bytes;
+    if (own_bytes(m, i) > ext[r])
+      ext[r] = own_bytes(m, i);
   }
   /* delta[2o]: bytes starting at o; delta[2o + 1]: bytes ending after o */
   for (size_t i = 0; i < m->n; i++)

@@ -34,6 +34,10 @@ typedef struct nnt_mgr_tensor {
   int parent;           /* view: the request whose memory it shares; -1 */
   size_t offset;        /* in the arena, after planning */
   unsigned life_first, life_last; /* after planning: the root's whole life */
+  /* a root whose memory the caller lends for each run (nnt_mgr_lend): no
+   * bytes in the arena; its views share that memory */
+  int borrowed;
+  float *lent; /* the memory lent now, or NULL */
 } nnt_mgr_tensor;
 
 typedef struct nnt_mgr {
@@ -77,6 +81,15 @@ void nnt_mgr_use(nnt_mgr *m, int id, unsigned order);
 void nnt_mgr_merge(nnt_mgr *m, int view, int src);
 /* The request that owns id's memory. */
 int nnt_mgr_root(const nnt_mgr *m, int id);
+/* id's memory (a root, before planning) is not the arena's: the caller
+ * lends it before each run (nnt_mgr_lend), so it takes no bytes of the
+ * plan and none of the kinds' or the peak's figures. The model's inputs
+ * on the CPU: the batch where the dataset's queue holds it. */
+void nnt_mgr_borrow(nnt_mgr *m, int id);
+/* Lend data as the memory of borrowed id's root (and of its views). */
+void nnt_mgr_lend(nnt_mgr *m, int id, float *data);
+/* Is id's memory borrowed (its root's)? */
+int nnt_mgr_borrowed(const nnt_mgr *m, int id);
 
 /* Place every root request with the planner: offsets and arena_bytes, no
  * memory yet (any earlier arena is freed). With validate set, the plan is
@@ -94,7 +107,8 @@ int nnt_mgr_place(nnt_mgr *m, const size_t *offsets, size_t arena_bytes, nnt_err
 int nnt_mgr_alloc(nnt_mgr *m, const char *what, nnt_err *e);
 float *nnt_mgr_data(const nnt_mgr *m, int id);
 /* A tensor of dim bound to id's memory (data and buf NULL for id < 0 or
- * before the arena exists). */
+ * before the arena exists; for borrowed memory, data what is lent now and
+ * buf NULL: host memory outside any buffer). */
 nnt_tensor nnt_mgr_bind(const nnt_mgr *m, int id, nnt_dim dim);
 /* Check the current plan with the plan validator. */
 int nnt_mgr_validate(const nnt_mgr *m, nnt_err *e);

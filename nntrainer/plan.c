@@ -27,6 +27,15 @@ static int bwd_reads_output(const nnt_node *nd) {
   return (nd->fc.flags & NNT_LF_BWD_READS_OUTPUT) && (nd->do_grad || nd->do_deriv);
 }
 
+/* Does the model read its inputs where the caller's batch lies (the
+ * dataset's queue slot or the caller's arrays), instead of a copy in the
+ * arena? On the CPU's host memory with memory_optimization; nothing may
+ * then write over an input (can_run_inplace), so the queue's slot, which
+ * check_finite reads again to name a bad value, stays the batch. */
+static int borrows_inputs(const nnt_model *m) {
+  return m->memory_optimization && m->be == nnt_backend_cpu() && m->be->buft->is_host(m->be->buft);
+}
+
 /* May node i overwrite its input 0 in place? Only when the layer can
  * (always, or in a forward whose node has no backward: NNT_LF_INPLACE_FWD)
  * and the value it would overwrite has no other reader: the input has a
@@ -41,7 +50,10 @@ static int can_run_inplace(const nnt_model *m, size_t i, nnt_mode mode) {
   unsigned p = nd->in_node[0], pidx = nd->in_idx[0];
   for (;;) {
     if (p == NNT_NO_NODE) {
-      /* the model input: the caller's batch, read by nobody else? */
+      /* the model input: a copy of the caller's batch, read by nobody
+       * else? (never the batch itself) */
+      if (borrows_inputs(m))
+        return 0;
       unsigned c = 0;
       for (size_t j = 0; j < m->n_nodes; j++)
         for (unsigned k = 0; k < m->nodes[j].n_in; k++)
@@ -73,6 +85,8 @@ static int request_forward(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) 
     int id = req(g, "model", "input", s, NNT_TK_INPUT, m->input_dim[s], e);
     if (id < 0)
       return id;
+    if (borrows_inputs(m))
+      nnt_mgr_borrow(g, id);
     m->input_t[s] = id;
   }
   for (size_t i = 0; i < m->n_nodes; i++) {

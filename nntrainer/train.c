@@ -300,9 +300,33 @@ void nnt_model_ds_shape(const nnt_model *m, nnt_ds_shape *s) {
   }
 }
 
+/* Lend input `id`'s memory (borrowed: plan.c borrows_inputs) the batch
+ * at src, and bind every tensor of the nodes that shares it there. The
+ * model only reads it (nothing runs in place over an input). */
+static int lend_input(nnt_model *m, int id, const float *src, nnt_err *e) {
+  nnt_mgr *g = &m->mgr[m->bound_mode];
+  if (!src)
+    return nnt_err_set(e, NNT_ERR_INVAL, "the batch has no data for model input '%s'",
+                       g->t[id].name);
+  nnt_mgr_lend(g, id, (float *)src);
+  int root = nnt_mgr_root(g, id);
+  for (size_t i = 0; i < m->n_nodes; i++) {
+    nnt_node *nd = &m->nodes[i];
+    for (unsigned k = 0; k < nd->n_in; k++)
+      if (nd->t_in[k] >= 0 && nnt_mgr_root(g, nd->t_in[k]) == root)
+        nd->in[k] = nnt_mgr_bind(g, nd->t_in[k], nd->fc.in_dim[k]);
+    for (unsigned o = 0; o < nd->fc.n_out; o++)
+      if (nd->t_out[o] >= 0 && nnt_mgr_root(g, nd->t_out[o]) == root)
+        nd->out[o] = nnt_mgr_bind(g, nd->t_out[o], nd->fc.out_dim[o]);
+  }
+  return NNT_OK;
+}
+
 /* One stream of the batch into its tensor (id in the bound plan, dim one
- * sample's shape); src NULL: zeros. */
+ * sample's shape); src NULL: zeros. A borrowed input reads src itself. */
 static int set_stream(nnt_model *m, int id, nnt_dim dim, const float *src, nnt_err *e) {
+  if (nnt_mgr_borrowed(&m->mgr[m->bound_mode], id))
+    return lend_input(m, id, src, e);
   dim.b = m->batch;
   nnt_tensor t = nnt_mgr_bind(&m->mgr[m->bound_mode], id, dim);
   return src ? nnt_tensor_set(&t, 0, src, nnt_tensor_len(&t), e) : nnt_tensor_memset(&t, 0, e);

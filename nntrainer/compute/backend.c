@@ -229,15 +229,37 @@ static int tensor_range(const nnt_tensor *t, size_t elem_off, size_t n, const ch
   return NNT_OK;
 }
 
+/* A tensor with data and no buffer: host memory the caller lent (a model
+ * input bound to the batch, nnt_mgr_lend), read and written directly. */
+static int lent_range(const nnt_tensor *t, size_t elem_off, size_t n, const char *what, nnt_err *e) {
+  size_t len = nnt_tensor_len(t);
+  if (elem_off > len || n > len - elem_off)
+    return nnt_err_set(e, NNT_ERR_INVAL, "%s: floats [%zu, %zu) are outside the tensor of %zu",
+                       what, elem_off, elem_off + n, len);
+  return NNT_OK;
+}
+
 int nnt_tensor_set(const nnt_tensor *t, size_t elem_off, const float *src, size_t n,
                    nnt_err *e) {
   size_t off = 0;
+  if (!t->buf && t->data) {
+    int rc = lent_range(t, elem_off, n, "tensor set", e);
+    if (!rc && n)
+      memcpy(t->data + elem_off, src, n * sizeof(float));
+    return rc;
+  }
   int rc = tensor_range(t, elem_off, n, "tensor set", &off, e);
   return rc ? rc : t->buf->type->set(t->buf, off, src, n * sizeof(float), e);
 }
 
 int nnt_tensor_get(const nnt_tensor *t, size_t elem_off, float *dst, size_t n, nnt_err *e) {
   size_t off = 0;
+  if (!t->buf && t->data) {
+    int rc = lent_range(t, elem_off, n, "tensor get", e);
+    if (!rc && n)
+      memcpy(dst, t->data + elem_off, n * sizeof(float));
+    return rc;
+  }
   int rc = tensor_range(t, elem_off, n, "tensor get", &off, e);
   return rc ? rc : t->buf->type->get(t->buf, off, dst, n * sizeof(float), e);
 }
@@ -245,6 +267,8 @@ int nnt_tensor_get(const nnt_tensor *t, size_t elem_off, float *dst, size_t n, n
 int nnt_tensor_get_later(const nnt_tensor *t, size_t elem_off, float *dst, size_t n,
                          nnt_err *e) {
   size_t off = 0;
+  if (!t->buf && t->data)
+    return nnt_tensor_get(t, elem_off, dst, n, e);
   int rc = tensor_range(t, elem_off, n, "tensor get", &off, e);
   if (rc)
     return rc;
@@ -262,10 +286,17 @@ int nnt_backend_step_end(nnt_backend *be, nnt_err *e) {
 
 int nnt_tensor_memset(const nnt_tensor *t, int v, nnt_err *e) {
   size_t off = 0, n = nnt_tensor_len(t);
+  if (!t->buf && t->data) {
+    if (n)
+      memset(t->data, v, n * sizeof(float));
+    return NNT_OK;
+  }
   int rc = tensor_range(t, 0, n, "tensor memset", &off, e);
   return rc ? rc : t->buf->type->memset(t->buf, off, v, n * sizeof(float), e);
 }
 
 float *nnt_tensor_host(const nnt_tensor *t) {
-  return t->buf && t->data && t->buf->type->is_host(t->buf->type) ? t->data : NULL;
+  if (!t->buf) /* lent host memory, or none */
+    return t->data;
+  return t->data && t->buf->type->is_host(t->buf->type) ? t->data : NULL;
 }

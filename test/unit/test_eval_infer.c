@@ -245,13 +245,8 @@ static float *infer_or_fail(nnt_model *m, const batch *b) {
 static void eval_forward(nnt_model *m, batch *b, float *loss) {
   nnt_err e = {0};
   assert_int_equal(nnt_model_plan(m, NNT_MODE_EVAL, &e), NNT_OK);
-  const nnt_mgr *g = &m->mgr[NNT_MODE_EVAL];
-  nnt_dim d = m->input_dim[0];
-  d.b = m->batch;
-  nnt_tensor t = nnt_mgr_bind(g, m->input_t[0], d);
-  assert_int_equal(nnt_tensor_set(&t, 0, b->in, b->n_in, &e), NNT_OK);
-  t = nnt_mgr_bind(g, m->label_t[0], m->label_dim[0]);
-  assert_int_equal(nnt_tensor_set(&t, 0, b->label, b->n_label, &e), NNT_OK);
+  const float *ins[] = {b->in}, *labels[] = {b->label};
+  assert_int_equal(nnt_model_set_batch(m, ins, labels, &e), NNT_OK);
   assert_int_equal(nnt_model_forward(m, 0, loss, &e), NNT_OK);
   const nnt_tensor *y = &m->nodes[m->n_nodes - 1].out[0];
   assert_int_equal(nnt_tensor_len(y), b->n_out);

@@ -266,8 +266,11 @@ static void test_allocation_failures_name_bytes(void **state) {
   tu_assert_contains(e.msg, "weights");
   tu_assert_contains(e.msg, "4611686016279904256 bytes");
   nnt_model_destroy(m);
-  /* an inference arena of 2^49 bytes (no weights) */
-  m = load("[Model]\nbatch_size = 65536\n" IN("1:1:2147483648"), NULL, 0, &e, &rc);
+  /* an inference arena of 2^49 bytes (no weights): an activation's output
+   * (the input is the caller's batch, not the arena's) */
+  m = load("[Model]\nbatch_size = 65536\n" IN("1:1:2147483648")
+           "[a]\ntype = activation\nactivation = relu\n",
+           NULL, 0, &e, &rc);
   assert_int_equal(rc, NNT_OK);
   assert_int_equal(nnt_model_compile(m, &e), NNT_OK);
   assert_int_equal(nnt_model_initialize(m, &e), NNT_OK);
