@@ -178,6 +178,48 @@ static size_t blocker(const nnt_plan_block *blk, size_t nr, const size_t *off, s
 #define PROMOTE_HEAD 16
 #define PROMOTE_WORK (1u << 14)
 
+/* A search over block orders: the blocks, the best order so far (best,
+ * its nz blocks of nonzero size), its offsets (off) and arena (*pool). */
+typedef struct order_search {
+  const nnt_plan_block *blk;
+  size_t nr, nz, align, chunk, bound;
+  unsigned *best, *perm; /* perm: the order to try */
+  size_t *alt, *off, *pool;
+} order_search;
+
+/* Place the blocks in s->perm's order; keep it as the best when its arena
+ * is smaller (*better set). */
+static int try_perm(order_search *s, int *better, nnt_err *e) {
+  size_t p = 0;
+  int rc = nnt_plan_best_fit_perm(s->blk, s->nr, s->align, s->chunk, 0, s->perm, NULL, s->alt,
+                                  &p, e);
+  if (!rc && p < *s->pool) {
+    *better = 1;
+    memcpy(s->best, s->perm, s->nz * sizeof *s->best);
+    memcpy(s->off, s->alt, s->nr * sizeof *s->off);
+    *s->pool = p;
+  }
+  return rc;
+}
+
+/* s->perm: the best order with its k-th block moved to position to (to
+ * before k: earlier; to == nz - 1: last). */
+static void move_block(order_search *s, size_t k, size_t to) {
+  const unsigned *b = s->best;
+  unsigned *q = s->perm, x = b[k];
+  if (to <= k) {
+    memcpy(q, b, to * sizeof *q);
+    q[to] = x;
+    memcpy(q + to + 1, b + to, (k - to) * sizeof *q);
+    memcpy(q + k + 1, b + k + 1, (s->nz - k - 1) * sizeof *q);
+  } else {
+    memcpy(q, b, k * sizeof *q);
+    memcpy(q + k, b + k + 1, (to - k) * sizeof *q);
+    q[to] = x;
+    memcpy(q + to + 1, b + to + 1, (s->nz - to - 1) * sizeof *q);
+  }
+}
+
 /* The promotion search: each of the first PROMOTE_HEAD blocks of the best
  * order so far is tried at every earlier position (the second block at the
  * first, the third at the first and second...), the first move that
@@ -188,34 +230,19 @@ static size_t blocker(const nnt_plan_block *blk, size_t nr, const size_t *off, s
  * conv-BN-ReLU (benchmarks/models/convbn.ini) the derivatives of c3 and c2
  * (2 and 4 MiB, short-lived) placed after the 4 MiB activations leave a
  * 1.9 MB gap under the input at the peak, and moving them to the head of
- * the order closes it (1.040 -> 1.0003 of the bound). best[] and off[]
- * hold the best plan, *pool its arena; they only improve. */
-static int promote_search(const nnt_plan_block *blk, size_t nr, size_t nz, size_t align,
-                          size_t chunk, size_t bound, unsigned *best, unsigned *perm,
-                          size_t *alt, size_t *off, size_t *pool, nnt_err *e) {
-  size_t tries = PROMOTE_WORK / nz, head = nz < PROMOTE_HEAD ? nz : PROMOTE_HEAD;
-  int better = 1;
-  while (better && *pool > bound && tries) {
+ * the order closes it (1.040 -> 1.0003 of the bound). */
+static int promote_search(order_search *s, nnt_err *e) {
+  size_t tries = PROMOTE_WORK / s->nz, head = s->nz < PROMOTE_HEAD ? s->nz : PROMOTE_HEAD;
+  int better = 1, rc = NNT_OK;
+  while (better && *s->pool > s->bound && tries && !rc) {
     better = 0;
-    for (size_t k = 1; k < head && !better && tries; k++)
-      for (size_t to = 0; to < k && !better && tries; to++, tries--) {
-        memcpy(perm, best, to * sizeof *perm);
-        perm[to] = best[k];
-        memcpy(perm + to + 1, best + to, (k - to) * sizeof *perm);
-        memcpy(perm + k + 1, best + k + 1, (nz - k - 1) * sizeof *perm);
-        size_t p = 0;
-        int rc = nnt_plan_best_fit_perm(blk, nr, align, chunk, 0, perm, NULL, alt, &p, e);
-        if (rc)
-          return rc;
-        if (p < *pool) {
-          better = 1;
-          memcpy(best, perm, nz * sizeof *best);
-          memcpy(off, alt, nr * sizeof *off);
-          *pool = p;
-        }
+    for (size_t k = 1; k < head && !better && tries && !rc; k++)
+      for (size_t to = 0; to < k && !better && tries && !rc; to++, tries--) {
+        move_block(s, k, to);
+        rc = try_perm(s, &better, e);
       }
   }
-  return NNT_OK;
+  return rc;
 }
 
 /* The demotion search: each block of the best order so far is tried last
@@ -228,40 +255,59 @@ static int promote_search(const nnt_plan_block *blk, size_t nr, size_t nz, size_
  * with the gradient") had the labels 320 bytes below the first
  * convolution's output, which kept the second convolution's columns
  * 14 KiB above the bound (1.050 of it -> 1.009). */
-static int demote_search(const nnt_plan_block *blk, size_t nr, size_t nz, size_t align,
-                         size_t chunk, size_t bound, unsigned *best, unsigned *perm,
-                         size_t *alt, size_t *off, size_t *pool, nnt_err *e) {
-  size_t tries = PROMOTE_WORK / nz;
-  int better = 1;
-  while (better && *pool > bound && tries) {
+static int demote_search(order_search *s, nnt_err *e) {
+  size_t tries = PROMOTE_WORK / s->nz;
+  int better = 1, rc = NNT_OK;
+  while (better && *s->pool > s->bound && tries && !rc) {
     better = 0;
-    for (size_t k = 0; k + 1 < nz && !better && tries; k++, tries--) {
-      memcpy(perm, best, k * sizeof *perm);
-      memcpy(perm + k, best + k + 1, (nz - k - 1) * sizeof *perm);
-      perm[nz - 1] = best[k];
-      size_t p = 0;
-      int rc = nnt_plan_best_fit_perm(blk, nr, align, chunk, 0, perm, NULL, alt, &p, e);
-      if (rc)
-        return rc;
-      if (p < *pool) {
-        better = 1;
-        memcpy(best, perm, nz * sizeof *best);
-        memcpy(off, alt, nr * sizeof *off);
-        *pool = p;
-      }
+    for (size_t k = 0; k + 1 < s->nz && !better && tries && !rc; k++, tries--) {
+      move_block(s, k, s->nz - 1);
+      rc = try_perm(s, &better, e);
     }
   }
-  return NNT_OK;
+  return rc;
 }
 
-/* Best fit's other block orders (planner.h), then a search over orders:
- * the block that reaches highest is placed earlier (just before the block
- * right under it, else first) in the order of the best plan so far, and
- * the blocks placed again; a move is kept when the arena shrinks. (A small
- * long-lived block placed early under a short-lived large one is the usual
- * obstacle: the move lets the large one go in first.) Then the promotion
- * search above, and the demotion search. off and *pool become the best
- * plan found, down to the bound. */
+/* The top search: the block that reaches highest is placed earlier (just
+ * before the block right under it, else first) in the order of the best
+ * plan so far, and the blocks placed again; a move is kept when the arena
+ * shrinks. (A small long-lived block placed early under a short-lived
+ * large one is the usual obstacle: the move lets the large one go in
+ * first.) Candidates: the top block, the block under it, the one under
+ * that... */
+static int top_search(order_search *s, nnt_err *e) {
+  const nnt_plan_block *blk = s->blk;
+  int rc = NNT_OK;
+  for (int moves = 0; moves < TOP_MOVES && *s->pool > s->bound && !rc;) {
+    int better = 0;
+    size_t c = top_block(blk, s->nr, s->off);
+    for (int depth = 0; depth < 8 && c < s->nr && !better && moves < TOP_MOVES && !rc;
+         depth++) {
+      size_t u = blocker(blk, s->nr, s->off, c), k = 0;
+      while (k < s->nz && s->best[k] != c)
+        k++;
+      for (int how = 0; how < 2 && k < s->nz && !better && moves < TOP_MOVES && !rc; how++) {
+        size_t to = 0; /* how 0: just before the block under it; 1: first */
+        if (!how && u < s->nr)
+          while (to < k && s->best[to] != u)
+            to++;
+        if (to >= k)
+          continue;
+        move_block(s, k, to);
+        moves++;
+        rc = try_perm(s, &better, e);
+      }
+      c = u;
+    }
+    if (!better)
+      break;
+  }
+  return rc;
+}
+
+/* Best fit's other block orders (planner.h), then the top search, the
+ * promotion search and the demotion search above (not with quick). off
+ * and *pool become the best plan found, down to the bound. */
 static int try_orders(const nnt_plan_block *blk, size_t nr, size_t align, size_t chunk,
                       size_t bound, int quick, size_t *off, size_t *pool, nnt_err *e) {
   size_t *alt = nnt_malloc((nr + 1) * sizeof *alt);
@@ -283,48 +329,12 @@ static int try_orders(const nnt_plan_block *blk, size_t nr, size_t align, size_t
       *pool = p;
     }
   }
-  size_t nz = 0;
+  order_search s = {blk, nr, 0, align, chunk, bound, best, perm, alt, off, pool};
   for (size_t i = 0; i < nr; i++)
-    nz += blk[i].bytes != 0;
-  /* candidates: the top block, the block under it, the one under that... */
-  for (int moves = 0; moves < TOP_MOVES && *pool > bound && !rc && nz > 1 && !quick;) {
-    int better = 0;
-    size_t c = top_block(blk, nr, off);
-    for (int depth = 0; depth < 8 && c < nr && !better && moves < TOP_MOVES && !rc; depth++) {
-      size_t u = blocker(blk, nr, off, c), k = 0;
-      while (k < nz && best[k] != c)
-        k++;
-      for (int how = 0; how < 2 && k < nz && !better && moves < TOP_MOVES; how++) {
-        size_t to = 0; /* how 0: just before the block under it; 1: first */
-        if (!how && u < nr)
-          while (to < k && best[to] != u)
-            to++;
-        if (to >= k)
-          continue;
-        memcpy(perm, best, to * sizeof *perm);
-        perm[to] = (unsigned)c;
-        memcpy(perm + to + 1, best + to, (k - to) * sizeof *perm);
-        memcpy(perm + k + 1, best + k + 1, (nz - k - 1) * sizeof *perm);
-        size_t p = 0;
-        moves++;
-        if ((rc = nnt_plan_best_fit_perm(blk, nr, align, chunk, 0, perm, NULL, alt, &p, e)))
-          break;
-        if (p < *pool) {
-          better = 1;
-          memcpy(best, perm, nz * sizeof *best);
-          memcpy(off, alt, nr * sizeof *off);
-          *pool = p;
-        }
-      }
-      c = u;
-    }
-    if (!better)
-      break;
-  }
-  if (!rc && *pool > bound && nz > 1 && !quick)
-    rc = promote_search(blk, nr, nz, align, chunk, bound, best, perm, alt, off, pool, e);
-  if (!rc && *pool > bound && nz > 1 && !quick)
-    rc = demote_search(blk, nr, nz, align, chunk, bound, best, perm, alt, off, pool, e);
+    s.nz += blk[i].bytes != 0;
+  int (*const step[])(order_search *, nnt_err *) = {top_search, promote_search, demote_search};
+  for (size_t i = 0; i < 3 && !rc && *pool > bound && s.nz > 1 && !quick; i++)
+    rc = step[i](&s, e);
   nnt_free(alt), nnt_free(best), nnt_free(perm);
   return rc;
 }
