@@ -3,7 +3,7 @@
 # RSS"): for each model, the process baseline (a 1-parameter model trained
 # the same way: libraries, OpenBLAS, the CLI, a plan of 328 bytes), the
 # planned total (`nntrainer plan --json`: weights, optimizer state, training
-# arena), the datasets' queues (buffer_size + 1 = 2 batches of inputs and
+# arena), the datasets' queues (buffer_size 1: 2 batches of inputs and
 # labels each, for the training set and the validation set when the INI has
 # one; the test set is evaluated after the training arena is released) and
 # the peak RSS of `nntrainer train X --synthetic=N` (/usr/bin/time -v). Usage: benchmarks/mem_rss.sh [BUILD_DIR] [MODEL.ini...]
@@ -48,11 +48,14 @@ printf '| model | batch | baseline | plan total | queue | peak RSS | peak - base
 printf '|---|---:|---:|---:|---:|---:|---:|\n'
 for m in "${models[@]}"; do
   json=$("$cli" plan "$m" --json)
+  # a batch's bytes: the input and label tensors of the plan that copies the
+  # batch (the default plan on the CPU reads it in the queue: no input there)
+  copy=$("$cli" plan "$m" memory_optimization=false --json)
   read -r total queue < <(python3 -c '
 import json, sys
-p = json.loads(sys.stdin.read())
-k = p["kinds"]
-print(p["total_bytes"], 2 * (k["input"] + k["label"]))' <<< "$json")
+p, c = (json.loads(t) for t in sys.stdin.read().split("\n@@\n"))
+k = c["kinds"]
+print(p["total_bytes"], 2 * (k["input"] + k["label"]))' <<< "$json"$'\n@@\n'"$copy")
   grep -q '^\[valid_set\]' "$m" && queue=$((2 * queue))
   batch=$(grep -m1 -i '^batch_size' "$m" | tr -dc 0-9)
   # 4 steps (the validation and test sets get a quarter: one batch); the

@@ -1,14 +1,15 @@
 /* Datasets: one producer thread per epoch fills a bounded ring of
  * `buffer_size` whole batches from a source (dataset_sources.c) while the
- * training loop, the one consumer, copies batches out of it.
+ * training loop, the one consumer, reads batches from it.
  *
  * The ring: slots [head, head + count) are full and belong to the consumer;
  * the producer writes the slot at head + count, which is never among them
  * while count < cap, so both copy outside the lock and only the counters
  * are shared. The consumer keeps the batch it was last given (the slot at
- * head, `held`) until it asks for the next one, so that it can read it
- * again; the ring has one slot more than buffer_size for it, and the
- * producer stays at most buffer_size batches ahead of it. The producer
+ * head, `held`) until it asks for the next one: the model reads it there
+ * (plan.c, borrowed inputs) and check_finite reads it again; the ring has
+ * buffer_size slots with it (at least two: ring_slots), and the producer
+ * fills every one that is not full. The producer
  * checks `stop` and the model's stop flag between samples and `stop` while
  * it waits for a free slot, so nnt_dataset_epoch_end returns promptly
  * unless a generator callback itself blocks. When the producer ends (end of
@@ -326,7 +327,7 @@ static void *producer(void *arg) {
   /* the last partial batch of a sized source is never read */
   for (size_t b = 0; b < batches && !rc && !last; b++) {
     pthread_mutex_lock(&d->mu);
-    while (d->count - (unsigned)d->held == d->cap - 1 && !atomic_load(&d->stop))
+    while (d->count == d->cap && !atomic_load(&d->stop))
       pthread_cond_wait(&d->not_full, &d->mu);
     unsigned slot = (d->head + d->count) % d->cap;
     pthread_mutex_unlock(&d->mu);
@@ -356,14 +357,22 @@ static void *producer(void *arg) {
 
 /* Draws the epoch's order, sizes the ring and starts the producer; an
  * epoch still running is stopped first. */
-/* Slots of the ring: buffer_size batches ahead and the one being read, but
- * no more batches ahead than an epoch of a sized source holds (a producer
- * never gets further ahead than that). */
+/* Slots of a ring of buffer_size batches (for `batches` an epoch of a
+ * sized source holds, else SIZE_MAX): buffer_size slots with the one being
+ * read, as NNTrainer's iteration queue counts them, but at least two, so
+ * that one batch loads while the model reads another (NNTrainer's default
+ * of 1 has it wait); and no more than the batches of an epoch. The
+ * producer fills every slot that is not full. */
+static size_t slots_for(size_t buffer_size, size_t batches) {
+  size_t slots = buffer_size > 2 ? buffer_size : 2;
+  if (batches < slots)
+    slots = batches ? batches : 1;
+  return slots;
+}
+
 static unsigned ring_slots(const nnt_dataset *d) {
-  size_t ahead = d->buffer_size;
-  if (d->src->ops->sized && d->batch && d->samples / d->batch < ahead)
-    ahead = d->samples / d->batch;
-  return (unsigned)(ahead ? ahead : 1) + 1;
+  size_t batches = d->src->ops->sized && d->batch ? d->samples / d->batch : SIZE_MAX;
+  return (unsigned)slots_for(d->buffer_size, batches);
 }
 
 size_t nnt_dataset_queue_bytes(const nnt_dataset *d) {
@@ -386,11 +395,9 @@ size_t nnt_dataset_queue_bytes_for(const nnt_dataset *d, const nnt_ds_shape *sha
       return SIZE_MAX;
   }
   /* a sized source prepared once knows its samples: no more than an epoch */
-  size_t ahead = d->buffer_size;
-  if (d->prepared && d->src->ops->sized && d->samples / batch < ahead)
-    ahead = d->samples / batch;
+  size_t batches = d->prepared && d->src->ops->sized ? d->samples / batch : SIZE_MAX;
   if (d->buffer_size == UINT_MAX || __builtin_mul_overflow(floats, sizeof(float), &floats) ||
-      __builtin_mul_overflow(floats, (ahead ? ahead : 1) + 1, &bytes))
+      __builtin_mul_overflow(floats, slots_for(d->buffer_size, batches), &bytes))
     return SIZE_MAX;
   return bytes;
 }
@@ -480,10 +487,11 @@ int nnt_dataset_next_batch_view(nnt_dataset *d, const float **in, const float **
                        "dataset: '%s': no epoch is running (call nnt_dataset_epoch_begin)",
                        d->src->name);
   pthread_mutex_lock(&d->mu);
-  if (d->held) { /* count - held, what the producer waits on, stays */
+  if (d->held) { /* its slot is free for the producer */
     d->head = (d->head + 1) % d->cap;
     d->count--;
     d->held = 0;
+    pthread_cond_signal(&d->not_full);
   }
   while (!d->count && !d->done)
     pthread_cond_wait(&d->not_empty, &d->mu);
@@ -495,8 +503,7 @@ int nnt_dataset_next_batch_view(nnt_dataset *d, const float **in, const float **
     *end = !rc;
     return rc;
   }
-  d->held = 1; /* the producer may now fill one slot more */
-  pthread_cond_signal(&d->not_full);
+  d->held = 1;
   pthread_mutex_unlock(&d->mu);
   /* the slot at head is the consumer's until it is given back */
   view_of(d, in, label);

@@ -82,7 +82,7 @@ void nnt_dataset_set_stop_flag(nnt_dataset *ds, const atomic_int *flag);
 size_t nnt_dataset_queue_bytes(const nnt_dataset *ds);
 /* The queue bytes an epoch would hold with this shape and batch, before
  * or after a prepare: exact once the source was prepared (a sized source
- * holds no more than an epoch), buffer_size + 1 batches before; 0 for
+ * holds no more than an epoch), buffer_size batches (at least 2) before; 0 for
  * NULL, SIZE_MAX when it does not fit. The planner reserves it under
  * [Model] memory_budget. */
 size_t nnt_dataset_queue_bytes_for(const nnt_dataset *ds, const nnt_ds_shape *shape,

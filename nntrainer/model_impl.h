@@ -327,7 +327,7 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e);
  * scratch manager (nothing allocated, the bound plan untouched). */
 int nnt_model_train_total(nnt_model *m, size_t *total, nnt_err *e);
 /* The bytes of the datasets' queues a training run holds with the
- * model's shape and batch (every dataset set; buffer_size + 1 batches
+ * model's shape and batch (every dataset set; buffer_size batches, at least 2,
  * each before its prepare): what the training plan leaves free under
  * memory_budget. */
 size_t nnt_model_queue_reserve(const nnt_model *m);
