@@ -5,7 +5,6 @@
 #include "nntrainer/model_impl.h"
 
 #include <float.h>
-#include <math.h>
 
 static int calc_failed(const nnt_node *nd, int rc, nnt_err *e) {
   return nnt_err_set(e, rc, "[%s] %s: calc_gradient failed: %s", nd->layer->name,
@@ -33,21 +32,14 @@ typedef struct fused_job {
 static int fused_rows_cb(const nnt_run_ctx *c, unsigned w, size_t off, size_t n,
                          const float *g) {
   fused_job *j = c->grad_arg;
-  nnt_model *m = j->m;
   if (w >= j->nd->fc.n_w || !j->nd->gtile[w] || off + n > nnt_dim_len(j->nd->fc.w[w].dim))
     return NNT_ERR_INVAL;
-  if (j->check) {
-    for (size_t i = 0; i < n && !j->bad; i++)
-      if (!isfinite(g[i]))
-        j->bad = 1, j->bad_w = w, j->bad_at = off + i, j->bad_v = g[i];
-    return NNT_OK;
-  }
-  size_t wi = j->nd->w_first + w;
-  float *state[4] = {0};
-  for (unsigned s = 0; s < m->opt_slots && s < 4; s++)
-    state[s] = m->opt_pool + s * m->opt_stride + m->opt_off[wi] + off;
-  return nnt_optimizer_apply(m->opt, m->k, m->iter, n, m->w[wi].data + off, g, state,
-                             m->skip);
+  if (!j->check)
+    return nnt_model_apply_range(j->m, j->nd->w_first + w, off, n, g);
+  size_t k = j->bad ? n : nnt_first_nonfinite(g, n);
+  if (k < n)
+    j->bad = 1, j->bad_w = w, j->bad_at = off + k, j->bad_v = g[k];
+  return NNT_OK;
 }
 
 /* Can no gradient value of the node be other than finite? Each is a sum

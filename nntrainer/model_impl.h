@@ -108,6 +108,10 @@ static inline nnt_dim nnt_grad_dim(const nnt_node *nd, unsigned w) {
   return d;
 }
 
+/* The optimizer's update of values [off, off + n) of weight wi (and of its
+ * state) from their gradient g (train.c). */
+int nnt_model_apply_range(nnt_model *m, size_t wi, size_t off, size_t n, const float *g);
+
 /* calc_gradient of node nd (training, do_grad) where some weight's update
  * follows each block of its gradient (fused_update.c), with check_finite's
  * guarantee that no value that is not finite is applied. */

@@ -72,12 +72,15 @@ static int ensure_opt_state(nnt_model *m, nnt_err *e) {
   return NNT_OK;
 }
 
-static int apply_weight(nnt_model *m, size_t wi, const nnt_tensor *gw) {
+int nnt_model_apply_range(nnt_model *m, size_t wi, size_t off, size_t n, const float *g) {
   float *state[4] = {0};
   for (unsigned s = 0; s < m->opt_slots && s < 4; s++)
-    state[s] = m->opt_pool + s * m->opt_stride + m->opt_off[wi];
-  return nnt_optimizer_apply(m->opt, m->k, m->iter, nnt_dim_len(gw->dim), m->w[wi].data,
-                             gw->data, state, m->skip);
+    state[s] = m->opt_pool + s * m->opt_stride + m->opt_off[wi] + off;
+  return nnt_optimizer_apply(m->opt, m->k, m->iter, n, m->w[wi].data + off, g, state, m->skip);
+}
+
+static int apply_weight(nnt_model *m, size_t wi, const nnt_tensor *gw) {
+  return nnt_model_apply_range(m, wi, 0, nnt_dim_len(gw->dim), gw->data);
 }
 
 /* Every weight of the node whose gradient is whole (the others were

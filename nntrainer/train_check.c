@@ -262,7 +262,7 @@ int nnt_check_forward(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
 int nnt_check_gradients(const nnt_node *nd, nnt_err *e) {
   for (unsigned w = 0; w < nd->fc.n_w; w++) {
     const nnt_tensor *gw = &nd->gw[w];
-    if (!gw->data || nd->gtile[w]) /* a block of rows: train.c checks those */
+    if (!gw->data || nd->gtile[w]) /* blocks of rows: fused_update.c checks those */
       continue;
     size_t n = nnt_tensor_len(gw), k;
     float v;

@@ -216,62 +216,49 @@ void *nnt_buffer_host(const nnt_buffer *b, size_t off) {
   return b && b->type->is_host(b->type) ? b->base + off : NULL;
 }
 
-/* The byte range of floats [elem_off, elem_off + n) of t in its buffer. */
+/* The byte range of floats [elem_off, elem_off + n) of t in its buffer.
+ * A tensor with data and no buffer is host memory the caller lent (a model
+ * input bound to the batch, nnt_mgr_lend): its callers read and write it
+ * directly (off unused). */
 static int tensor_range(const nnt_tensor *t, size_t elem_off, size_t n, const char *what,
                         size_t *off, nnt_err *e) {
   size_t len = nnt_tensor_len(t);
-  if (!t->buf || !t->data)
+  if (!t->data)
     return nnt_err_set(e, NNT_ERR_INVAL, "%s: the tensor has no memory", what);
   if (elem_off > len || n > len - elem_off)
     return nnt_err_set(e, NNT_ERR_INVAL, "%s: floats [%zu, %zu) are outside the tensor of %zu",
                        what, elem_off, elem_off + n, len);
-  *off = (size_t)((char *)t->data - t->buf->base) + elem_off * sizeof(float);
-  return NNT_OK;
-}
-
-/* A tensor with data and no buffer: host memory the caller lent (a model
- * input bound to the batch, nnt_mgr_lend), read and written directly. */
-static int lent_range(const nnt_tensor *t, size_t elem_off, size_t n, const char *what, nnt_err *e) {
-  size_t len = nnt_tensor_len(t);
-  if (elem_off > len || n > len - elem_off)
-    return nnt_err_set(e, NNT_ERR_INVAL, "%s: floats [%zu, %zu) are outside the tensor of %zu",
-                       what, elem_off, elem_off + n, len);
+  *off = t->buf ? (size_t)((char *)t->data - t->buf->base) + elem_off * sizeof(float) : 0;
   return NNT_OK;
 }
 
 int nnt_tensor_set(const nnt_tensor *t, size_t elem_off, const float *src, size_t n,
                    nnt_err *e) {
   size_t off = 0;
-  if (!t->buf && t->data) {
-    int rc = lent_range(t, elem_off, n, "tensor set", e);
-    if (!rc && n)
-      memcpy(t->data + elem_off, src, n * sizeof(float));
-    return rc;
-  }
   int rc = tensor_range(t, elem_off, n, "tensor set", &off, e);
-  return rc ? rc : t->buf->type->set(t->buf, off, src, n * sizeof(float), e);
+  if (rc || t->buf)
+    return rc ? rc : t->buf->type->set(t->buf, off, src, n * sizeof(float), e);
+  if (n)
+    memcpy(t->data + elem_off, src, n * sizeof(float));
+  return NNT_OK;
 }
 
 int nnt_tensor_get(const nnt_tensor *t, size_t elem_off, float *dst, size_t n, nnt_err *e) {
   size_t off = 0;
-  if (!t->buf && t->data) {
-    int rc = lent_range(t, elem_off, n, "tensor get", e);
-    if (!rc && n)
-      memcpy(dst, t->data + elem_off, n * sizeof(float));
-    return rc;
-  }
   int rc = tensor_range(t, elem_off, n, "tensor get", &off, e);
-  return rc ? rc : t->buf->type->get(t->buf, off, dst, n * sizeof(float), e);
+  if (rc || t->buf)
+    return rc ? rc : t->buf->type->get(t->buf, off, dst, n * sizeof(float), e);
+  if (n)
+    memcpy(dst, t->data + elem_off, n * sizeof(float));
+  return NNT_OK;
 }
 
 int nnt_tensor_get_later(const nnt_tensor *t, size_t elem_off, float *dst, size_t n,
                          nnt_err *e) {
   size_t off = 0;
-  if (!t->buf && t->data)
-    return nnt_tensor_get(t, elem_off, dst, n, e);
   int rc = tensor_range(t, elem_off, n, "tensor get", &off, e);
-  if (rc)
-    return rc;
+  if (rc || !t->buf)
+    return rc ? rc : nnt_tensor_get(t, elem_off, dst, n, e);
   const nnt_buffer_type *bt = t->buf->type;
   return (bt->get_later ? bt->get_later : bt->get)(t->buf, off, dst, n * sizeof(float), e);
 }
@@ -286,13 +273,12 @@ int nnt_backend_step_end(nnt_backend *be, nnt_err *e) {
 
 int nnt_tensor_memset(const nnt_tensor *t, int v, nnt_err *e) {
   size_t off = 0, n = nnt_tensor_len(t);
-  if (!t->buf && t->data) {
-    if (n)
-      memset(t->data, v, n * sizeof(float));
-    return NNT_OK;
-  }
   int rc = tensor_range(t, 0, n, "tensor memset", &off, e);
-  return rc ? rc : t->buf->type->memset(t->buf, off, v, n * sizeof(float), e);
+  if (rc || t->buf)
+    return rc ? rc : t->buf->type->memset(t->buf, off, v, n * sizeof(float), e);
+  if (n)
+    memset(t->data, v, n * sizeof(float));
+  return NNT_OK;
 }
 
 float *nnt_tensor_host(const nnt_tensor *t) {
