@@ -45,6 +45,7 @@ static double time_layer_op(const char *type, const char *const *props, nnt_dim 
     nnt_layer_set_property(l, props[i], props[i + 1], &e);
   nnt_finalize_ctx fc = {0};
   fc.n_in = fc.n_out = 1, fc.in_dim[0] = in, fc.batch = in.b;
+  fc.trainable = 1; /* as in a model that trains the layer */
   if (l->ops->finalize(l, &fc, &e)) {
     fprintf(stderr, "%s\n", e.msg);
     exit(1);

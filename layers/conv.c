@@ -115,6 +115,7 @@ typedef struct conv_priv {
   unsigned wnb; /* images per forward conv_wino call where it runs per group (>= nb) */
   unsigned bnb; /* images per backward group (1: dY not gathered) */
   unsigned bc;  /* input channels per backward block (g.c: one block) */
+  unsigned dsc; /* the derivative's own scratch (wino_deriv_scratch); ~0u: none */
 } conv_priv;
 
 static int is_1d(const nnt_layer *l) { return l->ops == &nnt_layer_conv1d; }
@@ -197,6 +198,33 @@ static size_t wino_bwd_scratch(const conv_priv *p, nnt_dim in) {
   if (need <= UINT32_MAX / 2 && 4 * need <= 3 * input)
     return 2 * need; /* all 16 slices in one pass */
   return need <= UINT32_MAX && 2 * need <= 3 * input ? need : 0;
+}
+
+/* The derivative's own scratch in floats (NNT_SCRATCH_DERIV, so that
+ * calc_derivative runs before calc_gradient, the weight gradient not yet
+ * alive) where the backward's is too small for conv_wino and the batch
+ * has at least NNT_WINO_MIN_TILES tiles (as a wide forward): passes of 8,
+ * else NNT_WINO_FEWEST_SLICES, slices with two chunks at once, the first
+ * that is no larger than the filters' gradient, which training holds
+ * beside the backward's other steps; 0 for a frozen layer (no gradient
+ * makes that room) and elsewhere. ResNet-18's stage 4 (4 slices, 6 MiB
+ * against a 9 MiB gradient): derivative 79 -> 111 GFLOP/s on one thread
+ * (docs/performance.md), its planned arena unchanged. */
+static size_t wino_deriv_scratch(const conv_priv *p, nnt_dim in, int trainable) {
+  const nnt_conv_geom *g = &p->g;
+  if (!trainable || !nnt_wino_geom_ok(g) || g->c < CONV_WINO_MIN_C ||
+      p->filters < CONV_WINO_MIN_C || wino_bwd_scratch(p, in))
+    return 0;
+  size_t tiles = (size_t)in.b * ((g->h + 1) / 2) * ((g->w + 1) / 2);
+  size_t grad = (size_t)p->filters * g->c * 9;
+  if (tiles < NNT_WINO_MIN_TILES) /* narrower products: im2col's pace or less */
+    return 0;
+  for (unsigned k = NNT_WINO_MIN_SLICES; k >= NNT_WINO_FEWEST_SLICES; k /= 2) {
+    size_t need = nnt_wino_scratch(k, 2, p->filters, g->c, tiles);
+    if (need <= grad && need <= UINT32_MAX)
+      return need;
+  }
+  return 0;
 }
 
 /* The forward's scratch in floats for conv_wino over groups of wnb images
@@ -286,6 +314,7 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
                         p->filters, 0, p->wp.bias_decay, 1);
   p->nb = p->wnb = p->bnb = 1;
   p->bc = g->c;
+  p->dsc = ~0u;
   int gpu = ctx->engine == NNT_ENGINE_GPU;
   if (!is_pointwise(g)) {
     /* images per group: (patch + filters) * plane floats each */
@@ -339,6 +368,11 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
       nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->filters, plane * p->wnb),
                            NNT_SCRATCH_INPLACE);
   }
+  size_t dwino = gpu || is_pointwise(g) ? 0 : wino_deriv_scratch(p, in, ctx->trainable);
+  if (dwino) {
+    p->dsc = ctx->n_scratch;
+    nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, 1, (unsigned)dwino), NNT_SCRATCH_DERIV);
+  }
   return NNT_OK;
 }
 
@@ -363,11 +397,12 @@ static int use_direct(const nnt_kernels *k, const conv_priv *p) {
  * it on the same groups of nb images, so their outputs are bitwise the
  * same (the op's arithmetic depends on the images it is given). */
 static int use_wino(int have, const nnt_conv_geom *g, size_t c, size_t filters,
-                    unsigned batch, const nnt_tensor *s);
+                    unsigned batch, const nnt_tensor *s, unsigned slices);
 static int use_wino_fwd(const nnt_kernels *k, const conv_priv *p, const nnt_run_ctx *ctx) {
   size_t tiles = (size_t)p->wnb * ((p->g.oh + 1) / 2) * ((p->g.ow + 1) / 2);
   return !is_pointwise(&p->g) && !use_direct(k, p) && tiles >= wino_fwd_min_tiles(p) &&
-         use_wino(k->conv_wino != NULL, &p->g, p->g.c, p->filters, p->wnb, &ctx->scratch[0]);
+         use_wino(k->conv_wino != NULL, &p->g, p->g.c, p->filters, p->wnb, &ctx->scratch[0],
+                  NNT_WINO_MIN_SLICES);
 }
 static int wino_fwd(const conv_priv *p, nnt_run_ctx *ctx, unsigned n, const float *x, float *y) {
   const nnt_kernels *k = ctx->k;
@@ -448,10 +483,10 @@ static int use_direct_bwd(const conv_priv *p, int have, unsigned min_c) {
 /* Whether conv_wino (or conv_wino_dw: have: the table has it) computes y
  * (filters) from x (c channels, geometry g) with the scratch s: see above. */
 static int use_wino(int have, const nnt_conv_geom *g, size_t c, size_t filters,
-                    unsigned batch, const nnt_tensor *s) {
+                    unsigned batch, const nnt_tensor *s, unsigned slices) {
   size_t tiles = (size_t)batch * ((g->oh + 1) / 2) * ((g->ow + 1) / 2);
-  return have && nnt_wino_geom_ok(g) && c >= CONV_WINO_MIN_C &&
-         filters >= CONV_WINO_MIN_C && nnt_tensor_len(s) >= nnt_wino_min_scratch(c, filters, tiles);
+  return have && nnt_wino_geom_ok(g) && c >= CONV_WINO_MIN_C && filters >= CONV_WINO_MIN_C &&
+         s->data && nnt_tensor_len(s) >= nnt_wino_scratch(slices, 1, c, filters, tiles);
 }
 
 /* The derivative's geometry as a convolution of dY (see conv_wino). */
@@ -545,7 +580,8 @@ static int conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
                           ctx->gw[0].data));
     want_w = 0;
   }
-  if (want_w && use_wino(k->conv_wino_dw != NULL, g, g->c, p->filters, batch, &ctx->scratch[1])) {
+  if (want_w && use_wino(k->conv_wino_dw != NULL, g, g->c, p->filters, batch, &ctx->scratch[1],
+                         NNT_WINO_MIN_SLICES)) {
     size_t out_len = p->filters * plane;
     NNT_TRY(k->conv_wino_dw(k, g, batch, p->filters, ctx->d_out[0].data, ctx->in[0].data,
                             ctx->gw[0].data, ctx->scratch[1].data,
@@ -601,9 +637,13 @@ static int conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   int rc;
   if (nnt_wino_geom_ok(g)) {
     nnt_conv_geom d = wino_dgeom(p);
-    if (use_wino(k->conv_wino != NULL, &d, p->filters, g->c, batch, &ctx->scratch[1]))
+    /* its own scratch where it has one (planned in training only) */
+    int own = p->dsc != ~0u && ctx->scratch[p->dsc].data;
+    const nnt_tensor *s = own ? &ctx->scratch[p->dsc] : &ctx->scratch[1];
+    if (use_wino(k->conv_wino != NULL, &d, p->filters, g->c, batch, s,
+                 own ? NNT_WINO_FEWEST_SLICES : NNT_WINO_MIN_SLICES))
       return k->conv_wino(k, &d, batch, g->c, 1, ctx->w[0].data, NULL, ctx->d_out[0].data,
-                          ctx->d_in[0].data, col, nnt_tensor_len(&ctx->scratch[1]));
+                          ctx->d_in[0].data, s->data, nnt_tensor_len(s));
   }
   NNT_TRY(k->fill(k, nnt_tensor_len(&ctx->d_in[0]), 0.0f, ctx->d_in[0].data));
   for (unsigned b = 0; b < batch; b += p->bnb) {

@@ -102,7 +102,17 @@ typedef enum nnt_scratch_life {
   /* as NNT_SCRATCH_FWD, but planned only where the node runs with its
    * output over its input (NNT_LF_INPLACE_FWD): elsewhere its data is NULL */
   NNT_SCRATCH_INPLACE,
+  /* within calc_derivative only, planned only in training where the node
+   * computes dX; a node with one runs calc_derivative before
+   * calc_gradient (schedule.c), so its whole gradients are not alive
+   * beside it */
+  NNT_SCRATCH_DERIV,
 } nnt_scratch_life;
+
+/* Does scratch of this life belong to the backward steps alone? */
+static inline int nnt_scratch_in_backward(nnt_scratch_life life) {
+  return life == NNT_SCRATCH_BWD || life == NNT_SCRATCH_DERIV;
+}
 
 /* Layer facts given at finalize (nnt_finalize_ctx.flags). */
 enum {

@@ -118,6 +118,8 @@ static int request_forward(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) 
           (nd->fc.scratch_life[s] == NNT_SCRATCH_BWD ||
            nd->fc.scratch_life[s] == NNT_SCRATCH_SAVED))
         continue;
+      if (nd->fc.scratch_life[s] == NNT_SCRATCH_DERIV && (mode != NNT_MODE_TRAIN || !nd->do_deriv))
+        continue;
       if (nd->fc.scratch_life[s] == NNT_SCRATCH_INPLACE && !nd->inplace)
         continue;
       int id = req(g, name, "scratch", s, NNT_TK_SCRATCH, nd->fc.scratch_dim[s], e);
@@ -302,7 +304,7 @@ static int request_recompute(nnt_model *m, nnt_mgr *g, nnt_err *e) {
         cur[nd->t_out[o]] = id;
       }
       for (unsigned c = 0; c < nd->fc.n_scratch && !rc; c++) {
-        if (nd->fc.scratch_life[c] == NNT_SCRATCH_BWD || nd->t_scratch[c] < 0 || saved)
+        if (nnt_scratch_in_backward(nd->fc.scratch_life[c]) || nd->t_scratch[c] < 0 || saved)
           continue;
         int id = req(g, nd->layer->name, "recomputed_scratch", c, NNT_TK_SCRATCH,
                      nd->fc.scratch_dim[c], e);
@@ -361,7 +363,7 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
     for (unsigned o = 0; o < nd->fc.n_out; o++)
       use(g, nnt_step_id(m, re, s, NNT_MAX_IO + o, nd->t_out[o]), s);
     for (unsigned c = 0; c < nd->fc.n_scratch; c++)
-      if (!train || nd->fc.scratch_life[c] != NNT_SCRATCH_BWD)
+      if (!train || !nnt_scratch_in_backward(nd->fc.scratch_life[c]))
         use(g, nnt_step_id(m, re, s, 2 * NNT_MAX_IO + c, nd->t_scratch[c]), s);
     use(g, nd->t_label, s);
     use(g, nd->t_loss, s);
@@ -381,7 +383,8 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
       use(g, nd->t_label, s);
     for (unsigned c = 0; c < nd->fc.n_scratch; c++)
       if (bwd && nd->fc.scratch_life[c] != NNT_SCRATCH_FWD &&
-          nd->fc.scratch_life[c] != NNT_SCRATCH_INPLACE)
+          nd->fc.scratch_life[c] != NNT_SCRATCH_INPLACE &&
+          (nd->fc.scratch_life[c] != NNT_SCRATCH_DERIV || deriv))
         use(g, nnt_step_id(m, re, s, 2 * NNT_MAX_IO + c, nd->t_scratch[c]), s);
     if (!bwd)
       return;

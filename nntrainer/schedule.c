@@ -107,7 +107,8 @@ static unsigned fused_rows(const nnt_model *m, size_t i, unsigned w) {
  * the last node, each node that has backward work has three steps:
  * calc_gradient, calc_derivative and apply_gradient (one of them may do
  * nothing, e.g. calc_gradient of a layer without weights; a node with a
- * weight updated block by block inside calc_gradient, fused_rows, runs
+ * weight updated block by block inside calc_gradient, fused_rows, or with
+ * scratch for calc_derivative alone, NNT_SCRATCH_DERIV, runs
  * calc_derivative first); a node without
  * any (has_backward) has none, so nothing of it lives into the backward
  * part of the schedule. With clip_grad_by_norm
@@ -150,7 +151,10 @@ int nnt_schedule_build(nnt_model *m, nnt_err *e) {
     for (unsigned w = 0; w < nd->fc.n_w; w++)
       fused |= nd->gtile[w];
     /* a fused update changes weights that calc_derivative reads: it runs
-     * first there */
+     * first there; so it does where it has scratch of its own
+     * (NNT_SCRATCH_DERIV), which then never lies beside the gradients */
+    for (unsigned c = 0; nd->do_deriv && c < nd->fc.n_scratch; c++)
+      fused |= nd->fc.scratch_life[c] == NNT_SCRATCH_DERIV;
     if (fused)
       tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_CALC_DERIVATIVE};
     tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_CALC_GRADIENT};

@@ -57,9 +57,11 @@
 
 /* The slices of a pass, the tiles of a chunk and the regions (each a V
  * and an M for a chunk, so that that many chunks run at once: up to
- * max_regions) for len floats of scratch; 0 when not even
- * NNT_WINO_MIN_SLICES slices and min(tiles, NNT_WINO_MIN_TILES) tiles fit
- * in one region. Two regions come before a pass of all 16 slices: a chunk
+ * max_regions) for len floats of scratch; 0 when not even fewest slices
+ * (the forward's NNT_WINO_FEWEST_SLICES, the weight gradient's
+ * NNT_WINO_MIN_SLICES) and min(tiles, NNT_WINO_MIN_TILES) tiles fit in one
+ * region (a scratch of conv2d's least, NNT_WINO_MIN_SLICES slices, never
+ * takes fewer than those). Two regions come before a pass of all 16 slices: a chunk
  * of the forward keeps its V and M on the thread that makes them (the
  * transforms and the products of one chunk run on one thread, two chunks
  * at once), which at two threads of a VM whose cores share no cache
@@ -67,9 +69,9 @@
  * The plan depends on the sizes alone, never on the thread count: the
  * same chunks and products at every count, so the same bits. */
 static int wino_plan(size_t c, size_t f, size_t tiles, size_t len, unsigned max_regions,
-                     unsigned *kg, size_t *tc, unsigned *regions) {
+                     unsigned fewest, unsigned *kg, size_t *tc, unsigned *regions) {
   size_t want = tiles < NNT_WINO_MIN_TILES ? tiles : NNT_WINO_MIN_TILES;
-  for (unsigned k = 16; k >= NNT_WINO_MIN_SLICES; k /= 2)
+  for (unsigned k = 16; k >= fewest; k /= 2)
     for (unsigned r = max_regions; r >= 1; r--) {
       size_t u = (size_t)k * c * f;
       if (u >= len)
@@ -358,8 +360,9 @@ static void y_part(void *arg, size_t f0, size_t f1) {
  * when it is too small. Region r's V lies r * region_len floats after
  * region 0's. */
 static int wino_layout(wino_job *j, size_t tiles, float *scratch, size_t scratch_len,
-                       unsigned max_regions) {
-  if (!wino_plan(j->c, j->f, tiles, scratch_len, max_regions, &j->kg, &j->tc, &j->regions))
+                       unsigned max_regions, unsigned fewest) {
+  if (!wino_plan(j->c, j->f, tiles, scratch_len, max_regions, fewest, &j->kg, &j->tc,
+                 &j->regions))
     return 0;
   j->u = scratch;
   j->v = j->u + (size_t)j->kg * j->f * j->c;
@@ -437,7 +440,7 @@ int nnt_cpu_conv_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
   size_t tiles = n * j.th * j.tw;
   if (!tiles)
     return NNT_OK;
-  if (!wino_layout(&j, tiles, scratch, scratch_len, WINO_REGIONS))
+  if (!wino_layout(&j, tiles, scratch, scratch_len, WINO_REGIONS, NNT_WINO_FEWEST_SLICES))
     return NNT_ERR_INVAL;
   chunk_plan(&j);
   if (j.regions > 1) {
@@ -601,7 +604,7 @@ int nnt_cpu_conv_wino_dw(const nnt_kernels *self, const nnt_conv_geom *g, size_t
     memset(dw, 0, filters * j.c * 9 * sizeof *dw);
     return NNT_OK;
   }
-  if (!wino_layout(&j, tiles, scratch, scratch_len, 1))
+  if (!wino_layout(&j, tiles, scratch, scratch_len, 1, NNT_WINO_MIN_SLICES))
     return NNT_ERR_INVAL;
   size_t chunk = j.tc;
   wino_seg seg[WINO_MAX_TILES];

@@ -67,10 +67,11 @@ static inline size_t nnt_conv_img_stride(const nnt_conv_geom *g) {
 /* conv_wino: the geometry it takes (a 3x3 window, stride 1, dilation 1,
  * padding at most 2 on each side, every channel of the images) and the
  * scratch it needs, in floats, for c channels, f filters and t 2x2 tiles
- * (n images of ceil(oh / 2) x ceil(ow / 2)): NNT_WINO_MIN_SLICES of the
- * 16 slices of the transformed filters [f, c], of the transformed input
- * and of the products for min(t, NNT_WINO_MIN_TILES) tiles
- * (cpu_winograd.c; more scratch, more slices and tiles at a time). */
+ * (n images of ceil(oh / 2) x ceil(ow / 2)) where conv2d plans its least:
+ * NNT_WINO_MIN_SLICES of the 16 slices of the transformed filters [f, c],
+ * of the transformed input and of the products for min(t,
+ * NNT_WINO_MIN_TILES) tiles (cpu_winograd.c; more scratch, more slices and
+ * tiles at a time). */
 #define NNT_WINO_MIN_TILES 64
 #define NNT_WINO_MIN_SLICES 8
 /* conv_wino without flip keeps each chunk of tiles to one image when an
@@ -84,10 +85,20 @@ static inline int nnt_wino_geom_ok(const struct nnt_conv_geom *g) {
          g->pt <= 2 && g->pb <= 2 && g->pl <= 2 && g->pr <= 2 && (!g->cs || g->cs == g->c) &&
          g->oh + 2 == g->h + g->pt + g->pb && g->ow + 2 == g->w + g->pl + g->pr;
 }
-static inline size_t nnt_wino_min_scratch(size_t c, size_t f, size_t t) {
+/* Below that least conv_wino (not conv_wino_dw) takes passes of
+ * NNT_WINO_FEWEST_SLICES slices (each transforming the filters again):
+ * conv2d's derivative where only that fits beside its other tensors
+ * (layers/conv.c wino_deriv_scratch). */
+#define NNT_WINO_FEWEST_SLICES 4
+/* The scratch for passes of k slices with r chunks of min(t,
+ * NNT_WINO_MIN_TILES) tiles at once (see cpu_winograd.c wino_plan). */
+static inline size_t nnt_wino_scratch(size_t k, size_t r, size_t c, size_t f, size_t t) {
   if (t > NNT_WINO_MIN_TILES)
     t = NNT_WINO_MIN_TILES;
-  return NNT_WINO_MIN_SLICES * (c * f + (c + f) * t);
+  return k * (c * f + r * (c + f) * t);
+}
+static inline size_t nnt_wino_min_scratch(size_t c, size_t f, size_t t) {
+  return nnt_wino_scratch(NNT_WINO_MIN_SLICES, 1, c, f, t);
 }
 
 /* The largest patch (c * kh * kw) conv_fwd takes. */
