@@ -147,20 +147,20 @@ int nnt_schedule_build(nnt_model *m, nnt_err *e) {
     const nnt_node *nd = &m->nodes[i];
     if (!has_backward(m, i))
       continue;
-    unsigned fused = 0;
+    unsigned deriv_first = 0;
     for (unsigned w = 0; w < nd->fc.n_w; w++)
-      fused |= nd->gtile[w];
+      deriv_first |= nd->gtile[w];
     /* a fused update changes weights that calc_derivative reads: it runs
      * first there; so it does where it has scratch of its own
      * (NNT_SCRATCH_DERIV), which then never lies beside the gradients */
     for (unsigned c = 0; nd->do_deriv && c < nd->fc.n_scratch; c++)
-      fused |= nd->fc.scratch_life[c] == NNT_SCRATCH_DERIV;
-    if (fused)
+      deriv_first |= nd->fc.scratch_life[c] == NNT_SCRATCH_DERIV;
+    if (deriv_first)
       tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_CALC_DERIVATIVE};
     tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_CALC_GRADIENT};
     if (accumulates(m, i))
       tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_ACCUMULATE_GRADIENT};
-    if (!fused)
+    if (!deriv_first)
       tr[s++] = (nnt_step){(unsigned)i, NNT_STEP_CALC_DERIVATIVE};
     int apply = !clip && nd->grad_apply == i;
     tr[s++] = (nnt_step){(unsigned)i, apply ? NNT_STEP_APPLY_GRADIENT : NNT_STEP_NONE};

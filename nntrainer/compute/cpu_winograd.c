@@ -58,10 +58,10 @@
 /* The slices of a pass, the tiles of a chunk and the regions (each a V
  * and an M for a chunk, so that that many chunks run at once: up to
  * max_regions) for len floats of scratch; 0 when not even fewest slices
- * (the forward's NNT_WINO_FEWEST_SLICES, the weight gradient's
- * NNT_WINO_MIN_SLICES) and min(tiles, NNT_WINO_MIN_TILES) tiles fit in one
- * region (a scratch of conv2d's least, NNT_WINO_MIN_SLICES slices, never
- * takes fewer than those). Two regions come before a pass of all 16 slices: a chunk
+ * (conv_wino's NNT_WINO_FEWEST_SLICES, conv_wino_dw's NNT_WINO_MIN_SLICES)
+ * and min(tiles, NNT_WINO_MIN_TILES) tiles fit in one region (a scratch of
+ * conv2d's least, NNT_WINO_MIN_SLICES slices, never takes fewer than
+ * those). Two regions come before a pass of all 16 slices: a chunk
  * of the forward keeps its V and M on the thread that makes them (the
  * transforms and the products of one chunk run on one thread, two chunks
  * at once), which at two threads of a VM whose cores share no cache

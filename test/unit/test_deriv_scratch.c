@@ -55,16 +55,6 @@ static int deriv_scratch(const nnt_node *nd) {
   return at;
 }
 
-static unsigned step_of(const nnt_model *m, const char *node, nnt_step_kind kind) {
-  const nnt_step *st = m->sched[NNT_MODE_TRAIN];
-  for (unsigned s = 0; s < m->n_steps[NNT_MODE_TRAIN]; s++)
-    if (st[s].kind == kind && st[s].node < m->n_nodes &&
-        !strcmp(m->nodes[st[s].node].layer->name, node))
-      return s;
-  fail_msg("no %s step of %s", nnt_step_kind_name(kind), node);
-  return 0;
-}
-
 static void test_planned(void **state) {
   (void)state;
   nnt_model *m = load(0, 0);
@@ -72,12 +62,12 @@ static void test_planned(void **state) {
   int d1 = deriv_scratch(c1);
   assert_true(d1 >= 0);
   assert_true(c1->do_grad && c1->do_deriv && !c0->do_deriv);
-  unsigned sd = step_of(m, "c1", NNT_STEP_CALC_DERIVATIVE);
-  unsigned sg = step_of(m, "c1", NNT_STEP_CALC_GRADIENT);
+  unsigned sd = tu_step_of(m, "c1", NNT_STEP_CALC_DERIVATIVE);
+  unsigned sg = tu_step_of(m, "c1", NNT_STEP_CALC_GRADIENT);
   assert_true(sd < sg);
   /* c0 computes no derivative: the usual order, its scratch not planned */
-  assert_true(step_of(m, "c0", NNT_STEP_CALC_GRADIENT) <
-              step_of(m, "c0", NNT_STEP_CALC_DERIVATIVE));
+  assert_true(tu_step_of(m, "c0", NNT_STEP_CALC_GRADIENT) <
+              tu_step_of(m, "c0", NNT_STEP_CALC_DERIVATIVE));
   int d0 = deriv_scratch(c0);
   assert_true(d0 < 0 || c0->t_scratch[d0] < 0);
   const nnt_mgr *g = &m->mgr[NNT_MODE_TRAIN];

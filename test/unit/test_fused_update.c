@@ -101,16 +101,6 @@ static nnt_model *make(const char *opt, int fuse_off, const char *const *extra, 
   return m;
 }
 
-static size_t step_of(const nnt_model *m, const char *node, nnt_step_kind kind) {
-  const nnt_step *st = m->sched[NNT_MODE_TRAIN];
-  for (size_t s = 0; s < m->n_steps[NNT_MODE_TRAIN]; s++)
-    if (st[s].kind == kind && st[s].node < m->n_nodes &&
-        !strcmp(m->nodes[st[s].node].layer->name, node))
-      return s;
-  fail_msg("no %s step of %s", nnt_step_kind_name(kind), node);
-  return 0;
-}
-
 /* The rule and the plan: fc1's weight in blocks of 240 rows (a multiple
  * of 48 within 64 KiB), its bias and the small weights whole; none with
  * clipping, l2norm, memory_optimization=false or fuse_off; the derivative
@@ -131,10 +121,10 @@ static void test_blocks_planned(void **state) {
   assert_int_equal(tu_node(w, "fc1")->gtile[0], 0);
   assert_true(fc1->do_deriv);
   if (exact)
-    assert_true(step_of(m, "fc1", NNT_STEP_CALC_DERIVATIVE) <
-                step_of(m, "fc1", NNT_STEP_CALC_GRADIENT));
-  assert_true(step_of(w, "fc1", NNT_STEP_CALC_GRADIENT) <
-              step_of(w, "fc1", NNT_STEP_CALC_DERIVATIVE));
+    assert_true(tu_step_of(m, "fc1", NNT_STEP_CALC_DERIVATIVE) <
+                tu_step_of(m, "fc1", NNT_STEP_CALC_GRADIENT));
+  assert_true(tu_step_of(w, "fc1", NNT_STEP_CALC_GRADIENT) <
+              tu_step_of(w, "fc1", NNT_STEP_CALC_DERIVATIVE));
   assert_int_equal(nnt_model_plan(m, NNT_MODE_TRAIN, &e), NNT_OK);
   assert_int_equal(nnt_model_plan(w, NNT_MODE_TRAIN, &e), NNT_OK);
   size_t gm = nnt_mgr_kind_bytes(&m->mgr[NNT_MODE_TRAIN], NNT_TK_GRADIENT);

@@ -377,6 +377,16 @@ const struct nnt_node *tu_node(const nnt_model *m, const char *name) {
   return NULL;
 }
 
+unsigned tu_step_of(const nnt_model *m, const char *name, int kind) {
+  const nnt_step *st = m->sched[NNT_MODE_TRAIN];
+  for (unsigned s = 0; s < m->n_steps[NNT_MODE_TRAIN]; s++)
+    if (st[s].kind == (nnt_step_kind)kind && st[s].node < m->n_nodes &&
+        !strcmp(m->nodes[st[s].node].layer->name, name))
+      return s;
+  fail_msg("no %s step of %s", nnt_step_kind_name((nnt_step_kind)kind), name);
+  return 0;
+}
+
 float *tu_weights_of(nnt_model *m) {
   float *w = malloc(m->wpool_floats * sizeof *w + 1);
   assert_non_null(w);

@@ -127,6 +127,9 @@ float *tu_weights_of(nnt_model *m);
 /* The node of m's compiled graph running the layer named name (exactly);
  * fails the test when there is none. */
 const struct nnt_node *tu_node(const nnt_model *m, const char *name);
+/* The training schedule's first step of kind (an nnt_step_kind) for the
+ * layer named name; fails the test when there is none. */
+unsigned tu_step_of(const nnt_model *m, const char *name, int kind);
 /* Fails the test when be is a Vulkan backend whose validation record holds
  * a message (each instance has its own record, gone with the instance), so
  * every test checks its own instance before it frees it. Any other backend
