@@ -71,6 +71,12 @@
  * plane (LeNet-5's, the Fashion-MNIST CNN's) keeps one image per gemm and
  * the planned arena as it was (docs/performance.md). */
 #define CONV_GROUP_COLS 192
+/* A backward block's columns (bc x kh x kw) where the room allows more:
+ * wider blocks gained nothing measurable (ResNet-18's res4a_c1 gradient
+ * 95-96 GFLOP/s at 576 and at 1152 columns, one thread) and their
+ * products touch more of the BLAS's own packing buffer (peak RSS 0.4 MB
+ * more at 1152; docs/performance.md). */
+#define CONV_BWD_BLOCK_COLS 576
 /* On a GPU (engine=gpu) each product must fill the device: one of a
  * group of one image has too few columns (ResNet-18's 64 filters x 1024
  * positions: 16 work groups of 64 x 64 on an H100's 132 multiprocessors)
@@ -120,6 +126,10 @@ typedef struct conv_priv {
 
 static int is_1d(const nnt_layer *l) { return l->ops == &nnt_layer_conv1d; }
 
+/* Whether the window moves by more than one position (a downsampling
+ * layer: its backward's blocks, see backward_blocks). */
+static int strided(const nnt_conv_geom *g) { return g->sh > 1 || g->sw > 1; }
+
 /* Whether im2col of one image is the image itself (see above). */
 static int is_pointwise(const nnt_conv_geom *g) {
   return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && !g->pt && !g->pb && !g->pl &&
@@ -148,24 +158,32 @@ static int conv_set(nnt_layer *l, const char *key, const char *value, nnt_err *e
 
 /* The backward's groups and channel blocks: its scratch (a block's
  * columns [bc*kh*kw, bnb*plane] and, for bnb > 1, the gathered dY
- * [filters, bnb*plane]) takes at most one image's columns [patch, plane],
- * so the backward steps, where training's peak lies, need no more than
- * one image at a time did. The most images up to the forward's nb that
- * leave room for one channel, then as few blocks as fit, as even as they
- * go (bnb 1 always fits: no dY to gather, every channel in one block). */
-static void backward_blocks(conv_priv *p, size_t patch) {
-  size_t taps = (size_t)p->g.kh * p->g.kw;
-  for (unsigned n = p->nb; n > 1; n--) {
-    size_t dy = (size_t)p->filters * n;
-    if (dy >= patch || (patch - dy) / (taps * n) == 0)
-      continue;
-    size_t bc = (patch - dy) / (taps * n), blocks = (p->g.c + bc - 1) / bc;
-    p->bnb = n;
-    p->bc = (unsigned)((p->g.c + blocks - 1) / blocks); /* then as even as they go */
-    return;
-  }
+ * [filters, bnb*plane]) takes at most room x plane floats: one image's
+ * columns (room = patch), so that the backward steps, where training's
+ * peak lies, need no more than one image at a time did; a strided layer
+ * takes the forward's columns (room = nb x patch; see conv_finalize).
+ * Of the groups up to the forward's nb images that leave room for a
+ * channel, each with as few blocks as fit (at most CONV_BWD_BLOCK_COLS
+ * columns) and as even as they go, the one whose products' narrower side
+ * (bnb x plane deep, bc x kh x kw wide for the gradient) is the widest,
+ * the most images on a tie; bnb 1 with every channel in one block (no dY
+ * to gather) where none fits. */
+static void backward_blocks(conv_priv *p, size_t room) {
+  size_t taps = (size_t)p->g.kh * p->g.kw, plane = (size_t)p->g.oh * p->g.ow, best = 0;
   p->bnb = 1;
   p->bc = p->g.c;
+  for (unsigned n = p->nb; n > 1; n--) {
+    size_t dy = (size_t)p->filters * n;
+    if (dy >= room || (room - dy) / (taps * n) == 0)
+      continue;
+    size_t bc = (room - dy) / (taps * n), blocks = (p->g.c + bc - 1) / bc;
+    if (bc * taps > CONV_BWD_BLOCK_COLS && taps <= CONV_BWD_BLOCK_COLS)
+      bc = CONV_BWD_BLOCK_COLS / taps, blocks = (p->g.c + bc - 1) / bc;
+    bc = (p->g.c + blocks - 1) / blocks; /* then as even as they go */
+    size_t narrow = n * plane < bc * taps ? n * plane : bc * taps;
+    if (narrow > best)
+      best = narrow, p->bnb = n, p->bc = (unsigned)bc;
+  }
 }
 
 /* Whether the layer is wide (CONV_WINO_WIDE_C), and the fewest tiles a
@@ -335,7 +353,7 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
     if (gpu)
       p->bnb = p->nb; /* p->bc: every channel */
     else
-      backward_blocks(p, patch);
+      backward_blocks(p, strided(g) ? (size_t)patch * p->nb : patch);
     unsigned taps = g->kh * g->kw;
     p->wnb = p->nb;
     size_t cols = (size_t)patch * plane * p->nb, wfwd = gpu ? 0 : wino_fwd_scratch(p, in);
