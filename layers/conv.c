@@ -19,7 +19,9 @@
  * channels of dX. bnb and bc keep the block's columns plus the gathered
  * dY within one image's columns [patch, plane] (bnb = 1: no dY to gather,
  * one block), so the backward's scratch never exceeds what one image at a
- * time took; dX and db are bitwise those of unblocked groups, dW equal up
+ * time took, except in a strided layer, which may take the forward's nb
+ * images' columns (backward_blocks); dX and db are bitwise those of
+ * unblocked groups, dW equal up
  * to rounding (the blocks' gemms are narrower). The scratch tensors are
  * planned by the manager: columns and output for forward, a block's
  * columns and dY recomputed in the backward pass, so no column buffer
@@ -161,7 +163,12 @@ static int conv_set(nnt_layer *l, const char *key, const char *value, nnt_err *e
  * [filters, bnb*plane]) takes at most room x plane floats: one image's
  * columns (room = patch), so that the backward steps, where training's
  * peak lies, need no more than one image at a time did; a strided layer
- * takes the forward's columns (room = nb x patch; see conv_finalize).
+ * takes the forward's columns (room = nb x patch; see conv_finalize): a
+ * downsampling layer's backward runs once the wider layers after it have
+ * released what they kept (ResNet-18's res3a_c1 and res4a_c1 have 16 and
+ * 7 MiB below the training peak there; their backward 0.70-0.85 -> 0.87-0.95
+ * of a bare sgemm, every default plan of the repo's models the same:
+ * docs/performance.md, tenth round).
  * Of the groups up to the forward's nb images that leave room for a
  * channel, each with as few blocks as fit (at most CONV_BWD_BLOCK_COLS
  * columns) and as even as they go, the one whose products' narrower side
