@@ -21,8 +21,8 @@
  * one block), so the backward's scratch never exceeds what one image at a
  * time took, except in a strided layer, which may take the forward's nb
  * images' columns (backward_blocks); dX and db are bitwise those of
- * unblocked groups, dW equal up
- * to rounding (the blocks' gemms are narrower). The scratch tensors are
+ * unblocked groups, dW equal up to rounding (the blocks' gemms are
+ * narrower). The scratch tensors are
  * planned by the manager: columns and output for forward, a block's
  * columns and dY recomputed in the backward pass, so no column buffer
  * lives across the step.
@@ -74,10 +74,10 @@
  * the planned arena as it was (docs/performance.md). */
 #define CONV_GROUP_COLS 192
 /* A backward block's columns (bc x kh x kw) where the room allows more:
- * wider blocks gained nothing measurable (ResNet-18's res4a_c1 gradient
- * 95-96 GFLOP/s at 576 and at 1152 columns, one thread) and their
- * products touch more of the BLAS's own packing buffer (peak RSS 0.4 MB
- * more at 1152; docs/performance.md). */
+ * wider blocks only took more scratch (ResNet-18's res4a_c1 gradient
+ * 95-96 GFLOP/s at 576 and at 1152 columns, one thread), narrower ones
+ * ran slower (94.4 and 82.4 GFLOP/s for its gradient and derivative at
+ * 288; docs/performance.md). */
 #define CONV_BWD_BLOCK_COLS 576
 /* On a GPU (engine=gpu) each product must fill the device: one of a
  * group of one image has too few columns (ResNet-18's 64 filters x 1024
@@ -166,9 +166,9 @@ static int conv_set(nnt_layer *l, const char *key, const char *value, nnt_err *e
  * takes the forward's columns (room = nb x patch; see conv_finalize): a
  * downsampling layer's backward runs once the wider layers after it have
  * released what they kept (ResNet-18's res3a_c1 and res4a_c1 have 16 and
- * 7 MiB below the training peak there; their backward 0.70-0.85 -> 0.87-0.95
- * of a bare sgemm, every default plan of the repo's models the same:
- * docs/performance.md, tenth round).
+ * 7 MiB below the training peak there; their backward 0.69-0.85 ->
+ * 0.85-0.93 of a bare sgemm, every default plan of the repo's models the
+ * same: docs/performance.md, tenth round).
  * Of the groups up to the forward's nb images that leave room for a
  * channel, each with as few blocks as fit (at most CONV_BWD_BLOCK_COLS
  * columns) and as even as they go, the one whose products' narrower side
