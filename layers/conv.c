@@ -183,9 +183,10 @@ static void backward_blocks(conv_priv *p, size_t room) {
     size_t dy = (size_t)p->filters * n;
     if (dy >= room || (room - dy) / (taps * n) == 0)
       continue;
-    size_t bc = (room - dy) / (taps * n), blocks = (p->g.c + bc - 1) / bc;
-    if (bc * taps > CONV_BWD_BLOCK_COLS && taps <= CONV_BWD_BLOCK_COLS)
-      bc = CONV_BWD_BLOCK_COLS / taps, blocks = (p->g.c + bc - 1) / bc;
+    size_t bc = (room - dy) / (taps * n), most = CONV_BWD_BLOCK_COLS / taps;
+    if (most && bc > most)
+      bc = most;
+    size_t blocks = (p->g.c + bc - 1) / bc;
     bc = (p->g.c + blocks - 1) / blocks; /* then as even as they go */
     size_t narrow = n * plane < bc * taps ? n * plane : bc * taps;
     if (narrow > best)
