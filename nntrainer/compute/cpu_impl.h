@@ -114,6 +114,12 @@ int nnt_cpu_conv_bwd_w_path(int path, const struct nnt_conv_geom *g, size_t n, s
 int nnt_cpu_conv_wino(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                       size_t filters, int flip, const float *w, const float *bias,
                       const float *x, float *y, float *scratch, size_t scratch_len);
+/* conv_wino's F(4x4, 3x3) (cpu_winograd4.c), and whether it takes g with
+ * filters and scratch_len floats of scratch (see NNT_WINO4_IMAGE_TILES). */
+int nnt_cpu_wino4_takes(const struct nnt_conv_geom *g, size_t filters, size_t scratch_len);
+int nnt_cpu_conv_wino4(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                       size_t filters, int flip, const float *w, const float *bias,
+                       const float *x, float *y, float *scratch, size_t scratch_len);
 int nnt_cpu_conv_wino_dw(const struct nnt_kernels *self, const struct nnt_conv_geom *g,
                          size_t n, size_t filters, const float *dy, const float *x, float *dw,
                          float *scratch, size_t scratch_len);

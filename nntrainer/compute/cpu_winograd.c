@@ -432,9 +432,10 @@ static void chunks_part(void *arg, size_t r0, size_t r1) {
 int nnt_cpu_conv_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
                       size_t filters, int flip, const float *w, const float *bias,
                       const float *x, float *y, float *scratch, size_t scratch_len) {
-  (void)self;
   if (!nnt_wino_geom_ok(g) || !w || !x || !y || !scratch || !filters)
     return NNT_ERR_INVAL;
+  if (nnt_cpu_wino4_takes(g, filters, scratch_len))
+    return nnt_cpu_conv_wino4(self, g, n, filters, flip, w, bias, x, y, scratch, scratch_len);
   wino_job j = {.g = g, .n = n, .f = filters, .c = g->c, .th = (g->oh + 1) / 2,
                 .tw = (g->ow + 1) / 2, .flip = flip, .w = w, .bias = bias, .x = x, .y = y};
   size_t tiles = n * j.th * j.tw;

@@ -85,6 +85,16 @@ static inline int nnt_wino_geom_ok(const struct nnt_conv_geom *g) {
          g->pt <= 2 && g->pb <= 2 && g->pl <= 2 && g->pr <= 2 && (!g->cs || g->cs == g->c) &&
          g->oh + 2 == g->h + g->pt + g->pb && g->ow + 2 == g->w + g->pl + g->pr;
 }
+/* The CPU's conv_wino takes F(4x4, 3x3) instead (cpu_winograd4.c) where
+ * an image has at least NNT_WINO4_IMAGE_TILES 4x4 tiles and the scratch
+ * holds nnt_wino4_scratch of one image's tiles t (c channels, f filters):
+ * all 36 slices of the transformed filters, and of the transformed input
+ * and the products for min(t, NNT_WINO4_MAX_TILES) tiles. Its chunks keep
+ * to one image, so the bits of a call over n images are again those of
+ * calls over any groups of them. */
+#define NNT_WINO4_IMAGE_TILES 64
+#define NNT_WINO4_MAX_TILES 256
+size_t nnt_wino4_scratch(size_t c, size_t f, size_t tiles);
 /* Below that least conv_wino (not conv_wino_dw) takes passes of
  * NNT_WINO_FEWEST_SLICES slices (each transforming the filters again):
  * conv2d's derivative where only that fits beside its other tensors

@@ -7,7 +7,8 @@
  * the same bits on 1 and 2 threads; its refusals; and conv2d's forward and derivative through it
  * against the same layer on im2col and gemm (the table without
  * conv_wino), with the path checked to be taken; the weight gradient
- * (conv_wino_dw) the same ways. */
+ * (conv_wino_dw) the same ways; and its F(4x4, 3x3) (cpu_winograd4.c) where
+ * it takes that. */
 #include "fd_harness.h"
 
 #include <math.h>
@@ -58,8 +59,9 @@ static float *rnd(nnt_rng *r, size_t n) {
 
 /* y against a double-precision convolution; flip: W[f][ch] is w[ch][f]
  * turned by 180 degrees. */
-static double check_naive(const wcase *d, const nnt_conv_geom *g, int flip, const float *w,
-                          const float *b, const float *x, const float *y, const char *what) {
+static double check_naive_tol(const wcase *d, const nnt_conv_geom *g, int flip, const float *w,
+                              const float *b, const float *x, const float *y, const char *what,
+                              double tol) {
   size_t plane = (size_t)g->oh * g->ow, in = (size_t)d->c * d->h * d->w;
   double worst = 0;
   for (size_t i = 0; i < d->n; i++)
@@ -83,12 +85,17 @@ static double check_naive(const wcase *d, const nnt_conv_geom *g, int flip, cons
           double err = fabs(got - s) / (mag > 1 ? mag : 1);
           if (err > worst)
             worst = err;
-          if (err > TOL)
+          if (err > tol)
             fail_msg("%s c%u h%u w%u f%u n%u flip %d: image %zu filter %zu (%u, %u): %g, "
                      "want %g",
                      what, d->c, d->h, d->w, d->filters, d->n, flip, i, f, oy, ox, got, s);
         }
   return worst;
+}
+
+static double check_naive(const wcase *d, const nnt_conv_geom *g, int flip, const float *w,
+                          const float *b, const float *x, const float *y, const char *what) {
+  return check_naive_tol(d, g, flip, w, b, x, y, what, TOL);
 }
 
 static void test_against_naive(void **state) {
@@ -271,6 +278,80 @@ static void test_batch_as_groups(void **state) {
   }
 }
 
+/* F(4x4, 3x3), which conv_wino takes where an image has at least
+ * NNT_WINO4_IMAGE_TILES 4x4 tiles and the scratch holds its transforms
+ * for one image (or NNT_WINO4_MAX_TILES tiles of one): against the naive
+ * convolution, forward and flipped, odd sizes, uneven padding, bias and
+ * none, an image larger than a chunk; the op's own result bitwise; the
+ * same bits on two threads and per image as over the batch; and a scratch
+ * one float short of it taking F(2x2, 3x3). Its transforms hold 4 and 8
+ * (A^T) and 1/24 (G), so its rounding is larger than F(2, 3)'s: up to
+ * 3.0e-6 of the terms' sum on these cases (printed), against a bound of
+ * 2e-5, which a wrong tap or edge (a whole term) still exceeds. */
+#define TOL4 2e-5
+
+static void test_f4_against_naive(void **state) {
+  (void)state;
+  const nnt_kernels *k = nnt_kernels_cpu();
+  nnt_rng r;
+  nnt_rng_seed(&r, 13);
+  const wcase shapes[] = {
+      {24, 32, 32, 1, 1, 1, 1, 24, 2, 1}, /* 8x8 tiles: ResNet-18's stage 1 in small */
+      {5, 33, 31, 1, 1, 1, 1, 7, 2, 0},   /* 9x8 tiles, partial edge tiles */
+      {3, 30, 34, 2, 0, 1, 2, 4, 1, 1},   /* uneven padding, 2 on a side */
+      {4, 70, 66, 1, 1, 1, 1, 3, 2, 1},   /* 18x17 tiles: chunks of part of an image */
+  };
+  double worst = 0;
+  for (size_t si = 0; si < NNT_ARRAY_LEN(shapes); si++) {
+    const wcase *d = &shapes[si];
+    nnt_conv_geom g = geom(d);
+    size_t plane = (size_t)g.oh * g.ow, in = (size_t)d->c * d->h * d->w;
+    size_t tpi = (size_t)((g.oh + 3) / 4) * ((g.ow + 3) / 4);
+    assert_true(tpi >= NNT_WINO4_IMAGE_TILES);
+    size_t ylen = d->n * d->filters * plane, wlen = (size_t)d->filters * d->c * 9;
+    float *w = rnd(&r, wlen), *b = rnd(&r, d->filters), *x = rnd(&r, d->n * in);
+    float *y = malloc(ylen * sizeof *y), *y1 = malloc(ylen * sizeof *y1);
+    size_t len = nnt_wino4_scratch(d->c, d->filters, tpi);
+    float *sc = malloc(len * sizeof *sc);
+    for (int flip = 0; flip < 2; flip++) {
+      nnt_conv_geom gf = g; /* flipped: the filters are [c][filters] */
+      assert_true(nnt_cpu_wino4_takes(&gf, d->filters, len));
+      assert_false(nnt_cpu_wino4_takes(&gf, d->filters, len - 1));
+      tu_fill_uniform(&r, y, ylen, 100.0f, 200.0f); /* written whole */
+      assert_int_equal(
+          k->conv_wino(k, &gf, d->n, d->filters, flip, w, d->bias ? b : NULL, x, y, sc, len),
+          NNT_OK);
+      double e = check_naive_tol(d, &gf, flip, w, b, x, y, "conv_wino F(4, 3)", TOL4);
+      worst = e > worst ? e : worst;
+      /* the op itself gives these bits */
+      assert_int_equal(nnt_cpu_conv_wino4(k, &gf, d->n, d->filters, flip, w,
+                                          d->bias ? b : NULL, x, y1, sc, len),
+                       NNT_OK);
+      assert_memory_equal(y, y1, ylen * sizeof *y);
+      /* two threads, and one call per image */
+      tu_two_threads();
+      memset(y1, 0, ylen * sizeof *y1);
+      for (unsigned i = 0; i < d->n; i++)
+        assert_int_equal(k->conv_wino(k, &gf, 1, d->filters, flip, w, d->bias ? b : NULL,
+                                      x + i * in, y1 + i * d->filters * plane, sc, len),
+                         NNT_OK);
+      assert_true(tu_one_thread() > 0);
+      assert_memory_equal(y, y1, ylen * sizeof *y);
+      /* a float short: F(2, 3) in the same scratch, other bits */
+      assert_int_equal(k->conv_wino(k, &gf, d->n, d->filters, flip, w, d->bias ? b : NULL, x,
+                                    y1, sc, len - 1),
+                       NNT_OK);
+      check_naive(d, &gf, flip, w, b, x, y1, "conv_wino F(2, 3)");
+      assert_true(memcmp(y, y1, ylen * sizeof *y) != 0);
+    }
+    assert_int_equal(nnt_cpu_conv_wino4(k, &g, d->n, d->filters, 0, w, NULL, x, y, sc,
+                                        nnt_wino4_scratch(d->c, d->filters, tpi) - 1),
+                     NNT_ERR_INVAL);
+    free(w), free(b), free(x), free(y), free(y1), free(sc);
+  }
+  print_message("F(4, 3): largest error / terms' magnitude: %.3g\n", worst);
+}
+
 static void test_refusals(void **state) {
   (void)state;
   const nnt_kernels *k = nnt_kernels_cpu();
@@ -451,7 +532,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_naive),
       cmocka_unit_test(test_dw_against_naive),
-      cmocka_unit_test(test_batch_as_groups), cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_batch_as_groups), cmocka_unit_test(test_f4_against_naive),
+      cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_layer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

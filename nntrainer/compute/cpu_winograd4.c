@@ -1,0 +1,338 @@
+/* CPU Winograd convolution F(4x4, 3x3) (the conv_wino4 op): a 4x4 block
+ * of outputs of a 3x3 window with stride 1 and dilation 1 from a 6x6
+ * block of inputs takes 36 products per (filter, channel) instead of
+ * im2col's 144 and F(2x2, 3x3)'s 64 (cpu_winograd.c). With B, G, A the
+ * F(4, 3) matrices of Lavin and Gray (2016), interpolation points 0, 1,
+ * -1, 2, -2 and infinity:
+ *   U[k][f][c] = (G g[f][c] G^T)[k]     the filters, 36 slices [F, C]
+ *   V[k][c][t] = (B^T d[c][t] B)[k]     the input tiles, [C, tiles]
+ *   M[k]       = U[k] V[k]               36 sgemms [F, C] x [C, tiles]
+ *   y[f][t]    = A^T M[.][f][t] A        (+ bias) 4x4 outputs of tile t
+ * Tiles are numbered over (image, tile row, tile column); outputs past an
+ * edge are dropped and inputs outside the image (padding) are zeros. One
+ * pass holds all 36 slices: U whole, and V and M for a chunk of tiles
+ * (nnt_wino4_scratch). Chunks keep to one image (a call over n images
+ * computes what calls over any groups of them do, bit for bit), and an
+ * image's tiles split into chunks as even as they go.
+ * The transforms run along a row of tiles: the input rows are read in
+ * four phases (column 4q + j of tile q into phase j), so that every
+ * transform step is a loop over contiguous tiles, which the compiler
+ * vectorizes; the output transform writes its phases back the same way.
+ * flip: as conv_wino's, the derivative of a stride-1 3x3 convolution (w
+ * the forward's [C][F][3][3], turned by 180 degrees).
+ * Its rounding: the points 2 and -2 give transforms with entries up to 8
+ * (A) and 1/24 (G), so errors grow with the values' spread more than
+ * F(2, 3)'s (docs/performance.md gives what was measured against im2col). */
+#include <cblas.h>
+#include <string.h>
+
+#include "nntrainer/compute/cpu_impl.h"
+#include "nntrainer/compute/kernels.h"
+
+/* The transform loops in AVX-512, AVX2 and plain x86-64 copies, the
+ * loader choosing by the CPU (ISO C: no contraction into fused
+ * multiply-adds, so every copy gives the same bits). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define W4_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define W4_CLONES
+#endif
+
+/* The most tiles of a chunk. */
+#define W4_MAX_TILES NNT_WINO4_MAX_TILES
+/* A row of the transforms' stack buffers: padded so that their rows do
+ * not fall on the same cache sets (1 KB apart, every fourth did). */
+#define W4_ROW (W4_MAX_TILES + 16)
+
+typedef struct w4_job {
+  const nnt_conv_geom *g;
+  size_t n, f, c, th, tw;
+  int flip;
+  const float *w, *bias, *x;
+  float *y;
+  float *u, *v, *m; /* [36][f][c], [36][c][tc], [36][f][tc] */
+  size_t t0, tc; /* the chunk: tiles [t0, t0 + tc) of the numbering over images */
+} w4_job;
+
+/* U of filters [f0, f1): slice 6i + e is (G g G^T)[i][e]. G's rows are
+ * (1/4, 0, 0), (-1/6, -1/6, -1/6), (-1/6, 1/6, -1/6), (1/24, 1/12, 1/6),
+ * (1/24, -1/12, 1/6), (0, 0, 1). A block of UB channels at a time. */
+#define UB 32
+static void g_rows(const float *a, const float *b, const float *c, float *const o[6],
+                   size_t n) {
+  for (size_t q = 0; q < n; q++) {
+    float s = a[q] + c[q];
+    o[0][q] = 0.25f * a[q];
+    o[1][q] = (-1.0f / 6) * (s + b[q]);
+    o[2][q] = (-1.0f / 6) * (s - b[q]);
+    o[3][q] = (1.0f / 24) * a[q] + (1.0f / 12) * b[q] + (1.0f / 6) * c[q];
+    o[4][q] = (1.0f / 24) * a[q] - (1.0f / 12) * b[q] + (1.0f / 6) * c[q];
+    o[5][q] = c[q];
+  }
+}
+
+static void u_part(void *arg, size_t f0, size_t f1) {
+  const w4_job *j = arg;
+  float g[9][UB], t[6][3][UB];
+  for (size_t f = f0; f < f1; f++)
+    for (size_t c0 = 0; c0 < j->c; c0 += UB) {
+      size_t nc = j->c - c0 < UB ? j->c - c0 : UB;
+      for (size_t cc = 0; cc < nc; cc++) {
+        size_t c = c0 + cc;
+        const float *src = j->flip ? j->w + (c * j->f + f) * 9 : j->w + (f * j->c + c) * 9;
+        for (int q = 0; q < 9; q++)
+          g[q][cc] = j->flip ? src[8 - q] : src[q];
+      }
+      for (int b = 0; b < 3; b++) { /* G g: column b */
+        float *o[6] = {t[0][b], t[1][b], t[2][b], t[3][b], t[4][b], t[5][b]};
+        g_rows(g[b], g[3 + b], g[6 + b], o, nc);
+      }
+      for (int i = 0; i < 6; i++) { /* (G g) G^T: row i */
+        float *o[6];
+        for (int e = 0; e < 6; e++)
+          o[e] = j->u + ((size_t)(6 * i + e) * j->f + f) * j->c + c0;
+        g_rows(t[i][0], t[i][1], t[i][2], o, nc);
+      }
+    }
+}
+
+/* B^T applied to six rows (each n values): B^T's rows are
+ * (4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0),
+ * (0, -2, -1, 2, 1, 0), (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1). */
+W4_CLONES static void bt6_loop(size_t n, const float *restrict d0, const float *restrict d1,
+                               const float *restrict d2, const float *restrict d3,
+                               const float *restrict d4, const float *restrict d5,
+                               float *restrict o0, float *restrict o1, float *restrict o2,
+                               float *restrict o3, float *restrict o4, float *restrict o5) {
+  for (size_t q = 0; q < n; q++) {
+    float a = d4[q] - 4.0f * d2[q], b = d3[q] - 4.0f * d1[q];
+    float c = d4[q] - d2[q], e = 2.0f * (d3[q] - d1[q]);
+    o0[q] = 4.0f * d0[q] - 5.0f * d2[q] + d4[q];
+    o1[q] = a + b;
+    o2[q] = a - b;
+    o3[q] = c + e;
+    o4[q] = c - e;
+    o5[q] = 4.0f * d1[q] - 5.0f * d3[q] + d5[q];
+  }
+}
+
+/* (restrict holds for parameters: gcc vectorizes the loop without
+ * checking its twelve arrays for overlap) */
+static void bt6(const float *const d[6], float *const o[6], size_t n) {
+  bt6_loop(n, d[0], d[1], d[2], d[3], d[4], d[5], o[0], o[1], o[2], o[3], o[4], o[5]);
+}
+
+/* Columns 4q .. 4q + 5 of row for tiles q in [0, n) into d0..d5 (the
+ * inner tiles of a run: no edge). */
+W4_CLONES static void gather6(size_t n, const float *restrict row, float *restrict d0,
+                              float *restrict d1, float *restrict d2, float *restrict d3,
+                              float *restrict d4, float *restrict d5) {
+  for (size_t q = 0; q < n; q++) {
+    d0[q] = row[4 * q], d1[q] = row[4 * q + 1], d2[q] = row[4 * q + 2];
+    d3[q] = row[4 * q + 3], d4[q] = row[4 * q + 4], d5[q] = row[4 * q + 5];
+  }
+}
+
+/* Row i of n tiles' 4x4 outputs (o0..o3 their columns) plus bias into
+ * 4 n values of y. */
+W4_CLONES static void scatter4(size_t n, const float *restrict o0, const float *restrict o1,
+                               const float *restrict o2, const float *restrict o3, float bias,
+                               float *restrict y) {
+  for (size_t q = 0; q < n; q++) {
+    y[4 * q] = o0[q] + bias, y[4 * q + 1] = o1[q] + bias;
+    y[4 * q + 2] = o2[q] + bias, y[4 * q + 3] = o3[q] + bias;
+  }
+}
+
+/* Tile tl of the chunk: its image, tile row and tile column. */
+static void tile_at(const w4_job *j, size_t tl, size_t *img, size_t *ty, size_t *tx) {
+  size_t tile = j->t0 + tl, per = j->th * j->tw, r = tile % per;
+  *img = tile / per, *ty = r / j->tw, *tx = r % j->tw;
+}
+
+/* V of channels [c0, c1) for the chunk: each tile's 6x6 inputs gathered
+ * into 36 rows over the chunk's tiles (zeros outside the image), then B^T
+ * down each tile's rows and along its columns, each step a loop over the
+ * chunk's tiles. */
+static void v_part(void *arg, size_t c0, size_t c1) {
+  const w4_job *j = arg;
+  const nnt_conv_geom *g = j->g;
+  float d[6][6][W4_ROW], t[6][6][W4_ROW];
+  size_t n = j->tc;
+  for (size_t c = c0; c < c1; c++) {
+    for (size_t tl = 0; tl < n;) { /* a run of tiles along one tile row */
+      size_t img, ty, tx;
+      tile_at(j, tl, &img, &ty, &tx);
+      size_t len = j->tw - tx < n - tl ? j->tw - tx : n - tl;
+      const float *xc = j->x + (img * j->c + c) * g->h * g->w;
+      long y0 = 4 * (long)ty - (long)g->pt, x0 = 4 * (long)tx - (long)g->pl;
+      /* the tiles [q0, q1) of the run whose six columns lie inside */
+      long lo = x0 < 0 ? -x0 : 0, hi = (long)g->w - x0;
+      size_t q0 = (size_t)(lo + 3) / 4, q1 = hi >= 6 ? (size_t)(hi - 6) / 4 + 1 : 0;
+      if (q1 > len)
+        q1 = len;
+      if (q1 < q0)
+        q1 = q0;
+      for (int r = 0; r < 6; r++) {
+        long iy = y0 + r;
+        int in_row = iy >= 0 && iy < (long)g->h;
+        const float *row = xc + iy * (long)g->w + x0;
+        if (in_row && q1 > q0)
+          gather6(q1 - q0, row + 4 * q0, d[r][0] + tl + q0, d[r][1] + tl + q0,
+                  d[r][2] + tl + q0, d[r][3] + tl + q0, d[r][4] + tl + q0, d[r][5] + tl + q0);
+        for (size_t q = 0; q < len; q++) {
+          if (in_row && q == q0 && q1 > q0)
+            q = q1;
+          if (q >= len)
+            break;
+          for (int p = 0; p < 6; p++) {
+            long col = 4 * (long)q + p;
+            d[r][p][tl + q] = in_row && col >= lo && col < hi ? row[col] : 0.0f;
+          }
+        }
+      }
+      tl += len;
+    }
+    for (int p = 0; p < 6; p++) { /* B^T d: down the rows, per column */
+      const float *in[6] = {d[0][p], d[1][p], d[2][p], d[3][p], d[4][p], d[5][p]};
+      float *o[6] = {t[0][p], t[1][p], t[2][p], t[3][p], t[4][p], t[5][p]};
+      bt6(in, o, n);
+    }
+    for (int a = 0; a < 6; a++) { /* (B^T d) B: along the columns */
+      const float *in[6] = {t[a][0], t[a][1], t[a][2], t[a][3], t[a][4], t[a][5]};
+      float *o[6];
+      for (int b = 0; b < 6; b++)
+        o[b] = j->v + ((size_t)(6 * a + b) * j->c + c) * n;
+      bt6(in, o, n);
+    }
+  }
+}
+
+/* The products M[k] = U[k] V[k] of slices [k0, k1). */
+static void m_part(void *arg, size_t k0, size_t k1) {
+  const w4_job *j = arg;
+  for (size_t k = k0; k < k1; k++)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)j->f, (int)j->tc, (int)j->c,
+                1.0f, j->u + k * j->f * j->c, (int)j->c, j->v + k * j->c * j->tc, (int)j->tc,
+                0.0f, j->m + k * j->f * j->tc, (int)j->tc);
+}
+
+/* A^T applied to six rows into four: A^T's rows are (1, 1, 1, 1, 1, 0),
+ * (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1). */
+W4_CLONES static void at6_loop(size_t n, const float *restrict m0, const float *restrict m1,
+                               const float *restrict m2, const float *restrict m3,
+                               const float *restrict m4, const float *restrict m5,
+                               float *restrict o0, float *restrict o1, float *restrict o2,
+                               float *restrict o3) {
+  for (size_t q = 0; q < n; q++) {
+    float s12 = m1[q] + m2[q], d12 = m1[q] - m2[q];
+    float s34 = m3[q] + m4[q], d34 = m3[q] - m4[q];
+    o0[q] = m0[q] + s12 + s34;
+    o1[q] = d12 + 2.0f * d34;
+    o2[q] = s12 + 4.0f * s34;
+    o3[q] = d12 + 8.0f * d34 + m5[q];
+  }
+}
+
+static void at6(const float *const m[6], float *const o[4], size_t n) {
+  at6_loop(n, m[0], m[1], m[2], m[3], m[4], m[5], o[0], o[1], o[2], o[3]);
+}
+
+/* y of filters [f0, f1) for the chunk: A^T M A of each tile, each step
+ * a loop over the chunk's tiles, then each tile's 4x4 outputs stored
+ * (+ bias) where they lie inside the output. */
+static void y_part(void *arg, size_t f0, size_t f1) {
+  const w4_job *j = arg;
+  const nnt_conv_geom *g = j->g;
+  size_t plane = (size_t)g->oh * g->ow, n = j->tc;
+  float s[4][6][W4_ROW], o[4][4][W4_ROW];
+  for (size_t f = f0; f < f1; f++) {
+    float bias = j->bias ? j->bias[f] : 0.0f;
+    for (int b = 0; b < 6; b++) { /* A^T M: down the rows */
+      const float *m[6];
+      for (int a = 0; a < 6; a++)
+        m[a] = j->m + ((size_t)(6 * a + b) * j->f + f) * n;
+      float *os[4] = {s[0][b], s[1][b], s[2][b], s[3][b]};
+      at6(m, os, n);
+    }
+    for (int i = 0; i < 4; i++) { /* (A^T M) A: along the columns */
+      const float *m[6] = {s[i][0], s[i][1], s[i][2], s[i][3], s[i][4], s[i][5]};
+      float *os[4] = {o[i][0], o[i][1], o[i][2], o[i][3]};
+      at6(m, os, n);
+    }
+    for (size_t tl = 0; tl < n;) { /* a run of tiles along one tile row */
+      size_t img, ty, tx;
+      tile_at(j, tl, &img, &ty, &tx);
+      size_t len = j->tw - tx < n - tl ? j->tw - tx : n - tl;
+      float *yt = j->y + (img * j->f + f) * plane + 4 * ty * g->ow + 4 * tx;
+      size_t rows = g->oh - 4 * ty < 4 ? g->oh - 4 * ty : 4;
+      /* the run's tiles whose four columns lie inside, then the last */
+      size_t full = (g->ow - 4 * tx) / 4 < len ? (g->ow - 4 * tx) / 4 : len;
+      for (size_t i = 0; i < rows; i++) {
+        float *yr = yt + i * g->ow;
+        scatter4(full, o[i][0] + tl, o[i][1] + tl, o[i][2] + tl, o[i][3] + tl, bias, yr);
+        for (size_t q = full; q < len; q++)
+          for (size_t c = 0; c < 4 && 4 * (tx + q) + c < g->ow; c++)
+            yr[4 * q + c] = o[i][c][tl + q] + bias;
+      }
+      tl += len;
+    }
+  }
+}
+
+size_t nnt_wino4_scratch(size_t c, size_t f, size_t tiles) {
+  if (tiles > W4_MAX_TILES)
+    tiles = W4_MAX_TILES;
+  return 36 * (c * f + (c + f) * tiles);
+}
+
+/* Tile rows of a chunk: an image's rows split as evenly as chunks of at
+ * most W4_MAX_TILES tiles that the scratch holds allow; 0 when the
+ * scratch does not hold the filters' transform and a chunk of one image
+ * (nnt_wino4_scratch of its tiles). */
+static size_t w4_chunk_rows(size_t c, size_t f, size_t th, size_t tw, size_t len) {
+  if (len < nnt_wino4_scratch(c, f, th * tw))
+    return 0;
+  size_t most = (len - 36 * c * f) / (36 * (c + f));
+  if (most > W4_MAX_TILES)
+    most = W4_MAX_TILES;
+  if (most < tw)
+    return 0;
+  size_t parts = (th + most / tw - 1) / (most / tw);
+  return (th + parts - 1) / parts;
+}
+
+int nnt_cpu_wino4_takes(const nnt_conv_geom *g, size_t filters, size_t scratch_len) {
+  size_t th = (g->oh + 3) / 4, tw = (g->ow + 3) / 4;
+  return nnt_wino_geom_ok(g) && th * tw >= NNT_WINO4_IMAGE_TILES &&
+         w4_chunk_rows(g->c, filters, th, tw, scratch_len) > 0;
+}
+
+int nnt_cpu_conv_wino4(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
+                       size_t filters, int flip, const float *w, const float *bias,
+                       const float *x, float *y, float *scratch, size_t scratch_len) {
+  (void)self;
+  if (!nnt_wino_geom_ok(g) || !w || !x || !y || !scratch || !filters)
+    return NNT_ERR_INVAL;
+  w4_job j = {.g = g, .n = n, .f = filters, .c = g->c, .th = (g->oh + 3) / 4,
+              .tw = (g->ow + 3) / 4, .flip = flip, .w = w, .bias = bias, .x = x, .y = y};
+  size_t tpi = j.th * j.tw;
+  if (!n || !tpi)
+    return NNT_OK;
+  size_t rows = w4_chunk_rows(j.c, j.f, j.th, j.tw, scratch_len);
+  if (!rows)
+    return NNT_ERR_INVAL;
+  j.u = scratch;
+  j.v = j.u + 36 * j.f * j.c;
+  j.m = j.v + 36 * j.c * rows * j.tw;
+  nnt_cpu_pool_for(j.f, 1, 1, u_part, &j);
+  for (size_t i = 0; i < n; i++) /* chunks within one image */
+    for (size_t r0 = 0; r0 < j.th; r0 += rows) {
+      j.t0 = i * tpi + r0 * j.tw;
+      j.tc = (j.th - r0 < rows ? j.th - r0 : rows) * j.tw;
+      nnt_cpu_pool_for(j.c, 1, 1, v_part, &j);
+      nnt_cpu_pool_for_products(36, 1, 1, m_part, &j);
+      nnt_cpu_pool_for(j.f, 1, 1, y_part, &j);
+    }
+  return NNT_OK;
+}
