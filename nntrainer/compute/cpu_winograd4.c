@@ -1,4 +1,6 @@
-/* CPU Winograd convolution F(4x4, 3x3) (the conv_wino4 op): a 4x4 block
+/* CPU Winograd convolution F(4x4, 3x3), which the CPU's conv_wino takes
+ * where an image has enough tiles and the scratch holds one pass of it
+ * (nnt_cpu_wino4_takes; kernels.h NNT_WINO4_IMAGE_TILES): a 4x4 block
  * of outputs of a 3x3 window with stride 1 and dilation 1 from a 6x6
  * block of inputs takes 36 products per (filter, channel) instead of
  * im2col's 144 and F(2x2, 3x3)'s 64 (cpu_winograd.c). With B, G, A the
@@ -14,10 +16,12 @@
  * (nnt_wino4_scratch). Chunks keep to one image (a call over n images
  * computes what calls over any groups of them do, bit for bit), and an
  * image's tiles split into chunks as even as they go.
- * The transforms run along a row of tiles: the input rows are read in
- * four phases (column 4q + j of tile q into phase j), so that every
- * transform step is a loop over contiguous tiles, which the compiler
- * vectorizes; the output transform writes its phases back the same way.
+ * The transforms run over the chunk's tiles: each tile's 6x6 inputs are
+ * gathered into 36 rows of the chunk's length (an inner run of a tile row
+ * by a loop per row that the compiler vectorizes, the edge tiles one by
+ * one with zeros outside the image), so that every step of B^T d B and of
+ * A^T M A is a loop over contiguous tiles; the outputs go back a tile row
+ * at a time.
  * flip: as conv_wino's, the derivative of a stride-1 3x3 convolution (w
  * the forward's [C][F][3][3], turned by 180 degrees).
  * Its rounding: the points 2 and -2 give transforms with entries up to 8
