@@ -45,7 +45,10 @@
  * A 3x3 window with stride 1 and dilation 1 and at least CONV_WINO_MIN_C
  * channels and filters runs the backend's Winograd F(2x2, 3x3) ops where
  * it has them (the CPU: conv_wino, conv_wino_dw in cpu_winograd.c; 16
- * products per 2x2 outputs instead of 36): the forward as is, the
+ * products per 2x2 outputs instead of 36; the CPU's conv_wino takes
+ * F(4x4, 3x3), 36 per 4x4 outputs, where an image has at least 64 such
+ * tiles and the scratch holds its one pass: ResNet-18's stage 1, in the
+ * scratch planned below): the forward as is, the
  * derivative as a convolution of dY with the filters turned by 180
  * degrees (padding 2 - p), the weight gradient from the same transforms.
  * They work inside the column scratch planned above (the forward's for

@@ -399,7 +399,8 @@ typedef struct nnt_kernels {
                     size_t filters, const float *w, const float *dy, float *dx);
   int (*conv_bwd_w)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                     size_t filters, const float *x, const float *dy, float *dw);
-  /* Winograd F(2x2, 3x3) convolution: y[i][f] = W[f] * window(x[i]) (+
+  /* Winograd F(2x2, 3x3) convolution (the CPU's takes F(4x4, 3x3) where
+   * NNT_WINO4_IMAGE_TILES says): y[i][f] = W[f] * window(x[i]) (+
    * bias[f]; bias may be NULL) for n images of g (nnt_wino_geom_ok), y
    * [n][filters][oh*ow] written whole; within rounding of im2col then
    * gemm (the transforms round differently). flip 0: W is w [filters][c][3][3];
