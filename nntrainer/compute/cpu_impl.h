@@ -53,6 +53,12 @@ int nnt_cpu_bn_path(int path, int op, nnt_cpu_bn_args *a);
  * it and the path allows it). */
 int nnt_cpu_vec_path(int path);
 int nnt_cpu_vec_avx512(void);
+/* Likewise for AVX2 (cpu_winograd4.c's transform loops). */
+int nnt_cpu_vec_avx2(void);
+/* The Winograd products M[k] = U[k] V[k] ([f, c] x [c, t], k in [k0, k1),
+ * slices laid out one after another) as one-thread OpenBLAS sgemms. */
+void nnt_cpu_wino_products(size_t f, size_t t, size_t c, const float *u, const float *v,
+                           float *m, size_t k0, size_t k1);
 /* im2col and col2im's AVX-512 code (cpu_window_avx512.c; the same bits as
  * cpu_window.c's loops), where nnt_cpu_vec_avx512: the first two do rows
  * [r0, r1) or channels [c0, c1) of n images (x or dx in images in floats

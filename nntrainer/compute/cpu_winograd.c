@@ -249,6 +249,20 @@ static _Atomic int vec_path = NNT_BLAS_AVX512;
 
 int nnt_cpu_vec_path(int path) { return atomic_exchange(&vec_path, path); }
 
+int nnt_cpu_vec_avx2(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static _Atomic int have = -1; /* set once; racing threads set the same */
+  if (atomic_load_explicit(&have, memory_order_relaxed) < 0) {
+    __builtin_cpu_init();
+    atomic_store_explicit(&have, __builtin_cpu_supports("avx2") != 0, memory_order_relaxed);
+  }
+  return atomic_load_explicit(&have, memory_order_relaxed) &&
+         atomic_load_explicit(&vec_path, memory_order_relaxed) >= NNT_BLAS_AVX2;
+#else
+  return 0;
+#endif
+}
+
 int nnt_cpu_vec_avx512(void) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static _Atomic int have = -1; /* set once; racing threads set the same */
@@ -278,13 +292,17 @@ static void v_part(void *arg, size_t c0, size_t c1) {
   v_part_c(arg, c0, c1);
 }
 
+void nnt_cpu_wino_products(size_t f, size_t t, size_t c, const float *u, const float *v,
+                           float *m, size_t k0, size_t k1) {
+  for (size_t k = k0; k < k1; k++)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)f, (int)t, (int)c, 1.0f,
+                u + k * f * c, (int)c, v + k * c * t, (int)t, 0.0f, m + k * f * t, (int)t);
+}
+
 /* The products M[k] = U[k] V[k] of slices [k0, k1) of the pass. */
 static void m_part(void *arg, size_t k0, size_t k1) {
   const wino_job *j = arg;
-  for (size_t k = k0; k < k1; k++)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)j->f, (int)j->tc, (int)j->c,
-                1.0f, j->u + k * j->f * j->c, (int)j->c, j->v + k * j->c * j->tc, (int)j->tc,
-                0.0f, j->m + k * j->f * j->tc, (int)j->tc);
+  nnt_cpu_wino_products(j->f, j->tc, j->c, j->u, j->v, j->m, k0, k1);
 }
 
 /* A^T M A for nt tiles of the 16 slices m: rows 0 and 1 of each tile's

@@ -27,20 +27,60 @@
  * Its rounding: the points 2 and -2 give transforms with entries up to 8
  * (A) and 1/24 (G), so errors grow with the values' spread more than
  * F(2, 3)'s (docs/performance.md gives what was measured against im2col). */
-#include <cblas.h>
 #include <string.h>
 
 #include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/compute/kernels.h"
 
-/* The transform loops in AVX-512, AVX2 and plain x86-64 copies, the
- * loader choosing by the CPU (ISO C: no contraction into fused
- * multiply-adds, so every copy gives the same bits). */
+/* The transform loops (cpu_winograd4_loops.h) in plain x86-64, AVX2 and
+ * AVX-512 copies; w4_pick chooses by the CPU and nnt_cpu_vec_path. */
+#define NL(name) name##_c
+#include "nntrainer/compute/cpu_winograd4_loops.h"
+#undef NL
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define W4_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define W4_CLONES
+#define W4_HAVE_AVX 1
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#define NL(name) name##_avx2
+#include "nntrainer/compute/cpu_winograd4_loops.h"
+#undef NL
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#define NL(name) name##_avx512
+#include "nntrainer/compute/cpu_winograd4_loops.h"
+#undef NL
+#pragma GCC pop_options
 #endif
+
+typedef struct w4_loops {
+  void (*bt6)(size_t, const float *restrict, const float *restrict, const float *restrict,
+              const float *restrict, const float *restrict, const float *restrict,
+              float *restrict, float *restrict, float *restrict, float *restrict,
+              float *restrict, float *restrict);
+  void (*gather6)(size_t, const float *restrict, float *restrict, float *restrict,
+                  float *restrict, float *restrict, float *restrict, float *restrict);
+  void (*scatter4)(size_t, const float *restrict, const float *restrict,
+                   const float *restrict, const float *restrict, float, float *restrict);
+  void (*at6)(size_t, const float *restrict, const float *restrict, const float *restrict,
+              const float *restrict, const float *restrict, const float *restrict,
+              float *restrict, float *restrict, float *restrict, float *restrict);
+} w4_loops;
+
+/* The widest copy the CPU runs and nnt_cpu_vec_path allows. */
+static const w4_loops *w4_pick(void) {
+  static const w4_loops c = {bt6_loop_c, gather6_c, scatter4_c, at6_loop_c};
+#ifdef W4_HAVE_AVX
+  static const w4_loops avx2 = {bt6_loop_avx2, gather6_avx2, scatter4_avx2, at6_loop_avx2};
+  static const w4_loops avx512 = {bt6_loop_avx512, gather6_avx512, scatter4_avx512,
+                                  at6_loop_avx512};
+  if (nnt_cpu_vec_avx512())
+    return &avx512;
+  if (nnt_cpu_vec_avx2())
+    return &avx2;
+#endif
+  return &c;
+}
 
 /* The most tiles of a chunk. */
 #define W4_MAX_TILES NNT_WINO4_MAX_TILES
@@ -56,6 +96,7 @@ typedef struct w4_job {
   float *y;
   float *u, *v, *m; /* [36][f][c], [36][c][tc], [36][f][tc] */
   size_t t0, tc; /* the chunk: tiles [t0, t0 + tc) of the numbering over images */
+  const struct w4_loops *lp; /* the transform loops' copy */
 } w4_job;
 
 /* U of filters [f0, f1): slice 6i + e is (G g G^T)[i][e]. G's rows are
@@ -102,51 +143,13 @@ static void u_part(void *arg, size_t f0, size_t f1) {
 
 /* B^T applied to six rows (each n values): B^T's rows are
  * (4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0),
- * (0, -2, -1, 2, 1, 0), (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1). */
-W4_CLONES static void bt6_loop(size_t n, const float *restrict d0, const float *restrict d1,
-                               const float *restrict d2, const float *restrict d3,
-                               const float *restrict d4, const float *restrict d5,
-                               float *restrict o0, float *restrict o1, float *restrict o2,
-                               float *restrict o3, float *restrict o4, float *restrict o5) {
-  for (size_t q = 0; q < n; q++) {
-    float a = d4[q] - 4.0f * d2[q], b = d3[q] - 4.0f * d1[q];
-    float c = d4[q] - d2[q], e = 2.0f * (d3[q] - d1[q]);
-    o0[q] = 4.0f * d0[q] - 5.0f * d2[q] + d4[q];
-    o1[q] = a + b;
-    o2[q] = a - b;
-    o3[q] = c + e;
-    o4[q] = c - e;
-    o5[q] = 4.0f * d1[q] - 5.0f * d3[q] + d5[q];
-  }
+ * (0, -2, -1, 2, 1, 0), (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1), in
+ * the job's copy of the loop. */
+static void bt6(const w4_job *j, const float *const d[6], float *const o[6], size_t n) {
+  j->lp->bt6(n, d[0], d[1], d[2], d[3], d[4], d[5], o[0], o[1], o[2], o[3], o[4], o[5]);
 }
 
-/* (restrict holds for parameters: gcc vectorizes the loop without
- * checking its twelve arrays for overlap) */
-static void bt6(const float *const d[6], float *const o[6], size_t n) {
-  bt6_loop(n, d[0], d[1], d[2], d[3], d[4], d[5], o[0], o[1], o[2], o[3], o[4], o[5]);
-}
 
-/* Columns 4q .. 4q + 5 of row for tiles q in [0, n) into d0..d5 (the
- * inner tiles of a run: no edge). */
-W4_CLONES static void gather6(size_t n, const float *restrict row, float *restrict d0,
-                              float *restrict d1, float *restrict d2, float *restrict d3,
-                              float *restrict d4, float *restrict d5) {
-  for (size_t q = 0; q < n; q++) {
-    d0[q] = row[4 * q], d1[q] = row[4 * q + 1], d2[q] = row[4 * q + 2];
-    d3[q] = row[4 * q + 3], d4[q] = row[4 * q + 4], d5[q] = row[4 * q + 5];
-  }
-}
-
-/* Row i of n tiles' 4x4 outputs (o0..o3 their columns) plus bias into
- * 4 n values of y. */
-W4_CLONES static void scatter4(size_t n, const float *restrict o0, const float *restrict o1,
-                               const float *restrict o2, const float *restrict o3, float bias,
-                               float *restrict y) {
-  for (size_t q = 0; q < n; q++) {
-    y[4 * q] = o0[q] + bias, y[4 * q + 1] = o1[q] + bias;
-    y[4 * q + 2] = o2[q] + bias, y[4 * q + 3] = o3[q] + bias;
-  }
-}
 
 /* Tile tl of the chunk: its image, tile row and tile column. */
 static void tile_at(const w4_job *j, size_t tl, size_t *img, size_t *ty, size_t *tx) {
@@ -182,7 +185,7 @@ static void v_part(void *arg, size_t c0, size_t c1) {
         int in_row = iy >= 0 && iy < (long)g->h;
         const float *row = xc + iy * (long)g->w + x0;
         if (in_row && q1 > q0)
-          gather6(q1 - q0, row + 4 * q0, d[r][0] + tl + q0, d[r][1] + tl + q0,
+          j->lp->gather6(q1 - q0, row + 4 * q0, d[r][0] + tl + q0, d[r][1] + tl + q0,
                   d[r][2] + tl + q0, d[r][3] + tl + q0, d[r][4] + tl + q0, d[r][5] + tl + q0);
         for (size_t q = 0; q < len; q++) {
           if (in_row && q == q0 && q1 > q0)
@@ -200,14 +203,14 @@ static void v_part(void *arg, size_t c0, size_t c1) {
     for (int p = 0; p < 6; p++) { /* B^T d: down the rows, per column */
       const float *in[6] = {d[0][p], d[1][p], d[2][p], d[3][p], d[4][p], d[5][p]};
       float *o[6] = {t[0][p], t[1][p], t[2][p], t[3][p], t[4][p], t[5][p]};
-      bt6(in, o, n);
+      bt6(j, in, o, n);
     }
     for (int a = 0; a < 6; a++) { /* (B^T d) B: along the columns */
       const float *in[6] = {t[a][0], t[a][1], t[a][2], t[a][3], t[a][4], t[a][5]};
       float *o[6];
       for (int b = 0; b < 6; b++)
         o[b] = j->v + ((size_t)(6 * a + b) * j->c + c) * n;
-      bt6(in, o, n);
+      bt6(j, in, o, n);
     }
   }
 }
@@ -215,31 +218,14 @@ static void v_part(void *arg, size_t c0, size_t c1) {
 /* The products M[k] = U[k] V[k] of slices [k0, k1). */
 static void m_part(void *arg, size_t k0, size_t k1) {
   const w4_job *j = arg;
-  for (size_t k = k0; k < k1; k++)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)j->f, (int)j->tc, (int)j->c,
-                1.0f, j->u + k * j->f * j->c, (int)j->c, j->v + k * j->c * j->tc, (int)j->tc,
-                0.0f, j->m + k * j->f * j->tc, (int)j->tc);
+  nnt_cpu_wino_products(j->f, j->tc, j->c, j->u, j->v, j->m, k0, k1);
 }
 
 /* A^T applied to six rows into four: A^T's rows are (1, 1, 1, 1, 1, 0),
  * (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1). */
-W4_CLONES static void at6_loop(size_t n, const float *restrict m0, const float *restrict m1,
-                               const float *restrict m2, const float *restrict m3,
-                               const float *restrict m4, const float *restrict m5,
-                               float *restrict o0, float *restrict o1, float *restrict o2,
-                               float *restrict o3) {
-  for (size_t q = 0; q < n; q++) {
-    float s12 = m1[q] + m2[q], d12 = m1[q] - m2[q];
-    float s34 = m3[q] + m4[q], d34 = m3[q] - m4[q];
-    o0[q] = m0[q] + s12 + s34;
-    o1[q] = d12 + 2.0f * d34;
-    o2[q] = s12 + 4.0f * s34;
-    o3[q] = d12 + 8.0f * d34 + m5[q];
-  }
-}
 
-static void at6(const float *const m[6], float *const o[4], size_t n) {
-  at6_loop(n, m[0], m[1], m[2], m[3], m[4], m[5], o[0], o[1], o[2], o[3]);
+static void at6(const w4_job *j, const float *const m[6], float *const o[4], size_t n) {
+  j->lp->at6(n, m[0], m[1], m[2], m[3], m[4], m[5], o[0], o[1], o[2], o[3]);
 }
 
 /* y of filters [f0, f1) for the chunk: A^T M A of each tile, each step
@@ -257,12 +243,12 @@ static void y_part(void *arg, size_t f0, size_t f1) {
       for (int a = 0; a < 6; a++)
         m[a] = j->m + ((size_t)(6 * a + b) * j->f + f) * n;
       float *os[4] = {s[0][b], s[1][b], s[2][b], s[3][b]};
-      at6(m, os, n);
+      at6(j, m, os, n);
     }
     for (int i = 0; i < 4; i++) { /* (A^T M) A: along the columns */
       const float *m[6] = {s[i][0], s[i][1], s[i][2], s[i][3], s[i][4], s[i][5]};
       float *os[4] = {o[i][0], o[i][1], o[i][2], o[i][3]};
-      at6(m, os, n);
+      at6(j, m, os, n);
     }
     for (size_t tl = 0; tl < n;) { /* a run of tiles along one tile row */
       size_t img, ty, tx;
@@ -274,7 +260,7 @@ static void y_part(void *arg, size_t f0, size_t f1) {
       size_t full = (g->ow - 4 * tx) / 4 < len ? (g->ow - 4 * tx) / 4 : len;
       for (size_t i = 0; i < rows; i++) {
         float *yr = yt + i * g->ow;
-        scatter4(full, o[i][0] + tl, o[i][1] + tl, o[i][2] + tl, o[i][3] + tl, bias, yr);
+        j->lp->scatter4(full, o[i][0] + tl, o[i][1] + tl, o[i][2] + tl, o[i][3] + tl, bias, yr);
         for (size_t q = full; q < len; q++)
           for (size_t c = 0; c < 4 && 4 * (tx + q) + c < g->ow; c++)
             yr[4 * q + c] = o[i][c][tl + q] + bias;
@@ -319,7 +305,8 @@ int nnt_cpu_conv_wino4(const nnt_kernels *self, const nnt_conv_geom *g, size_t n
   if (!nnt_wino_geom_ok(g) || !w || !x || !y || !scratch || !filters)
     return NNT_ERR_INVAL;
   w4_job j = {.g = g, .n = n, .f = filters, .c = g->c, .th = (g->oh + 3) / 4,
-              .tw = (g->ow + 3) / 4, .flip = flip, .w = w, .bias = bias, .x = x, .y = y};
+              .tw = (g->ow + 3) / 4, .flip = flip, .w = w, .bias = bias, .x = x, .y = y,
+              .lp = w4_pick()};
   size_t tpi = j.th * j.tw;
   if (!n || !tpi)
     return NNT_OK;

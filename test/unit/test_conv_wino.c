@@ -283,7 +283,8 @@ static void test_batch_as_groups(void **state) {
  * for one image (or NNT_WINO4_MAX_TILES tiles of one): against the naive
  * convolution, forward and flipped, odd sizes, uneven padding, bias and
  * none, an image larger than a chunk; the op's own result bitwise; the
- * same bits on two threads and per image as over the batch; and a scratch
+ * same bits on two threads, per image as over the batch and on each copy
+ * of its loops; and a scratch
  * one float short of it taking F(2x2, 3x3). Its transforms hold 4 and 8
  * (A^T) and 1/24 (G), so its rounding is larger than F(2, 3)'s: up to
  * 3.0e-6 of the terms' sum on these cases (printed), against a bound of
@@ -337,6 +338,16 @@ static void test_f4_against_naive(void **state) {
                          NNT_OK);
       assert_true(tu_one_thread() > 0);
       assert_memory_equal(y, y1, ylen * sizeof *y);
+      /* the plain C copy of its loops, then the AVX2 one where the CPU has
+       * it, give the bits of the widest path this CPU takes */
+      for (int path = NNT_BLAS_SSE; path <= NNT_BLAS_AVX2; path += NNT_BLAS_AVX2) {
+        int was = nnt_cpu_vec_path(path);
+        assert_int_equal(k->conv_wino(k, &gf, d->n, d->filters, flip, w, d->bias ? b : NULL,
+                                      x, y1, sc, len),
+                         NNT_OK);
+        nnt_cpu_vec_path(was);
+        assert_memory_equal(y, y1, ylen * sizeof *y);
+      }
       /* a float short: F(2, 3) in the same scratch, other bits */
       assert_int_equal(k->conv_wino(k, &gf, d->n, d->filters, flip, w, d->bias ? b : NULL, x,
                                     y1, sc, len - 1),
