@@ -126,6 +126,14 @@ int nnt_cpu_wino4_takes(const struct nnt_conv_geom *g, size_t filters, size_t sc
 int nnt_cpu_conv_wino4(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                        size_t filters, int flip, const float *w, const float *bias,
                        const float *x, float *y, float *scratch, size_t scratch_len);
+/* conv_wino_dw's F(4x4, 3x3) (cpu_winograd4.c): it takes g where the
+ * scratch holds the 36 slices of dU [filters][c] and those of a chunk of
+ * min(tiles, NNT_WINO_MIN_TILES) or more tiles beside them. */
+int nnt_cpu_wino4_dw_takes(const struct nnt_conv_geom *g, size_t n, size_t filters,
+                           size_t scratch_len);
+int nnt_cpu_conv_wino4_dw(const struct nnt_kernels *self, const struct nnt_conv_geom *g,
+                          size_t n, size_t filters, const float *dy, const float *x, float *dw,
+                          float *scratch, size_t scratch_len);
 int nnt_cpu_conv_wino_dw(const struct nnt_kernels *self, const struct nnt_conv_geom *g,
                          size_t n, size_t filters, const float *dy, const float *x, float *dw,
                          float *scratch, size_t scratch_len);

@@ -616,6 +616,8 @@ int nnt_cpu_conv_wino_dw(const nnt_kernels *self, const nnt_conv_geom *g, size_t
   (void)self;
   if (!nnt_wino_geom_ok(g) || !dy || !x || !dw || !scratch || !filters)
     return NNT_ERR_INVAL;
+  if (nnt_cpu_wino4_dw_takes(g, n, filters, scratch_len))
+    return nnt_cpu_conv_wino4_dw(self, g, n, filters, dy, x, dw, scratch, scratch_len);
   wino_job j = {.g = g, .n = n, .f = filters, .c = g->c, .th = (g->oh + 1) / 2,
                 .tw = (g->ow + 1) / 2, .x = x, .dy = dy, .dw = dw};
   size_t tiles = n * j.th * j.tw;

@@ -24,9 +24,12 @@
  * at a time.
  * flip: as conv_wino's, the derivative of a stride-1 3x3 convolution (w
  * the forward's [C][F][3][3], turned by 180 degrees).
+ * conv_wino_dw takes its weight gradient (at the end) where the scratch
+ * holds it, whatever the tiles an image: one call over the batch.
  * Its rounding: the points 2 and -2 give transforms with entries up to 8
  * (A) and 1/24 (G), so errors grow with the values' spread more than
  * F(2, 3)'s (docs/performance.md gives what was measured against im2col). */
+#include <cblas.h>
 #include <string.h>
 
 #include "nntrainer/compute/cpu_impl.h"
@@ -65,15 +68,22 @@ typedef struct w4_loops {
   void (*at6)(size_t, const float *restrict, const float *restrict, const float *restrict,
               const float *restrict, const float *restrict, const float *restrict,
               float *restrict, float *restrict, float *restrict, float *restrict);
+  void (*a4)(size_t, const float *restrict, const float *restrict, const float *restrict,
+             const float *restrict, float *restrict, float *restrict, float *restrict,
+             float *restrict, float *restrict, float *restrict);
+  void (*gather4)(size_t, const float *restrict, float *restrict, float *restrict,
+                  float *restrict, float *restrict);
 } w4_loops;
 
 /* The widest copy the CPU runs and nnt_cpu_vec_path allows. */
 static const w4_loops *w4_pick(void) {
-  static const w4_loops c = {bt6_loop_c, gather6_c, scatter4_c, at6_loop_c};
+  static const w4_loops c = {bt6_loop_c, gather6_c, scatter4_c, at6_loop_c, a4_loop_c,
+                             gather4_c};
 #ifdef W4_HAVE_AVX
-  static const w4_loops avx2 = {bt6_loop_avx2, gather6_avx2, scatter4_avx2, at6_loop_avx2};
+  static const w4_loops avx2 = {bt6_loop_avx2, gather6_avx2, scatter4_avx2,
+                                at6_loop_avx2, a4_loop_avx2,   gather4_avx2};
   static const w4_loops avx512 = {bt6_loop_avx512, gather6_avx512, scatter4_avx512,
-                                  at6_loop_avx512};
+                                  at6_loop_avx512, a4_loop_avx512, gather4_avx512};
   if (nnt_cpu_vec_avx512())
     return &avx512;
   if (nnt_cpu_vec_avx2())
@@ -92,8 +102,8 @@ typedef struct w4_job {
   const nnt_conv_geom *g;
   size_t n, f, c, th, tw;
   int flip;
-  const float *w, *bias, *x;
-  float *y;
+  const float *w, *bias, *x, *dy; /* dy: the weight gradient's */
+  float *y, *dw;
   float *u, *v, *m; /* [36][f][c], [36][c][tc], [36][f][tc] */
   size_t t0, tc; /* the chunk: tiles [t0, t0 + tc) of the numbering over images */
   const struct w4_loops *lp; /* the transform loops' copy */
@@ -325,5 +335,163 @@ int nnt_cpu_conv_wino4(const nnt_kernels *self, const nnt_conv_geom *g, size_t n
       nnt_cpu_pool_for_products(36, 1, 1, m_part, &j);
       nnt_cpu_pool_for(j.f, 1, 1, y_part, &j);
     }
+  return NNT_OK;
+}
+
+/* ---- the weight gradient ----------------------------------------------------
+ * y = A^T (U . V) A per tile, so dL/dU = the sum over tiles of
+ * (A dY A^T) . V, and dW = G^T (dL/dU) G: the forward's V, dY's 4x4 tiles
+ * made 6x6 by A (outputs past an edge count as zeros), and 36 products
+ * dU[k] (+)= dYt[k] V[k]^T over the chunks in order (each a one-thread
+ * sgemm; the first chunk stores). The chunks span images (one call over
+ * the batch: no groups to agree with). dU [36][f][c] stays in the scratch
+ * for the whole call, V and dYt for a chunk beside it. */
+
+/* A down four rows (dY's) into six: A's rows are (1, 0, 0, 0),
+ * (1, 1, 1, 1), (1, -1, 1, -1), (1, 2, 4, 8), (1, -2, 4, -8), (0, 0, 0, 1). */
+static void a4(const w4_job *j, const float *const d[4], float *const o[6], size_t n) {
+  j->lp->a4(n, d[0], d[1], d[2], d[3], o[0], o[1], o[2], o[3], o[4], o[5]);
+}
+
+/* dYt = A dY A^T of filters [f0, f1) for the chunk: each tile's 4x4 dY
+ * gathered into 16 rows over the chunk's tiles (zeros past the output's
+ * edges), then A down the rows and along the columns. */
+static void dyt_part(void *arg, size_t f0, size_t f1) {
+  const w4_job *j = arg;
+  const nnt_conv_geom *g = j->g;
+  size_t plane = (size_t)g->oh * g->ow, n = j->tc;
+  float d[4][4][W4_ROW], s[6][4][W4_ROW];
+  for (size_t f = f0; f < f1; f++) {
+    for (size_t tl = 0; tl < n;) { /* a run of tiles along one tile row */
+      size_t img, ty, tx;
+      tile_at(j, tl, &img, &ty, &tx);
+      size_t len = j->tw - tx < n - tl ? j->tw - tx : n - tl;
+      const float *yt = j->dy + (img * j->f + f) * plane + 4 * ty * g->ow + 4 * tx;
+      size_t rows = g->oh - 4 * ty < 4 ? g->oh - 4 * ty : 4;
+      size_t full = (g->ow - 4 * tx) / 4 < len ? (g->ow - 4 * tx) / 4 : len;
+      for (size_t r = 0; r < 4; r++) {
+        if (r < rows)
+          j->lp->gather4(full, yt + r * g->ow, d[r][0] + tl, d[r][1] + tl, d[r][2] + tl,
+                         d[r][3] + tl);
+        for (size_t q = r < rows ? full : 0; q < len; q++)
+          for (size_t c = 0; c < 4; c++)
+            d[r][c][tl + q] =
+                r < rows && 4 * (tx + q) + c < g->ow ? yt[r * g->ow + 4 * q + c] : 0.0f;
+      }
+      tl += len;
+    }
+    for (int x = 0; x < 4; x++) { /* A dY: down the rows, per column */
+      const float *in[4] = {d[0][x], d[1][x], d[2][x], d[3][x]};
+      float *o[6] = {s[0][x], s[1][x], s[2][x], s[3][x], s[4][x], s[5][x]};
+      a4(j, in, o, n);
+    }
+    for (int i = 0; i < 6; i++) { /* (A dY) A^T: along the columns */
+      const float *in[4] = {s[i][0], s[i][1], s[i][2], s[i][3]};
+      float *o[6];
+      for (int e = 0; e < 6; e++)
+        o[e] = j->m + ((size_t)(6 * i + e) * j->f + f) * n;
+      a4(j, in, o, n);
+    }
+  }
+}
+
+/* dU[k] (+)= dYt[k] V[k]^T for slices [k0, k1): the first chunk stores. */
+static void du_part(void *arg, size_t k0, size_t k1) {
+  const w4_job *j = arg;
+  for (size_t k = k0; k < k1; k++)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->f, (int)j->c, (int)j->tc,
+                1.0f, j->m + k * j->f * j->tc, (int)j->tc, j->v + k * j->c * j->tc,
+                (int)j->tc, j->t0 ? 1.0f : 0.0f, j->u + k * j->f * j->c, (int)j->c);
+}
+
+/* G^T down six rows into three, for n values: G^T's rows are
+ * (1/4, -1/6, -1/6, 1/24, 1/24, 0), (0, -1/6, 1/6, 1/12, -1/12, 0),
+ * (0, -1/6, -1/6, 1/6, 1/6, 1). */
+static void gt6(const float *const d[6], float *const o[3], size_t n) {
+  for (size_t q = 0; q < n; q++) {
+    float s12 = d[1][q] + d[2][q], s34 = d[3][q] + d[4][q];
+    o[0][q] = 0.25f * d[0][q] - (1.0f / 6) * s12 + (1.0f / 24) * s34;
+    o[1][q] = (1.0f / 6) * (d[2][q] - d[1][q]) + (1.0f / 12) * (d[3][q] - d[4][q]);
+    o[2][q] = (1.0f / 6) * (s34 - s12) + d[5][q];
+  }
+}
+
+/* dW of filters [f0, f1) = G^T dU G, a block of UB channels at a time. */
+static void dw_part(void *arg, size_t f0, size_t f1) {
+  const w4_job *j = arg;
+  float t[6][3][UB], r[3][3][UB];
+  for (size_t f = f0; f < f1; f++)
+    for (size_t c0 = 0; c0 < j->c; c0 += UB) {
+      size_t nc = j->c - c0 < UB ? j->c - c0 : UB;
+      for (int i = 0; i < 6; i++) { /* dU G: row i */
+        const float *d[6];
+        for (int e = 0; e < 6; e++)
+          d[e] = j->u + ((size_t)(6 * i + e) * j->f + f) * j->c + c0;
+        float *o[3] = {t[i][0], t[i][1], t[i][2]};
+        gt6(d, o, nc);
+      }
+      for (int b = 0; b < 3; b++) { /* G^T (dU G): column b */
+        const float *d[6] = {t[0][b], t[1][b], t[2][b], t[3][b], t[4][b], t[5][b]};
+        float *o[3] = {r[0][b], r[1][b], r[2][b]};
+        gt6(d, o, nc);
+      }
+      for (size_t cc = 0; cc < nc; cc++) {
+        float *w = j->dw + (f * j->c + c0 + cc) * 9;
+        for (int a = 0; a < 3; a++)
+          for (int b = 0; b < 3; b++)
+            w[3 * a + b] = r[a][b][cc];
+      }
+    }
+}
+
+/* Tiles of a weight gradient's chunk for len floats of scratch (c
+ * channels, f filters, of tiles in all); 0 when fewer than
+ * min(tiles, NNT_WINO_MIN_TILES) fit beside dU. */
+static size_t w4_dw_chunk(size_t c, size_t f, size_t tiles, size_t len) {
+  size_t least = tiles < NNT_WINO_MIN_TILES ? tiles : NNT_WINO_MIN_TILES;
+  if (!least || len <= 36 * c * f)
+    return 0;
+  size_t most = (len - 36 * c * f) / (36 * (c + f));
+  if (most > W4_MAX_TILES)
+    most = W4_MAX_TILES;
+  if (most > tiles)
+    most = tiles;
+  return most >= least ? most : 0;
+}
+
+int nnt_cpu_wino4_dw_takes(const nnt_conv_geom *g, size_t n, size_t filters,
+                           size_t scratch_len) {
+  size_t tiles = n * ((g->oh + 3) / 4) * ((g->ow + 3) / 4);
+  return nnt_wino_geom_ok(g) && w4_dw_chunk(g->c, filters, tiles, scratch_len) > 0;
+}
+
+int nnt_cpu_conv_wino4_dw(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
+                          size_t filters, const float *dy, const float *x, float *dw,
+                          float *scratch, size_t scratch_len) {
+  (void)self;
+  if (!nnt_wino_geom_ok(g) || !dy || !x || !dw || !scratch || !filters)
+    return NNT_ERR_INVAL;
+  w4_job j = {.g = g, .n = n, .f = filters, .c = g->c, .th = (g->oh + 3) / 4,
+              .tw = (g->ow + 3) / 4, .x = x, .dy = dy, .dw = dw, .lp = w4_pick()};
+  size_t tiles = n * j.th * j.tw;
+  if (!tiles) {
+    memset(dw, 0, filters * j.c * 9 * sizeof *dw);
+    return NNT_OK;
+  }
+  size_t chunk = w4_dw_chunk(j.c, j.f, tiles, scratch_len);
+  if (!chunk)
+    return NNT_ERR_INVAL;
+  size_t nch = (tiles + chunk - 1) / chunk; /* as even as they go */
+  chunk = (tiles + nch - 1) / nch;
+  j.u = scratch;
+  j.v = j.u + 36 * j.f * j.c;
+  j.m = j.v + 36 * j.c * chunk;
+  for (j.t0 = 0; j.t0 < tiles; j.t0 += chunk) {
+    j.tc = tiles - j.t0 < chunk ? tiles - j.t0 : chunk;
+    nnt_cpu_pool_for(j.c, 1, 1, v_part, &j);
+    nnt_cpu_pool_for(j.f, 1, 1, dyt_part, &j);
+    nnt_cpu_pool_for_products(36, 1, 1, du_part, &j);
+  }
+  nnt_cpu_pool_for(j.f, 1, 1, dw_part, &j);
   return NNT_OK;
 }

@@ -62,3 +62,30 @@ static void NL(at6_loop)(size_t n, const float *restrict m0, const float *restri
     o3[q] = d12 + 8.0f * d34 + m5[q];
   }
 }
+
+/* A down four rows d0..d3 into six o0..o5 (see a4 in cpu_winograd4.c). */
+static void NL(a4_loop)(size_t n, const float *restrict d0, const float *restrict d1,
+                        const float *restrict d2, const float *restrict d3, float *restrict o0,
+                        float *restrict o1, float *restrict o2, float *restrict o3,
+                        float *restrict o4, float *restrict o5) {
+  for (size_t q = 0; q < n; q++) {
+    float s02 = d0[q] + d2[q], s13 = d1[q] + d3[q];
+    float t02 = d0[q] + 4.0f * d2[q], t13 = 2.0f * d1[q] + 8.0f * d3[q];
+    o0[q] = d0[q];
+    o1[q] = s02 + s13;
+    o2[q] = s02 - s13;
+    o3[q] = t02 + t13;
+    o4[q] = t02 - t13;
+    o5[q] = d3[q];
+  }
+}
+
+/* Columns 4q .. 4q + 3 of row for tiles q in [0, n) into d0..d3 (the
+ * inner tiles of a run of dY: no edge). */
+static void NL(gather4)(size_t n, const float *restrict row, float *restrict d0,
+                        float *restrict d1, float *restrict d2, float *restrict d3) {
+  for (size_t q = 0; q < n; q++) {
+    d0[q] = row[4 * q], d1[q] = row[4 * q + 1];
+    d2[q] = row[4 * q + 2], d3[q] = row[4 * q + 3];
+  }
+}

@@ -414,7 +414,9 @@ typedef struct nnt_kernels {
   /* conv_wino's weight gradient: dw [filters][c][3][3] = the sum over the
    * n images of dY[i][f] correlated with window(x[i][c]) (written, not
    * added to), dy [n][filters][oh*ow]; within rounding of im2col then
-   * gemm. Geometry and scratch as conv_wino's. Optional, like it. */
+   * gemm. Geometry and scratch as conv_wino's; the CPU's takes F(4x4,
+   * 3x3) where the scratch holds its 36 slices of dU and of 64 tiles
+   * (cpu_impl.h nnt_cpu_wino4_dw_takes). Optional, like it. */
   int (*conv_wino_dw)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                       size_t filters, const float *dy, const float *x, float *dw,
                       float *scratch, size_t scratch_len);
