@@ -45,10 +45,10 @@
  * A 3x3 window with stride 1 and dilation 1 and at least CONV_WINO_MIN_C
  * channels and filters runs the backend's Winograd F(2x2, 3x3) ops where
  * it has them (the CPU: conv_wino, conv_wino_dw in cpu_winograd.c; 16
- * products per 2x2 outputs instead of 36; the CPU's conv_wino takes
- * F(4x4, 3x3), 36 per 4x4 outputs, where an image has at least 64 such
- * tiles and the scratch holds its one pass: ResNet-18's stage 1, in the
- * scratch planned below): the forward as is, the
+ * products per 2x2 outputs instead of 36; the CPU's conv_wino and
+ * conv_wino_dw take F(4x4, 3x3), 36 per 4x4 outputs, where the scratch
+ * holds its one pass: ResNet-18's stages 1 and 2, in the scratch planned
+ * below): the forward as is, the
  * derivative as a convolution of dY with the filters turned by 180
  * degrees (padding 2 - p), the weight gradient from the same transforms.
  * They work inside the column scratch planned above (the forward's for
@@ -127,6 +127,7 @@ typedef struct conv_priv {
   unsigned bnb; /* images per backward group (1: dY not gathered) */
   unsigned bc;  /* input channels per backward block (g.c: one block) */
   unsigned dsc; /* the derivative's own scratch (wino_deriv_scratch); ~0u: none */
+  unsigned fwd4; /* the forward's groups and scratch are F(4x4, 3x3)'s (wino4_tiles) */
 } conv_priv;
 
 static int is_1d(const nnt_layer *l) { return l->ops == &nnt_layer_conv1d; }
@@ -206,8 +207,41 @@ static size_t wino_fwd_min_tiles(const conv_priv *p) {
   return wino_wide(p) ? NNT_WINO_MIN_TILES : CONV_WINO_FWD_MIN_TILES;
 }
 
+/* The derivative's geometry as a convolution of dY (see conv_wino). */
+static nnt_conv_geom wino_dgeom(const conv_priv *p) {
+  const nnt_conv_geom *g = &p->g;
+  nnt_conv_geom d = {.c = p->filters, .h = g->oh, .w = g->ow, .kh = 3, .kw = 3, .sh = 1,
+                     .sw = 1, .dh = 1, .dw = 1, .oh = g->h, .ow = g->w};
+  d.pt = 2 - g->pt, d.pb = 2 - g->pb, d.pl = 2 - g->pl, d.pr = 2 - g->pr;
+  return d;
+}
+
+/* The 4x4 tiles a chunk of the CPU's F(4x4, 3x3) takes (kernels.h
+ * NNT_WINO4_IMAGE_TILES) for batch images of g: one image's where an
+ * image has enough, else as many whole images' as reach
+ * NNT_WINO4_MIN_CHUNK; 0 where the batch has fewer or where F(2x2, 3x3)
+ * keeps its chunks to one image (the CPU's conv_wino takes F(4, 3) where
+ * the scratch holds nnt_wino4_scratch of these). */
+static size_t wino4_tiles(const nnt_conv_geom *g, size_t batch) {
+  size_t tpi = (size_t)((g->oh + 3) / 4) * ((g->ow + 3) / 4);
+  if (tpi >= NNT_WINO4_IMAGE_TILES)
+    return tpi;
+  size_t imgs = (NNT_WINO4_MIN_CHUNK + tpi - 1) / tpi;
+  if (!tpi || imgs > batch || (size_t)((g->oh + 1) / 2) * ((g->ow + 1) / 2) >= NNT_WINO_IMAGE_TILES)
+    return 0;
+  return imgs * tpi;
+}
+
 /* The backward's scratch in floats for conv_wino's derivative and
- * conv_wino_dw where the layer takes them: all 16 slices in one pass
+ * conv_wino_dw where the layer takes them: F(4x4, 3x3)'s (the
+ * derivative's chunks of wino4_tiles, the weight gradient's of 64 tiles)
+ * where the layer keeps its width (channels = filters) and that is at
+ * most 1.25 times its input: ResNet-18's stage 2 (4.5 MiB against 4),
+ * derivative 141 -> 231 and gradient 138 -> 230 GFLOP/s on one thread,
+ * its arena the same. conv-BN-ReLU's c3 (64 -> 128), whose backward lies
+ * at that net's training peak, would raise it by 1 MB (and its largest
+ * batch in 64 MB from 42 to 40), measured; neither bound knows the
+ * plan, so both were checked against it. Else all 16 slices in one pass
  * (twice their least) where that is at most 1.5 times its input, else
  * their least (8 slices a pass) where that is; else 0. ResNet-18's stage 2
  * (2 MiB against 4 MiB of input) then makes one pass instead of two: its
@@ -224,6 +258,14 @@ static size_t wino_bwd_scratch(const conv_priv *p, nnt_dim in) {
   size_t tiles = (size_t)in.b * ((g->oh + 1) / 2) * ((g->ow + 1) / 2);
   size_t need = nnt_wino_min_scratch(g->c, p->filters, tiles);
   size_t input = (size_t)in.b * in.c * in.h * in.w;
+  /* F(4x4, 3x3): the derivative's chunks, the weight gradient's */
+  nnt_conv_geom d = wino_dgeom(p);
+  size_t t4 = wino4_tiles(&d, in.b), t4w = (size_t)in.b * ((g->oh + 3) / 4) * ((g->ow + 3) / 4);
+  if (t4w > NNT_WINO_MIN_TILES)
+    t4w = NNT_WINO_MIN_TILES;
+  size_t need4 = nnt_wino4_scratch(g->c, p->filters, t4 > t4w ? t4 : t4w);
+  if (g->c == p->filters && need4 <= UINT32_MAX && 4 * need4 <= 5 * input)
+    return need4;
   if (need <= UINT32_MAX / 2 && 4 * need <= 3 * input)
     return 2 * need; /* all 16 slices in one pass */
   return need <= UINT32_MAX && 2 * need <= 3 * input ? need : 0;
@@ -271,13 +313,30 @@ static size_t wino_deriv_scratch(const conv_priv *p, nnt_dim in, int trainable) 
  * forward steps in training have 9.4 to 11.4 MiB below the peak, besides
  * the 1.9 MiB of columns it no longer takes; inference's peak is at stage
  * 1): forward 168-186 -> 238-251 GFLOP/s on one thread, every planned
- * arena the same. */
+ * arena the same.
+ * Before all that, groups of whole images for the CPU's F(4x4, 3x3)
+ * (wino4_tiles; fwd4) where their scratch is also at most 1.5 times the
+ * input: ResNet-18's stage 2 (4 images a group, 4.5 MiB against 4) and
+ * conv-BN-ReLU's c3 (2.8 against 2), forward 143 -> 180 and 148 -> 215
+ * GFLOP/s on one thread (docs/performance.md), every planned arena the
+ * same (checked over every INI and mode, budgets and largest batches). */
 static size_t wino_fwd_scratch(conv_priv *p, nnt_dim in) {
   const nnt_conv_geom *g = &p->g;
   size_t tpi = (size_t)((g->oh + 1) / 2) * ((g->ow + 1) / 2), least = wino_fwd_min_tiles(p);
   if (!nnt_wino_geom_ok(g) || g->c < CONV_WINO_MIN_C || p->filters < CONV_WINO_MIN_C || !tpi ||
       tpi >= NNT_WINO_IMAGE_TILES || p->nb * tpi >= CONV_WINO_FWD_MIN_TILES)
     return 0;
+  size_t input = (size_t)in.b * in.c * in.h * in.w, t4 = wino4_tiles(g, in.b);
+  size_t t4i = (size_t)((g->oh + 3) / 4) * ((g->ow + 3) / 4);
+  if (t4 && 2 * nnt_wino4_scratch(g->c, p->filters, t4) <= 3 * input) {
+    size_t groups = in.b / (t4 / t4i), wnb = (in.b + groups - 1) / groups; /* each >= */
+    size_t need = nnt_wino4_scratch(g->c, p->filters, wnb * t4i);
+    if (need <= UINT32_MAX && 2 * need <= 3 * input) {
+      p->wnb = (unsigned)wnb;
+      p->fwd4 = 1;
+      return need;
+    }
+  }
   size_t want = (CONV_WINO_FWD_MIN_TILES + tpi - 1) / tpi;
   if (want > in.b)
     want = in.b;
@@ -285,7 +344,6 @@ static size_t wino_fwd_scratch(conv_priv *p, nnt_dim in) {
     return 0;
   size_t groups = in.b / want, wnb = (in.b + groups - 1) / groups; /* each >= want */
   size_t need = nnt_wino_min_scratch(g->c, p->filters, wnb * tpi);
-  size_t input = (size_t)in.b * in.c * in.h * in.w;
   size_t own = input + (size_t)p->filters * ((size_t)g->c * g->kh * g->kw +
                                              (size_t)in.b * g->oh * g->ow);
   if (need > UINT32_MAX || (2 * need > 3 * input && !(wino_wide(p) && need <= own)))
@@ -344,6 +402,7 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   p->nb = p->wnb = p->bnb = 1;
   p->bc = g->c;
   p->dsc = ~0u;
+  p->fwd4 = 0;
   int gpu = ctx->engine == NNT_ENGINE_GPU;
   if (!is_pointwise(g)) {
     /* images per group: (patch + filters) * plane floats each */
@@ -429,7 +488,8 @@ static int use_wino(int have, const nnt_conv_geom *g, size_t c, size_t filters,
                     unsigned batch, const nnt_tensor *s, unsigned slices);
 static int use_wino_fwd(const nnt_kernels *k, const conv_priv *p, const nnt_run_ctx *ctx) {
   size_t tiles = (size_t)p->wnb * ((p->g.oh + 1) / 2) * ((p->g.ow + 1) / 2);
-  return !is_pointwise(&p->g) && !use_direct(k, p) && tiles >= wino_fwd_min_tiles(p) &&
+  return !is_pointwise(&p->g) && !use_direct(k, p) &&
+         (tiles >= wino_fwd_min_tiles(p) || p->fwd4) &&
          use_wino(k->conv_wino != NULL, &p->g, p->g.c, p->filters, p->wnb, &ctx->scratch[0],
                   NNT_WINO_MIN_SLICES);
 }
@@ -516,15 +576,6 @@ static int use_wino(int have, const nnt_conv_geom *g, size_t c, size_t filters,
   size_t tiles = (size_t)batch * ((g->oh + 1) / 2) * ((g->ow + 1) / 2);
   return have && nnt_wino_geom_ok(g) && c >= CONV_WINO_MIN_C && filters >= CONV_WINO_MIN_C &&
          s->data && nnt_tensor_len(s) >= nnt_wino_scratch(slices, 1, c, filters, tiles);
-}
-
-/* The derivative's geometry as a convolution of dY (see conv_wino). */
-static nnt_conv_geom wino_dgeom(const conv_priv *p) {
-  const nnt_conv_geom *g = &p->g;
-  nnt_conv_geom d = {.c = p->filters, .h = g->oh, .w = g->ow, .kh = 3, .kw = 3, .sh = 1,
-                     .sw = 1, .dh = 1, .dw = 1, .oh = g->h, .ow = g->w};
-  d.pt = 2 - g->pt, d.pb = 2 - g->pb, d.pl = 2 - g->pl, d.pr = 2 - g->pr;
-  return d;
 }
 
 static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {

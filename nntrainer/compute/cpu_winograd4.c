@@ -286,26 +286,50 @@ size_t nnt_wino4_scratch(size_t c, size_t f, size_t tiles) {
   return 36 * (c * f + (c + f) * tiles);
 }
 
-/* Tile rows of a chunk: an image's rows split as evenly as chunks of at
- * most W4_MAX_TILES tiles that the scratch holds allow; 0 when the
- * scratch does not hold the filters' transform and a chunk of one image
- * (nnt_wino4_scratch of its tiles). */
-static size_t w4_chunk_rows(size_t c, size_t f, size_t th, size_t tw, size_t len) {
-  if (len < nnt_wino4_scratch(c, f, th * tw))
+/* A chunk of the forward (or the derivative): rows tile rows of one
+ * image (imgs 1) where an image has NNT_WINO4_IMAGE_TILES tiles or more,
+ * its rows split as evenly as chunks of at most W4_MAX_TILES tiles that
+ * the scratch holds allow, a whole image at least where that is no more
+ * than W4_MAX_TILES; else imgs whole images (rows th), as many as the
+ * scratch holds, NNT_WINO4_MIN_CHUNK tiles or more. 0 when the scratch
+ * holds neither beside the filters' transform. */
+static int w4_chunks(size_t c, size_t f, size_t th, size_t tw, size_t len, size_t *rows,
+                     size_t *imgs) {
+  size_t tpi = th * tw;
+  if (!tpi || len <= 36 * c * f)
     return 0;
   size_t most = (len - 36 * c * f) / (36 * (c + f));
   if (most > W4_MAX_TILES)
     most = W4_MAX_TILES;
-  if (most < tw)
+  if (tpi < NNT_WINO4_IMAGE_TILES) {
+    *rows = th;
+    *imgs = most / tpi;
+    return *imgs * tpi >= NNT_WINO4_MIN_CHUNK;
+  }
+  if (len < nnt_wino4_scratch(c, f, tpi) || most < tw)
     return 0;
   size_t parts = (th + most / tw - 1) / (most / tw);
-  return (th + parts - 1) / parts;
+  *rows = (th + parts - 1) / parts;
+  *imgs = 1;
+  return 1;
 }
 
+/* Not where an image has fewer 4x4 tiles than NNT_WINO4_IMAGE_TILES but
+ * NNT_WINO_IMAGE_TILES 2x2 ones or more: F(2, 3) keeps its chunks to one
+ * image there, and callers rely on it (kernels.h). */
 int nnt_cpu_wino4_takes(const nnt_conv_geom *g, size_t filters, size_t scratch_len) {
-  size_t th = (g->oh + 3) / 4, tw = (g->ow + 3) / 4;
-  return nnt_wino_geom_ok(g) && th * tw >= NNT_WINO4_IMAGE_TILES &&
-         w4_chunk_rows(g->c, filters, th, tw, scratch_len) > 0;
+  size_t th = (g->oh + 3) / 4, tw = (g->ow + 3) / 4, rows, imgs;
+  size_t tpi2 = (size_t)((g->oh + 1) / 2) * ((g->ow + 1) / 2);
+  if (th * tw < NNT_WINO4_IMAGE_TILES && tpi2 >= NNT_WINO_IMAGE_TILES)
+    return 0;
+  return nnt_wino_geom_ok(g) && w4_chunks(g->c, filters, th, tw, scratch_len, &rows, &imgs);
+}
+
+/* The chunk's transforms and products, then its outputs. */
+static void w4_chunk(w4_job *j) {
+  nnt_cpu_pool_for(j->c, 1, 1, v_part, j);
+  nnt_cpu_pool_for_products(36, 1, 1, m_part, j);
+  nnt_cpu_pool_for(j->f, 1, 1, y_part, j);
 }
 
 int nnt_cpu_conv_wino4(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
@@ -317,24 +341,32 @@ int nnt_cpu_conv_wino4(const nnt_kernels *self, const nnt_conv_geom *g, size_t n
   w4_job j = {.g = g, .n = n, .f = filters, .c = g->c, .th = (g->oh + 3) / 4,
               .tw = (g->ow + 3) / 4, .flip = flip, .w = w, .bias = bias, .x = x, .y = y,
               .lp = w4_pick()};
-  size_t tpi = j.th * j.tw;
-  if (!n || !tpi)
-    return NNT_OK;
-  size_t rows = w4_chunk_rows(j.c, j.f, j.th, j.tw, scratch_len);
-  if (!rows)
+  size_t tpi = j.th * j.tw, rows, imgs;
+  if (!w4_chunks(j.c, j.f, j.th, j.tw, scratch_len, &rows, &imgs))
     return NNT_ERR_INVAL;
+  if (!n)
+    return NNT_OK;
+  if (imgs > 1) { /* the call's images in chunks as even as they go */
+    size_t nch = (n + imgs - 1) / imgs;
+    imgs = (n + nch - 1) / nch;
+  }
   j.u = scratch;
   j.v = j.u + 36 * j.f * j.c;
-  j.m = j.v + 36 * j.c * rows * j.tw;
+  j.m = j.v + 36 * j.c * rows * j.tw * imgs;
   nnt_cpu_pool_for(j.f, 1, 1, u_part, &j);
-  for (size_t i = 0; i < n; i++) /* chunks within one image */
-    for (size_t r0 = 0; r0 < j.th; r0 += rows) {
+  for (size_t i = 0; i < n; i += imgs) {
+    if (imgs > 1) { /* whole images */
+      j.t0 = i * tpi;
+      j.tc = (n - i < imgs ? n - i : imgs) * tpi;
+      w4_chunk(&j);
+      continue;
+    }
+    for (size_t r0 = 0; r0 < j.th; r0 += rows) { /* chunks within one image */
       j.t0 = i * tpi + r0 * j.tw;
       j.tc = (j.th - r0 < rows ? j.th - r0 : rows) * j.tw;
-      nnt_cpu_pool_for(j.c, 1, 1, v_part, &j);
-      nnt_cpu_pool_for_products(36, 1, 1, m_part, &j);
-      nnt_cpu_pool_for(j.f, 1, 1, y_part, &j);
+      w4_chunk(&j);
     }
+  }
   return NNT_OK;
 }
 

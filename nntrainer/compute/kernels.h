@@ -86,13 +86,18 @@ static inline int nnt_wino_geom_ok(const struct nnt_conv_geom *g) {
          g->oh + 2 == g->h + g->pt + g->pb && g->ow + 2 == g->w + g->pl + g->pr;
 }
 /* The CPU's conv_wino takes F(4x4, 3x3) instead (cpu_winograd4.c) where
- * an image has at least NNT_WINO4_IMAGE_TILES 4x4 tiles and the scratch
- * holds nnt_wino4_scratch of one image's tiles t (c channels, f filters):
+ * the scratch holds nnt_wino4_scratch (c channels, f filters, t tiles):
  * all 36 slices of the transformed filters, and of the transformed input
- * and the products for min(t, NNT_WINO4_MAX_TILES) tiles. Its chunks keep
- * to one image, so the bits of a call over n images are again those of
- * calls over any groups of them. */
+ * and the products for min(t, NNT_WINO4_MAX_TILES) tiles, t one image's
+ * 4x4 tiles where an image has at least NNT_WINO4_IMAGE_TILES (its chunks
+ * then keep to one image, so the bits of a call over n images are again
+ * those of calls over any groups of them), else those of whole images, at
+ * least NNT_WINO4_MIN_CHUNK (chunks of as many images as the scratch
+ * holds, as even as they go over the call's: conv2d's two forwards call
+ * over the same groups), except where an image has NNT_WINO_IMAGE_TILES
+ * 2x2 tiles or more (F(2, 3) keeps to one image there). */
 #define NNT_WINO4_IMAGE_TILES 64
+#define NNT_WINO4_MIN_CHUNK 64
 #define NNT_WINO4_MAX_TILES 256
 size_t nnt_wino4_scratch(size_t c, size_t f, size_t tiles);
 /* Below that least conv_wino (not conv_wino_dw) takes passes of

@@ -57,6 +57,8 @@ static float *rnd(nnt_rng *r, size_t n) {
  * 45 over that and still catches a wrong tap, tile or
  * edge (an error of a whole term). */
 #define TOL 1e-5
+/* F(4x4, 3x3)'s bound (see test_f4_against_naive). */
+#define TOL4 2e-5
 
 /* y against a double-precision convolution; flip: W[f][ch] is w[ch][f]
  * turned by 180 degrees. */
@@ -105,7 +107,7 @@ static void test_against_naive(void **state) {
   nnt_rng r;
   nnt_rng_seed(&r, 11);
   double worst = 0;
-  unsigned runs = 0;
+  unsigned runs = 0, f4 = 0;
   for (size_t ci = 0; ci < NNT_ARRAY_LEN(CASES); ci++) {
     const wcase *d = &CASES[ci];
     nnt_conv_geom g = geom(d);
@@ -131,8 +133,14 @@ static void test_against_naive(void **state) {
         assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w, d->bias ? b : NULL,
                                       x, y, s, lens[li]),
                          NNT_OK);
-        double e = check_naive(d, &g, flip, w, b, x, y, "conv_wino");
-        worst = e > worst ? e : worst;
+        /* the largest scratch may take F(4x4, 3x3) (test_f4_whole_images) */
+        if (nnt_cpu_wino4_takes(&g, d->filters, lens[li])) {
+          check_naive_tol(d, &g, flip, w, b, x, y, "conv_wino F(4, 3)", TOL4);
+          f4++;
+        } else {
+          double e = check_naive(d, &g, flip, w, b, x, y, "conv_wino");
+          worst = e > worst ? e : worst;
+        }
         /* the same bits on two threads */
         tu_two_threads();
         assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w, d->bias ? b : NULL,
@@ -154,7 +162,7 @@ static void test_against_naive(void **state) {
     free(w), free(b), free(x), free(y), free(y2);
   }
   assert_int_equal(runs, NNT_ARRAY_LEN(CASES) * 12);
-  print_message("largest error / terms' magnitude: %.3g\n", worst);
+  print_message("largest error / terms' magnitude: %.3g (F(4, 3) in %u runs)\n", worst, f4);
 }
 
 /* conv_wino_dw's dw against a double-precision sum over images and
@@ -295,7 +303,6 @@ static void test_batch_as_groups(void **state) {
  * (A^T) and 1/24 (G), so its rounding is larger than F(2, 3)'s: up to
  * 3.0e-6 of the terms' sum on these cases (printed), against a bound of
  * 2e-5, which a wrong tap or edge (a whole term) still exceeds. */
-#define TOL4 2e-5
 
 static void test_f4_against_naive(void **state) {
   (void)state;
@@ -367,6 +374,86 @@ static void test_f4_against_naive(void **state) {
     free(w), free(b), free(x), free(y), free(y1), free(sc);
   }
   print_message("F(4, 3): largest error / terms' magnitude: %.3g\n", worst);
+}
+
+/* F(4x4, 3x3) over images of fewer than NNT_WINO4_IMAGE_TILES tiles: chunks
+ * of whole images, as many as the scratch holds (NNT_WINO4_MIN_CHUNK tiles
+ * or more), as even as they go over the call's images. Against the naive
+ * convolution, forward and flipped; the op's bits; the same bits on two
+ * threads, on each copy of its loops and from calls over groups of a
+ * chunk's images (conv2d's forwards call over the same groups); a float
+ * short taking F(2x2, 3x3); and no F(4, 3) where an image has
+ * NNT_WINO_IMAGE_TILES 2x2 tiles (F(2, 3) keeps to one image there), what
+ * scratch there may be. */
+static void test_f4_whole_images(void **state) {
+  (void)state;
+  const nnt_kernels *k = nnt_kernels_cpu();
+  nnt_rng r;
+  nnt_rng_seed(&r, 15);
+  const wcase shapes[] = {
+      {24, 16, 16, 1, 1, 1, 1, 24, 9, 1}, /* 4x4 tiles an image (ResNet-18's stage 2 in small) */
+      {5, 7, 10, 0, 1, 1, 0, 3, 23, 0},   /* 2x3 tiles, partial ones: 11 images a chunk */
+  };
+  double worst = 0;
+  for (size_t si = 0; si < NNT_ARRAY_LEN(shapes); si++) {
+    const wcase *d = &shapes[si];
+    nnt_conv_geom g = geom(d);
+    size_t plane = (size_t)g.oh * g.ow, in = (size_t)d->c * d->h * d->w;
+    size_t tpi = (size_t)((g.oh + 3) / 4) * ((g.ow + 3) / 4);
+    size_t imgs = (NNT_WINO4_MIN_CHUNK + tpi - 1) / tpi, nch = (d->n + imgs - 1) / imgs;
+    size_t grp = (d->n + nch - 1) / nch; /* the call's chunks */
+    assert_true(tpi < NNT_WINO4_IMAGE_TILES && nch > 1);
+    size_t ylen = d->n * d->filters * plane, wlen = (size_t)d->filters * d->c * 9;
+    float *w = rnd(&r, wlen), *b = rnd(&r, d->filters), *x = rnd(&r, d->n * in);
+    float *y = malloc(ylen * sizeof *y), *y1 = malloc(ylen * sizeof *y1);
+    size_t len = nnt_wino4_scratch(d->c, d->filters, imgs * tpi);
+    float *sc = malloc(len * sizeof *sc);
+    for (int flip = 0; flip < 2; flip++) {
+      const float *bias = d->bias ? b : NULL;
+      assert_true(nnt_cpu_wino4_takes(&g, d->filters, len));
+      assert_false(nnt_cpu_wino4_takes(&g, d->filters, len - 1));
+      tu_fill_uniform(&r, y, ylen, 100.0f, 200.0f); /* written whole */
+      assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w, bias, x, y, sc, len),
+                       NNT_OK);
+      double e = check_naive_tol(d, &g, flip, w, b, x, y, "conv_wino F(4, 3) images", TOL4);
+      worst = e > worst ? e : worst;
+      assert_int_equal(
+          nnt_cpu_conv_wino4(k, &g, d->n, d->filters, flip, w, bias, x, y1, sc, len), NNT_OK);
+      assert_memory_equal(y, y1, ylen * sizeof *y);
+      tu_two_threads();
+      memset(y1, 0, ylen * sizeof *y1);
+      for (size_t i = 0; i < d->n; i += grp) { /* calls over the chunks' groups */
+        size_t n = d->n - i < grp ? d->n - i : grp;
+        assert_int_equal(k->conv_wino(k, &g, n, d->filters, flip, w, bias, x + i * in,
+                                      y1 + i * d->filters * plane, sc, len),
+                         NNT_OK);
+      }
+      assert_true(tu_one_thread() > 0);
+      assert_memory_equal(y, y1, ylen * sizeof *y);
+      for (int path = NNT_BLAS_SSE; path <= NNT_BLAS_AVX2; path += NNT_BLAS_AVX2) {
+        int was = nnt_cpu_vec_path(path);
+        assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w, bias, x, y1, sc, len),
+                         NNT_OK);
+        nnt_cpu_vec_path(was);
+        assert_memory_equal(y, y1, ylen * sizeof *y);
+      }
+      assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w, bias, x, y1, sc, len - 1),
+                       NNT_OK);
+      check_naive(d, &g, flip, w, b, x, y1, "conv_wino F(2, 3)");
+      assert_true(memcmp(y, y1, ylen * sizeof *y) != 0);
+    }
+    free(w), free(b), free(x), free(y), free(y1), free(sc);
+  }
+  /* 22x22 outputs: 121 2x2 tiles an image but 36 4x4 ones; 26x26: 169 */
+  const unsigned sides[] = {22, 26};
+  for (size_t i = 0; i < NNT_ARRAY_LEN(sides); i++) {
+    wcase d = {24, sides[i], sides[i], 1, 1, 1, 1, 24, 4, 0};
+    nnt_conv_geom g = geom(&d);
+    size_t tpi2 = (size_t)((g.oh + 1) / 2) * ((g.ow + 1) / 2);
+    int want = tpi2 < NNT_WINO_IMAGE_TILES;
+    assert_int_equal(nnt_cpu_wino4_takes(&g, d.filters, nnt_wino4_scratch(24, 24, 256)), want);
+  }
+  print_message("F(4, 3) whole images: largest error / terms' magnitude: %.3g\n", worst);
 }
 
 /* conv_wino_dw's F(4x4, 3x3), which it takes where the scratch holds the
@@ -617,7 +704,7 @@ int main(void) {
       cmocka_unit_test(test_against_naive),
       cmocka_unit_test(test_dw_against_naive),
       cmocka_unit_test(test_batch_as_groups), cmocka_unit_test(test_f4_against_naive),
-      cmocka_unit_test(test_f4_dw_against_naive),
+      cmocka_unit_test(test_f4_whole_images), cmocka_unit_test(test_f4_dw_against_naive),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_layer),
   };
