@@ -161,10 +161,22 @@ static void bt6(const w4_job *j, const float *const d[6], float *const o[6], siz
 
 
 
-/* Tile tl of the chunk: its image, tile row and tile column. */
-static void tile_at(const w4_job *j, size_t tl, size_t *img, size_t *ty, size_t *tx) {
-  size_t tile = j->t0 + tl, per = j->th * j->tw, r = tile % per;
-  *img = tile / per, *ty = r / j->tw, *tx = r % j->tw;
+/* A run of the chunk's tiles along one tile row, from its tile tl: the
+ * image, tile row and tile column of its first tile, its length, the rows
+ * of outputs its tiles hold (4 but at the bottom edge) and how many of its
+ * tiles hold 4 columns of outputs (all but one at the right edge). */
+typedef struct w4_run {
+  size_t img, ty, tx, len, rows, full;
+} w4_run;
+
+static w4_run run_at(const w4_job *j, size_t tl) {
+  const nnt_conv_geom *g = j->g;
+  size_t tile = j->t0 + tl, per = j->th * j->tw, at = tile % per;
+  w4_run r = {.img = tile / per, .ty = at / j->tw, .tx = at % j->tw};
+  r.len = j->tw - r.tx < j->tc - tl ? j->tw - r.tx : j->tc - tl;
+  r.rows = g->oh - 4 * r.ty < 4 ? g->oh - 4 * r.ty : 4;
+  r.full = (g->ow - 4 * r.tx) / 4 < r.len ? (g->ow - 4 * r.tx) / 4 : r.len;
+  return r;
 }
 
 /* V of channels [c0, c1) for the chunk: each tile's 6x6 inputs gathered
@@ -178,11 +190,10 @@ static void v_part(void *arg, size_t c0, size_t c1) {
   size_t n = j->tc;
   for (size_t c = c0; c < c1; c++) {
     for (size_t tl = 0; tl < n;) { /* a run of tiles along one tile row */
-      size_t img, ty, tx;
-      tile_at(j, tl, &img, &ty, &tx);
-      size_t len = j->tw - tx < n - tl ? j->tw - tx : n - tl;
-      const float *xc = j->x + (img * j->c + c) * g->h * g->w;
-      long y0 = 4 * (long)ty - (long)g->pt, x0 = 4 * (long)tx - (long)g->pl;
+      w4_run ru = run_at(j, tl);
+      size_t len = ru.len;
+      const float *xc = j->x + (ru.img * j->c + c) * g->h * g->w;
+      long y0 = 4 * (long)ru.ty - (long)g->pt, x0 = 4 * (long)ru.tx - (long)g->pl;
       /* the tiles [q0, q1) of the run whose six columns lie inside */
       long lo = x0 < 0 ? -x0 : 0, hi = (long)g->w - x0;
       size_t q0 = (size_t)(lo + 3) / 4, q1 = hi >= 6 ? (size_t)(hi - 6) / 4 + 1 : 0;
@@ -261,21 +272,17 @@ static void y_part(void *arg, size_t f0, size_t f1) {
       at6(j, m, os, n);
     }
     for (size_t tl = 0; tl < n;) { /* a run of tiles along one tile row */
-      size_t img, ty, tx;
-      tile_at(j, tl, &img, &ty, &tx);
-      size_t len = j->tw - tx < n - tl ? j->tw - tx : n - tl;
-      float *yt = j->y + (img * j->f + f) * plane + 4 * ty * g->ow + 4 * tx;
-      size_t rows = g->oh - 4 * ty < 4 ? g->oh - 4 * ty : 4;
-      /* the run's tiles whose four columns lie inside, then the last */
-      size_t full = (g->ow - 4 * tx) / 4 < len ? (g->ow - 4 * tx) / 4 : len;
-      for (size_t i = 0; i < rows; i++) {
+      w4_run ru = run_at(j, tl);
+      float *yt = j->y + (ru.img * j->f + f) * plane + 4 * ru.ty * g->ow + 4 * ru.tx;
+      for (size_t i = 0; i < ru.rows; i++) { /* the inner tiles, then the last */
         float *yr = yt + i * g->ow;
-        j->lp->scatter4(full, o[i][0] + tl, o[i][1] + tl, o[i][2] + tl, o[i][3] + tl, bias, yr);
-        for (size_t q = full; q < len; q++)
-          for (size_t c = 0; c < 4 && 4 * (tx + q) + c < g->ow; c++)
+        j->lp->scatter4(ru.full, o[i][0] + tl, o[i][1] + tl, o[i][2] + tl, o[i][3] + tl, bias,
+                        yr);
+        for (size_t q = ru.full; q < ru.len; q++)
+          for (size_t c = 0; c < 4 && 4 * (ru.tx + q) + c < g->ow; c++)
             yr[4 * q + c] = o[i][c][tl + q] + bias;
       }
-      tl += len;
+      tl += ru.len;
     }
   }
 }
@@ -395,22 +402,19 @@ static void dyt_part(void *arg, size_t f0, size_t f1) {
   float d[4][4][W4_ROW], s[6][4][W4_ROW];
   for (size_t f = f0; f < f1; f++) {
     for (size_t tl = 0; tl < n;) { /* a run of tiles along one tile row */
-      size_t img, ty, tx;
-      tile_at(j, tl, &img, &ty, &tx);
-      size_t len = j->tw - tx < n - tl ? j->tw - tx : n - tl;
-      const float *yt = j->dy + (img * j->f + f) * plane + 4 * ty * g->ow + 4 * tx;
-      size_t rows = g->oh - 4 * ty < 4 ? g->oh - 4 * ty : 4;
-      size_t full = (g->ow - 4 * tx) / 4 < len ? (g->ow - 4 * tx) / 4 : len;
+      w4_run ru = run_at(j, tl);
+      const float *yt = j->dy + (ru.img * j->f + f) * plane + 4 * ru.ty * g->ow + 4 * ru.tx;
       for (size_t r = 0; r < 4; r++) {
-        if (r < rows)
-          j->lp->gather4(full, yt + r * g->ow, d[r][0] + tl, d[r][1] + tl, d[r][2] + tl,
+        if (r < ru.rows)
+          j->lp->gather4(ru.full, yt + r * g->ow, d[r][0] + tl, d[r][1] + tl, d[r][2] + tl,
                          d[r][3] + tl);
-        for (size_t q = r < rows ? full : 0; q < len; q++)
+        for (size_t q = r < ru.rows ? ru.full : 0; q < ru.len; q++)
           for (size_t c = 0; c < 4; c++)
-            d[r][c][tl + q] =
-                r < rows && 4 * (tx + q) + c < g->ow ? yt[r * g->ow + 4 * q + c] : 0.0f;
+            d[r][c][tl + q] = r < ru.rows && 4 * (ru.tx + q) + c < g->ow
+                                  ? yt[r * g->ow + 4 * q + c]
+                                  : 0.0f;
       }
-      tl += len;
+      tl += ru.len;
     }
     for (int x = 0; x < 4; x++) { /* A dY: down the rows, per column */
       const float *in[4] = {d[0][x], d[1][x], d[2][x], d[3][x]};
