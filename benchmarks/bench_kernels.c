@@ -4,13 +4,18 @@
  * net, ResNet-18's four stages) and a 1x1 one, each against one bare
  * cblas_sgemm of the same FLOPs (conv: the whole batch's im2col product in
  * one gemm, transposed as the layer's). Prints JSON lines with GFLOP/s and
- * their ratio (median of 21 runs each, 11 for conv). */
+ * their ratio (median of 21 runs each, 11 for conv). With
+ * NNTRAINER_THREADS=T > 1 the layer runs as a model's step does, its ops
+ * split over the compute pool's T threads (OpenBLAS on one thread inside
+ * each part: cpu_pool.c), and the bare sgemm on OpenBLAS's own T threads
+ * (the pool stopped meanwhile). */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/layer.h"
 
 static double now_s(void) {
@@ -64,6 +69,10 @@ static double time_layer_op(const char *type, const char *const *props, nnt_dim 
   nnt_run_ctx c = {.k = nnt_kernels_cpu(), .n_in = 1, .n_out = 1, .n_w = fc.n_w,
                    .n_scratch = fc.n_scratch, .in = &x, .out = &y, .d_in = &dx, .d_out = &dy,
                    .w = w, .gw = gw, .scratch = s, .training = 1};
+  if (nnt_cpu_pool_start(&e)) { /* T - 1 workers, as a run's prepare starts */
+    fprintf(stderr, "%s\n", e.msg);
+    exit(1);
+  }
   double t[21];
   for (int r = 0; r < reps; r++) {
     double t0 = now_s();
@@ -76,6 +85,7 @@ static double time_layer_op(const char *type, const char *const *props, nnt_dim 
       exit(1);
     }
   }
+  nnt_cpu_pool_stop(); /* OpenBLAS's own threads again, for the bare sgemm */
   qsort(t, reps, sizeof *t, cmp_double);
   free(x.data), free(y.data), free(dx.data), free(dy.data);
   for (unsigned i = 0; i < fc.n_w; i++)
@@ -134,6 +144,7 @@ int main(void) {
     fprintf(stderr, "%s\n", e.msg);
     return 1;
   }
+  nnt_cpu_pool_hold(); /* as a model does: the layer's ops run on the pool */
   /* fully_connected at the MLP's shapes, batch 64 */
   /* wake OpenBLAS's threads and the clock before the first measurement,
    * which otherwise pays for both */
