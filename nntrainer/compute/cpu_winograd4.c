@@ -73,17 +73,20 @@ typedef struct w4_loops {
              float *restrict, float *restrict, float *restrict);
   void (*gather4)(size_t, const float *restrict, float *restrict, float *restrict,
                   float *restrict, float *restrict);
+  void (*g3)(size_t, const float *restrict, const float *restrict, const float *restrict,
+             float *restrict, float *restrict, float *restrict, float *restrict,
+             float *restrict, float *restrict);
 } w4_loops;
 
 /* The widest copy the CPU runs and nnt_cpu_vec_path allows. */
 static const w4_loops *w4_pick(void) {
-  static const w4_loops c = {bt6_loop_c, gather6_c, scatter4_c, at6_loop_c, a4_loop_c,
-                             gather4_c};
+  static const w4_loops c = {bt6_loop_c, gather6_c, scatter4_c, at6_loop_c,
+                             a4_loop_c,  gather4_c, g3_loop_c};
 #ifdef W4_HAVE_AVX
   static const w4_loops avx2 = {bt6_loop_avx2, gather6_avx2, scatter4_avx2,
-                                at6_loop_avx2, a4_loop_avx2,   gather4_avx2};
+                                at6_loop_avx2, a4_loop_avx2,   gather4_avx2, g3_loop_avx2};
   static const w4_loops avx512 = {bt6_loop_avx512, gather6_avx512, scatter4_avx512,
-                                  at6_loop_avx512, a4_loop_avx512, gather4_avx512};
+                                  at6_loop_avx512, a4_loop_avx512, gather4_avx512, g3_loop_avx512};
   if (nnt_cpu_vec_avx512())
     return &avx512;
   if (nnt_cpu_vec_avx2())
@@ -109,23 +112,17 @@ typedef struct w4_job {
   const struct w4_loops *lp; /* the transform loops' copy */
 } w4_job;
 
-/* U of filters [f0, f1): slice 6i + e is (G g G^T)[i][e]. G's rows are
- * (1/4, 0, 0), (-1/6, -1/6, -1/6), (-1/6, 1/6, -1/6), (1/24, 1/12, 1/6),
- * (1/24, -1/12, 1/6), (0, 0, 1). A block of UB channels at a time. */
-#define UB 32
-static void g_rows(const float *a, const float *b, const float *c, float *const o[6],
-                   size_t n) {
-  for (size_t q = 0; q < n; q++) {
-    float s = a[q] + c[q];
-    o[0][q] = 0.25f * a[q];
-    o[1][q] = (-1.0f / 6) * (s + b[q]);
-    o[2][q] = (-1.0f / 6) * (s - b[q]);
-    o[3][q] = (1.0f / 24) * a[q] + (1.0f / 12) * b[q] + (1.0f / 6) * c[q];
-    o[4][q] = (1.0f / 24) * a[q] - (1.0f / 12) * b[q] + (1.0f / 6) * c[q];
-    o[5][q] = c[q];
-  }
+/* G applied to three rows into six, in the job's copy of the loop: G's
+ * rows are (1/4, 0, 0), (-1/6, -1/6, -1/6), (-1/6, 1/6, -1/6),
+ * (1/24, 1/12, 1/6), (1/24, -1/12, 1/6), (0, 0, 1). */
+static void g3(const w4_job *j, const float *a, const float *b, const float *c,
+               float *const o[6], size_t n) {
+  j->lp->g3(n, a, b, c, o[0], o[1], o[2], o[3], o[4], o[5]);
 }
 
+/* U of filters [f0, f1): slice 6i + e is (G g G^T)[i][e], a block of UB
+ * channels at a time. */
+#define UB 32
 static void u_part(void *arg, size_t f0, size_t f1) {
   const w4_job *j = arg;
   float g[9][UB], t[6][3][UB];
@@ -140,13 +137,13 @@ static void u_part(void *arg, size_t f0, size_t f1) {
       }
       for (int b = 0; b < 3; b++) { /* G g: column b */
         float *o[6] = {t[0][b], t[1][b], t[2][b], t[3][b], t[4][b], t[5][b]};
-        g_rows(g[b], g[3 + b], g[6 + b], o, nc);
+        g3(j, g[b], g[3 + b], g[6 + b], o, nc);
       }
       for (int i = 0; i < 6; i++) { /* (G g) G^T: row i */
         float *o[6];
         for (int e = 0; e < 6; e++)
           o[e] = j->u + ((size_t)(6 * i + e) * j->f + f) * j->c + c0;
-        g_rows(t[i][0], t[i][1], t[i][2], o, nc);
+        g3(j, t[i][0], t[i][1], t[i][2], o, nc);
       }
     }
 }

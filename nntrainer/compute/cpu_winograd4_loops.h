@@ -89,3 +89,19 @@ static void NL(gather4)(size_t n, const float *restrict row, float *restrict d0,
     d2[q] = row[4 * q + 2], d3[q] = row[4 * q + 3];
   }
 }
+
+/* G down three rows a, b, c into six o0..o5 (see g3 in cpu_winograd4.c). */
+static void NL(g3_loop)(size_t n, const float *restrict a, const float *restrict b,
+                        const float *restrict c, float *restrict o0, float *restrict o1,
+                        float *restrict o2, float *restrict o3, float *restrict o4,
+                        float *restrict o5) {
+  for (size_t q = 0; q < n; q++) {
+    float s = a[q] + c[q];
+    o0[q] = 0.25f * a[q];
+    o1[q] = (-1.0f / 6) * (s + b[q]);
+    o2[q] = (-1.0f / 6) * (s - b[q]);
+    o3[q] = (1.0f / 24) * a[q] + (1.0f / 12) * b[q] + (1.0f / 6) * c[q];
+    o4[q] = (1.0f / 24) * a[q] - (1.0f / 12) * b[q] + (1.0f / 6) * c[q];
+    o5[q] = c[q];
+  }
+}
