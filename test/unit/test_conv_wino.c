@@ -574,10 +574,12 @@ static void test_refusals(void **state) {
 /* The CPU's table with conv_wino and conv_wino_dw counting their calls,
  * and without them. */
 static unsigned wino_calls[3]; /* conv_wino flip 0, flip 1, conv_wino_dw */
+static unsigned wino4_calls[3]; /* those that take F(4x4, 3x3) */
 static int counting_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
                          size_t filters, int flip, const float *w, const float *bias,
                          const float *x, float *y, float *s, size_t sl) {
   wino_calls[flip ? 1 : 0]++;
+  wino4_calls[flip ? 1 : 0] += nnt_cpu_wino4_takes(g, filters, sl) != 0;
   return nnt_kernels_cpu()->conv_wino(self, g, n, filters, flip, w, bias, x, y, s, sl);
 }
 
@@ -585,6 +587,7 @@ static int counting_wino_dw(const nnt_kernels *self, const nnt_conv_geom *g, siz
                             size_t filters, const float *dy, const float *x, float *dw,
                             float *s, size_t sl) {
   wino_calls[2]++;
+  wino4_calls[2] += nnt_cpu_wino4_dw_takes(g, n, filters, sl) != 0;
   return nnt_kernels_cpu()->conv_wino_dw(self, g, n, filters, dy, x, dw, s, sl);
 }
 
@@ -595,38 +598,45 @@ static int counting_wino_dw(const nnt_kernels *self, const nnt_conv_geom *g, siz
  * its image groups, which it raises to that where an image has fewer, or
  * 64 for a wide layer),
  * and two where it does not for the backward
- * or at all; calls: how many of the three run Winograd. Where the output
- * fits in the input, the forward in place too (bitwise the same). */
+ * or at all; calls: how many of the three run Winograd, f4: how many of
+ * those take F(4x4, 3x3) in the scratch the layer planned. Where the
+ * output fits in the input, the forward in place too (bitwise the same). */
 static void test_layer(void **state) {
   (void)state;
   static const struct {
     const char *filters, *padding;
-    unsigned c, h, w, n, calls;
+    unsigned c, h, w, n, calls, f4; /* f4: of those, how many on F(4x4, 3x3) */
   } L[] = {
       /* 256 tiles an image (32x32): all three; ResNet-18's stage 1 */
-      {"24", "1", 24, 32, 32, 2, 3},     {"25", "1", 24, 31, 32, 1, 3},
+      {"24", "1", 24, 32, 32, 2, 3, 3}, {"25", "1", 24, 31, 32, 1, 3, 3},
       /* 16 tiles an image (8x8): the forward over groups of 16 images
        * (256 tiles; 20 images: one group), not im2col's 3 */
-      {"24", "1", 24, 8, 8, 16, 3},      {"24", "1", 24, 8, 8, 20, 3},
+      {"24", "1", 24, 8, 8, 16, 3, 0},  {"24", "1", 24, 8, 8, 20, 3, 0},
       /* fewer tiles: the derivative and the gradient */
-      {"24", "1", 24, 16, 16, 2, 2},     {"25", "0", 24, 15, 17, 1, 2},
-      {"24", "same", 26, 16, 15, 1, 2},  {"28", "1,0", 24, 14, 16, 2, 2},
+      {"24", "1", 24, 16, 16, 2, 2, 0}, {"25", "0", 24, 15, 17, 1, 2, 0},
+      {"24", "same", 26, 16, 15, 1, 2, 1}, {"28", "1,0", 24, 14, 16, 2, 2, 0},
+      /* (the first's gradient on F(4x4, 3x3): its column block holds it) */
       /* test_conv_fd's finite-difference shape */
-      {"24", "1,1,0,1", 24, 8, 8, 1, 2},
+      {"24", "1,1,0,1", 24, 8, 8, 1, 2, 0},
       /* the backward's column block (1 channel of 8 images) is less than
        * conv_wino's least scratch: im2col for the gradient and the
        * derivative, and the forward's 8 images have 32 tiles */
-      {"24", "0,1", 32, 4, 4, 8, 0},
+      {"24", "0,1", 32, 4, 4, 8, 0, 0},
       /* fewer than CONV_WINO_MIN_C channels and filters: im2col */
-      {"16", "1", 16, 8, 8, 2, 0},
+      {"16", "1", 16, 8, 8, 2, 0, 0},
       /* wide (256 channels and filters; ResNet-18's stage 4 has 512): the
        * forward over the batch's 128 tiles of 4x4 images, its scratch
        * (3 MiB) within the layer's own tensors; the backward's column
        * blocks stay below conv_wino's least, so the gradient keeps im2col
        * and the derivative runs in its own scratch (4 slices a pass,
        * 1.5 MiB beside a 2.25 MiB gradient). At 8 images (32 tiles) none. */
-      {"256", "1", 256, 4, 4, 32, 2},
-      {"256", "1", 256, 4, 4, 8, 0},
+      {"256", "1", 256, 4, 4, 32, 2, 0},
+      {"256", "1", 256, 4, 4, 8, 0, 0},
+      /* 16 tiles of 4x4 an image (16x16), channels = filters: the forward
+       * over groups of 5 images (as even as 4 or more go into 18) and the
+       * backward on F(4x4, 3x3), their scratch within 1.5 and 1.25 times
+       * the input (ResNet-18's stage 2 in small) */
+      {"24", "1", 24, 16, 16, 18, 3, 3},
   };
   nnt_kernels with = *nnt_kernels_cpu(), without = with;
   unsigned inplace = 0;
@@ -647,6 +657,7 @@ static void test_layer(void **state) {
     nnt_rng_seed(&r, 5 + i);
     tu_fill_uniform(&r, h.dout.data, ylen, -1.0f, 1.0f);
     memset(wino_calls, 0, sizeof wino_calls);
+    memset(wino4_calls, 0, sizeof wino4_calls);
     h.ctx.k = &with;
     assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
     memcpy(y, h.out.data, ylen * sizeof *y);
@@ -673,6 +684,9 @@ static void test_layer(void **state) {
     if (phases != L[i].calls)
       fail_msg("case %zu: %u of forward, derivative, gradient through Winograd, not %u", i,
                phases, L[i].calls);
+    unsigned phases4 = !!wino4_calls[0] + !!wino4_calls[1] + !!wino4_calls[2];
+    if (phases4 != L[i].f4)
+      fail_msg("case %zu: %u of them on F(4x4, 3x3), not %u", i, phases4, L[i].f4);
     h.ctx.k = &without;
     assert_int_equal(h.l->ops->forward(h.l, &h.ctx), NNT_OK);
     assert_int_equal(h.l->ops->calc_gradient(h.l, &h.ctx), NNT_OK);
@@ -696,7 +710,7 @@ static void test_layer(void **state) {
     free(y), free(dx), free(dw), free(db);
     fd_teardown(&h);
   }
-  assert_int_equal(inplace, 11); /* all but cases 1 and 7 (more filters than channels) */
+  assert_int_equal(inplace, 12); /* all but cases 1 and 7 (more filters than channels) */
 }
 
 int main(void) {
