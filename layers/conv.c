@@ -224,10 +224,10 @@ static nnt_conv_geom wino_dgeom(const conv_priv *p) {
  * the scratch holds nnt_wino4_scratch of these). */
 static size_t wino4_tiles(const nnt_conv_geom *g, size_t batch) {
   size_t tpi = (size_t)((g->oh + 3) / 4) * ((g->ow + 3) / 4);
-  if (tpi >= NNT_WINO4_IMAGE_TILES)
+  if (tpi >= NNT_WINO4_IMAGE_TILES || !tpi)
     return tpi;
   size_t imgs = (NNT_WINO4_MIN_CHUNK + tpi - 1) / tpi;
-  if (!tpi || imgs > batch || (size_t)((g->oh + 1) / 2) * ((g->ow + 1) / 2) >= NNT_WINO_IMAGE_TILES)
+  if (imgs > batch || (size_t)((g->oh + 1) / 2) * ((g->ow + 1) / 2) >= NNT_WINO_IMAGE_TILES)
     return 0;
   return imgs * tpi;
 }
