@@ -55,6 +55,12 @@ int nnt_cpu_vec_path(int path);
 int nnt_cpu_vec_avx512(void);
 /* Likewise for AVX2 (cpu_winograd4.c's transform loops). */
 int nnt_cpu_vec_avx2(void);
+/* The 3x3 taps of filter f for channels [c0, c0 + nc) of w (nf filters,
+ * c channels; flip: w is [c][nf][3][3] turned by 180 degrees, as
+ * conv_wino's) into g[q * ld + cc], tap q of channel c0 + cc: both
+ * Winograd files' filter transforms read them so. */
+void nnt_cpu_wino_taps(const float *w, int flip, size_t f, size_t nf, size_t c, size_t c0,
+                       size_t nc, size_t ld, float *g);
 /* The Winograd products M[k] = U[k] V[k] ([f, c] x [c, t], k in [k0, k1),
  * slices laid out one after another) as one-thread OpenBLAS sgemms. */
 void nnt_cpu_wino_products(size_t f, size_t t, size_t c, const float *u, const float *v,

@@ -102,6 +102,15 @@ static void g_row(unsigned i, const float *a, const float *b, const float *c, fl
                       : c[q];
 }
 
+void nnt_cpu_wino_taps(const float *w, int flip, size_t f, size_t nf, size_t c, size_t c0,
+                       size_t nc, size_t ld, float *g) {
+  for (size_t cc = 0; cc < nc; cc++) {
+    const float *src = flip ? w + ((c0 + cc) * nf + f) * 9 : w + (f * c + c0 + cc) * 9;
+    for (int q = 0; q < 9; q++)
+      g[q * ld + cc] = flip ? src[8 - q] : src[q];
+  }
+}
+
 /* Channels per block of the filter transform. */
 #define UB 32
 
@@ -115,12 +124,7 @@ static void u_part(void *arg, size_t f0, size_t f1) {
   for (size_t f = f0; f < f1; f++)
     for (size_t c0 = 0; c0 < j->c; c0 += UB) {
       size_t nc = j->c - c0 < UB ? j->c - c0 : UB;
-      for (size_t cc = 0; cc < nc; cc++) {
-        size_t c = c0 + cc;
-        const float *src = j->flip ? j->w + (c * j->f + f) * 9 : j->w + (f * j->c + c) * 9;
-        for (int q = 0; q < 9; q++)
-          g[q][cc] = j->flip ? src[8 - q] : src[q];
-      }
+      nnt_cpu_wino_taps(j->w, j->flip, f, j->f, j->c, c0, nc, UB, g[0]);
       for (unsigned i = j->k0 / 4; i <= (j->k0 + j->kg - 1) / 4; i++) {
         for (int b = 0; b < 3; b++) /* row i of G g */
           g_row(i, g[b], g[3 + b], g[6 + b], t[b], nc);
@@ -249,15 +253,30 @@ static _Atomic int vec_path = NNT_BLAS_AVX512;
 
 int nnt_cpu_vec_path(int path) { return atomic_exchange(&vec_path, path); }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+static int probe_avx2(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") != 0;
+}
+static int probe_avx512(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") != 0;
+}
+
+/* Whether the CPU has a feature (probe, asked once into *have; racing
+ * threads store the same) and nnt_cpu_vec_path allows path. */
+static int vec_allows(_Atomic int *have, int (*probe)(void), int path) {
+  if (atomic_load_explicit(have, memory_order_relaxed) < 0)
+    atomic_store_explicit(have, probe(), memory_order_relaxed);
+  return atomic_load_explicit(have, memory_order_relaxed) &&
+         atomic_load_explicit(&vec_path, memory_order_relaxed) >= path;
+}
+#endif
+
 int nnt_cpu_vec_avx2(void) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static _Atomic int have = -1; /* set once; racing threads set the same */
-  if (atomic_load_explicit(&have, memory_order_relaxed) < 0) {
-    __builtin_cpu_init();
-    atomic_store_explicit(&have, __builtin_cpu_supports("avx2") != 0, memory_order_relaxed);
-  }
-  return atomic_load_explicit(&have, memory_order_relaxed) &&
-         atomic_load_explicit(&vec_path, memory_order_relaxed) >= NNT_BLAS_AVX2;
+  static _Atomic int have = -1;
+  return vec_allows(&have, probe_avx2, NNT_BLAS_AVX2);
 #else
   return 0;
 #endif
@@ -265,13 +284,8 @@ int nnt_cpu_vec_avx2(void) {
 
 int nnt_cpu_vec_avx512(void) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static _Atomic int have = -1; /* set once; racing threads set the same */
-  if (atomic_load_explicit(&have, memory_order_relaxed) < 0) {
-    __builtin_cpu_init();
-    atomic_store_explicit(&have, __builtin_cpu_supports("avx512f") != 0, memory_order_relaxed);
-  }
-  return atomic_load_explicit(&have, memory_order_relaxed) &&
-         atomic_load_explicit(&vec_path, memory_order_relaxed) >= NNT_BLAS_AVX512;
+  static _Atomic int have = -1;
+  return vec_allows(&have, probe_avx512, NNT_BLAS_AVX512);
 #else
   return 0;
 #endif

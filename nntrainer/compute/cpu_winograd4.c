@@ -129,12 +129,7 @@ static void u_part(void *arg, size_t f0, size_t f1) {
   for (size_t f = f0; f < f1; f++)
     for (size_t c0 = 0; c0 < j->c; c0 += UB) {
       size_t nc = j->c - c0 < UB ? j->c - c0 : UB;
-      for (size_t cc = 0; cc < nc; cc++) {
-        size_t c = c0 + cc;
-        const float *src = j->flip ? j->w + (c * j->f + f) * 9 : j->w + (f * j->c + c) * 9;
-        for (int q = 0; q < 9; q++)
-          g[q][cc] = j->flip ? src[8 - q] : src[q];
-      }
+      nnt_cpu_wino_taps(j->w, j->flip, f, j->f, j->c, c0, nc, UB, g[0]);
       for (int b = 0; b < 3; b++) { /* G g: column b */
         float *o[6] = {t[0][b], t[1][b], t[2][b], t[3][b], t[4][b], t[5][b]};
         g3(j, g[b], g[3 + b], g[6 + b], o, nc);
@@ -290,6 +285,16 @@ size_t nnt_wino4_scratch(size_t c, size_t f, size_t tiles) {
   return 36 * (c * f + (c + f) * tiles);
 }
 
+/* The most tiles of a chunk whose V and M (or dYt) fit in len floats
+ * beside the 36 slices of U (or dU), at most W4_MAX_TILES; 0 when U alone
+ * does not fit. */
+static size_t w4_most(size_t c, size_t f, size_t len) {
+  if (len <= 36 * c * f)
+    return 0;
+  size_t most = (len - 36 * c * f) / (36 * (c + f));
+  return most < W4_MAX_TILES ? most : W4_MAX_TILES;
+}
+
 /* A chunk of the forward (or the derivative): rows tile rows of one
  * image (imgs 1) where an image has NNT_WINO4_IMAGE_TILES tiles or more,
  * its rows split as evenly as chunks of at most W4_MAX_TILES tiles that
@@ -299,12 +304,9 @@ size_t nnt_wino4_scratch(size_t c, size_t f, size_t tiles) {
  * holds neither beside the filters' transform. */
 static int w4_chunks(size_t c, size_t f, size_t th, size_t tw, size_t len, size_t *rows,
                      size_t *imgs) {
-  size_t tpi = th * tw;
-  if (!tpi || len <= 36 * c * f)
+  size_t tpi = th * tw, most = w4_most(c, f, len);
+  if (!tpi || !most)
     return 0;
-  size_t most = (len - 36 * c * f) / (36 * (c + f));
-  if (most > W4_MAX_TILES)
-    most = W4_MAX_TILES;
   if (tpi < NNT_WINO4_IMAGE_TILES) {
     *rows = th;
     *imgs = most / tpi;
@@ -482,11 +484,9 @@ static void dw_part(void *arg, size_t f0, size_t f1) {
  * min(tiles, NNT_WINO_MIN_TILES) fit beside dU. */
 static size_t w4_dw_chunk(size_t c, size_t f, size_t tiles, size_t len) {
   size_t least = tiles < NNT_WINO_MIN_TILES ? tiles : NNT_WINO_MIN_TILES;
-  if (!least || len <= 36 * c * f)
+  size_t most = w4_most(c, f, len);
+  if (!least)
     return 0;
-  size_t most = (len - 36 * c * f) / (36 * (c + f));
-  if (most > W4_MAX_TILES)
-    most = W4_MAX_TILES;
   if (most > tiles)
     most = tiles;
   return most >= least ? most : 0;
