@@ -40,9 +40,11 @@ static int im2col_flat(const nnt_conv_geom *g) {
  * res2a_c1, 32x32 to 16x16) gain (its derivative 152-155 -> 168-175
  * GFLOP/s, one thread); 8 (res3a_c1) lose, the scalar loop's rows being
  * short (2.15 -> 1.52 and 1.17 -> 1.40 ms for a batch of 32 in cache).
- * im2col's stride-2 rows stay scalar: the same permutes made res2a_c1's
- * forward and gradient slower (163 -> 152, 158 -> 145 GFLOP/s) though
- * faster alone (1.83 -> 1.35 ms). */
+ * im2col's stride-2 rows of a 3x3 window stay scalar: the same permutes
+ * made res2a_c1's forward and gradient slower (163 -> 152, 158 -> 145
+ * GFLOP/s) though faster alone (1.83 -> 1.35 ms). A 1x1 window's take
+ * them (nnt_win_im2col_avx512): the shortcuts' im2col is all of their
+ * copying. */
 #define WIN_EVEN_MIN 12
 
 /* One row (c, a, b) of im2col_flat: off is b*dw - pl, [lo, hi) its valid

@@ -72,6 +72,13 @@ static void test_windows(void **state) {
       geom(2, 6, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1),
       geom(2, 5, 41, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1),
       geom(1, 7, 72, 3, 3, 2, 2, 2, 2, 2, 1, 3, 2),
+      /* 1x1 windows with stride 2 across and rows of at least 8 outputs
+       * (ResNet-18's shortcuts: even values moved out of two vectors): 9
+       * outputs whose last reads the input row's last value, 16, and 17
+       * (a vector and one more) with stride 3 down */
+      geom(3, 5, 17, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0),
+      geom(2, 3, 32, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0),
+      geom(2, 4, 34, 1, 1, 3, 2, 1, 1, 0, 0, 0, 0),
   };
   for (size_t t = 0; t < NNT_ARRAY_LEN(gs); t++) {
     const nnt_conv_geom *g = &gs[t];
