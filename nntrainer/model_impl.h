@@ -324,8 +324,13 @@ unsigned nnt_schedule_forward_end(const nnt_model *m, nnt_mode mode);
  * later) and release that mode's plan, which plans again from the new
  * schedule when it next runs. NNT_ERR_INVAL for a bad index or node. */
 int nnt_schedule_insert(nnt_model *m, nnt_mode mode, unsigned at, nnt_step step, nnt_err *e);
-/* plan.c: build the requests of a mode, plan them, bind node contexts. */
+/* plan.c: build the requests of a mode, plan them, allocate the arena and
+ * bind node contexts. */
 int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e);
+/* The same plan without its memory (what `nntrainer plan` reports: the
+ * host allocator zeroes an arena, which a report need not touch);
+ * nnt_model_plan allocates and binds it later. */
+int nnt_model_plan_layout(nnt_model *m, nnt_mode mode, nnt_err *e);
 /* plan.c, for recompute.c: the training plan's total bytes (weights,
  * optimizer state, arena) with the current schedule, planned in a
  * scratch manager (nothing allocated, the bound plan untouched). */

@@ -624,7 +624,7 @@ size_t nnt_model_queue_reserve(const nnt_model *m) {
   return total;
 }
 
-int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
+int nnt_model_plan_layout(nnt_model *m, nnt_mode mode, nnt_err *e) {
   nnt_mgr *g = &m->mgr[mode];
   /* under a budget the training plan leaves room for the datasets' queues;
    * datasets set (or grown) since it was made: fit it again */
@@ -640,7 +640,8 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
       nnt_mgr_free(&tmp);
       if (rc)
         return rc;
-      bind_contexts(m, mode);
+      if (g->allocated) /* else nnt_model_plan binds once it allocates */
+        bind_contexts(m, mode);
     }
     return NNT_OK;
   }
@@ -688,9 +689,17 @@ int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
              "the minimum budget that fits is %s", bytes_both(min, a, sizeof a),
              nnt_bytes_str(reserve, b, sizeof b), bytes_both(need, c, sizeof c));
   }
-  if (!rc)
-    rc = nnt_mgr_alloc(g, nnt_mode_name(mode), e);
-  if (rc) {
+  if (rc)
+    nnt_mgr_free(g);
+  return rc;
+}
+
+int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e) {
+  nnt_mgr *g = &m->mgr[mode];
+  int rc = nnt_model_plan_layout(m, mode, e);
+  if (rc || g->allocated)
+    return rc;
+  if ((rc = nnt_mgr_alloc(g, nnt_mode_name(mode), e))) {
     nnt_mgr_free(g);
     return rc;
   }

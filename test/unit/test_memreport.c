@@ -224,6 +224,46 @@ static void test_steps_do_not_allocate(void **state) {
   }
 }
 
+/* A plan without its memory (nnt_model_plan_layout, what `nntrainer plan`
+ * reports): every mode's arena is planned and not allocated, the peak is
+ * reported from it, and nnt_model_plan then allocates that same plan and
+ * binds the nodes to it, after which the model trains. */
+static void test_layout_allocates_nothing(void **state) {
+  (void)state;
+  nnt_err e = {0};
+  nnt_model *m = load("Applications/FashionMNIST/cnn_bn.ini", "8", 24);
+  size_t arena[NNT_MODE__COUNT];
+  for (int mode = 0; mode < NNT_MODE__COUNT; mode++) {
+    const nnt_mgr *g = &m->mgr[mode];
+    assert_int_equal(nnt_model_plan_layout(m, (nnt_mode)mode, &e), NNT_OK);
+    assert_true(g->planned && g->arena_bytes > 0);
+    assert_false(g->allocated);
+    assert_null(g->arena);
+    nnt_mem_peak p;
+    assert_int_equal(nnt_model_mem_peak(m, (nnt_mode)mode, &p, &e), NNT_OK);
+    assert_int_equal(p.live_bytes, g->lower_bound);
+    arena[mode] = g->arena_bytes;
+    /* planned again: still nothing allocated */
+    assert_int_equal(nnt_model_plan_layout(m, (nnt_mode)mode, &e), NNT_OK);
+    assert_false(g->allocated);
+  }
+  for (int mode = 0; mode < NNT_MODE__COUNT; mode++) {
+    const nnt_mgr *g = &m->mgr[mode];
+    assert_int_equal(nnt_model_plan(m, (nnt_mode)mode, &e), NNT_OK);
+    assert_true(g->allocated && g->arena != NULL);
+    assert_int_equal(g->arena_bytes, arena[mode]);
+    for (size_t i = 0; i < m->n_nodes; i++) /* bound to this mode's arena */
+      for (unsigned o = 0; o < m->nodes[i].fc.n_out; o++) {
+        const nnt_node *nd = &m->nodes[i];
+        if (!nnt_mgr_borrowed(g, nd->t_out[o])) /* the input's is the batch's, lent per step */
+          assert_true(nd->out[o].data && nd->out[o].data == nnt_mgr_data(g, nd->t_out[o]));
+      }
+  }
+  if (nnt_model_train(m, NULL, NULL, &e))
+    fail_msg("train after the layout: %s", e.msg);
+  nnt_model_destroy(m);
+}
+
 /* The C API's peak agrees with its report and with itself, per mode, on a
  * model with weights that do not train (batch norm's moving statistics:
  * no optimizer state for them in either figure). */
@@ -302,6 +342,7 @@ int main(void) {
       cmocka_unit_test(test_model_peaks),
       cmocka_unit_test(test_bound_at_batch32),
       cmocka_unit_test(test_steps_do_not_allocate),
+      cmocka_unit_test(test_layout_allocates_nothing),
       cmocka_unit_test(test_capi_peak),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
