@@ -642,6 +642,8 @@ int nnt_model_plan_layout(nnt_model *m, nnt_mode mode, nnt_err *e) {
         return rc;
       if (g->allocated) /* else nnt_model_plan binds once it allocates */
         bind_contexts(m, mode);
+      else /* the nodes' ids are this mode's now, bound to none */
+        m->bound_mode = -1;
     }
     return NNT_OK;
   }
@@ -691,6 +693,9 @@ int nnt_model_plan_layout(nnt_model *m, nnt_mode mode, nnt_err *e) {
   }
   if (rc)
     nnt_mgr_free(g);
+  /* the nodes' ids are this mode's now: a mode bound before is not */
+  if (m->bound_mode != (int)mode)
+    m->bound_mode = -1;
   return rc;
 }
 

@@ -52,7 +52,7 @@ int ml_train_ext_model_get_memory_report(ml_train_model_h model, ml_train_ext_mo
   int was_planned = g->planned;
   nnt_err e;
   nnt_err_clear(&e);
-  if (nnt_model_plan(m, pm, &e)) {
+  if (nnt_model_plan_layout(m, pm, &e)) { /* the plan, not its memory */
     capi_leave(cm);
     nnt_err_prefix(&e, "%s: ", what);
     return nnt_api_fail_err(&e);
@@ -120,7 +120,7 @@ int ml_train_ext_model_get_memory_peak(ml_train_model_h model, ml_train_ext_mode
   nnt_err e;
   nnt_err_clear(&e);
   nnt_mem_peak p;
-  rc = nnt_model_plan(m, pm, &e);
+  rc = nnt_model_plan_layout(m, pm, &e); /* the plan, not its memory */
   if (!rc)
     rc = nnt_model_mem_peak(m, pm, &p, &e);
   ml_train_ext_memory_peak_s r;

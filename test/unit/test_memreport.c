@@ -261,6 +261,22 @@ static void test_layout_allocates_nothing(void **state) {
   }
   if (nnt_model_train(m, NULL, NULL, &e))
     fail_msg("train after the layout: %s", e.msg);
+  /* a report of the other modes between two trainings (their layouts give
+   * the nodes those modes' ids; the training plan binds its own again):
+   * the same weights as a twin trained twice without them */
+  nnt_model *twin = load("Applications/FashionMNIST/cnn_bn.ini", "8", 24);
+  assert_int_equal(nnt_model_train(twin, NULL, NULL, &e), NNT_OK);
+  assert_int_equal(nnt_model_train(twin, NULL, NULL, &e), NNT_OK);
+  for (int mode = NNT_MODE_EVAL; mode < NNT_MODE__COUNT; mode++) {
+    nnt_model_release_plan(m, (nnt_mode)mode);
+    assert_int_equal(nnt_model_plan_layout(m, (nnt_mode)mode, &e), NNT_OK);
+    nnt_model_release_plan(m, (nnt_mode)mode);
+  }
+  if (nnt_model_train(m, NULL, NULL, &e))
+    fail_msg("train after the other modes' layouts: %s", e.msg);
+  assert_int_equal(m->wpool_floats, twin->wpool_floats);
+  assert_memory_equal(m->wpool, twin->wpool, m->wpool_floats * sizeof(float));
+  nnt_model_destroy(twin);
   nnt_model_destroy(m);
 }
 
