@@ -56,7 +56,8 @@ typedef struct {
 } ml_train_ext_memory_report_s;
 
 /* Report the plan of a mode after compile. A mode not planned yet is
- * planned for the report and its arena released again. */
+ * planned for the report, without allocating its arena, and the plan is
+ * dropped again. */
 int ml_train_ext_model_get_memory_report(ml_train_model_h model,
                                          ml_train_ext_mode_e mode,
                                          ml_train_ext_memory_report_s *report);
