@@ -133,6 +133,14 @@ static WIN_AVX512 void col2im_small(const nnt_conv_geom *g, size_t n, size_t c0,
     }
 }
 
+/* The lanes of the two vectors over src[0, 32) that hold src[0 .. 2n - 2]
+ * (n <= 16 outputs: their even values and the odd ones between). */
+static inline void even_masks(size_t n, __mmask16 *lo, __mmask16 *hi) {
+  size_t v = 2 * n - 1;
+  *lo = (__mmask16)(v >= 16 ? 0xffffu : (1u << v) - 1);
+  *hi = (__mmask16)(v > 16 ? (1u << (v - 16)) - 1 : 0);
+}
+
 /* A 1x1 window with stride 2 across, no padding, dilation 1 and an
  * output row of at least 8: row c of the columns is channel c's even
  * values of every sh-th input row, moved out of two vectors by a permute
@@ -154,9 +162,9 @@ static WIN_AVX512 void im2col_even1(const nnt_conv_geom *g, size_t n, size_t r0,
         const float *xr = xc + oy * g->sh * g->w;
         float *r = row + oy * g->ow;
         for (size_t ox = 0; ox < g->ow; ox += 16) {
-          size_t k = g->ow - ox < 16 ? g->ow - ox : 16, v = 2 * k - 1; /* inputs read */
-          __mmask16 lo = (__mmask16)(v >= 16 ? 0xffffu : (1u << v) - 1);
-          __mmask16 hi = (__mmask16)(v > 16 ? (1u << (v - 16)) - 1 : 0);
+          size_t k = g->ow - ox < 16 ? g->ow - ox : 16;
+          __mmask16 lo, hi; /* the inputs read */
+          even_masks(k, &lo, &hi);
           __m512 a = _mm512_maskz_loadu_ps(lo, xr + 2 * ox);
           __m512 b = _mm512_maskz_loadu_ps(hi, xr + 2 * ox + 16);
           _mm512_mask_storeu_ps(r + ox, (__mmask16)((1u << k) - 1),
@@ -184,14 +192,6 @@ int nnt_win_col2im_avx512(const nnt_conv_geom *g, size_t n, size_t c0, size_t c1
     return 0;
   col2im_small(g, n, c0, c1, col, dx, in);
   return 1;
-}
-
-/* The lanes of the two vectors over src[0, 32) that hold src[0 .. 2n - 2]
- * (n <= 16 outputs: their even values and the odd ones between). */
-static inline void even_masks(size_t n, __mmask16 *lo, __mmask16 *hi) {
-  size_t v = 2 * n - 1;
-  *lo = (__mmask16)(v >= 16 ? 0xffffu : (1u << v) - 1);
-  *hi = (__mmask16)(v > 16 ? (1u << (v - 16)) - 1 : 0);
 }
 
 WIN_AVX512 void nnt_win_even_add_avx512(float *dst, const float *src, size_t n) {
