@@ -38,6 +38,15 @@ static float *rnd(size_t n) {
 
 enum { OP_FWD, OP_GRAD, OP_DERIV };
 
+/* Each measurement first runs its op untimed until WARM_S seconds have
+ * passed (at least twice): a thread that was idle (a compute pool just
+ * started, OpenBLAS's threads woken) runs at a lower clock for tens of
+ * milliseconds, which a training step never sees. Measured on the Zen 4
+ * VM: a fresh pool's first 8 runs of a 2 ms op (the pointwise forward at
+ * two threads) took 4.3-5.0 ms each, one thread's pace, the rest 2.0-2.2. */
+#define WARM_S 0.1
+static int warming(double t0, int r) { return r < 2 || now_s() - t0 < WARM_S; }
+
 /* Median seconds of `reps` runs of a layer's forward, calc_gradient or
  * calc_derivative (op). */
 static double time_layer_op(const char *type, const char *const *props, nnt_dim in, int op,
@@ -73,13 +82,17 @@ static double time_layer_op(const char *type, const char *const *props, nnt_dim 
     fprintf(stderr, "%s\n", e.msg);
     exit(1);
   }
-  double t[21];
-  for (int r = 0; r < reps; r++) {
+  double t[21], w0 = now_s();
+  /* r < 0: untimed (WARM_S) */
+  for (int r = -1, w = 0; r < reps; r++) {
+    if (r < 0 && warming(w0, w++))
+      r = -2; /* one more untimed run */
     double t0 = now_s();
     int rc = op == OP_FWD    ? l->ops->forward(l, &c)
              : op == OP_GRAD ? l->ops->calc_gradient(l, &c)
                              : l->ops->calc_derivative(l, &c);
-    t[r] = now_s() - t0;
+    if (r >= 0)
+      t[r] = now_s() - t0;
     if (rc) {
       fprintf(stderr, "%s: op %d failed: %s\n", type, op, nnt_strerror(rc));
       exit(1);
@@ -103,13 +116,16 @@ static double time_layer(const char *type, const char *const *props, nnt_dim in)
 /* Median seconds of `reps` sgemms op(A) op(B), m x n x k. */
 static double time_gemm_t(int ta, int tb, size_t m, size_t n, size_t k, int reps) {
   float *a = rnd(m * k), *b = rnd(k * n), *c = rnd(m * n);
-  double t[21];
-  for (int r = 0; r < reps; r++) {
+  double t[21], w0 = now_s();
+  for (int r = -1, w = 0; r < reps; r++) {
+    if (r < 0 && warming(w0, w++))
+      r = -2;
     double t0 = now_s();
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 (int)m, (int)n, (int)k, 1.0f, a, ta ? (int)m : (int)k, b, tb ? (int)k : (int)n,
                 0.0f, c, (int)n);
-    t[r] = now_s() - t0;
+    if (r >= 0)
+      t[r] = now_s() - t0;
   }
   qsort(t, reps, sizeof *t, cmp_double);
   free(a), free(b), free(c);

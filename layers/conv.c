@@ -26,6 +26,13 @@
  * planned by the manager: columns and output for forward, a block's
  * columns and dY recomputed in the backward pass, so no column buffer
  * lives across the step.
+ * Where one image a group is the rule (nb = 1) and an image's products are
+ * too small to split well over the compute threads, the CPU runs whole
+ * images on them instead (k->parallel; img_job): each image's im2col,
+ * product and bias, or its product and col2im, on one thread, in a slot
+ * of pnb images' columns (CONV_PAR_IMAGES); a pointwise layer needs no
+ * slot. Each image's ops are those of the loop over images, so the
+ * results are bitwise the same at any thread count and on any kernels.
  * A pointwise convolution (1x1 window, stride 1, no padding) has columns
  * equal to the image itself ([c, h*w]): it skips im2col and col2im, runs
  * one image's gemms on the input and on dX directly, and asks for no
@@ -64,7 +71,7 @@
  * transformed filters alone are 8 or 16 x filters x channels) keeps
  * im2col. Results are within rounding of im2col's (docs/performance.md). */
 #include <stdint.h>
-#include "nntrainer/layer.h"
+#include "layers/conv_impl.h"
 
 /* The scratch a group of images may take (columns and the permuted output
  * or dY), in bytes: chosen by measurement (docs/performance.md). */
@@ -116,19 +123,20 @@
  * Winograd against 168-186 on im2col, one thread; 229 at 64 tiles
  * (docs/performance.md). */
 #define CONV_WINO_WIDE_C 256
-
-typedef struct conv_priv {
-  unsigned filters;
-  nnt_window_props win;
-  nnt_weight_props wp;
-  nnt_conv_geom g;
-  unsigned nb;  /* images per forward gemm (1: no permute scratch) */
-  unsigned wnb; /* images per forward conv_wino call where it runs per group (>= nb) */
-  unsigned bnb; /* images per backward group (1: dY not gathered) */
-  unsigned bc;  /* input channels per backward block (g.c: one block) */
-  unsigned dsc; /* the derivative's own scratch (wino_deriv_scratch); ~0u: none */
-  unsigned fwd4; /* the forward's groups and scratch are F(4x4, 3x3)'s (wino4_tiles) */
-} conv_priv;
+/* A layer whose forward takes one image a group (nb = 1) on im2col holds
+ * up to this many images' columns, each image's im2col and product run
+ * whole on one of the compute threads (k->parallel): one image's product
+ * is too small to split well (conv-BN-ReLU's c1 and ResNet-18's res2a_sc
+ * ran slower on two threads than on one, docs/performance.md). Only where
+ * an image's columns are no larger than its output (patch <= filters: the
+ * extra scratch is at most what the step writes anyway; LeNet-5's c1, 25
+ * values a patch for 6 filters, raised its inference plan by 12 KB) and
+ * no more than CONV_GROUP_BYTES of them. Two: four left the Fashion-MNIST
+ * CNN's training plan at batch 8 10.7% above its lower bound (the
+ * placement, not the bound; two and three do not), and three images on
+ * two threads split 2 + 1. More threads than slots share the images of a
+ * call as far as they go. */
+#define CONV_PAR_IMAGES 2
 
 static int is_1d(const nnt_layer *l) { return l->ops == &nnt_layer_conv1d; }
 
@@ -136,10 +144,18 @@ static int is_1d(const nnt_layer *l) { return l->ops == &nnt_layer_conv1d; }
  * layer: its backward's blocks, see backward_blocks). */
 static int strided(const nnt_conv_geom *g) { return g->sh > 1 || g->sw > 1; }
 
-/* Whether im2col of one image is the image itself (see above). */
-static int is_pointwise(const nnt_conv_geom *g) {
-  return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && !g->pt && !g->pb && !g->pl &&
-         !g->pr;
+/* Whether conv_fwd takes the layer's geometry and widths (use_direct). */
+static int direct_geom(const conv_priv *p) {
+  const nnt_conv_geom *g = &p->g;
+  size_t patch = (size_t)g->c * g->kh * g->kw;
+  return !is_pointwise(g) && g->c <= CONV_DIRECT_MAX_C && g->ow <= 256 &&
+         patch >= CONV_DIRECT_MIN_PATCH && patch <= NNT_CONV_DIRECT_MAX_PATCH &&
+         p->filters >= CONV_DIRECT_MIN_FILTERS;
+}
+
+/* Whether conv_wino may take the layer's forward (use_wino's widths). */
+static int wino_widths(const conv_priv *p) {
+  return nnt_wino_geom_ok(&p->g) && p->g.c >= CONV_WINO_MIN_C && p->filters >= CONV_WINO_MIN_C;
 }
 
 static void conv_init(nnt_layer *l) {
@@ -403,6 +419,7 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   p->bc = g->c;
   p->dsc = ~0u;
   p->fwd4 = 0;
+  p->pnb = 1;
   int gpu = ctx->engine == NNT_ENGINE_GPU;
   if (!is_pointwise(g)) {
     /* images per group: (patch + filters) * plane floats each */
@@ -426,15 +443,23 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
       backward_blocks(p, strided(g) ? (size_t)patch * p->nb : patch);
     unsigned taps = g->kh * g->kw;
     p->wnb = p->nb;
-    size_t cols = (size_t)patch * plane * p->nb, wfwd = gpu ? 0 : wino_fwd_scratch(p, in);
+    if (!gpu && p->nb == 1 && patch <= p->filters && !direct_geom(p) && !wino_widths(p))
+      for (p->pnb = in.b < CONV_PAR_IMAGES ? in.b : CONV_PAR_IMAGES; p->pnb > 1; p->pnb--)
+        if (p->pnb * ((size_t)patch * plane * sizeof(float)) <= CONV_GROUP_BYTES)
+          break;
+    unsigned fcols = plane * p->nb * p->pnb; /* the forward's columns */
+    size_t wfwd = gpu ? 0 : wino_fwd_scratch(p, in);
     nnt_fctx_add_scratch(ctx,
-                         wfwd > cols ? nnt_dim_make(1, 1, 1, (unsigned)wfwd)
-                                     : nnt_dim_make(1, 1, patch, (unsigned)(plane * p->nb)),
+                         wfwd > (size_t)patch * fcols ? nnt_dim_make(1, 1, 1, (unsigned)wfwd)
+                                                      : nnt_dim_make(1, 1, patch, fcols),
                          NNT_SCRATCH_FWD);
-    size_t bwd = (size_t)p->bc * taps * plane * p->bnb, wino = gpu ? 0 : wino_bwd_scratch(p, in);
+    /* pnb > 1: bnb = 1 and bc = c, and the derivative's columns as the
+     * forward's (conv_derivative) */
+    unsigned bcols = plane * p->bnb * p->pnb;
+    size_t bwd = (size_t)p->bc * taps * bcols, wino = gpu ? 0 : wino_bwd_scratch(p, in);
     nnt_fctx_add_scratch(ctx,
                          wino > bwd ? nnt_dim_make(1, 1, 1, (unsigned)wino)
-                                    : nnt_dim_make(1, 1, p->bc * taps, (unsigned)(plane * p->bnb)),
+                                    : nnt_dim_make(1, 1, p->bc * taps, bcols),
                          NNT_SCRATCH_BWD);
     if (p->nb > 1) /* the permute's, and the in-place forward's stage of a group */
       nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->filters, (unsigned)(plane * p->wnb)),
@@ -473,11 +498,7 @@ static int swap_outer(const nnt_kernels *k, unsigned n, unsigned a, size_t c, co
 
 /* Whether the forward runs conv_fwd (see above). */
 static int use_direct(const nnt_kernels *k, const conv_priv *p) {
-  const nnt_conv_geom *g = &p->g;
-  size_t patch = (size_t)g->c * g->kh * g->kw;
-  return k->conv_fwd && !is_pointwise(g) && g->c <= CONV_DIRECT_MAX_C && g->ow <= 256 &&
-         patch >= CONV_DIRECT_MIN_PATCH && patch <= NNT_CONV_DIRECT_MAX_PATCH &&
-         p->filters >= CONV_DIRECT_MIN_FILTERS;
+  return k->conv_fwd && direct_geom(p);
 }
 
 /* Whether the forward runs conv_wino (see use_wino below), and its call
@@ -597,6 +618,8 @@ static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
    * transformed once, and each thread's run of chunks a run of images */
   if (wino && ((size_t)(g->oh + 1) / 2) * ((g->ow + 1) / 2) >= NNT_WINO_IMAGE_TILES)
     return wino_fwd(p, ctx, batch, ctx->in[0].data, ctx->out[0].data);
+  if (!wino && p->nb == 1 && (pw || p->pnb > 1)) /* whole images on the threads */
+    return nnt_conv_fwd_images(p, ctx, batch, pw ? batch : p->pnb);
   unsigned grp = wino ? p->wnb : p->nb;
   for (unsigned b = 0; b < batch; b += grp) {
     unsigned n = batch - b < grp ? batch - b : grp;
@@ -700,16 +723,11 @@ static int conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_conv_geom *g = &p->g;
   const nnt_kernels *k = ctx->k;
   size_t taps = (size_t)g->kh * g->kw, patch = g->c * taps, plane = (size_t)g->oh * g->ow;
-  size_t in_len = nnt_dim_feature_len(ctx->d_in[0].dim), out_len = p->filters * plane;
+  size_t in_len = nnt_dim_feature_len(ctx->d_in[0].dim);
   size_t hw = (size_t)g->h * g->w;
   unsigned batch = ctx->d_in[0].dim.b;
-  if (is_pointwise(g)) {
-    for (unsigned b = 0; b < batch; b++)
-      NNT_TRY(k->gemm(k, 1, 0, patch, plane, p->filters, 1.0f, ctx->w[0].data, patch,
-                      ctx->d_out[0].data + b * out_len, plane, 0.0f,
-                      ctx->d_in[0].data + b * in_len, plane));
-    return NNT_OK;
-  }
+  if (is_pointwise(g)) /* whole images on the threads */
+    return nnt_conv_deriv_images(p, ctx, batch, batch);
   if (use_direct_bwd(p, k->conv_bwd_x != NULL, CONV_DIRECT_BWD_X_MIN_C))
     return k->conv_bwd_x(k, g, batch, p->filters, ctx->w[0].data, ctx->d_out[0].data,
                          ctx->d_in[0].data);
@@ -725,6 +743,8 @@ static int conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
       return k->conv_wino(k, &d, batch, g->c, 1, ctx->w[0].data, NULL, ctx->d_out[0].data,
                           ctx->d_in[0].data, s->data, nnt_tensor_len(s));
   }
+  if (p->pnb > 1) /* whole images on the threads */
+    return nnt_conv_deriv_images(p, ctx, batch, p->pnb);
   NNT_TRY(k->fill(k, nnt_tensor_len(&ctx->d_in[0]), 0.0f, ctx->d_in[0].data));
   for (unsigned b = 0; b < batch; b += p->bnb) {
     unsigned n = batch - b < p->bnb ? batch - b : p->bnb;

@@ -182,6 +182,8 @@ typedef void (*nnt_pool_fn)(void *arg, size_t begin, size_t end);
 void nnt_cpu_pool_for(size_t n, size_t align, size_t min_part, nnt_pool_fn fn, void *arg);
 void nnt_cpu_pool_for_products(size_t n, size_t align, size_t min_part, nnt_pool_fn fn,
                                void *arg);
+/* The kernel table's parallel (cpu_pool.c). */
+void nnt_cpu_parallel(const struct nnt_kernels *self, size_t n, nnt_pool_fn fn, void *arg);
 /* The kernel table's gemm (cpu_gemm.c). */
 int nnt_cpu_gemm(const struct nnt_kernels *self, int ta, int tb, size_t m, size_t n, size_t k,
                  float alpha, const float *a, size_t lda, const float *b, size_t ldb, float beta,

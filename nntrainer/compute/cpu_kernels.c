@@ -738,6 +738,7 @@ const nnt_kernels nnt_cpu_kernel_table = {
     .div = nnt_cpu_div,
     .conv_wino = nnt_cpu_conv_wino,
     .conv_wino_dw = nnt_cpu_conv_wino_dw,
+    .parallel = nnt_cpu_parallel,
 };
 
 /* The CPU kernel table: static, never freed. */

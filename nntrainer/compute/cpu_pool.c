@@ -415,3 +415,12 @@ void nnt_cpu_pool_for_products(size_t n, size_t align, size_t min_part, nnt_pool
                                void *arg) {
   pool_run(n, align, min_part, fn, arg, 1);
 }
+
+/* The kernel table's parallel: one part per thread (each range a run of
+ * neighbouring units, as a product's parts), its ops inline (the workers
+ * are busy with this job); under a memory limit all on the calling
+ * thread, whose products then take OpenBLAS's threads. */
+void nnt_cpu_parallel(const struct nnt_kernels *self, size_t n, nnt_pool_fn fn, void *arg) {
+  (void)self;
+  pool_run(n, 1, 1, fn, arg, 1);
+}

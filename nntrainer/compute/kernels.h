@@ -154,6 +154,17 @@ typedef struct nnt_kernels {
    * device, queue and buffers from self->ctx. NULL for a stateless table
    * (the CPU's). */
   void *ctx;
+  /* fn(arg, b, e) over disjoint ranges [b, e) that together cover [0,
+   * n), maybe at once on the backend's host threads (the CPU's compute
+   * threads, one range each), returning when every range has run; an op
+   * that fn calls runs whole on the thread that calls it, as on one
+   * thread. For work whose every unit (a convolution's image) is too small
+   * to split well: each unit's ops are then those one thread runs, so the
+   * results are bitwise those of a loop over [0, n). Optional: NULL where
+   * a backend has no host threads; nnt_kernels_parallel then runs
+   * fn(arg, 0, n). */
+  void (*parallel)(const struct nnt_kernels *self, size_t n,
+                   void (*fn)(void *arg, size_t b, size_t e), void *arg);
   /* Called before a run (training, evaluation, inference) computes: what
    * the backend must have before its first op, or an error. NULL: nothing. */
   int (*prepare)(const struct nnt_kernels *self, nnt_err *e);
@@ -426,6 +437,15 @@ typedef struct nnt_kernels {
                       size_t filters, const float *dy, const float *x, float *dw,
                       float *scratch, size_t scratch_len);
 } nnt_kernels;
+
+/* k->parallel where the backend has it, else fn(arg, 0, n). */
+static inline void nnt_kernels_parallel(const nnt_kernels *k, size_t n,
+                                        void (*fn)(void *arg, size_t b, size_t e), void *arg) {
+  if (k->parallel)
+    k->parallel(k, n, fn, arg);
+  else if (n)
+    fn(arg, 0, n);
+}
 
 /* The CPU backend (OpenBLAS + plain loops). */
 const nnt_kernels *nnt_kernels_cpu(void);

@@ -397,6 +397,7 @@ static void make_table(void) {
   cpu = nnt_kernels_cpu();
   table = *cpu; /* name and prepare */
   table.name = "fakedev";
+  table.parallel = NULL; /* a device: no host threads of its own */
 #define SET(E, n) table.n = fd_##n;
   NNT_KOP_LIST(SET)
 #undef SET

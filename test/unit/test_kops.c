@@ -139,6 +139,7 @@ static nnt_kernels rec_table(void) {
   base = nnt_kernels_cpu();
   nnt_kernels k = *base;
   k.name = "recording";
+  k.parallel = NULL; /* the recording sets are not shared between threads */
 #define SET(E, n) k.n = rec_##n;
   NNT_KOP_LIST(SET)
 #undef SET

@@ -17,6 +17,7 @@
 #include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/compute/kernels.h"
 #include "nntrainer/ini.h"
+#include "nntrainer/layer.h"
 #include "nntrainer/model_impl.h"
 
 #define MAXN 1000
@@ -443,11 +444,147 @@ static void test_convbn_bitwise(void **state) {
   }
 }
 
+/* k->parallel: every index once, one range a thread, the ops inside
+ * inline */
+static void test_parallel_covers(void **state) {
+  (void)state;
+  start_threads(2);
+  const nnt_kernels *k = nnt_kernels_cpu();
+  cover c, d;
+  memset(&c, 0, sizeof c);
+  memset(&d, 0, sizeof d);
+  unsigned long jobs = nnt_cpu_pool_jobs();
+  nnt_kernels_parallel(k, 9, mark, &c);
+  nnt_kernels_parallel(k, 8, mark_nested, &d);
+  assert_int_equal(nnt_cpu_pool_jobs(), jobs + 2);
+  for (int i = 0; i < 9; i++)
+    assert_int_equal(atomic_load(&c.hits[i]), 1);
+  assert_int_equal(atomic_load(&c.parts), 2);
+  assert_int_equal(atomic_load(&d.nested), 2);
+  nnt_cpu_pool_release();
+}
+
+/* conv2d's forward and derivative at t threads through table k: y (of
+ * *ny floats) and dx (malloc'd; NULL and *rc set where an op failed) and
+ * the jobs split. */
+typedef struct conv_case {
+  const char *filters, *kernel, *stride, *padding;
+  nnt_dim in;
+} conv_case;
+
+static float *conv_run(const conv_case *cc, unsigned t, const nnt_kernels *k, size_t *ny,
+                       float **dx, unsigned long *jobs, int *rc) {
+  nnt_err e = {0};
+  nnt_layer *l;
+  assert_int_equal(nnt_layer_create("conv2d", &l, &e), NNT_OK);
+  const char *props[] = {"filters", cc->filters, "kernel_size", cc->kernel,
+                         "stride", cc->stride, "padding", cc->padding};
+  for (int i = 0; i < 8; i += 2)
+    assert_int_equal(nnt_layer_set_property(l, props[i], props[i + 1], &e), NNT_OK);
+  nnt_finalize_ctx fc = {0};
+  fc.n_in = fc.n_out = 1, fc.in_dim[0] = cc->in, fc.batch = cc->in.b, fc.trainable = 1;
+  if (l->ops->finalize(l, &fc, &e))
+    fail_msg("%s", e.msg);
+  nnt_tensor x = {.dim = cc->in}, y = {.dim = fc.out_dim[0]}, dy = {.dim = fc.out_dim[0]};
+  nnt_tensor d = {.dim = cc->in}, w[2], s[NNT_MAX_SCRATCH];
+  nnt_tensor *all[] = {&x, &y, &dy, &d};
+  *ny = nnt_dim_len(y.dim);
+  for (int i = 0; i < 4; i++)
+    all[i]->data = malloc(nnt_dim_len(all[i]->dim) * sizeof(float));
+  for (unsigned i = 0; i < fc.n_w; i++)
+    w[i] = (nnt_tensor){.dim = fc.w[i].dim, .data = malloc(nnt_dim_len(fc.w[i].dim) * 4)};
+  for (unsigned i = 0; i < fc.n_scratch; i++)
+    s[i] = (nnt_tensor){.dim = fc.scratch_dim[i],
+                        .data = calloc(nnt_dim_len(fc.scratch_dim[i]), sizeof(float))};
+  float *fill[] = {x.data, dy.data, w[0].data, fc.n_w > 1 ? w[1].data : NULL};
+  size_t len[] = {nnt_dim_len(x.dim), nnt_dim_len(dy.dim), nnt_dim_len(w[0].dim),
+                  fc.n_w > 1 ? nnt_dim_len(w[1].dim) : 0};
+  for (int a = 0; a < 4; a++)
+    for (size_t i = 0; i < len[a]; i++)
+      fill[a][i] = (float)((i * 7919 + (size_t)a * 104729) % 1009) / 1009.0f - 0.5f;
+  nnt_run_ctx c = {.k = k, .n_in = 1, .n_out = 1, .n_w = fc.n_w, .n_scratch = fc.n_scratch,
+                   .in = &x, .out = &y, .d_in = &d, .d_out = &dy, .w = w, .scratch = s,
+                   .training = 1};
+  start_threads(t);
+  unsigned long j0 = nnt_cpu_pool_jobs();
+  *rc = l->ops->forward(l, &c);
+  if (!*rc)
+    *rc = l->ops->calc_derivative(l, &c);
+  *jobs = nnt_cpu_pool_jobs() - j0;
+  nnt_cpu_pool_release();
+  for (unsigned i = 0; i < fc.n_w; i++)
+    free(w[i].data);
+  for (unsigned i = 0; i < fc.n_scratch; i++)
+    free(s[i].data);
+  free(x.data);
+  free(dy.data);
+  nnt_layer_destroy(l);
+  if (*rc) {
+    free(y.data);
+    free(d.data);
+    *dx = NULL;
+    return NULL;
+  }
+  *dx = d.data;
+  return y.data;
+}
+
+static int fail_im2col(const nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                       const float *x, float *col) {
+  (void)self, (void)g, (void)n, (void)x, (void)col;
+  return NNT_ERR_NOMEM;
+}
+
+/* Layers whose images are too small to split well run whole images on
+ * the threads (conv2d's img_job): at two threads the same bits as at one
+ * on any kernels (each image's products run whole at both), the images
+ * split over the threads, and a failing op inside a thread's images
+ * returns its code. */
+static void test_conv_images(void **state) {
+  (void)state;
+  const conv_case cases[] = {
+      {"32", "1,1", "2,2", "0,0", nnt_dim_make(7, 16, 32, 32)}, /* a shortcut */
+      {"32", "3,3", "1,1", "1,1", nnt_dim_make(5, 3, 20, 20)},  /* few channels */
+      {"16", "1,1", "1,1", "0,0", nnt_dim_make(5, 8, 12, 12)},  /* pointwise */
+  };
+  const nnt_kernels *cpu = nnt_kernels_cpu();
+  for (size_t i = 0; i < NNT_ARRAY_LEN(cases); i++) {
+    unsigned long j1, j2;
+    int rc;
+    size_t ny;
+    float *dx1, *dx2, *y1 = conv_run(&cases[i], 1, cpu, &ny, &dx1, &j1, &rc);
+    assert_int_equal(rc, NNT_OK);
+    float *y2 = conv_run(&cases[i], 2, cpu, &ny, &dx2, &j2, &rc);
+    assert_int_equal(rc, NNT_OK);
+    nnt_dim in = cases[i].in;
+    assert_memory_equal(y1, y2, ny * sizeof(float));
+    assert_memory_equal(dx1, dx2, nnt_dim_len(in) * sizeof(float));
+    assert_int_equal(j1, 0);
+    /* forward and derivative: a job per group of images (a group of up to
+     * 2, conv.c CONV_PAR_IMAGES, or the batch where the layer needs no
+     * columns; a group of one runs inline), against a job per op per image
+     * before */
+    if (j2 < 2 || j2 > 2 * ((in.b + 1) / 2))
+      fail_msg("case %zu: %lu jobs at two threads", i, j2);
+    free(y1), free(y2), free(dx1), free(dx2);
+  }
+  nnt_kernels failing = *cpu;
+  failing.im2col = fail_im2col;
+  unsigned long j;
+  int rc;
+  size_t ny;
+  float *dx, *y = conv_run(&cases[0], 2, &failing, &ny, &dx, &j, &rc);
+  assert_int_equal(rc, NNT_ERR_NOMEM);
+  assert_null(y);
+  assert_null(dx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parts_cover_once), cmocka_unit_test(test_lifetime),
       cmocka_unit_test(test_start_alloc_fails), cmocka_unit_test(test_start_thread_fails),
       cmocka_unit_test(test_convbn_bitwise), cmocka_unit_test(test_gemm_splits),
+      cmocka_unit_test(test_parallel_covers), cmocka_unit_test(test_conv_images),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
