@@ -121,9 +121,19 @@ int nnt_cpu_gemm(const struct nnt_kernels *self, int ta, int tb, size_t m, size_
   gemm_job j = {ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
   /* each part the same products over the same k, in the same order
    * (bitwise the whole product's on the kernels above) when it keeps
-   * GEMM_MIN_PART multiply-adds (GEMM_DIRECT_MNK where the whole could
-   * be a direct product) */
-  size_t min_part = !ta && !tb && alpha == 1.0f && beta == 0.0f ? GEMM_DIRECT_MNK : GEMM_MIN_PART;
+   * GEMM_MIN_PART multiply-adds, and GEMM_DIRECT_MNK where a part could
+   * take the direct path the whole does not. A whole that takes it
+   * (fewer multiply-adds, a multiple of 4 columns) splits into parts
+   * that take it too (rows keep n; column parts are multiples of
+   * GEMM_COLS, the last one n less those): measured bitwise on the
+   * AVX-512 kernels at every row multiple of 8 and column multiple of 16
+   * for the direct products of conv2d's groups (ResNet-18's res3a_sc
+   * forward, 256 x 192 x 128, the Fashion-MNIST CNN's 32 x 196 x 144),
+   * while a 96 x 200 x 500 one, not direct, split into direct parts
+   * differed. */
+  int plain = !ta && !tb && alpha == 1.0f && beta == 0.0f;
+  int direct = plain && n % 4 == 0 && m * n * k < GEMM_DIRECT_MNK;
+  size_t min_part = plain && !direct ? GEMM_DIRECT_MNK : GEMM_MIN_PART;
   size_t cols = (min_part + m * k - 1) / (m * k), rows = (min_part + n * k - 1) / (n * k);
   if (split_rows(m, n, rows, cols))
     nnt_cpu_pool_for_products(m, GEMM_ROWS, rows, gemm_rows_part, &j);

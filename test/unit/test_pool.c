@@ -287,6 +287,8 @@ static void gemm_splits(void) {
   } cases[] = {
       {0, 0, 512, 32, 1024, 0.0f}, {0, 0, 32, 1024, 512, 0.0f}, {0, 1, 256, 32, 256, 1.0f},
       {0, 1, 32, 256, 256, 1.0f},  {1, 0, 256, 32, 256, 0.0f},  {1, 0, 32, 256, 256, 0.0f},
+      /* OpenBLAS's direct path on AVX-512 (and its parts) */
+      {0, 0, 256, 192, 128, 0.0f}, {0, 0, 32, 4096, 27, 0.0f},
   };
   const nnt_kernels *k = nnt_kernels_cpu();
   assert_int_equal(openblas_get_num_threads(), 1);
