@@ -10,6 +10,8 @@
 typedef struct img_job {
   const conv_priv *p;
   nnt_run_ctx *ctx;
+  const nnt_kernels *k;
+  size_t patch, plane, in_len, out_len; /* floats: a column, a plane, an image in and out */
   unsigned b0;
   atomic_int rc;
 } img_job;
@@ -24,11 +26,9 @@ static void img_job_fail(img_job *j, int rc) {
  * itself), the product, the bias: nb = 1's ops. */
 static void fwd_images(void *arg, size_t i0, size_t i1) {
   img_job *j = arg;
-  const conv_priv *p = j->p;
-  const nnt_conv_geom *g = &p->g;
-  const nnt_kernels *k = j->ctx->k;
-  size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
-  size_t in_len = nnt_dim_feature_len(j->ctx->in[0].dim), out_len = p->filters * plane;
+  const nnt_kernels *k = j->k;
+  const nnt_conv_geom *g = &j->p->g;
+  size_t patch = j->patch, plane = j->plane, in_len = j->in_len, out_len = j->out_len;
   for (size_t i = i0; i < i1 && !atomic_load(&j->rc); i++) {
     const float *x = j->ctx->in[0].data + (j->b0 + i) * in_len;
     float *y = j->ctx->out[0].data + (j->b0 + i) * out_len;
@@ -39,10 +39,10 @@ static void fwd_images(void *arg, size_t i0, size_t i1) {
       x = col;
     }
     if (!rc)
-      rc = k->gemm(k, 0, 0, p->filters, plane, patch, 1.0f, j->ctx->w[0].data, patch, x, plane,
+      rc = k->gemm(k, 0, 0, j->p->filters, plane, patch, 1.0f, j->ctx->w[0].data, patch, x, plane,
                    0.0f, y, plane);
     if (!rc && j->ctx->n_w > 1)
-      rc = k->add_col_vec(k, p->filters, plane, j->ctx->w[1].data, y);
+      rc = k->add_col_vec(k, j->p->filters, plane, j->ctx->w[1].data, y);
     img_job_fail(j, rc);
   }
 }
@@ -50,42 +50,32 @@ static void fwd_images(void *arg, size_t i0, size_t i1) {
 /* fn over the batch in calls of per images (the last may be smaller). */
 static int per_images(const conv_priv *p, nnt_run_ctx *ctx, unsigned batch, unsigned per,
                       void (*fn)(void *, size_t, size_t)) {
-  img_job j = {p, ctx, 0, NNT_OK};
+  const nnt_conv_geom *g = &p->g;
+  size_t plane = (size_t)g->oh * g->ow;
+  img_job j = {p, ctx, ctx->k, (size_t)g->c * g->kh * g->kw, plane, nnt_conv_img_stride(g),
+               p->filters * plane, 0, NNT_OK};
   for (; j.b0 < batch && !atomic_load(&j.rc); j.b0 += per)
     nnt_kernels_parallel(ctx->k, batch - j.b0 < per ? batch - j.b0 : per, fn, &j);
   return atomic_load(&j.rc);
 }
 
-/* A pointwise layer's derivative of images: dX = W^T dY each. */
-static void deriv_images_pw(void *arg, size_t i0, size_t i1) {
-  img_job *j = arg;
-  const conv_priv *p = j->p;
-  const nnt_kernels *k = j->ctx->k;
-  size_t c = p->g.c, plane = (size_t)p->g.oh * p->g.ow;
-  for (size_t i = i0; i < i1 && !atomic_load(&j->rc); i++)
-    img_job_fail(j, k->gemm(k, 1, 0, c, plane, p->filters, 1.0f, j->ctx->w[0].data, c,
-                            j->ctx->d_out[0].data + (j->b0 + i) * p->filters * plane, plane,
-                            0.0f, j->ctx->d_in[0].data + (j->b0 + i) * c * plane, plane));
-}
-
-/* One image's derivative (pnb > 1: one block, no gathered dY): dcol =
- * W^T dY into its slot of the backward's scratch, folded into dX. */
+/* One image's derivative: dcol = W^T dY (a pointwise layer's dcol is dX;
+ * else, pnb > 1: one block, no gathered dY, dcol in its slot of the
+ * backward's scratch), folded into dX. */
 static void deriv_images(void *arg, size_t i0, size_t i1) {
   img_job *j = arg;
-  const conv_priv *p = j->p;
-  const nnt_conv_geom *g = &p->g;
-  const nnt_kernels *k = j->ctx->k;
-  size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
-  size_t in_len = nnt_dim_feature_len(j->ctx->d_in[0].dim);
+  const nnt_kernels *k = j->k;
+  const nnt_conv_geom *g = &j->p->g;
+  size_t patch = j->patch, plane = j->plane, in_len = j->in_len;
+  int pw = is_pointwise(g);
   for (size_t i = i0; i < i1 && !atomic_load(&j->rc); i++) {
-    float *col = j->ctx->scratch[1].data + i * patch * plane;
     float *dx = j->ctx->d_in[0].data + (j->b0 + i) * in_len;
-    int rc = k->gemm(k, 1, 0, patch, plane, p->filters, 1.0f, j->ctx->w[0].data, patch,
-                     j->ctx->d_out[0].data + (j->b0 + i) * p->filters * plane, plane, 0.0f,
-                     col, plane);
-    if (!rc)
+    float *col = pw ? dx : j->ctx->scratch[1].data + i * patch * plane;
+    int rc = k->gemm(k, 1, 0, patch, plane, j->p->filters, 1.0f, j->ctx->w[0].data, patch,
+                     j->ctx->d_out[0].data + (j->b0 + i) * j->out_len, plane, 0.0f, col, plane);
+    if (!rc && !pw)
       rc = k->fill(k, in_len, 0.0f, dx);
-    if (!rc)
+    if (!rc && !pw)
       rc = k->col2im(k, g, 1, col, dx);
     img_job_fail(j, rc);
   }
@@ -96,5 +86,5 @@ int nnt_conv_fwd_images(const conv_priv *p, nnt_run_ctx *ctx, unsigned batch, un
 }
 
 int nnt_conv_deriv_images(const conv_priv *p, nnt_run_ctx *ctx, unsigned batch, unsigned per) {
-  return per_images(p, ctx, batch, per, is_pointwise(&p->g) ? deriv_images_pw : deriv_images);
+  return per_images(p, ctx, batch, per, deriv_images);
 }
