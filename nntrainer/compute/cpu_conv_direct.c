@@ -272,7 +272,10 @@ typedef struct db_job {
   size_t n, filters, cblocks, fblocks;
   const float *w, *x, *dy;
   float *out;
+  /* dX of a block of 8 channels, and of 4 and 6 where the path has them
+   * (NULL: 8's); the weights packed for the width taken */
   void (*dx)(const struct db_job *j, size_t i, unsigned c0, unsigned nc, const float *wp);
+  void (*dxn[2])(const struct db_job *j, size_t i, unsigned c0, unsigned nc, const float *wp);
   void (*dw)(const struct db_job *j, size_t f0, unsigned nf, unsigned c);
 } db_job;
 
@@ -290,9 +293,9 @@ static inline void db_range(long off, long len, unsigned nl, unsigned *lo, unsig
  * and the accumulators stay in registers). MASK(lo, hi) makes a load mask,
  * LOADM(row, off, mask) loads those lanes of row from column off (zeros
  * elsewhere), STOREN(p, v, nl) stores the first nl lanes. */
-#define DB_DX_DEF(NAME, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, KW)  \
-  ATTR static void NAME##_##KW(const db_job *j, size_t i, unsigned c0, unsigned nc,        \
-                               const float *wp) {                                          \
+#define DB_DX_DEF(NAME, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, KW, CB) \
+  ATTR static void NAME##_##KW##_##CB(const db_job *j, size_t i, unsigned c0, unsigned nc,  \
+                                       const float *wp) {                                          \
     const nnt_conv_geom *g = j->g;                                                         \
     size_t plane = (size_t)g->oh * g->ow, hw = (size_t)g->h * g->w;                        \
     const float *dy = j->dy + i * j->filters * plane;                                      \
@@ -311,21 +314,21 @@ static inline void db_range(long off, long len, unsigned nl, unsigned *lo, unsig
         long top = (long)iy + (long)g->pt;                                                 \
         unsigned a0 = top >= (long)g->oh ? (unsigned)(top - (long)g->oh + 1) : 0;          \
         unsigned a1 = top + 1 < (long)g->kh ? (unsigned)(top + 1) : g->kh;                 \
-        VEC acc[DB_CB];                                                                    \
-        _Pragma("GCC unroll 8") for (unsigned q = 0; q < DB_CB; q++) acc[q] = ZERO;        \
+        VEC acc[(CB)];                                                                    \
+        _Pragma("GCC unroll 8") for (unsigned q = 0; q < (CB); q++) acc[q] = ZERO;        \
         for (size_t f = 0; f < j->filters; f++)                                            \
           for (unsigned a = a0; a < a1; a++) {                                             \
             const float *row = dy + f * plane + (size_t)(top - (long)a) * g->ow;           \
-            const float *wt = wp + ((f * g->kh + a) * (KW)) * DB_CB;                       \
+            const float *wt = wp + ((f * g->kh + a) * (KW)) * (CB);                       \
             _Pragma("GCC unroll 8") for (unsigned b = 0; b < (KW); b++) {                  \
               if (lo[b] >= hi[b])                                                          \
                 continue;                                                                  \
               VEC v = LOADM(row, off[b], m[b]);                                            \
-              _Pragma("GCC unroll 8") for (unsigned q = 0; q < DB_CB; q++) acc[q] =        \
-                  FMA(SET1(wt[b * DB_CB + q]), v, acc[q]);                                 \
+              _Pragma("GCC unroll 8") for (unsigned q = 0; q < (CB); q++) acc[q] =        \
+                  FMA(SET1(wt[b * (CB) + q]), v, acc[q]);                                 \
             }                                                                              \
           }                                                                                \
-        _Pragma("GCC unroll 8") for (unsigned q = 0; q < DB_CB; q++) if (q < nc)           \
+        _Pragma("GCC unroll 8") for (unsigned q = 0; q < (CB); q++) if (q < nc)           \
             STOREN(dx + q * hw + (size_t)iy * g->w + ix0, acc[q], nl);                     \
       }                                                                                    \
     }                                                                                      \
@@ -385,26 +388,30 @@ static inline void db_range(long off, long len, unsigned nl, unsigned *lo, unsig
  * filters per dW part for widths up to 3, FB5 for wider ones (as many
  * accumulators as the registers hold). */
 #define DB_DEF(NAME, ATTR, VEC, LANES, MTYPE, MASK, FB3, FB5, ZERO, SET1, FMA, LOADM, STOREN,  \
-               HSUM)                                                                         \
-  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 1)     \
-  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 2)     \
-  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 3)     \
-  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 4)     \
-  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 5)     \
+               HSUM, NARROW)                                                                 \
+  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 1, 8)  \
+  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 2, 8)  \
+  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 3, 8)  \
+  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 4, 8)  \
+  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 5, 8)  \
   DB_DW_DEF(NAME##_dw, ATTR, VEC, LANES, MTYPE, MASK, FB3, ZERO, FMA, LOADM, HSUM, 1)        \
   DB_DW_DEF(NAME##_dw, ATTR, VEC, LANES, MTYPE, MASK, FB3, ZERO, FMA, LOADM, HSUM, 2)        \
   DB_DW_DEF(NAME##_dw, ATTR, VEC, LANES, MTYPE, MASK, FB3, ZERO, FMA, LOADM, HSUM, 3)        \
   DB_DW_DEF(NAME##_dw, ATTR, VEC, LANES, MTYPE, MASK, FB5, ZERO, FMA, LOADM, HSUM, 4)        \
   DB_DW_DEF(NAME##_dw, ATTR, VEC, LANES, MTYPE, MASK, FB5, ZERO, FMA, LOADM, HSUM, 5)        \
   static const db_kernels NAME = {                                                           \
-      {NAME##_dx_1, NAME##_dx_2, NAME##_dx_3, NAME##_dx_4, NAME##_dx_5},                     \
+      {NAME##_dx_1_8, NAME##_dx_2_8, NAME##_dx_3_8, NAME##_dx_4_8, NAME##_dx_5_8},           \
       {NAME##_dw_1, NAME##_dw_2, NAME##_dw_3, NAME##_dw_4, NAME##_dw_5},                     \
-      {FB3, FB3, FB3, FB5, FB5}};
+      {FB3, FB3, FB3, FB5, FB5},                                                             \
+      NARROW};
 
 typedef struct db_kernels {
   void (*dx[NNT_CONV_BWD_MAX_KW])(const db_job *, size_t, unsigned, unsigned, const float *);
   void (*dw[NNT_CONV_BWD_MAX_KW])(const db_job *, size_t, unsigned, unsigned);
   unsigned fb[NNT_CONV_BWD_MAX_KW]; /* filters per dW part, by width */
+  /* dX of 4 and of 6 channels a block, by width (NULL: the 8's) */
+  void (*dxn[2][NNT_CONV_BWD_MAX_KW])(const db_job *, size_t, unsigned, unsigned,
+                                      const float *);
 } db_kernels;
 
 /* The portable vectors: DB_LANES_C plain floats; a mask is a lane range. */
@@ -444,8 +451,9 @@ static inline float db_hsum(db_vec v) {
     s += v.v[i];
   return s;
 }
+#define DB_NONE {{0}}
 DB_DEF(db_c, , db_vec, DB_LANES_C, db_rng, db_mask, 2, 2, db_zero(), db_set1, db_madd, db_loadm,
-       db_storen, db_hsum)
+       db_storen, db_hsum, DB_NONE)
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 /* the row's address is formed only for the lanes read: the masked loads
@@ -478,9 +486,24 @@ DC_AVX2 static inline float db_hsum256(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 DB_DEF(db_avx2, DC_AVX2, __m256, 8, __m256i, db_mask256, 3, 2, _mm256_setzero_ps(), _mm256_set1_ps,
-       _mm256_fmadd_ps, db_loadm256, db_storen256, db_hsum256)
+       _mm256_fmadd_ps, db_loadm256, db_storen256, db_hsum256, DB_NONE)
+/* On AVX-512, blocks of 4 and 6 channels for the widths conv2d takes
+ * conv_bwd_x for (4 and 5: layers/conv.c), which have 4 to 8 channels: a
+ * block of 8 accumulators for LeNet-5's 6 channels spent a quarter of
+ * its FMAs on zeros (its c2 derivative 48 -> 63 GFLOP/s on one thread with
+ * blocks of 6, docs/performance.md). Each channel's sum is the same. */
+#define DB_512_NARROW(KW, CB)                                                                 \
+  DB_DX_DEF(db_avx512_dx, DC_AVX512, __m512, 16, __mmask16, db_mask512, _mm512_setzero_ps(),  \
+            _mm512_set1_ps, _mm512_fmadd_ps, db_loadm512, db_storen512, KW, CB)
+DB_512_NARROW(4, 4)
+DB_512_NARROW(5, 4)
+DB_512_NARROW(4, 6)
+DB_512_NARROW(5, 6)
+#define DB_512_DXN                                                                             \
+  {{NULL, NULL, NULL, db_avx512_dx_4_4, db_avx512_dx_5_4},                                     \
+   {NULL, NULL, NULL, db_avx512_dx_4_6, db_avx512_dx_5_6}}
 DB_DEF(db_avx512, DC_AVX512, __m512, 16, __mmask16, db_mask512, 6, 4, _mm512_setzero_ps(),
-       _mm512_set1_ps, _mm512_fmadd_ps, db_loadm512, db_storen512, db_hsum512)
+       _mm512_set1_ps, _mm512_fmadd_ps, db_loadm512, db_storen512, db_hsum512, DB_512_DXN)
 #endif
 
 /* The kernels of a path (NNT_BLAS_AVX512, NNT_BLAS_AVX2, or below: plain
@@ -510,14 +533,16 @@ static void db_dx_part(void *p, size_t u0, size_t u1) {
   for (size_t u = u0; u < u1; u++) {
     size_t i = u / j->cblocks, cb = u % j->cblocks;
     unsigned c0 = (unsigned)(cb * DB_CB), nc = g->c - c0 < DB_CB ? g->c - c0 : DB_CB;
+    /* the narrowest block kernel that holds nc channels */
+    unsigned width = nc <= 4 && j->dxn[0] ? 4 : nc <= 6 && j->dxn[1] ? 6 : DB_CB;
     if (packed != cb) {
       for (size_t f = 0; f < j->filters; f++)
         for (size_t t = 0; t < taps; t++)
-          for (unsigned q = 0; q < DB_CB; q++)
-            wp[(f * taps + t) * DB_CB + q] = q < nc ? j->w[f * patch + (c0 + q) * taps + t] : 0;
+          for (unsigned q = 0; q < width; q++)
+            wp[(f * taps + t) * width + q] = q < nc ? j->w[f * patch + (c0 + q) * taps + t] : 0;
       packed = cb;
     }
-    j->dx(j, i, c0, nc, wp);
+    (width == 4 ? j->dxn[0] : width == 6 ? j->dxn[1] : j->dx)(j, i, c0, nc, wp);
   }
 }
 
@@ -547,6 +572,8 @@ int nnt_cpu_conv_bwd_x_path(int path, const nnt_conv_geom *g, size_t n, size_t f
   if (!nnt_cpu_conv_bwd_ok(g, filters) || !kk)
     return NNT_ERR_INVAL;
   j.dx = kk->dx[g->kw - 1];
+  j.dxn[0] = kk->dxn[0][g->kw - 1];
+  j.dxn[1] = kk->dxn[1][g->kw - 1];
   if (!n || !g->c || !g->h || !g->w)
     return NNT_OK;
   j.cblocks = (g->c + DB_CB - 1) / DB_CB;

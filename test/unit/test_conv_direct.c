@@ -138,6 +138,7 @@ static const bcase BCASES[] = {
     {4, 4, 6, 4, 2, 3, 3, 1, 1, 5, 2},     /* 2 wide, windows past every edge */
     {2, 1, 19, 1, 5, 0, 0, 3, 1, 4, 3},    /* a row (conv1d) */
     {5, 3, 3, 3, 3, 4, 4, 4, 4, 2, 1},     /* padding wider than the kernel */
+    {5, 9, 11, 4, 4, 1, 2, 2, 1, 3, 2},    /* 5 channels, 4 wide: a block of 6 on AVX-512 */
 };
 
 static nnt_conv_geom bgeom(const bcase *d) {
