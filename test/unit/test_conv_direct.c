@@ -166,7 +166,8 @@ static void check_bwd(const bcase *d, const nnt_conv_geom *g, const float *w, co
                 long iy = (long)oy - d->pt + a, ix = (long)ox - d->pl + b;
                 if (iy < 0 || iy >= (long)d->h || ix < 0 || ix >= (long)d->w)
                   continue;
-                size_t xi = i * in + (c * d->h + iy) * d->w + ix, wi = f * patch + c * taps + a * d->kw + b;
+                size_t xi = i * in + (c * d->h + iy) * d->w + ix;
+                size_t wi = f * patch + c * taps + a * d->kw + b;
                 rx[xi] += w[wi] * gy, mx[xi] += fabs(w[wi] * gy);
                 rw[wi] += x[xi] * gy, mw[wi] += fabs(x[xi] * gy);
               }
