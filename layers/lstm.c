@@ -8,12 +8,17 @@
  * Scratch: 0, the hidden states [T][dirs][b][u] (every mode: the forward
  * reads the previous one and the output is permuted from them); 1, kept for
  * the backward in training only: per position and direction the activated
- * gates and the cell state (5 b u), then the dropout masks (b u each);
- * 2, the forward's work (z, tmp, and where 1 is absent one step's gates
- * and two cell states); 3, the backward's: each position's dz (4 b u), the
- * hidden states' derivatives (b u), the running dc and the step's work.
- * calc_gradient runs backpropagation through time and keeps dz for
- * calc_derivative (dx = dz W_ih^T); a frozen lstm runs it in
+ * gates (4 b u each, [T][dirs][4][b][u]), then the cell states (b u each),
+ * then the dropout masks (b u each); 2, the forward's work (z, tmp, and
+ * where 1 is absent one step's gates and two cell states); 3, the
+ * backward's: the hidden states' derivatives (b u a position), the
+ * running dc and the step's work. calc_gradient runs backpropagation
+ * through time, which writes each position's dz over that position's
+ * gates once it has read them (the last step to read them: going back in
+ * time, a step reads its own gates and its predecessor's cell state), and
+ * calc_derivative reads dz there (dx = dz W_ih^T): a 64-step sequence's
+ * dz is not held twice (docs/memory.md, "Sequence models"). So the
+ * backward runs once after each forward; a frozen lstm runs it in
  * calc_derivative. Dropout (dropout_rate) scales the hidden state h of
  * each step, the one the next step reads too, as NNTrainer does, but with
  * a mask of its own for each direction. */
@@ -89,7 +94,7 @@ static int lstm_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   nnt_fctx_add_scratch(ctx, nnt_dim_make(b, td, 1, u), NNT_SCRATCH_ITER);
   nnt_fctx_add_scratch(ctx, nnt_dim_make(b, td, keep, u), NNT_SCRATCH_SAVED);
   nnt_fctx_add_scratch(ctx, nnt_dim_make(b, 11, 1, u), NNT_SCRATCH_FWD);
-  nnt_fctx_add_scratch(ctx, nnt_dim_make(b, td * 5 + 8, 1, u), NNT_SCRATCH_BWD);
+  nnt_fctx_add_scratch(ctx, nnt_dim_make(b, td + 8, 1, u), NNT_SCRATCH_BWD);
   ctx->flags = NNT_LF_BWD_READS_INPUT;
   return NNT_OK;
 }
@@ -129,8 +134,9 @@ static int lstm_forward(nnt_layer *l, nnt_run_ctx *ctx) {
       io.h_prev = s ? H + pv * bu : NULL;
       io.mask = masks ? masks + at * bu : NULL;
       if (S) {
-        io.gates = S + at * 5 * bu, io.c = io.gates + 4 * bu;
-        io.c_prev = s ? S + pv * 5 * bu + 4 * bu : NULL;
+        float *C = S + T * dirs * 4 * bu; /* the cell states */
+        io.gates = S + at * 4 * bu, io.c = C + at * bu;
+        io.c_prev = s ? C + pv * bu : NULL;
       } else { /* one step's gates and two cell states in turn */
         io.gates = F + 5 * bu, io.c = F + (9 + (s & 1)) * bu;
         io.c_prev = s ? F + (9 + ((s - 1) & 1)) * bu : NULL;
@@ -141,15 +147,16 @@ static int lstm_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   return nnt_rnn_out_fwd(k, T, dirs, b, u, p->rp.return_sequences, H, ctx->out[0].data);
 }
 
-/* Backpropagation through time: every position's dz into scratch 3, and
- * with dw the weight gradients. */
+/* Backpropagation through time: every position's dz over its gates in
+ * scratch 1, and with dw the weight gradients. */
 static int lstm_bptt(lstm_priv *p, nnt_run_ctx *ctx, int dw) {
   const nnt_kernels *k = ctx->k;
   const nnt_tensor *x = &ctx->in[0];
   size_t b = x->dim.b, T = x->dim.h, feat = x->dim.w, u = p->rp.unit, bu = b * u;
   unsigned dirs = p->rp.bidirectional ? 2 : 1, nw = lstm_nw(p);
-  const float *H = ctx->scratch[0].data, *S = ctx->scratch[1].data;
-  float *dZ = ctx->scratch[3].data, *dH = dZ + T * dirs * 4 * bu, *dc = dH + T * dirs * bu;
+  const float *H = ctx->scratch[0].data;
+  float *S = ctx->scratch[1].data, *C = S + T * dirs * 4 * bu;
+  float *dH = ctx->scratch[3].data, *dc = dH + T * dirs * bu;
   const float *masks = p->rp.dropout_rate > 0 ? S + T * dirs * 5 * bu : NULL;
   NNT_TRY(nnt_rnn_out_bwd(k, T, dirs, b, u, p->rp.return_sequences, ctx->d_out[0].data, dH));
   for (unsigned d = 0; d < dirs; d++) {
@@ -159,11 +166,11 @@ static int lstm_bptt(lstm_priv *p, nnt_run_ctx *ctx, int dw) {
     for (size_t s = T; s-- > 0;) {
       size_t at = nnt_rnn_pos(T, d, s) * dirs + d, pv = s ? nnt_rnn_prev(T, d, s) * dirs + d : 0;
       nnt_lstm_bwd_io io = {.x = x->data + nnt_rnn_pos(T, d, s) * feat, .ldx = T * feat,
-                            .gates = S + at * 5 * bu, .c = S + at * 5 * bu + 4 * bu,
-                            .dh = dH + at * bu, .dz = dZ + at * 4 * bu, .work = dc + bu,
+                            .gates = S + at * 4 * bu, .c = C + at * bu,
+                            .dh = dH + at * bu, .dz = S + at * 4 * bu, .work = dc + bu,
                             .beta_dh = 1.0f, .acc = s != T - 1};
       io.h_prev = s ? H + pv * bu : NULL;
-      io.c_prev = s ? S + pv * 5 * bu + 4 * bu : NULL;
+      io.c_prev = s ? C + pv * bu : NULL;
       io.mask = masks ? masks + at * bu : NULL;
       io.dc = s != T - 1 ? dc : NULL;
       io.dc_prev = s ? dc : NULL;
@@ -193,7 +200,7 @@ static int lstm_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   if (!ctx->gw[0].data) /* frozen: calc_gradient did not run */
     NNT_TRY(lstm_bptt(p, ctx, 0));
   const float *w[2] = {ctx->w[0].data, dirs > 1 ? ctx->w[nw].data : NULL};
-  return nnt_rnn_dx(ctx->k, T, dirs, b, feat, 4 * u, ctx->scratch[3].data, w, ctx->d_in[0].data);
+  return nnt_rnn_dx(ctx->k, T, dirs, b, feat, 4 * u, ctx->scratch[1].data, w, ctx->d_in[0].data);
 }
 
 const nnt_layer_ops nnt_layer_lstm = {

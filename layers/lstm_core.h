@@ -51,7 +51,8 @@ typedef struct nnt_lstm_bwd_io {
   float beta_dh;
   float *g_ih, *g_hh, *g_bias; /* weight gradients, += when acc, else = */
   int acc;
-  /* dz: out, the pre-activations' derivative [b, 4u] (natural layout) */
+  /* dz: out, the pre-activations' derivative [b, 4u] (natural layout); it
+   * may be the gates' memory: it is written after their last read */
   float *dz;
   float *work;          /* nnt_lstm_bwd_work floats */
 } nnt_lstm_bwd_io;

@@ -301,7 +301,9 @@ static void fill(nnt_tensor *t, float scale, unsigned seed) {
 
 /* A frozen lstm's calc_derivative (no calc_gradient before it, no
  * gradients) gives the dx it gives after calc_gradient; a forward without
- * the training-only scratch (inference) gives the training output. */
+ * the training-only scratch (inference) gives the training output. The
+ * backward's scratch holds no sequence of dz: backpropagation writes each
+ * position's dz over its gates in the kept scratch. */
 static void test_frozen_and_inference(void **state) {
   (void)state;
   const char *props[] = {"unit", "3", "bidirectional", "true", "return_sequences", "true",
@@ -319,7 +321,11 @@ static void test_frozen_and_inference(void **state) {
   memcpy(y, r.out[0].data, no * sizeof *y);
   backward(&r);
   memcpy(dx, r.din[0].data, ni * sizeof *dx);
-  /* frozen: the scratch of the backward dirty, no gradients */
+  /* hidden states' derivatives (5 positions x 2 directions), dc, work */
+  assert_int_equal(nnt_tensor_len(&r.scratch[3]), (size_t)2 * 3 * (5 * 2 + 8));
+  /* frozen, after a forward (the backward wrote dz over the gates): the
+   * scratch of the backward dirty, no gradients */
+  assert_int_equal(r.l->ops->forward(r.l, &r.ctx), NNT_OK);
   for (size_t i = 0; i < nnt_tensor_len(&r.scratch[3]); i++)
     r.scratch[3].data[i] = NAN;
   memset(r.din[0].data, 0, ni * sizeof(float));
