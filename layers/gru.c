@@ -12,7 +12,8 @@
  * activations, as three [B, U] blocks, for the backward, which recomputes
  * h W_hg + b_hh_g (reset_after) rather than keeping it, works on the gate
  * blocks, then lays their derivatives side by side as weight_ih's
- * columns (one permute) for the products of the weight gradients. */
+ * columns (one permute, after the last read of the gates, which it may
+ * overwrite: rnn_gru_run.c) for the products of the weight gradients. */
 #include "layers/rnn_gru_run.h"
 
 static unsigned gru_saved(const nnt_rg_props *p) {
@@ -164,10 +165,10 @@ static int gru_bwd(const nnt_rg_step *s) {
 
 static const nnt_rg_kind gru_kind = {
     .type = "gru", .keys = NNT_RG_K_RETURN_SEQ | NNT_RG_K_RECURRENT | NNT_RG_K_RESET, .gates = 3,
-    .saved = gru_saved, .fwd = gru_fwd, .bwd = gru_bwd};
+    .saved = gru_saved, .d_after_gates = 1, .fwd = gru_fwd, .bwd = gru_bwd};
 static const nnt_rg_kind grucell_kind = {
     .type = "grucell", .keys = NNT_RG_K_RECURRENT | NNT_RG_K_RESET, .gates = 3,
-    .saved = gru_saved, .fwd = gru_fwd, .bwd = gru_bwd};
+    .saved = gru_saved, .d_after_gates = 1, .fwd = gru_fwd, .bwd = gru_bwd};
 
 /* ML_TRAIN_LAYER_TYPE_GRU and ML_TRAIN_LAYER_TYPE_GRUCELL */
 NNT_RG_LAYER(gru, gru_kind, seq, 14);

@@ -10,13 +10,14 @@
  * Scratch: the states (sequence layers), the gate blocks the kind keeps
  * for its backward, the dropout mask (dropout_rate > 0), all from forward
  * to backward; and for the backward alone the pre-activations' derivatives
- * of every step [T, B, G*U], the states' derivatives [T, B, U] (the
- * output's, time-major) and G + 2 [B, U] blocks of work. A cell is the
- * same with T = 1. calc_gradient runs the backward through
- * time, leaving every step's gate derivatives; calc_derivative turns them
- * into dX (and, in a cell, d of the previous state), running the backward
- * itself when calc_gradient did not run (no weight gradient: a frozen
- * layer).
+ * of every step [T, B, G*U] (none where they go over the kept gates:
+ * nnt_rg_dz_over), the states' derivatives [T, B, U] (the output's,
+ * time-major) and G + 2 [B, U] blocks of work. A cell is the same with
+ * T = 1. calc_gradient runs the backward through time, leaving every
+ * step's gate derivatives; calc_derivative turns them into dX (and, in a
+ * cell, d of the previous state), running the backward itself when
+ * calc_gradient did not run (no weight gradient: a frozen layer). So the
+ * backward runs once after each forward.
  *
  * Dropout (dropout_rate) multiplies each new state by a mask drawn from
  * the counter-based generator, and the masked state is what the next step
@@ -61,6 +62,33 @@ static void add_weight(nnt_finalize_ctx *ctx, const nnt_rg_props *p, const char 
                       bias ? p->wp.bias_decay : p->wp.weight_decay, 1);
 }
 
+/* Whether the backward writes each step's pre-activation derivatives over
+ * that step's kept gates (the kind writes them after its last read of
+ * them, and a step keeps G blocks: gru). A step's gates are read by its
+ * own backward only, so a 64-step gru does not hold its derivatives
+ * beside them. */
+static int dz_over(const nnt_rg_props *p, const nnt_rg_kind *kd) {
+  return kd->d_after_gates && kd->saved(p) == kd->gates;
+}
+
+/* The backward's pointers: d (every step's pre-activation derivatives),
+ * dhs (the states' derivatives), work (G + 1 blocks), then nxt (a block:
+ * dhprev, which a cell's calc_derivative reads). */
+typedef struct bwd_at {
+  float *d, *dhs, *work, *nxt;
+} bwd_at;
+
+static bwd_at bwd_layout(const nnt_rg_priv *q, const nnt_rg_kind *kd, const nnt_run_ctx *ctx) {
+  size_t bu = (size_t)q->B * q->p.r.unit, gbu = kd->gates * bu;
+  float *b0 = ctx->scratch[q->s_bwd].data;
+  bwd_at a;
+  a.d = dz_over(&q->p, kd) ? ctx->scratch[q->s_gates].data : b0;
+  a.dhs = a.d == b0 ? b0 + q->T * gbu : b0;
+  a.work = a.dhs + q->T * bu;
+  a.nxt = a.work + (kd->gates + 1) * bu;
+  return a;
+}
+
 /* The weights and every scratch but the states, for T steps. */
 static int common_finalize(nnt_rg_priv *q, const nnt_rg_kind *kd, nnt_finalize_ctx *ctx,
                            unsigned T, nnt_err *e) {
@@ -88,7 +116,7 @@ static int common_finalize(nnt_rg_priv *q, const nnt_rg_kind *kd, nnt_finalize_c
   /* [B, U] blocks: the kept gates; the backward's (derivatives of the
    * pre-activations and of the states, then work) */
   size_t saved = (size_t)T * kd->saved(p);
-  size_t bwd = (size_t)T * (G + 1) + G + 2;
+  size_t bwd = (size_t)T * (dz_over(p, kd) ? 1 : G + 1) + G + 2;
   if (bwd > UINT_MAX || saved > UINT_MAX)
     return nnt_err_set(e, NNT_ERR_INVAL, "%u time steps are too many for the backward", T);
   q->s_gates = q->s_mask = -1;
@@ -201,8 +229,8 @@ static int bptt(nnt_rg_priv *q, const nnt_rg_kind *kd, nnt_run_ctx *ctx, int gra
   const nnt_kernels *k = ctx->k;
   unsigned T = q->T, U = q->p.r.unit;
   size_t bu = (size_t)q->B * U, gbu = kd->gates * bu;
-  float *d = ctx->scratch[q->s_bwd].data, *dhs = d + T * gbu, *work = dhs + T * bu;
-  float *nxt = work + (kd->gates + 1) * bu; /* after the work's G + 1 blocks */
+  bwd_at a = bwd_layout(q, kd, ctx);
+  float *d = a.d, *dhs = a.dhs, *work = a.work, *nxt = a.nxt;
   nnt_rg_w w;
   weights_of(ctx, grads, &w);
   for (unsigned i = 0; grads && i < ctx->n_w; i++)
@@ -228,12 +256,12 @@ static int derivative(nnt_rg_priv *q, const nnt_rg_kind *kd, nnt_run_ctx *ctx) {
   if (!ctx->gw[0].data) /* calc_gradient did not run */
     NNT_TRY(bptt(q, kd, ctx, 0));
   size_t bu = (size_t)q->B * q->p.r.unit, gu = (size_t)kd->gates * q->p.r.unit;
-  const float *d = ctx->scratch[q->s_bwd].data, *wih = ctx->w[0].data;
+  bwd_at a = bwd_layout(q, kd, ctx);
+  const float *wih = ctx->w[0].data;
   if (ctx->d_in[0].data)
-    NNT_TRY(nnt_rnn_dx(ctx->k, q->T, 1, q->B, q->F, gu, d, &wih, ctx->d_in[0].data));
+    NNT_TRY(nnt_rnn_dx(ctx->k, q->T, 1, q->B, q->F, gu, a.d, &wih, ctx->d_in[0].data));
   if (q->s_hs < 0 && ctx->d_in[1].data)
-    NNT_TRY(ctx->k->copy(ctx->k, bu, d + (q->T * (kd->gates + 1) + kd->gates + 1) * bu,
-                         ctx->d_in[1].data));
+    NNT_TRY(ctx->k->copy(ctx->k, bu, a.nxt, ctx->d_in[1].data));
   return NNT_OK;
 }
 

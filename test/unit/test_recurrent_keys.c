@@ -161,12 +161,52 @@ static void test_bad_shapes(void **state) {
   assert_int_equal(finalize("grucell", u5, cell, 2, &fc, &e), NNT_ERR_INVAL);
   tu_assert_contains(e.msg, "the previous hidden state is 1:1:4, not 1:1:5 (unit)");
   /* sizes past what a product or a scratch tensor takes are refused, not wrapped */
-  const nnt_dim long_seq = nnt_dim_make(1, 1, 1u << 30, 1);
+  /* (the kept gates, 3 blocks a step, are the longest axis: the backward's
+   * derivatives go over them) */
+  const nnt_dim long_seq = nnt_dim_make(1, 1, 2147483647u, 1);
   assert_int_equal(finalize("gru", u4, &long_seq, 1, &fc, &e), NNT_ERR_INVAL);
-  tu_assert_contains(e.msg, "1073741824 time steps are too many for the backward");
+  tu_assert_contains(e.msg, "2147483647 time steps are too many for the backward");
   const char *huge[] = {"unit", "1000000000", NULL};
   assert_int_equal(finalize("gru", huge, &seq, 1, &fc, &e), NNT_ERR_INVAL);
   tu_assert_contains(e.msg, "unit times gates: 3000000000 is more than");
+}
+
+/* The backward's scratch: a gru writes each step's pre-activation
+ * derivatives over that step's three kept gate blocks, so it holds only
+ * the states' derivatives (a block a step) and G + 2 blocks of work; an
+ * rnn, whose backward reads its kept value while it writes, holds its
+ * derivatives (G = 1 block a step) too. */
+static void test_backward_scratch(void **state) {
+  (void)state;
+  static const struct {
+    const char *type, *dropout;
+    unsigned saved, bwd; /* [B, U] blocks: kept, backward's */
+  } cases[] = {
+      {"gru", "0", 3 * 5, 5 + 3 + 2},
+      {"gru", "0.2", 3 * 5, 5 + 3 + 2},
+      {"rnn", "0", 0, 5 * 2 + 1 + 2},
+      {"rnn", "0.2", 5, 5 * 2 + 1 + 2},
+  };
+  const nnt_dim seq = nnt_dim_make(2, 1, 5, 3);
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const char *props[] = {"unit", "4", "dropout_rate", cases[c].dropout, NULL};
+    nnt_finalize_ctx fc;
+    nnt_err e = {0};
+    assert_int_equal(finalize(cases[c].type, props, &seq, 1, &fc, &e), NNT_OK);
+    unsigned saved = 0, bwd = 0;
+    for (unsigned i = 1; i < fc.n_scratch; i++) { /* 0: the states [T, B, U] */
+      nnt_dim d = fc.scratch_dim[i];
+      assert_true(d.h == 2 && d.w == 4);
+      if (fc.scratch_life[i] == NNT_SCRATCH_BWD)
+        bwd += d.c;
+      else
+        saved += d.c;
+    }
+    if (cases[c].dropout[2]) /* the mask, T blocks */
+      saved -= 5;
+    assert_int_equal(saved, cases[c].saved);
+    assert_int_equal(bwd, cases[c].bwd);
+  }
 }
 
 static void test_capi_layer_types(void **state) {
@@ -323,6 +363,7 @@ int main(void) {
       cmocka_unit_test(test_weights_and_shapes),
       cmocka_unit_test(test_bad_values_name_the_key),
       cmocka_unit_test(test_bad_shapes),
+      cmocka_unit_test(test_backward_scratch),
       cmocka_unit_test(test_capi_layer_types),
       cmocka_unit_test_setup_teardown(test_nntrainer_weight_file, tu_dir_setup,
                                       tu_dir_teardown),
