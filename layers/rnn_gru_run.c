@@ -11,7 +11,7 @@
  * for its backward, the dropout mask (dropout_rate > 0), all from forward
  * to backward; and for the backward alone the pre-activations' derivatives
  * of every step [T, B, G*U] (none where they go over the kept gates:
- * nnt_rg_dz_over), the states' derivatives [T, B, U] (the output's,
+ * dz_over), the states' derivatives [T, B, U] (the output's,
  * time-major) and G + 2 [B, U] blocks of work. A cell is the same with
  * T = 1. calc_gradient runs the backward through time, leaving every
  * step's gate derivatives; calc_derivative turns them into dX (and, in a
@@ -81,9 +81,10 @@ typedef struct bwd_at {
 static bwd_at bwd_layout(const nnt_rg_priv *q, const nnt_rg_kind *kd, const nnt_run_ctx *ctx) {
   size_t bu = (size_t)q->B * q->p.r.unit, gbu = kd->gates * bu;
   float *b0 = ctx->scratch[q->s_bwd].data;
+  int over = dz_over(&q->p, kd);
   bwd_at a;
-  a.d = dz_over(&q->p, kd) ? ctx->scratch[q->s_gates].data : b0;
-  a.dhs = a.d == b0 ? b0 + q->T * gbu : b0;
+  a.d = over ? ctx->scratch[q->s_gates].data : b0;
+  a.dhs = over ? b0 : b0 + q->T * gbu;
   a.work = a.dhs + q->T * bu;
   a.nxt = a.work + (kd->gates + 1) * bu;
   return a;

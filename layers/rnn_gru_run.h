@@ -62,7 +62,7 @@ typedef struct nnt_rg_kind {
   /* [B, U] blocks per step that the forward keeps for the backward */
   unsigned (*saved)(const nnt_rg_props *p);
   /* bwd writes d only after its last read of the step's gates: where a
-   * step keeps G blocks, d may then be their memory (nnt_rg_dz_over) */
+   * step keeps G blocks, d may then be their memory (rnn_gru_run.c, dz_over) */
   int d_after_gates;
   int (*fwd)(const nnt_rg_step *s);
   int (*bwd)(const nnt_rg_step *s);
