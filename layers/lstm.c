@@ -6,7 +6,10 @@
  * bidirectional the same again named reverse_*. The step is lstm_core's.
  *
  * Scratch: 0, the hidden states [T][dirs][b][u] (every mode: the forward
- * reads the previous one and the output is permuted from them); 1, kept for
+ * reads the previous one and the output is permuted from them; kept for
+ * the backward only without return_sequences: with it the backward reads
+ * each previous state in the output, whose rows are T dirs u apart, so
+ * the states are not kept twice); 1, kept for
  * the backward in training only: per position and direction the activated
  * gates (4 b u each, [T][dirs][4][b][u]), then the cell states (b u each),
  * then the dropout masks (b u each); 2, the forward's work (z, tmp, and
@@ -91,11 +94,12 @@ static int lstm_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
     }
   }
   unsigned td = T * dirs, keep = p->rp.dropout_rate > 0 ? 6 : 5;
-  nnt_fctx_add_scratch(ctx, nnt_dim_make(b, td, 1, u), NNT_SCRATCH_ITER);
+  nnt_fctx_add_scratch(ctx, nnt_dim_make(b, td, 1, u),
+                       p->rp.return_sequences ? NNT_SCRATCH_FWD : NNT_SCRATCH_ITER);
   nnt_fctx_add_scratch(ctx, nnt_dim_make(b, td, keep, u), NNT_SCRATCH_SAVED);
   nnt_fctx_add_scratch(ctx, nnt_dim_make(b, 11, 1, u), NNT_SCRATCH_FWD);
   nnt_fctx_add_scratch(ctx, nnt_dim_make(b, td + 8, 1, u), NNT_SCRATCH_BWD);
-  ctx->flags = NNT_LF_BWD_READS_INPUT;
+  ctx->flags = NNT_LF_BWD_READS_INPUT | (p->rp.return_sequences ? NNT_LF_BWD_READS_OUTPUT : 0);
   return NNT_OK;
 }
 
@@ -154,7 +158,8 @@ static int lstm_bptt(lstm_priv *p, nnt_run_ctx *ctx, int dw) {
   const nnt_tensor *x = &ctx->in[0];
   size_t b = x->dim.b, T = x->dim.h, feat = x->dim.w, u = p->rp.unit, bu = b * u;
   unsigned dirs = p->rp.bidirectional ? 2 : 1, nw = lstm_nw(p);
-  const float *H = ctx->scratch[0].data;
+  int seq = p->rp.return_sequences;
+  const float *H = seq ? NULL : ctx->scratch[0].data;
   float *S = ctx->scratch[1].data, *C = S + T * dirs * 4 * bu;
   float *dH = ctx->scratch[3].data, *dc = dH + T * dirs * bu;
   const float *masks = p->rp.dropout_rate > 0 ? S + T * dirs * 5 * bu : NULL;
@@ -169,7 +174,12 @@ static int lstm_bptt(lstm_priv *p, nnt_run_ctx *ctx, int dw) {
                             .gates = S + at * 4 * bu, .c = C + at * bu,
                             .dh = dH + at * bu, .dz = S + at * 4 * bu, .work = dc + bu,
                             .beta_dh = 1.0f, .acc = s != T - 1};
-      io.h_prev = s ? H + pv * bu : NULL;
+      if (s && seq) { /* the output [b][T][dirs u] holds the states */
+        io.h_prev = ctx->out[0].data + (nnt_rnn_prev(T, d, s) * dirs + d) * u;
+        io.ldh = T * dirs * u;
+      } else {
+        io.h_prev = s ? H + pv * bu : NULL;
+      }
       io.c_prev = s ? C + pv * bu : NULL;
       io.mask = masks ? masks + at * bu : NULL;
       io.dc = s != T - 1 ? dc : NULL;

@@ -41,6 +41,7 @@ typedef struct nnt_lstm_bwd_io {
   const float *x;
   size_t ldx;
   const float *h_prev, *c_prev, *mask; /* NULL as in the forward */
+  size_t ldh;           /* h_prev's rows are ldh apart; 0: u */
   const float *gates, *c;
   /* derivatives in */
   const float *dh;      /* of the step's h (before the mask), [b, u] */
