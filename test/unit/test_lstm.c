@@ -321,6 +321,10 @@ static void test_frozen_and_inference(void **state) {
   memcpy(y, r.out[0].data, no * sizeof *y);
   backward(&r);
   memcpy(dx, r.din[0].data, ni * sizeof *dx);
+  /* with return_sequences the backward reads the states in the output:
+   * they are the forward's scratch alone */
+  assert_int_equal(r.fc.scratch_life[0], NNT_SCRATCH_FWD);
+  assert_true(r.fc.flags & NNT_LF_BWD_READS_OUTPUT);
   /* hidden states' derivatives (5 positions x 2 directions), dc, work */
   assert_int_equal(nnt_tensor_len(&r.scratch[3]), (size_t)2 * 3 * (5 * 2 + 8));
   /* frozen, after a forward (the backward wrote dz over the gates): the
