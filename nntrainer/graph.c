@@ -540,7 +540,7 @@ static int assign_work(nnt_model *m, nnt_err *e) {
 
 /* Each node whose backward runs and whose output 0 only it reads there
  * (no consumer reads its input in a backward that runs, directly or
- * through a view; a model output is read at the end) may keep less
+ * through a view; a model output is read after the forward pass) may keep less
  * (nnt_layer_ops.keep_less). After finalize_each and assign_work. */
 static int keep_less(nnt_model *m, nnt_err *e) {
   if (m->keep_outputs || !m->n_nodes)

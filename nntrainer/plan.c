@@ -408,7 +408,9 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
 
 /* Every lifetime from the schedule: the batch (inputs, labels) is written
  * before step 0, each step touches what it reads or writes, and the model's
- * outputs stay readable to the last step. */
+ * outputs stay readable to the end of the forward pass (inference reads
+ * them there, on whichever plan it runs; a training step's backward reads
+ * one only where a layer declares it, as a loss layer's derivative does). */
 static int touch_steps(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
   unsigned n = m->n_steps[mode];
   for (size_t i = 0; i < g->n; i++) {
@@ -423,10 +425,11 @@ static int touch_steps(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
   int re = mode == NNT_MODE_TRAIN && m->n_recompute;
   for (unsigned s = 0; s < n; s++)
     touch_step(m, mode, g, s, &m->sched[mode][s], re);
+  unsigned out_end = fwd_end < n ? fwd_end : n - 1;
   for (size_t i = 0; n && i < m->n_nodes; i++)
     for (unsigned o = 0; o < m->nodes[i].fc.n_out; o++)
       if (!m->nodes[i].n_consumers[o])
-        use(g, m->nodes[i].t_out[o], n - 1);
+        use(g, m->nodes[i].t_out[o], out_end);
   /* train.c reads the loss values when the forward steps are done: at the
    * step after them (past the end of an inference schedule) */
   for (size_t i = 0; i < m->n_nodes; i++)

@@ -184,12 +184,13 @@ static void test_residual_plan(void **state) {
   assert_int_equal(check_fanouts(m, first), 1);
   assert_ptr_equal(first[0], add);
   /* at add's calc_derivative, the peak: tanh's output (read by its
-   * backward), the model's output, add's d_out, b's d_out and a's sum (the
-   * input, read by a's backward, is the batch itself: not in the arena);
-   * the temporary it had would have been one more */
+   * backward), add's d_out, b's d_out and a's sum (the input, read by a's
+   * backward, is the batch itself: not in the arena; the model's output
+   * ended at the loss's backward, the last step that reads it); the
+   * temporary it had would have been one more */
   size_t act = (size_t)BATCH * WIDTH * sizeof(float);
   assert_true(nnt_mgr_borrowed(g, m->input_t[0]));
-  size_t count = BATCH * 2 * sizeof(float) + 4 * act;
+  size_t count = 4 * act;
   size_t before = count + act;
   assert_int_equal(live_max(g, deriv_step(m, add), 0), count);
   assert_int_equal(live_max(g, deriv_step(m, add), act), before);
