@@ -89,6 +89,8 @@ int nnt_cpu_bn_bwd(const struct nnt_kernels *self, size_t outer, size_t ch, size
                    const float *dy, const float *xhat, const float *invstd, const float *gamma,
                    float *dx, float *dgamma, float *dbeta);
 
+int nnt_cpu_copy2d(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x,
+                   size_t ldx, float *y, size_t ldy);
 int nnt_cpu_permute3(const struct nnt_kernels *self, size_t b, const unsigned d[3],
                      const unsigned perm[3], const float *x, float *y);
 int nnt_cpu_upsample_nearest_fwd(const struct nnt_kernels *self, size_t rows, size_t h, size_t w,

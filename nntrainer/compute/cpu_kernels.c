@@ -721,6 +721,7 @@ const nnt_kernels nnt_cpu_kernel_table = {
     .conv_bwd_x = nnt_cpu_conv_bwd_x,
     .conv_bwd_w = nnt_cpu_conv_bwd_w,
     .permute3 = nnt_cpu_permute3,
+    .copy2d = nnt_cpu_copy2d,
     .im2col = nnt_cpu_im2col,
     .col2im = nnt_cpu_col2im,
     .pool_fwd = nnt_cpu_pool_fwd,

@@ -1,5 +1,18 @@
-/* CPU kernels that move values: permute and nearest upsampling. */
+/* CPU kernels that move values: strided copy, permute and nearest
+ * upsampling. */
 #include "nntrainer/compute/cpu_impl.h"
+
+#include <string.h>
+
+int nnt_cpu_copy2d(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x,
+                   size_t ldx, float *y, size_t ldy) {
+  (void)self;
+  if (rows > 1 && (cols > ldx || cols > ldy))
+    return NNT_ERR_INVAL;
+  for (size_t r = 0; r < rows && cols; r++)
+    memcpy(y + r * ldy, x + r * ldx, cols * sizeof *x);
+  return NNT_OK;
+}
 
 int nnt_cpu_permute3(const struct nnt_kernels *self, size_t b, const unsigned d[3],
                      const unsigned perm[3], const float *x, float *y) {

@@ -436,6 +436,11 @@ typedef struct nnt_kernels {
   int (*conv_wino_dw)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                       size_t filters, const float *dy, const float *x, float *dw,
                       float *scratch, size_t scratch_len);
+  /* A matrix between two layouts: y[r ldy + c] = x[r ldx + c] for r < rows,
+   * c < cols; nothing else of y is written. With rows > 1, cols is at most
+   * ldx and ldy. x and y do not overlap. */
+  int (*copy2d)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x,
+                size_t ldx, float *y, size_t ldy);
 } nnt_kernels;
 
 /* k->parallel where the backend has it, else fn(arg, 0, n). */

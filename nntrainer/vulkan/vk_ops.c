@@ -426,6 +426,21 @@ static int v_bn_bwd(const nnt_kernels *self, size_t outer, size_t ch, size_t inn
                   &pc, (uint32_t)ch, 1);
 }
 
+static int v_copy2d(const nnt_kernels *self, size_t rows, size_t cols, const float *x,
+                    size_t ldx, float *y, size_t ldy) {
+  vk_ctx *vc = self->ctx;
+  if (rows > 1 && (cols > ldx || cols > ldy))
+    return NNT_ERR_INVAL;
+  if (!rows || !cols)
+    return NNT_OK;
+  size_t ld = ldx > ldy ? ldx : ldy; /* >= cols >= 1 where rows > 1 */
+  if (cols > UINT32_MAX || ld > UINT32_MAX || rows - 1 > (UINT32_MAX - cols) / (ld ? ld : 1))
+    return NNT_ERR_INVAL;
+  size_t ex = (rows - 1) * ldx + cols, ey = (rows - 1) * ldy + cols;
+  vk_push pc = {.cols = (uint32_t)cols, .i0 = (uint32_t)ldx, .i1 = (uint32_t)ldy};
+  return ew(vc, "copy2d", rows * cols, ARGS(RD(x, ex), WR(y, ey)), &pc);
+}
+
 static int v_permute3(const nnt_kernels *self, size_t b, const unsigned d[3],
                       const unsigned perm[3], const float *x, float *y) {
   vk_ctx *vc = self->ctx;
@@ -691,6 +706,7 @@ static const nnt_kernels vk_kernels = {
     .bn_fwd_infer = v_bn_fwd_infer,
     .bn_bwd = v_bn_bwd,
     .permute3 = v_permute3,
+    .copy2d = v_copy2d,
     .im2col = v_im2col,
     .col2im = v_col2im,
     .pool_fwd = v_pool_fwd,

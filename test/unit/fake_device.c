@@ -238,6 +238,8 @@ F(gemm, (int ta, int tb, size_t m, size_t n, size_t k, float al, cf a, size_t ld
   (ta, tb, m, n, k, al, H(a), lda, H(b), ldb, be, H(c), ldc))
 F(fill, (size_t n, float v, float *y), (C(y, n)), (n, v, H(y)))
 F(copy, (size_t n, cf x, float *y), (C(x, n) C(y, n)), (n, H(x), H(y)))
+F(copy2d, (size_t r, size_t c, cf x, size_t ldx, float *y, size_t ldy),
+  (C(x, mat(r, c, ldx)) C(y, mat(r, c, ldy))), (r, c, H(x), ldx, H(y), ldy))
 F(scale, (size_t n, float a, float *y), (C(y, n)), (n, a, H(y)))
 F(axpy, (size_t n, float a, cf x, float *y), (C(x, n) C(y, n)), (n, a, H(x), H(y)))
 F(add, (size_t n, cf a, cf b, float *y), (C(a, n) C(b, n) C(y, n)), (n, H(a), H(b), H(y)))

@@ -39,6 +39,8 @@ V(GEMM, gemm, (int ta, int tb, size_t m, size_t n, size_t k, float al, cf a, siz
   (ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc))
 V(FILL, fill, (size_t n, float v, float *y), (n, v, y))
 V(COPY, copy, (size_t n, cf x, float *y), (n, x, y))
+V(COPY2D, copy2d, (size_t r, size_t c, cf x, size_t ldx, float *y, size_t ldy),
+  (r, c, x, ldx, y, ldy))
 V(SCALE, scale, (size_t n, float a, float *y), (n, a, y))
 V(AXPY, axpy, (size_t n, float a, cf x, float *y), (n, a, x, y))
 V(ADD, add, (size_t n, cf a, cf b, float *y), (n, a, b, y))

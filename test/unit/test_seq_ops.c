@@ -8,7 +8,7 @@
  * (the buffer's guard floats stay), their rows are NaN, and the CPU says
  * NNT_ERR_INVAL; ln_fwd and ln_bwd (layer normalization) against a double
  * reference, with and without the saved statistics and each gradient;
- * pos_encoding against the sinusoid formula in double; div. */
+ * pos_encoding against the sinusoid formula in double; div; copy2d. */
 #include "op_harness.h"
 
 #include <math.h>
@@ -302,6 +302,58 @@ static void test_pos_encoding_and_div(void **state) {
   }
 }
 
+/* copy2d (the lstm's per-step slice of its output's derivative): a
+ * strided matrix into another stride, both ways, every element where it
+ * belongs, nothing between the rows or around the tensors written; a row
+ * shorter than cols with rows > 1 is refused. */
+static void test_copy2d(void **state) {
+  (void)state;
+  const nnt_backend *bes[OH_MAX_BACKENDS];
+  unsigned nb = oh_backends(bes);
+  enum { ROWS = 5, COLS = 3, LDX = 7, LDY = 4, NX = ROWS * LDX, NY = ROWS * LDY };
+  float x[NX], y0[NY];
+  for (int i = 0; i < NX; i++)
+    x[i] = 0.5f * (float)i - 3.25f;
+  for (int i = 0; i < NY; i++)
+    y0[i] = -100.0f - (float)i;
+  for (unsigned k = 0; k < nb; k++) {
+    const nnt_backend *be = bes[k];
+    seq_buf s;
+    seq_make(&s, be, (const size_t[]){NX, NY, NX}, 3);
+    seq_put(&s, 0, x), seq_put(&s, 1, y0);
+    const nnt_kernels *K = be->k;
+    /* x's rows 1..4 (the extent ends at the tensor's last float) into y */
+    assert_int_equal(K->copy2d(K, ROWS - 1, COLS, seq_at(&s, 0) + LDX + (LDX - COLS), LDX,
+                               seq_at(&s, 1), LDY), NNT_OK);
+    float got[NX];
+    seq_get(&s, 1, got, be->name);
+    for (int r = 0; r < ROWS; r++)
+      for (int c = 0; c < LDY; c++) {
+        int i = r * LDY + c;
+        float want = r < ROWS - 1 && c < COLS ? x[(r + 1) * LDX + LDX - COLS + c] : y0[i];
+        if (got[i] != want)
+          fail_msg("%s: copy2d y[%d][%d] %g, expected %g", be->name, r, c, got[i], want);
+      }
+    /* and back, into a zeroed x-shaped tensor: only the rows' first COLS */
+    float zero[NX] = {0};
+    seq_put(&s, 2, zero);
+    assert_int_equal(K->copy2d(K, ROWS - 1, COLS, seq_at(&s, 1), LDY, seq_at(&s, 2), LDX),
+                     NNT_OK);
+    seq_get(&s, 2, got, be->name);
+    for (int i = 0; i < NX; i++) {
+      int r = i / LDX, c = i % LDX;
+      float want = r < ROWS - 1 && c < COLS ? x[(r + 1) * LDX + LDX - COLS + c] : 0.0f;
+      if (got[i] != want)
+        fail_msg("%s: copy2d back [%d] %g, expected %g", be->name, i, got[i], want);
+    }
+    /* one row needs no stride; rows that overlap are refused */
+    assert_int_equal(K->copy2d(K, 1, COLS, seq_at(&s, 0), 1, seq_at(&s, 2), 1), NNT_OK);
+    assert_int_equal(K->copy2d(K, 2, LDY + 1, seq_at(&s, 0), LDX, seq_at(&s, 1), LDY),
+                     NNT_ERR_INVAL);
+    nnt_buffer_free(s.b);
+  }
+}
+
 static void test_release(void **state) {
   (void)state;
   oh_backends_release();
@@ -313,6 +365,7 @@ int main(void) {
       cmocka_unit_test(test_indices_out_of_range),
       cmocka_unit_test(test_layer_norm),
       cmocka_unit_test(test_pos_encoding_and_div),
+      cmocka_unit_test(test_copy2d),
       cmocka_unit_test(test_release),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
