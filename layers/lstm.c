@@ -5,24 +5,27 @@
  * (integrate_bias) or bias_ih, bias_hh (none with disable_bias); with
  * bidirectional the same again named reverse_*. The step is lstm_core's.
  *
- * Scratch: 0, the hidden states [T][dirs][b][u] (every mode: the forward
- * reads the previous one and the output is permuted from them; kept for
- * the backward only without return_sequences: with it the backward reads
- * each previous state in the output, whose rows are T dirs u apart, so
- * the states are not kept twice); 1, kept for
- * the backward in training only: per position and direction the activated
- * gates (4 b u each, [T][dirs][4][b][u]), then the cell states (b u each),
- * then the dropout masks (b u each); 2, the forward's work (z, tmp, and
- * where 1 is absent one step's gates and two cell states); 3, the
- * backward's: the hidden states' derivatives (b u a position), the
- * running dc and the step's work. calc_gradient runs backpropagation
- * through time, which writes each position's dz over that position's
- * gates once it has read them (the last step to read them: going back in
- * time, a step reads its own gates and its predecessor's cell state), and
- * calc_derivative reads dz there (dx = dz W_ih^T): a 64-step sequence's
- * dz is not held twice (docs/memory.md, "Sequence models"). So the
- * backward runs once after each forward; a frozen lstm runs it in
- * calc_derivative. Dropout (dropout_rate) scales the hidden state h of
+ * Scratch: 0, the hidden states [T][dirs][b][u] (the forward's only: each
+ * step reads the previous one and the output is permuted from them); 1,
+ * kept for the backward in training only: per position and direction the
+ * activated gates (4 b u each, [T][dirs][4][b][u]), then per direction
+ * the cell and hidden states at every K-th step ([dirs][T/K][2][b][u], K
+ * about sqrt(T): lstm_seg), then the dropout masks (b u each); 2, the
+ * forward's work (z, tmp, two cell states in turn and, where 1 is absent,
+ * one step's gates); 3, the backward's: two hidden-state derivatives in
+ * turn, the running dc, the step's work and one segment's K cell and
+ * hidden states. calc_gradient runs backpropagation through time one
+ * segment of K steps at a time, last first: it recomputes the segment's
+ * states from the ones kept at its start and its kept gates (the
+ * forward's ops: the same bits), then runs its steps back, reading each
+ * position's slice of the output's derivative (copy2d) as it comes. So
+ * neither the output nor the sequence's states nor its derivatives are
+ * held through the backward. Each step writes its dz over its own gates,
+ * which it has just read for the last time (a segment's recomputation,
+ * which reads them too, runs before), and calc_derivative reads dz there
+ * (dx = dz W_ih^T): the sequence's dz is not held twice (docs/memory.md,
+ * "Sequence models"). So the backward runs once after each forward; a
+ * frozen lstm runs it in calc_derivative. Dropout (dropout_rate) scales the hidden state h of
  * each step, the one the next step reads too, as NNTrainer does, but with
  * a mask of its own for each direction. */
 #include "layers/lstm_core.h"
@@ -46,6 +49,18 @@ static int lstm_set(nnt_layer *l, const char *key, const char *value, nnt_err *e
   int rc = nnt_rnn_props_set(&p->rp, key, value, e);
   return rc == NNT_ERR_NOKEY ? nnt_weight_props_set(&p->wp, key, value, e) : rc;
 }
+
+/* The backward's segment length: K with K^2 >= T, the least (kept states
+ * T/K, recomputed K at a time). */
+static size_t lstm_seg(size_t T) {
+  size_t K = 1;
+  while (K * K < T)
+    K++;
+  return K;
+}
+
+/* The kept states: (c, h) before each segment but the first. */
+static size_t lstm_ckpts(size_t T) { return T ? (T - 1) / lstm_seg(T) : 0; }
 
 /* Weights of one direction: 2 + the biases. */
 static unsigned lstm_nw(const lstm_priv *p) {
@@ -79,7 +94,9 @@ static int lstm_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
       (rc = nnt_check_gemm_dim(feat, "input width", e)) ||
       (rc = nnt_check_gemm_dim((size_t)T * feat, "time steps x input width", e)))
     return rc ? rc : nnt_err_set(e, NNT_ERR_INVAL, "key 'unit': %u is too large", u);
-  if ((size_t)T * dirs * 5 + 8 > UINT_MAX)
+  size_t td = (size_t)T * dirs, K = lstm_seg(T), nck = lstm_ckpts(T);
+  size_t kept = 4 * td + 2 * dirs * nck + (p->rp.dropout_rate > 0 ? td : 0);
+  if (kept > UINT_MAX || 10 + 2 * K > UINT_MAX)
     return nnt_err_set(e, NNT_ERR_INVAL, "lstm: %u time steps are too many", T);
   ctx->out_dim[0] = nnt_dim_make(b, 1, p->rp.return_sequences ? T : 1, dirs * u);
   for (unsigned d = 0; d < dirs; d++) {
@@ -93,13 +110,11 @@ static int lstm_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
       add_w(ctx, p, pre, "bias_hh", 1, 4 * u, 1);
     }
   }
-  unsigned td = T * dirs, keep = p->rp.dropout_rate > 0 ? 6 : 5;
-  nnt_fctx_add_scratch(ctx, nnt_dim_make(b, td, 1, u),
-                       p->rp.return_sequences ? NNT_SCRATCH_FWD : NNT_SCRATCH_ITER);
-  nnt_fctx_add_scratch(ctx, nnt_dim_make(b, td, keep, u), NNT_SCRATCH_SAVED);
+  nnt_fctx_add_scratch(ctx, nnt_dim_make(b, (unsigned)td, 1, u), NNT_SCRATCH_FWD);
+  nnt_fctx_add_scratch(ctx, nnt_dim_make(b, (unsigned)kept, 1, u), NNT_SCRATCH_SAVED);
   nnt_fctx_add_scratch(ctx, nnt_dim_make(b, 11, 1, u), NNT_SCRATCH_FWD);
-  nnt_fctx_add_scratch(ctx, nnt_dim_make(b, td + 8, 1, u), NNT_SCRATCH_BWD);
-  ctx->flags = NNT_LF_BWD_READS_INPUT | (p->rp.return_sequences ? NNT_LF_BWD_READS_OUTPUT : 0);
+  nnt_fctx_add_scratch(ctx, nnt_dim_make(b, (unsigned)(10 + 2 * K), 1, u), NNT_SCRATCH_BWD);
+  ctx->flags = NNT_LF_BWD_READS_INPUT;
   return NNT_OK;
 }
 
@@ -122,9 +137,11 @@ static int lstm_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   size_t b = x->dim.b, T = x->dim.h, feat = x->dim.w, u = p->rp.unit, bu = b * u;
   unsigned dirs = p->rp.bidirectional ? 2 : 1;
   float *H = ctx->scratch[0].data, *S = ctx->scratch[1].data, *F = ctx->scratch[2].data;
+  size_t K = lstm_seg(T), nck = lstm_ckpts(T);
+  float *ck = S ? S + T * dirs * 4 * bu : NULL; /* the kept states */
   const float *masks = NULL;
   if (ctx->training && S && p->rp.dropout_rate > 0) {
-    float *m = S + T * dirs * 5 * bu;
+    float *m = ck + dirs * nck * 2 * bu;
     NNT_TRY(k->dropout_mask(k, T * dirs * bu, p->rp.dropout_rate, ctx->seed, ctx->stream, m));
     masks = m;
   }
@@ -133,22 +150,34 @@ static int lstm_forward(nnt_layer *l, nnt_run_ctx *ctx) {
     lstm_cfg(p, ctx, ctx->w, d, &cfg);
     for (size_t s = 0; s < T; s++) {
       size_t at = nnt_rnn_pos(T, d, s) * dirs + d, pv = s ? nnt_rnn_prev(T, d, s) * dirs + d : 0;
+      /* two cell states in turn; the gates kept, or one step's */
       nnt_lstm_fwd_io io = {.x = x->data + nnt_rnn_pos(T, d, s) * feat, .ldx = T * feat,
-                            .z = F, .tmp = F + 4 * bu, .h = H + at * bu};
+                            .z = F, .tmp = F + 4 * bu, .h = H + at * bu,
+                            .gates = S ? S + at * 4 * bu : F + 5 * bu,
+                            .c = F + (9 + (s & 1)) * bu};
       io.h_prev = s ? H + pv * bu : NULL;
+      io.c_prev = s ? F + (9 + ((s - 1) & 1)) * bu : NULL;
       io.mask = masks ? masks + at * bu : NULL;
-      if (S) {
-        float *C = S + T * dirs * 4 * bu; /* the cell states */
-        io.gates = S + at * 4 * bu, io.c = C + at * bu;
-        io.c_prev = s ? C + pv * bu : NULL;
-      } else { /* one step's gates and two cell states in turn */
-        io.gates = F + 5 * bu, io.c = F + (9 + (s & 1)) * bu;
-        io.c_prev = s ? F + (9 + ((s - 1) & 1)) * bu : NULL;
-      }
       NNT_TRY(nnt_lstm_step_fwd(k, &cfg, &io));
+      if (S && (s + 1) % K == 0 && s + 1 < T) { /* the next segment's start */
+        float *to = ck + (d * nck + (s + 1) / K - 1) * 2 * bu;
+        NNT_TRY(k->copy(k, bu, io.c, to));
+        NNT_TRY(k->copy(k, bu, io.h, to + bu));
+      }
     }
   }
   return nnt_rnn_out_fwd(k, T, dirs, b, u, p->rp.return_sequences, H, ctx->out[0].data);
+}
+
+/* The derivative reaching the hidden state of position pos of direction
+ * d from the output (zeros for a position the output does not hold),
+ * into dh [b][u]. dy: [b][T or 1][dirs][u]. */
+static int lstm_dh_in(const nnt_kernels *k, const float *dy, size_t T, unsigned dirs, size_t b,
+                      size_t u, int seq, size_t pos, unsigned d, float *dh) {
+  if (!seq && pos != T - 1)
+    return k->fill(k, b * u, 0.0f, dh);
+  size_t at = seq ? pos : 0;
+  return k->copy2d(k, b, u, dy + (at * dirs + d) * u, (seq ? T : 1) * dirs * u, dh, u);
 }
 
 /* Backpropagation through time: every position's dz over its gates in
@@ -159,37 +188,50 @@ static int lstm_bptt(lstm_priv *p, nnt_run_ctx *ctx, int dw) {
   size_t b = x->dim.b, T = x->dim.h, feat = x->dim.w, u = p->rp.unit, bu = b * u;
   unsigned dirs = p->rp.bidirectional ? 2 : 1, nw = lstm_nw(p);
   int seq = p->rp.return_sequences;
-  const float *H = seq ? NULL : ctx->scratch[0].data;
-  float *S = ctx->scratch[1].data, *C = S + T * dirs * 4 * bu;
-  float *dH = ctx->scratch[3].data, *dc = dH + T * dirs * bu;
-  const float *masks = p->rp.dropout_rate > 0 ? S + T * dirs * 5 * bu : NULL;
-  NNT_TRY(nnt_rnn_out_bwd(k, T, dirs, b, u, p->rp.return_sequences, ctx->d_out[0].data, dH));
+  size_t K = lstm_seg(T), nck = lstm_ckpts(T);
+  float *S = ctx->scratch[1].data, *ck = S + T * dirs * 4 * bu;
+  const float *masks = p->rp.dropout_rate > 0 ? ck + dirs * nck * 2 * bu : NULL;
+  /* scratch 3: dh twice, dc, the step's work, the segment's states */
+  float *W = ctx->scratch[3].data, *dh[2] = {W, W + bu}, *dc = W + 2 * bu, *work = W + 3 * bu;
+  float *Cs = W + 10 * bu, *Hs = Cs + K * bu;
+  const float *dy = ctx->d_out[0].data;
   for (unsigned d = 0; d < dirs; d++) {
     nnt_lstm_cfg cfg;
     lstm_cfg(p, ctx, ctx->w, d, &cfg);
-    unsigned base = d * nw;
-    for (size_t s = T; s-- > 0;) {
-      size_t at = nnt_rnn_pos(T, d, s) * dirs + d, pv = s ? nnt_rnn_prev(T, d, s) * dirs + d : 0;
-      nnt_lstm_bwd_io io = {.x = x->data + nnt_rnn_pos(T, d, s) * feat, .ldx = T * feat,
-                            .gates = S + at * 4 * bu, .c = C + at * bu,
-                            .dh = dH + at * bu, .dz = S + at * 4 * bu, .work = dc + bu,
-                            .beta_dh = 1.0f, .acc = s != T - 1};
-      if (s && seq) { /* the output [b][T][dirs u] holds the states */
-        io.h_prev = ctx->out[0].data + (nnt_rnn_prev(T, d, s) * dirs + d) * u;
-        io.ldh = T * dirs * u;
-      } else {
-        io.h_prev = s ? H + pv * bu : NULL;
+    unsigned base = d * nw, cur = 0;
+    NNT_TRY(lstm_dh_in(k, dy, T, dirs, b, u, seq, nnt_rnn_pos(T, d, T - 1), d, dh[0]));
+    for (size_t j = (T + K - 1) / K; j-- > 0;) {
+      size_t s0 = j * K, s1 = s0 + K < T ? s0 + K : T;
+      const float *c0 = j ? ck + (d * nck + j - 1) * 2 * bu : NULL, *h0 = c0 ? c0 + bu : NULL;
+      /* the segment's states again: c at each step, h but at its last */
+      for (size_t s = s0; s < s1; s++) {
+        size_t at = nnt_rnn_pos(T, d, s) * dirs + d;
+        NNT_TRY(nnt_lstm_cell(k, &cfg, S + at * 4 * bu, s > s0 ? Cs + (s - 1 - s0) * bu : c0,
+                              masks ? masks + at * bu : NULL, work, Cs + (s - s0) * bu,
+                              s + 1 < s1 ? Hs + (s - s0) * bu : NULL));
       }
-      io.c_prev = s ? C + pv * bu : NULL;
-      io.mask = masks ? masks + at * bu : NULL;
-      io.dc = s != T - 1 ? dc : NULL;
-      io.dc_prev = s ? dc : NULL;
-      io.dh_prev = s ? dH + pv * bu : NULL;
-      if (dw) {
-        io.g_ih = ctx->gw[base].data, io.g_hh = ctx->gw[base + 1].data;
-        io.g_bias = nw > 2 ? ctx->gw[base + 2].data : NULL;
+      for (size_t s = s1; s-- > s0;) {
+        size_t at = nnt_rnn_pos(T, d, s) * dirs + d;
+        nnt_lstm_bwd_io io = {.x = x->data + nnt_rnn_pos(T, d, s) * feat, .ldx = T * feat,
+                              .gates = S + at * 4 * bu, .c = Cs + (s - s0) * bu,
+                              .dh = dh[cur], .dz = S + at * 4 * bu, .work = work,
+                              .beta_dh = 1.0f, .acc = s != T - 1};
+        io.c_prev = s > s0 ? Cs + (s - 1 - s0) * bu : c0;
+        io.h_prev = s > s0 ? Hs + (s - 1 - s0) * bu : h0;
+        io.mask = masks ? masks + at * bu : NULL;
+        io.dc = s != T - 1 ? dc : NULL;
+        io.dc_prev = s ? dc : NULL;
+        if (s) { /* the previous position's: from the output, and this step adds */
+          NNT_TRY(lstm_dh_in(k, dy, T, dirs, b, u, seq, nnt_rnn_prev(T, d, s), d, dh[!cur]));
+          io.dh_prev = dh[!cur];
+        }
+        if (dw) {
+          io.g_ih = ctx->gw[base].data, io.g_hh = ctx->gw[base + 1].data;
+          io.g_bias = nw > 2 ? ctx->gw[base + 2].data : NULL;
+        }
+        NNT_TRY(nnt_lstm_step_bwd(k, &cfg, &io));
+        cur = !cur;
       }
-      NNT_TRY(nnt_lstm_step_bwd(k, &cfg, &io));
     }
     /* bias_ih and bias_hh enter z alike: the same gradient */
     if (dw && nw > 3)
@@ -223,5 +265,6 @@ const nnt_layer_ops nnt_layer_lstm = {
     .forward = lstm_forward,
     .calc_gradient = lstm_gradient,
     .calc_derivative = lstm_derivative,
-    .kops = NNT_LSTM_CORE_KOPS | NNT_RNN_KOPS | NNT_KOP_BIT(DROPOUT_MASK) | NNT_KOP_BIT(COPY),
+    .kops = NNT_LSTM_CORE_KOPS | NNT_RNN_KOPS | NNT_KOP_BIT(DROPOUT_MASK) | NNT_KOP_BIT(COPY) |
+            NNT_KOP_BIT(COPY2D),
 };

@@ -4,7 +4,7 @@
 
 int nnt_lstm_step_fwd(const nnt_kernels *k, const nnt_lstm_cfg *cfg, const nnt_lstm_fwd_io *io) {
   size_t b = cfg->b, u = cfg->u, bu = b * u, g4 = 4 * u;
-  float *gi = io->gates, *gf = gi + bu, *gg = gf + bu, *go = gg + bu;
+  float *gi = io->gates, *gg = gi + 2 * bu, *go = gg + bu;
   float ar = nnt_rnn_alpha(cfg->ract), ah = nnt_rnn_alpha(cfg->act);
   NNT_TRY(k->gemm(k, 0, 0, b, g4, cfg->feat, 1.0f, io->x, io->ldx, cfg->w_ih, g4, 0.0f, io->z,
                   g4));
@@ -20,15 +20,24 @@ int nnt_lstm_step_fwd(const nnt_kernels *k, const nnt_lstm_cfg *cfg, const nnt_l
   NNT_TRY(k->act_fwd(k, cfg->ract, ar, 2 * bu, gi, gi));
   NNT_TRY(k->act_fwd(k, cfg->act, ah, bu, gg, gg));
   NNT_TRY(k->act_fwd(k, cfg->ract, ar, bu, go, go));
-  NNT_TRY(k->mul(k, bu, gi, gg, io->c));
-  if (io->c_prev) {
-    NNT_TRY(k->mul(k, bu, gf, io->c_prev, io->tmp));
-    NNT_TRY(k->add(k, bu, io->tmp, io->c, io->c));
+  return nnt_lstm_cell(k, cfg, io->gates, io->c_prev, io->mask, io->tmp, io->c, io->h);
+}
+
+int nnt_lstm_cell(const nnt_kernels *k, const nnt_lstm_cfg *cfg, const float *gates,
+                  const float *c_prev, const float *mask, float *tmp, float *c, float *h) {
+  size_t bu = cfg->b * cfg->u;
+  const float *gi = gates, *gf = gi + bu, *gg = gf + bu, *go = gg + bu;
+  NNT_TRY(k->mul(k, bu, gi, gg, c));
+  if (c_prev) {
+    NNT_TRY(k->mul(k, bu, gf, c_prev, tmp));
+    NNT_TRY(k->add(k, bu, tmp, c, c));
   }
-  NNT_TRY(k->act_fwd(k, cfg->act, ah, bu, io->c, io->tmp));
-  NNT_TRY(k->mul(k, bu, go, io->tmp, io->h));
-  if (io->mask)
-    NNT_TRY(k->mul(k, bu, io->h, io->mask, io->h));
+  if (!h)
+    return NNT_OK;
+  NNT_TRY(k->act_fwd(k, cfg->act, nnt_rnn_alpha(cfg->act), bu, c, tmp));
+  NNT_TRY(k->mul(k, bu, go, tmp, h));
+  if (mask)
+    NNT_TRY(k->mul(k, bu, h, mask, h));
   return NNT_OK;
 }
 
@@ -70,7 +79,7 @@ int nnt_lstm_step_bwd(const nnt_kernels *k, const nnt_lstm_cfg *cfg, const nnt_l
                     g4));
   if (io->g_hh) {
     if (io->h_prev)
-      NNT_TRY(k->gemm(k, 1, 0, u, g4, b, 1.0f, io->h_prev, io->ldh ? io->ldh : u, io->dz, g4,
+      NNT_TRY(k->gemm(k, 1, 0, u, g4, b, 1.0f, io->h_prev, u, io->dz, g4,
                       beta, io->g_hh, g4));
     else if (!io->acc)
       NNT_TRY(k->fill(k, u * g4, 0.0f, io->g_hh));

@@ -35,13 +35,18 @@ typedef struct nnt_lstm_fwd_io {
 /* The work floats a forward step needs (z, tmp). */
 static inline size_t nnt_lstm_fwd_work(size_t b, size_t u) { return 5 * b * u; }
 int nnt_lstm_step_fwd(const nnt_kernels *k, const nnt_lstm_cfg *cfg, const nnt_lstm_fwd_io *io);
+/* The step's last part, from its activated gates: c = f c_prev + i g and,
+ * unless h is NULL, h = o act(c) (times mask); tmp: work [b, u]. The
+ * forward step ends with it, and the lstm's backward recomputes the
+ * states it did not keep with it: the same ops, so the same bits. */
+int nnt_lstm_cell(const nnt_kernels *k, const nnt_lstm_cfg *cfg, const float *gates,
+                  const float *c_prev, const float *mask, float *tmp, float *c, float *h);
 
 typedef struct nnt_lstm_bwd_io {
   /* what the forward step had and gave */
   const float *x;
   size_t ldx;
   const float *h_prev, *c_prev, *mask; /* NULL as in the forward */
-  size_t ldh;           /* h_prev's rows are ldh apart; 0: u */
   const float *gates, *c;
   /* derivatives in */
   const float *dh;      /* of the step's h (before the mask), [b, u] */

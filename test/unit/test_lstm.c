@@ -302,8 +302,11 @@ static void fill(nnt_tensor *t, float scale, unsigned seed) {
 /* A frozen lstm's calc_derivative (no calc_gradient before it, no
  * gradients) gives the dx it gives after calc_gradient; a forward without
  * the training-only scratch (inference) gives the training output. The
- * backward's scratch holds no sequence of dz: backpropagation writes each
- * position's dz over its gates in the kept scratch. */
+ * backward reads neither the output nor the forward's states (both are
+ * NaN here when it runs): it recomputes each segment's states from the
+ * ones kept at its start. Its scratch holds no sequence: backpropagation
+ * writes each position's dz over its gates in the kept scratch and reads
+ * the output's derivative one position at a time. */
 static void test_frozen_and_inference(void **state) {
   (void)state;
   const char *props[] = {"unit", "3", "bidirectional", "true", "return_sequences", "true",
@@ -321,17 +324,23 @@ static void test_frozen_and_inference(void **state) {
   memcpy(y, r.out[0].data, no * sizeof *y);
   backward(&r);
   memcpy(dx, r.din[0].data, ni * sizeof *dx);
-  /* with return_sequences the backward reads the states in the output:
-   * they are the forward's scratch alone */
   assert_int_equal(r.fc.scratch_life[0], NNT_SCRATCH_FWD);
-  assert_true(r.fc.flags & NNT_LF_BWD_READS_OUTPUT);
-  /* hidden states' derivatives (5 positions x 2 directions), dc, work */
-  assert_int_equal(nnt_tensor_len(&r.scratch[3]), (size_t)2 * 3 * (5 * 2 + 8));
+  assert_false(r.fc.flags & NNT_LF_BWD_READS_OUTPUT);
+  /* kept: the gates (5 positions x 2 directions x 4 gates), then per
+   * direction c and h before the second of the segments of 3 steps */
+  assert_int_equal(nnt_tensor_len(&r.scratch[1]), (size_t)2 * 3 * (5 * 2 * 4 + 2 * 1 * 2));
+  /* the backward's: dh twice, dc, the step's work (7), a segment's c and h */
+  assert_int_equal(nnt_tensor_len(&r.scratch[3]), (size_t)2 * 3 * (10 + 2 * 3));
   /* frozen, after a forward (the backward wrote dz over the gates): the
-   * scratch of the backward dirty, no gradients */
+   * scratch of the backward, the forward's states and the output dirty,
+   * no gradients */
   assert_int_equal(r.l->ops->forward(r.l, &r.ctx), NNT_OK);
   for (size_t i = 0; i < nnt_tensor_len(&r.scratch[3]); i++)
     r.scratch[3].data[i] = NAN;
+  for (size_t i = 0; i < nnt_tensor_len(&r.scratch[0]); i++)
+    r.scratch[0].data[i] = NAN;
+  for (size_t i = 0; i < no; i++)
+    r.out[0].data[i] = NAN;
   memset(r.din[0].data, 0, ni * sizeof(float));
   nnt_tensor gw_none[NNT_MAX_WEIGHTS];
   memset(gw_none, 0, sizeof gw_none);
