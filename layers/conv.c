@@ -468,7 +468,7 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
       nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->filters, (unsigned)(plane * p->bnb)),
                            NNT_SCRATCH_BWD);
   }
-  ctx->flags = NNT_LF_BWD_READS_INPUT;
+  ctx->flags = NNT_LF_BWD_READS_INPUT | NNT_LF_DERIV_SKIPS_INPUT;
   /* The forward may write over its input where no backward runs
    * (conv_forward_inplace), when an image's output is no larger than its
    * input: then the shared memory is the input's, and nothing grows (a

@@ -78,7 +78,7 @@ static int fc_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
     nnt_fctx_add_scratch(ctx, t, NNT_SCRATCH_ITER); /* X A, for dB */
     nnt_fctx_add_scratch(ctx, t, NNT_SCRATCH_BWD);  /* s dY B^T */
   }
-  ctx->flags = NNT_LF_BWD_READS_INPUT;
+  ctx->flags = NNT_LF_BWD_READS_INPUT | NNT_LF_DERIV_SKIPS_INPUT;
   /* dW = X^T dY by rows of W (input features): see fc_gradient */
   ctx->grad_tiles = r ? 0u : 1u;
   return NNT_OK;

@@ -114,7 +114,7 @@ static int lstm_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   nnt_fctx_add_scratch(ctx, nnt_dim_make(b, (unsigned)kept, 1, u), NNT_SCRATCH_SAVED);
   nnt_fctx_add_scratch(ctx, nnt_dim_make(b, 11, 1, u), NNT_SCRATCH_FWD);
   nnt_fctx_add_scratch(ctx, nnt_dim_make(b, (unsigned)(10 + 2 * K), 1, u), NNT_SCRATCH_BWD);
-  ctx->flags = NNT_LF_BWD_READS_INPUT;
+  ctx->flags = NNT_LF_BWD_READS_INPUT | NNT_LF_DERIV_SKIPS_INPUT;
   return NNT_OK;
 }
 

@@ -136,6 +136,10 @@ enum {
    * ctx->in[0].data and must read each part of its input before it
    * writes the output over it (conv2d: a group of images at a time). */
   NNT_LF_INPLACE_FWD = 1u << 6,
+  /* with NNT_LF_BWD_READS_INPUT: calc_derivative does not read the
+   * input(s), only calc_gradient does (fully_connected, conv2d: dX needs
+   * the weights and dY alone), so they live to calc_gradient's step */
+  NNT_LF_DERIV_SKIPS_INPUT = 1u << 7,
 };
 
 typedef struct nnt_finalize_ctx {

@@ -28,8 +28,9 @@ int nnt_model_mem_peak(const nnt_model *m, nnt_mode mode, nnt_mem_peak *p, nnt_e
   p->kind_bytes[NNT_TK_WEIGHT] = m->wmgr.planned ? m->wmgr.arena_bytes : m->weight_bytes;
   p->kind_bytes[NNT_TK_OPT_STATE] = nnt_model_opt_bytes(m, slots);
   p->total_bytes = p->live_bytes + p->kind_bytes[NNT_TK_WEIGHT] + p->kind_bytes[NNT_TK_OPT_STATE];
-  /* the largest live roots (their reserved bytes: the largest of the root
-   * and its views), by insertion into a short sorted list */
+  /* the largest live roots in the arena (their reserved bytes: the
+   * largest of the root and its views; a borrowed batch holds none), by
+   * insertion into a short sorted list */
   size_t *ext = nnt_calloc(g->n ? g->n : 1, sizeof *ext);
   if (!ext)
     return nnt_err_set(e, NNT_ERR_NOMEM, "memory report: out of memory");
@@ -40,7 +41,8 @@ int nnt_model_mem_peak(const nnt_model *m, nnt_mode mode, nnt_mem_peak *p, nnt_e
   }
   for (size_t i = 0; i < g->n; i++) {
     const nnt_mgr_tensor *t = &g->t[i];
-    if (t->parent >= 0 || t->life_first > p->step || t->life_last < p->step)
+    if (t->parent >= 0 || t->life_first > p->step || t->life_last < p->step ||
+        nnt_mgr_borrowed(g, (int)i))
       continue;
     unsigned at = p->n_largest;
     while (at > 0 && p->largest_bytes[at - 1] < ext[i])

@@ -93,6 +93,11 @@ typedef struct nnt_node {
   /* its recompute steps run forward_saved: the output from what forward
    * kept (the default plan's cheap recomputation, recompute.c) */
   int recompute_saved;
+  /* keep_less where a consumer reads the output in its backward too
+   * (graph.c): 1 a candidate, 2 applied; the flags and scratch count to
+   * go back to */
+  int less_cand;
+  unsigned less_flags, less_scratch;
   /* run context, bound to the current plan */
   nnt_tensor in[NNT_MAX_IO], out[NNT_MAX_IO], din[NNT_MAX_IO], dout[NNT_MAX_IO];
   nnt_tensor gw[NNT_MAX_WEIGHTS], scratch[NNT_MAX_SCRATCH], label, loss;
@@ -217,6 +222,9 @@ struct nnt_model {
   /* the default plan's cheap recomputation was chosen (recompute.c
    * nnt_recompute_default); reset by compile */
   int recompute_default_done;
+  /* keep_less's candidates whose consumers read the output too were
+   * chosen (graph.c nnt_graph_keep_less_choose); reset by compile */
+  int keep_less_done;
   unsigned char *cheap; /* its chains: 2 a head, 1 the rest, 0 none; NULL */
   /* bytes the training plan left free under memory_budget for the
    * datasets' queues when it was made (plan.c queue_reserve) */
@@ -370,6 +378,22 @@ int nnt_recompute_fit(nnt_model *m, size_t *min, nnt_err *e);
  * whose outputs a backward step reads, where that lowers the plan. Once
  * per compile. */
 int nnt_recompute_default(nnt_model *m, nnt_err *e);
+/* Whether nd's calc_gradient (grad 1) or calc_derivative step, where it
+ * runs its backward, reads the node's inputs; and whether any step of its
+ * backward that runs does. */
+static inline int nnt_node_step_reads_input(const nnt_node *nd, int grad) {
+  return (nd->fc.flags & NNT_LF_BWD_READS_INPUT) &&
+         (grad || !(nd->fc.flags & NNT_LF_DERIV_SKIPS_INPUT));
+}
+static inline int nnt_node_bwd_reads_input(const nnt_node *nd) {
+  return (nd->do_grad && nnt_node_step_reads_input(nd, 1)) ||
+         ((nd->do_grad || nd->do_deriv) && nnt_node_step_reads_input(nd, 0));
+}
+/* Before it: which nodes whose output a consumer's backward reads too keep
+ * less (nnt_layer_ops.keep_less) all the same, by the training plan's
+ * total: the output then lives to that consumer's read instead of to the
+ * node's own backward, for a smaller tensor kept from the forward. */
+int nnt_graph_keep_less_choose(nnt_model *m, nnt_err *e);
 /* Forget every recomputation: the schedule's recompute steps and the
  * nodes' flags. */
 void nnt_recompute_clear(nnt_model *m);

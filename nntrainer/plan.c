@@ -69,8 +69,7 @@ static int can_run_inplace(const nnt_model *m, size_t i, nnt_mode mode) {
       return 1;
     /* the producer shares its input's memory: that value is overwritten
      * too, so its readers count as well */
-    if (mode == NNT_MODE_TRAIN && (pn->fc.flags & NNT_LF_BWD_READS_INPUT) &&
-        (pn->do_grad || pn->do_deriv))
+    if (mode == NNT_MODE_TRAIN && nnt_node_bwd_reads_input(pn))
       return 0;
     p = pn->in_node[0];
     pidx = pn->in_idx[0];
@@ -389,7 +388,7 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
     if (!bwd)
       return;
     for (unsigned k = 0; k < nd->n_in; k++) {
-      if (flags & NNT_LF_BWD_READS_INPUT)
+      if (nnt_node_step_reads_input(nd, grad))
         use(g, nnt_step_id(m, re, s, k, nd->t_in[k]), s);
       if (deriv && nd->do_deriv) {
         use(g, nd->t_din[k], s);
@@ -654,7 +653,9 @@ int nnt_model_plan_layout(nnt_model *m, nnt_mode mode, nnt_err *e) {
   if (mode == NNT_MODE_TRAIN)
     m->budget_reserve = reserve;
   /* the default plan's cheap recomputation (once per compile) */
-  int rc = mode == NNT_MODE_TRAIN ? nnt_recompute_default(m, e) : NNT_OK;
+  int rc = mode == NNT_MODE_TRAIN ? nnt_graph_keep_less_choose(m, e) : NNT_OK;
+  if (!rc && mode == NNT_MODE_TRAIN)
+    rc = nnt_recompute_default(m, e);
   if (!rc)
     rc = plan_requests(m, mode, g, e);
   /* over the budget in training, with the queues: recompute activations

@@ -137,7 +137,7 @@ static void step_needs(const nnt_model *m, const nnt_step *st, const unsigned ch
   if (!bwd)
     return;
   for (unsigned k = 0; k < nd->n_in; k++)
-    if ((nd->fc.flags & NNT_LF_BWD_READS_INPUT) && nd->in_node[k] != NNT_NO_NODE)
+    if (nnt_node_step_reads_input(nd, grad) && nd->in_node[k] != NNT_NO_NODE)
       need[nd->in_node[k]] = 1;
   if (nd->fc.flags & NNT_LF_BWD_READS_OUTPUT)
     need[st->node] = 1;

@@ -248,7 +248,8 @@ static void test_in_place(void **state) {
   const char *dr[] = {"dropout_rate", "0.4", NULL};
   assert_int_equal(alias_check("dropout", dr, d) & (NNT_LF_INPLACE | NNT_LF_VIEW), 0);
   const char *fc[] = {"unit", "3", NULL};
-  assert_int_equal(alias_check("fully_connected", fc, d), NNT_LF_BWD_READS_INPUT);
+  assert_int_equal(alias_check("fully_connected", fc, d),
+                   NNT_LF_BWD_READS_INPUT | NNT_LF_DERIV_SKIPS_INPUT);
   /* other types that declare it */
   alias_check("identity", NULL, d);
   alias_check("batch_normalization", NULL, nnt_dim_make(4, 2, 1, 3));
@@ -518,7 +519,7 @@ static void test_weight_requests(void **state) {
   assert_float_equal(fc.w[1].decay, 0.2f, 0);
   assert_int_equal(fc.w[1].fan_in, 5); /* a [unit] vector: both fans are unit */
   assert_int_equal(fc.w[1].fan_out, 5);
-  assert_int_equal(fc.flags, NNT_LF_BWD_READS_INPUT);
+  assert_int_equal(fc.flags, NNT_LF_BWD_READS_INPUT | NNT_LF_DERIV_SKIPS_INPUT);
   /* defaults: xavier_uniform, no regularizer; disable_bias drops the bias */
   nnt_layer_destroy(l);
   assert_int_equal(nnt_layer_create("fully_connected", &l, &e), NNT_OK);
