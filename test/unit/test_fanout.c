@@ -5,7 +5,8 @@
  * keeps its own derivative. The residual model's training arena is one
  * temporary smaller than the count with it, and training gives the same
  * weights bit for bit either way (a view, an in-place addition, a layer
- * reading one output twice and a shared weight among the consumers). */
+ * reading one output twice and a shared weight among the consumers). And
+ * two lifetimes that end at their last reader's step. */
 #include "test_util.h"
 
 #include <math.h>
@@ -112,14 +113,17 @@ static size_t live_max(const nnt_mgr *g, unsigned at, size_t extra) {
   return best;
 }
 
-static unsigned deriv_step(const nnt_model *m, const nnt_node *nd) {
+static unsigned step_of(const nnt_model *m, const nnt_node *nd, nnt_step_kind kind) {
   unsigned i = (unsigned)(nd - m->nodes);
   for (unsigned s = 0; s < m->n_steps[NNT_MODE_TRAIN]; s++)
-    if (m->sched[NNT_MODE_TRAIN][s].node == i &&
-        m->sched[NNT_MODE_TRAIN][s].kind == NNT_STEP_CALC_DERIVATIVE)
+    if (m->sched[NNT_MODE_TRAIN][s].node == i && m->sched[NNT_MODE_TRAIN][s].kind == kind)
       return s;
-  fail_msg("node '%s' has no calc_derivative step", nd->layer->name);
+  fail_msg("node '%s' has no %s step", nd->layer->name, nnt_step_kind_name(kind));
   return 0;
+}
+
+static unsigned deriv_step(const nnt_model *m, const nnt_node *nd) {
+  return step_of(m, nd, NNT_STEP_CALC_DERIVATIVE);
 }
 
 /* Every fan-out of m's training plan: the consumer input whose
@@ -240,10 +244,54 @@ static void test_cases_bitwise(void **state) {
   nnt_model_destroy(off);
 }
 
+/* A relu whose output the next layer's calc_gradient reads: the training
+ * plan keeps its bit mask (smaller than keeping the output to the relu's
+ * own derivative), so the output ends at that read; a fully_connected
+ * layer's input ends at its calc_gradient (its dX needs dY and the
+ * weights alone). Training under poison (each dead tensor NaN) gives the
+ * weights of memory_optimization=false bit for bit. */
+static const char CHAIN[] = HEAD("64")
+    "[in]\ntype = input\ninput_shape = 1:1:16\n"
+    "[a]\ntype = fully_connected\nunit = 256\n"
+    "[r]\ntype = activation\nactivation = relu\n"
+    "[b]\ntype = fully_connected\nunit = 8\n"
+    "[out]\ntype = fully_connected\nunit = 2\n";
+
+static void test_lifetimes_end_at_the_last_read(void **state) {
+  (void)state;
+  nnt_err e = {0};
+  nnt_model *on = load("chain.ini", CHAIN, 1, 1), *off = load("chain.ini", CHAIN, 0, 0);
+  const nnt_mgr *g = &on->mgr[NNT_MODE_TRAIN];
+  /* the peak would be b's calc_derivative: r's output (64 x 256), the
+   * derivative b writes (as large) */
+  const nnt_node *r = tu_node(on, "r"), *b = tu_node(on, "b"), *c = tu_node(on, "out");
+  unsigned f, l;
+  assert_int_equal(r->fc.n_scratch, 1); /* the mask */
+  assert_false(r->fc.flags & NNT_LF_BWD_READS_OUTPUT);
+  nnt_mgr_life(g, r->t_out[0], &f, &l);
+  assert_int_equal(l, step_of(on, b, NNT_STEP_CALC_GRADIENT));
+  assert_true(l < deriv_step(on, r));
+  nnt_mgr_life(g, c->t_in[0], &f, &l);
+  assert_int_equal(l, step_of(on, c, NNT_STEP_CALC_GRADIENT));
+  assert_true(l < deriv_step(on, c));
+  /* without memory_optimization the relu keeps its output */
+  assert_true(tu_node(off, "r")->fc.flags & NNT_LF_BWD_READS_OUTPUT);
+  if (nnt_model_train(on, NULL, NULL, &e) || nnt_model_train(off, NULL, NULL, &e))
+    fail_msg("%s", e.msg);
+  assert_int_equal(on->wpool_floats, off->wpool_floats);
+  for (size_t i = 0; i < on->wpool_floats; i++)
+    if (isnan(on->wpool[i]))
+      fail_msg("weight %zu is NaN under poison mode", i);
+  assert_memory_equal(on->wpool, off->wpool, on->wpool_floats * sizeof(float));
+  nnt_model_destroy(on);
+  nnt_model_destroy(off);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_residual_plan),
       cmocka_unit_test(test_cases_bitwise),
+      cmocka_unit_test(test_lifetimes_end_at_the_last_read),
   };
   return cmocka_run_group_tests(tests, tu_dir_setup, tu_dir_teardown);
 }
