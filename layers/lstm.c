@@ -14,7 +14,7 @@
  * forward's work (z, tmp, two cell states in turn and, where 1 is absent,
  * one step's gates); 3, the backward's: two hidden-state derivatives in
  * turn, the running dc, the step's work and one segment's K cell and
- * hidden states. calc_gradient runs backpropagation through time one
+ * hidden states and act(c)s. calc_gradient runs backpropagation through time one
  * segment of K steps at a time, last first: it recomputes the segment's
  * states from the ones kept at its start and its kept gates (the
  * forward's ops: the same bits), then runs its steps back, reading each
@@ -96,7 +96,7 @@ static int lstm_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
     return rc ? rc : nnt_err_set(e, NNT_ERR_INVAL, "key 'unit': %u is too large", u);
   size_t td = (size_t)T * dirs, K = lstm_seg(T), nck = lstm_ckpts(T);
   size_t kept = 4 * td + 2 * dirs * nck + (p->rp.dropout_rate > 0 ? td : 0);
-  if (kept > UINT_MAX || 10 + 2 * K > UINT_MAX)
+  if (kept > UINT_MAX || 10 + 3 * K > UINT_MAX)
     return nnt_err_set(e, NNT_ERR_INVAL, "lstm: %u time steps are too many", T);
   ctx->out_dim[0] = nnt_dim_make(b, 1, p->rp.return_sequences ? T : 1, dirs * u);
   for (unsigned d = 0; d < dirs; d++) {
@@ -113,7 +113,7 @@ static int lstm_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   nnt_fctx_add_scratch(ctx, nnt_dim_make(b, (unsigned)td, 1, u), NNT_SCRATCH_FWD);
   nnt_fctx_add_scratch(ctx, nnt_dim_make(b, (unsigned)kept, 1, u), NNT_SCRATCH_SAVED);
   nnt_fctx_add_scratch(ctx, nnt_dim_make(b, 11, 1, u), NNT_SCRATCH_FWD);
-  nnt_fctx_add_scratch(ctx, nnt_dim_make(b, (unsigned)(10 + 2 * K), 1, u), NNT_SCRATCH_BWD);
+  nnt_fctx_add_scratch(ctx, nnt_dim_make(b, (unsigned)(10 + 3 * K), 1, u), NNT_SCRATCH_BWD);
   ctx->flags = NNT_LF_BWD_READS_INPUT | NNT_LF_DERIV_SKIPS_INPUT;
   return NNT_OK;
 }
@@ -191,9 +191,10 @@ static int lstm_bptt(lstm_priv *p, nnt_run_ctx *ctx, int dw) {
   size_t K = lstm_seg(T), nck = lstm_ckpts(T);
   float *S = ctx->scratch[1].data, *ck = S + T * dirs * 4 * bu;
   const float *masks = p->rp.dropout_rate > 0 ? ck + dirs * nck * 2 * bu : NULL;
-  /* scratch 3: dh twice, dc, the step's work, the segment's states */
+  /* scratch 3: dh twice, dc, the step's work, the segment's states and
+   * act(c) of each of its steps */
   float *W = ctx->scratch[3].data, *dh[2] = {W, W + bu}, *dc = W + 2 * bu, *work = W + 3 * bu;
-  float *Cs = W + 10 * bu, *Hs = Cs + K * bu;
+  float *Cs = W + 10 * bu, *Hs = Cs + K * bu, *As = Hs + K * bu;
   const float *dy = ctx->d_out[0].data;
   for (unsigned d = 0; d < dirs; d++) {
     nnt_lstm_cfg cfg;
@@ -203,17 +204,19 @@ static int lstm_bptt(lstm_priv *p, nnt_run_ctx *ctx, int dw) {
     for (size_t j = (T + K - 1) / K; j-- > 0;) {
       size_t s0 = j * K, s1 = s0 + K < T ? s0 + K : T;
       const float *c0 = j ? ck + (d * nck + j - 1) * 2 * bu : NULL, *h0 = c0 ? c0 + bu : NULL;
-      /* the segment's states again: c at each step, h but at its last */
+      /* the segment's states again (and act(c), which each step's
+       * backward reads) */
       for (size_t s = s0; s < s1; s++) {
         size_t at = nnt_rnn_pos(T, d, s) * dirs + d;
         NNT_TRY(nnt_lstm_cell(k, &cfg, S + at * 4 * bu, s > s0 ? Cs + (s - 1 - s0) * bu : c0,
-                              masks ? masks + at * bu : NULL, work, Cs + (s - s0) * bu,
-                              s + 1 < s1 ? Hs + (s - s0) * bu : NULL));
+                              masks ? masks + at * bu : NULL, As + (s - s0) * bu,
+                              Cs + (s - s0) * bu, Hs + (s - s0) * bu));
       }
       for (size_t s = s1; s-- > s0;) {
         size_t at = nnt_rnn_pos(T, d, s) * dirs + d;
         nnt_lstm_bwd_io io = {.x = x->data + nnt_rnn_pos(T, d, s) * feat, .ldx = T * feat,
                               .gates = S + at * 4 * bu, .c = Cs + (s - s0) * bu,
+                              .act_c = As + (s - s0) * bu,
                               .dh = dh[cur], .dz = S + at * 4 * bu, .work = work,
                               .beta_dh = 1.0f, .acc = s != T - 1};
         io.c_prev = s > s0 ? Cs + (s - 1 - s0) * bu : c0;

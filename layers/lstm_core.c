@@ -52,10 +52,14 @@ int nnt_lstm_step_bwd(const nnt_kernels *k, const nnt_lstm_cfg *cfg, const nnt_l
     NNT_TRY(k->mul(k, bu, dh, io->mask, dhe));
     dh = dhe;
   }
-  NNT_TRY(k->act_fwd(k, cfg->act, ah, bu, io->c, tc));
-  NNT_TRY(k->mul(k, bu, dh, tc, dgo));
+  const float *ac = io->act_c;
+  if (!ac) {
+    NNT_TRY(k->act_fwd(k, cfg->act, ah, bu, io->c, tc));
+    ac = tc;
+  }
+  NNT_TRY(k->mul(k, bu, dh, ac, dgo));
   NNT_TRY(k->mul(k, bu, dh, go, dct));
-  NNT_TRY(k->act_bwd(k, cfg->act, ah, bu, io->c, tc, dct, dct));
+  NNT_TRY(k->act_bwd(k, cfg->act, ah, bu, io->c, ac, dct, dct));
   if (io->dc)
     NNT_TRY(k->add(k, bu, dct, io->dc, dct));
   NNT_TRY(k->mul(k, bu, dct, gg, dgi));

@@ -36,9 +36,10 @@ typedef struct nnt_lstm_fwd_io {
 static inline size_t nnt_lstm_fwd_work(size_t b, size_t u) { return 5 * b * u; }
 int nnt_lstm_step_fwd(const nnt_kernels *k, const nnt_lstm_cfg *cfg, const nnt_lstm_fwd_io *io);
 /* The step's last part, from its activated gates: c = f c_prev + i g and,
- * unless h is NULL, h = o act(c) (times mask); tmp: work [b, u]. The
- * forward step ends with it, and the lstm's backward recomputes the
- * states it did not keep with it: the same ops, so the same bits. */
+ * unless h is NULL, h = o act(c) (times mask), leaving act(c) in tmp
+ * (work [b, u]). The forward step ends with it, and the lstm's backward
+ * recomputes the states it did not keep with it: the same ops, so the
+ * same bits. */
 int nnt_lstm_cell(const nnt_kernels *k, const nnt_lstm_cfg *cfg, const float *gates,
                   const float *c_prev, const float *mask, float *tmp, float *c, float *h);
 
@@ -48,6 +49,7 @@ typedef struct nnt_lstm_bwd_io {
   size_t ldx;
   const float *h_prev, *c_prev, *mask; /* NULL as in the forward */
   const float *gates, *c;
+  const float *act_c;   /* act(c) where the caller has it, NULL: computed */
   /* derivatives in */
   const float *dh;      /* of the step's h (before the mask), [b, u] */
   const float *dc;      /* reaching c from outside (the next step), NULL: 0 */

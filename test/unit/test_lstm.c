@@ -329,8 +329,9 @@ static void test_frozen_and_inference(void **state) {
   /* kept: the gates (5 positions x 2 directions x 4 gates), then per
    * direction c and h before the second of the segments of 3 steps */
   assert_int_equal(nnt_tensor_len(&r.scratch[1]), (size_t)2 * 3 * (5 * 2 * 4 + 2 * 1 * 2));
-  /* the backward's: dh twice, dc, the step's work (7), a segment's c and h */
-  assert_int_equal(nnt_tensor_len(&r.scratch[3]), (size_t)2 * 3 * (10 + 2 * 3));
+  /* the backward's: dh twice, dc, the step's work (7), a segment's c, h
+   * and act(c) */
+  assert_int_equal(nnt_tensor_len(&r.scratch[3]), (size_t)2 * 3 * (10 + 3 * 3));
   /* frozen, after a forward (the backward wrote dz over the gates): the
    * scratch of the backward, the forward's states and the output dirty,
    * no gradients */
