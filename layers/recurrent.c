@@ -73,17 +73,6 @@ int nnt_rnn_out_fwd(const nnt_kernels *k, size_t T, unsigned dirs, size_t b, siz
   return k->permute3(k, 1, d, perm, from, y);
 }
 
-int nnt_rnn_out_bwd(const nnt_kernels *k, size_t T, unsigned dirs, size_t b, size_t u,
-                    int return_sequences, const float *dy, float *dh) {
-  static const unsigned perm[3] = {1, 0, 2};
-  size_t steps = return_sequences ? T : 1;
-  float *to = return_sequences ? dh : dh + (T - 1) * dirs * b * u;
-  if (!return_sequences && T > 1)
-    NNT_TRY(k->fill(k, (T - 1) * dirs * b * u, 0.0f, dh));
-  unsigned d[3] = {(unsigned)b, (unsigned)(steps * dirs), (unsigned)u};
-  return k->permute3(k, 1, d, perm, dy, to);
-}
-
 int nnt_rnn_dx(const nnt_kernels *k, size_t T, unsigned dirs, size_t b, size_t feat, size_t g,
                const float *dz, const float *const *w, float *dx) {
   for (size_t p = 0; p < T; p++)

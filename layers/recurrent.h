@@ -57,10 +57,6 @@ static inline size_t nnt_rnn_prev(size_t T, unsigned dir, size_t s) {
  * permute3. */
 int nnt_rnn_out_fwd(const nnt_kernels *k, size_t T, unsigned dirs, size_t b, size_t u,
                     int return_sequences, const float *h, float *y);
-/* Its adjoint: dh [T][dirs][b][u] = the derivative dy of the output at
- * the positions the output holds, 0 elsewhere. */
-int nnt_rnn_out_bwd(const nnt_kernels *k, size_t T, unsigned dirs, size_t b, size_t u,
-                    int return_sequences, const float *dy, float *dh);
 /* dx [b, T, feat] = sum over directions of dz(dir) W(dir)^T, where dz is
  * [T][dirs][b][g] (g = gates x unit, the derivative of each step's
  * pre-activations, by position) and W(dir) is [feat, g]: one gemm a

@@ -11,9 +11,10 @@
  * for its backward, the dropout mask (dropout_rate > 0), all from forward
  * to backward; and for the backward alone the pre-activations' derivatives
  * of every step [T, B, G*U] (none where they go over the kept gates:
- * dz_over), the states' derivatives [T, B, U] (the output's,
- * time-major) and G + 2 [B, U] blocks of work. A cell is the same with
- * T = 1. calc_gradient runs the backward through time, leaving every
+ * dz_over), one step's state derivative [B, U] (the output's slice for
+ * that step, copied in as the backward reaches it, plus what the next
+ * step sends back) and G + 2 [B, U] blocks of work. A cell is the same
+ * with T = 1. calc_gradient runs the backward through time, leaving every
  * step's gate derivatives; calc_derivative turns them into dX (and, in a
  * cell, d of the previous state), running the backward itself when
  * calc_gradient did not run (no weight gradient: a frozen layer). So the
@@ -72,10 +73,10 @@ static int dz_over(const nnt_rg_props *p, const nnt_rg_kind *kd) {
 }
 
 /* The backward's pointers: d (every step's pre-activation derivatives),
- * dhs (the states' derivatives), work (G + 1 blocks), then nxt (a block:
- * dhprev, which a cell's calc_derivative reads). */
+ * dh (the running step's state derivative), work (G + 1 blocks), then nxt
+ * (a block: dhprev, which a cell's calc_derivative reads). */
 typedef struct bwd_at {
-  float *d, *dhs, *work, *nxt;
+  float *d, *dh, *work, *nxt;
 } bwd_at;
 
 static bwd_at bwd_layout(const nnt_rg_priv *q, const nnt_rg_kind *kd, const nnt_run_ctx *ctx) {
@@ -84,8 +85,8 @@ static bwd_at bwd_layout(const nnt_rg_priv *q, const nnt_rg_kind *kd, const nnt_
   int over = dz_over(&q->p, kd);
   bwd_at a;
   a.d = over ? ctx->scratch[q->s_gates].data : b0;
-  a.dhs = over ? b0 : b0 + q->T * gbu;
-  a.work = a.dhs + q->T * bu;
+  a.dh = over ? b0 : b0 + q->T * gbu;
+  a.work = a.dh + bu;
   a.nxt = a.work + (kd->gates + 1) * bu;
   return a;
 }
@@ -117,7 +118,7 @@ static int common_finalize(nnt_rg_priv *q, const nnt_rg_kind *kd, nnt_finalize_c
   /* [B, U] blocks: the kept gates; the backward's (derivatives of the
    * pre-activations and of the states, then work) */
   size_t saved = (size_t)T * kd->saved(p);
-  size_t bwd = (size_t)T * (dz_over(p, kd) ? 1 : G + 1) + G + 2;
+  size_t bwd = (size_t)T * (dz_over(p, kd) ? 0 : G) + G + 3;
   if (bwd > UINT_MAX || saved > UINT_MAX)
     return nnt_err_set(e, NNT_ERR_INVAL, "%u time steps are too many for the backward", T);
   q->s_gates = q->s_mask = -1;
@@ -223,6 +224,20 @@ static int forward(nnt_rg_priv *q, const nnt_rg_kind *kd, nnt_run_ctx *ctx) {
   return NNT_OK;
 }
 
+/* What reaches the state of step t from the output, into dh [B, U]: its
+ * slice of d_out [B, T or 1, U] (rows T U apart), zeros for a step the
+ * output does not hold. */
+static int dh_from_output(const nnt_rg_priv *q, const nnt_run_ctx *ctx, unsigned t, float *dh) {
+  const nnt_kernels *k = ctx->k;
+  size_t U = q->p.r.unit;
+  const float *dy = ctx->d_out[0].data;
+  if (q->s_hs < 0 || (!q->p.r.return_sequences && t == q->T - 1)) /* [B, 1, U] */
+    return k->copy(k, q->B * U, dy, dh);
+  if (!q->p.r.return_sequences)
+    return k->fill(k, q->B * U, 0.0f, dh);
+  return k->copy2d(k, q->B, U, dy + t * U, q->T * U, dh, U);
+}
+
 /* The backward through time: every step's pre-activation derivatives
  * (and a cell's dhprev) into the backward scratch, and with grads the
  * weight gradients (overwritten). */
@@ -231,22 +246,21 @@ static int bptt(nnt_rg_priv *q, const nnt_rg_kind *kd, nnt_run_ctx *ctx, int gra
   unsigned T = q->T, U = q->p.r.unit;
   size_t bu = (size_t)q->B * U, gbu = kd->gates * bu;
   bwd_at a = bwd_layout(q, kd, ctx);
-  float *d = a.d, *dhs = a.dhs, *work = a.work, *nxt = a.nxt;
+  float *d = a.d, *dh = a.dh, *work = a.work, *nxt = a.nxt;
   nnt_rg_w w;
   weights_of(ctx, grads, &w);
   for (unsigned i = 0; grads && i < ctx->n_w; i++)
     NNT_TRY(k->fill(k, nnt_tensor_len(&ctx->gw[i]), 0.0f, ctx->gw[i].data));
-  if (q->s_hs < 0)
-    NNT_TRY(k->copy(k, bu, ctx->d_out[0].data, dhs));
-  else
-    NNT_TRY(nnt_rnn_out_bwd(k, T, 1, q->B, U, q->p.r.return_sequences, ctx->d_out[0].data, dhs));
+  NNT_TRY(dh_from_output(q, ctx, T - 1, dh));
   for (unsigned t = T; t-- > 0;) {
     nnt_rg_step s = step_at(q, kd, ctx, &w, t, states(q, ctx), 1);
-    s.dh = dhs + t * bu, s.d = d + t * gbu, s.work = work;
+    s.dh = dh, s.d = d + t * gbu, s.work = work;
     s.dhprev = s.hprev ? nxt : NULL;
     NNT_TRY(kd->bwd(&s));
-    if (t)
-      NNT_TRY(k->add(k, bu, dhs + (t - 1) * bu, nxt, dhs + (t - 1) * bu));
+    if (t) { /* the previous step's: from the output, and what this one sent */
+      NNT_TRY(dh_from_output(q, ctx, t - 1, dh));
+      NNT_TRY(k->add(k, bu, dh, nxt, dh));
+    }
   }
   return NNT_OK;
 }

@@ -95,7 +95,8 @@ int nnt_rg_cell_derivative(nnt_layer *l, const nnt_rg_kind *kd, nnt_run_ctx *ctx
 #define NNT_RG_KOPS                                                                       \
   (NNT_RNN_KOPS | NNT_KOP_BIT(ADD_ROW_VEC) | NNT_KOP_BIT(SUM_ROWS) | NNT_KOP_BIT(ACT_FWD) | \
    NNT_KOP_BIT(ACT_BWD) | NNT_KOP_BIT(MUL) | NNT_KOP_BIT(ADD) | NNT_KOP_BIT(SUB) |          \
-   NNT_KOP_BIT(SCALE) | NNT_KOP_BIT(COPY) | NNT_KOP_BIT(DROPOUT_MASK))
+   NNT_KOP_BIT(SCALE) | NNT_KOP_BIT(COPY) | NNT_KOP_BIT(DROPOUT_MASK) | NNT_KOP_BIT(COPY2D) | \
+   NNT_KOP_BIT(FILL))
 
 /* The descriptor nnt_layer_<name> of a kind's sequence layer (form seq)
  * or cell (form cell), answering to ml_train_layer_type_e value ml. */

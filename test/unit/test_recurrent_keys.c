@@ -173,19 +173,20 @@ static void test_bad_shapes(void **state) {
 
 /* The backward's scratch: a gru writes each step's pre-activation
  * derivatives over that step's three kept gate blocks, so it holds only
- * the states' derivatives (a block a step) and G + 2 blocks of work; an
- * rnn, whose backward reads its kept value while it writes, holds its
- * derivatives (G = 1 block a step) too. */
+ * one step's state derivative (the output's slice is copied in as the
+ * backward reaches that step) and G + 2 blocks of work; an rnn, whose
+ * backward reads its kept value while it writes, holds its derivatives
+ * (G = 1 block a step) too. */
 static void test_backward_scratch(void **state) {
   (void)state;
   static const struct {
     const char *type, *dropout;
     unsigned saved, bwd; /* [B, U] blocks: kept, backward's */
   } cases[] = {
-      {"gru", "0", 3 * 5, 5 + 3 + 2},
-      {"gru", "0.2", 3 * 5, 5 + 3 + 2},
-      {"rnn", "0", 0, 5 * 2 + 1 + 2},
-      {"rnn", "0.2", 5, 5 * 2 + 1 + 2},
+      {"gru", "0", 3 * 5, 1 + 3 + 2},
+      {"gru", "0.2", 3 * 5, 1 + 3 + 2},
+      {"rnn", "0", 0, 5 + 1 + 1 + 2},
+      {"rnn", "0.2", 5, 5 + 1 + 1 + 2},
   };
   const nnt_dim seq = nnt_dim_make(2, 1, 5, 3);
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
