@@ -37,6 +37,24 @@ static int gru_hg(const nnt_rg_step *s, float *n) {
   return w->bhh ? k->add_row_vec(k, B, U, COL(w->bhh, 2), n) : NNT_OK;
 }
 
+/* h' = g + z * (h - g), times the mask, from the kept z and g: the end of
+ * the forward step, and the backward's recomputation of a state. */
+static int gru_state(const nnt_rg_step *s) {
+  const nnt_kernels *k = s->k;
+  size_t bu = s->B * s->p->r.unit;
+  const float *z = s->gates, *g = z + 2 * bu, *hp = s->hprev;
+  float *h = s->h;
+  if (hp) {
+    NNT_TRY(k->sub(k, bu, hp, g, h));
+    NNT_TRY(k->mul(k, bu, z, h, h));
+    NNT_TRY(k->add(k, bu, g, h, h));
+  } else {
+    NNT_TRY(k->mul(k, bu, z, g, h));
+    NNT_TRY(k->sub(k, bu, g, h, h));
+  }
+  return s->mask ? k->mul(k, bu, h, s->mask, h) : NNT_OK;
+}
+
 static int gru_fwd(const nnt_rg_step *s) {
   const nnt_kernels *k = s->k;
   const nnt_rg_w *w = s->w;
@@ -66,16 +84,7 @@ static int gru_fwd(const nnt_rg_step *s) {
     NNT_TRY(k->gemm(k, 0, 0, B, U, U, 1.0f, h, U, COL(w->whh, 2), U3, 1.0f, g, U));
   }
   NNT_TRY(k->act_fwd(k, act, nnt_rnn_alpha(act), bu, g, g));
-  /* h' = g + z * (h - g) */
-  if (hp) {
-    NNT_TRY(k->sub(k, bu, hp, g, h));
-    NNT_TRY(k->mul(k, bu, z, h, h));
-    NNT_TRY(k->add(k, bu, g, h, h));
-  } else {
-    NNT_TRY(k->mul(k, bu, z, g, h));
-    NNT_TRY(k->sub(k, bu, g, h, h));
-  }
-  return s->mask ? k->mul(k, bu, h, s->mask, h) : NNT_OK;
+  return gru_state(s);
 }
 
 /* The candidate's recurrent part: dg (after hact's derivative) into dr
@@ -165,7 +174,7 @@ static int gru_bwd(const nnt_rg_step *s) {
 
 static const nnt_rg_kind gru_kind = {
     .type = "gru", .keys = NNT_RG_K_RETURN_SEQ | NNT_RG_K_RECURRENT | NNT_RG_K_RESET, .gates = 3,
-    .saved = gru_saved, .d_after_gates = 1, .fwd = gru_fwd, .bwd = gru_bwd};
+    .saved = gru_saved, .d_after_gates = 1, .fwd = gru_fwd, .bwd = gru_bwd, .state = gru_state};
 static const nnt_rg_kind grucell_kind = {
     .type = "grucell", .keys = NNT_RG_K_RECURRENT | NNT_RG_K_RESET, .gates = 3,
     .saved = gru_saved, .d_after_gates = 1, .fwd = gru_fwd, .bwd = gru_bwd};

@@ -14,7 +14,12 @@
  * dz_over), one step's state derivative [B, U] (the output's slice for
  * that step, copied in as the backward reaches it, plus what the next
  * step sends back) and G + 2 [B, U] blocks of work. A cell is the same
- * with T = 1. calc_gradient runs the backward through time, leaving every
+ * with T = 1. A kind that can make its state again from its kept gates
+ * (kind.state: gru) keeps the states for the forward only, and with its
+ * gates the state at every K-th step (K^2 >= T); the backward then runs
+ * one segment of K steps at a time, last first, computing the segment's
+ * states again from the one kept before it (K more blocks of its
+ * scratch), as lstm.c does. calc_gradient runs the backward through time, leaving every
  * step's gate derivatives; calc_derivative turns them into dX (and, in a
  * cell, d of the previous state), running the backward itself when
  * calc_gradient did not run (no weight gradient: a frozen layer). So the
@@ -73,10 +78,11 @@ static int dz_over(const nnt_rg_props *p, const nnt_rg_kind *kd) {
 }
 
 /* The backward's pointers: d (every step's pre-activation derivatives),
- * dh (the running step's state derivative), work (G + 1 blocks), then nxt
- * (a block: dhprev, which a cell's calc_derivative reads). */
+ * dh (the running step's state derivative), work (G + 1 blocks), nxt (a
+ * block: dhprev, which a cell's calc_derivative reads), then seg (K
+ * blocks: a segment's states). */
 typedef struct bwd_at {
-  float *d, *dh, *work, *nxt;
+  float *d, *dh, *work, *nxt, *seg;
 } bwd_at;
 
 static bwd_at bwd_layout(const nnt_rg_priv *q, const nnt_rg_kind *kd, const nnt_run_ctx *ctx) {
@@ -88,6 +94,7 @@ static bwd_at bwd_layout(const nnt_rg_priv *q, const nnt_rg_kind *kd, const nnt_
   a.dh = over ? b0 : b0 + q->T * gbu;
   a.work = a.dh + bu;
   a.nxt = a.work + (kd->gates + 1) * bu;
+  a.seg = a.nxt + bu;
   return a;
 }
 
@@ -117,8 +124,8 @@ static int common_finalize(nnt_rg_priv *q, const nnt_rg_kind *kd, nnt_finalize_c
   }
   /* [B, U] blocks: the kept gates; the backward's (derivatives of the
    * pre-activations and of the states, then work) */
-  size_t saved = (size_t)T * kd->saved(p);
-  size_t bwd = (size_t)T * (dz_over(p, kd) ? 0 : G) + G + 3;
+  size_t saved = (size_t)T * kd->saved(p) + q->nck;
+  size_t bwd = (size_t)T * (dz_over(p, kd) ? 0 : G) + G + 3 + q->K;
   if (bwd > UINT_MAX || saved > UINT_MAX)
     return nnt_err_set(e, NNT_ERR_INVAL, "%u time steps are too many for the backward", T);
   q->s_gates = q->s_mask = -1;
@@ -139,7 +146,14 @@ int nnt_rg_seq_finalize(nnt_layer *l, const nnt_rg_kind *kd, nnt_finalize_ctx *c
     return rc;
   unsigned U = q->p.r.unit;
   ctx->out_dim[0] = nnt_dim_make(ctx->batch, 1, q->p.r.return_sequences ? T : 1, U);
-  q->s_hs = (int)nnt_fctx_add_scratch(ctx, nnt_dim_make(1, T, ctx->batch, U), NNT_SCRATCH_ITER);
+  q->K = q->nck = 0;
+  if (kd->state && kd->saved(&q->p)) {
+    while (q->K * q->K < T)
+      q->K++;
+    q->nck = (T - 1) / q->K;
+  }
+  q->s_hs = (int)nnt_fctx_add_scratch(ctx, nnt_dim_make(1, T, ctx->batch, U),
+                                      q->K ? NNT_SCRATCH_FWD : NNT_SCRATCH_ITER);
   ctx->flags = NNT_LF_BWD_READS_INPUT;
   return common_finalize(q, kd, ctx, T, e);
 }
@@ -164,6 +178,7 @@ int nnt_rg_cell_finalize(nnt_layer *l, const nnt_rg_kind *kd, nnt_finalize_ctx *
                        h.c, h.h, h.w, U);
   ctx->out_dim[0] = nnt_dim_make(ctx->batch, 1, 1, U);
   q->s_hs = -1;
+  q->K = q->nck = 0;
   int rc = common_finalize(q, kd, ctx, 1, e);
   ctx->flags = NNT_LF_BWD_READS_INPUT;
   if (q->s_gates < 0) /* the kind's backward reads the new state itself */
@@ -197,12 +212,18 @@ static nnt_rg_step step_at(const nnt_rg_priv *q, const nnt_rg_kind *kd, const nn
   nnt_rg_step s = {.k = ctx->k, .p = &q->p, .w = w, .B = q->B, .F = q->F};
   s.x = (const float *)ctx->in[0].data + (size_t)t * q->F;
   s.ldx = (size_t)q->T * q->F;
-  s.h = hs + t * bu;
-  s.hprev = q->s_hs < 0 ? ctx->in[1].data : t ? hs + (t - 1) * bu : NULL;
+  s.h = hs ? hs + t * bu : NULL; /* none in a segmented backward: set there */
+  s.hprev = q->s_hs < 0 ? ctx->in[1].data : t && hs ? hs + (t - 1) * bu : NULL;
   s.gates = saved ? (float *)ctx->scratch[q->s_gates].data + (size_t)t * saved * bu : s.h;
   if (q->s_mask >= 0 && masked)
     s.mask = (const float *)ctx->scratch[q->s_mask].data + t * bu;
   return s;
+}
+
+/* The states kept every K-th step, after the gates in their scratch. */
+static float *kept_states(const nnt_rg_priv *q, const nnt_rg_kind *kd, const nnt_run_ctx *ctx) {
+  return (float *)ctx->scratch[q->s_gates].data +
+         (size_t)q->T * kd->saved(&q->p) * q->B * q->p.r.unit;
 }
 
 /* The states: the sequence layer's scratch, or a cell's output. */
@@ -217,9 +238,13 @@ static int forward(nnt_rg_priv *q, const nnt_rg_kind *kd, nnt_run_ctx *ctx) {
     NNT_TRY(ctx->k->dropout_mask(ctx->k, nnt_tensor_len(&ctx->scratch[q->s_mask]),
                                  q->p.r.dropout_rate, ctx->seed, ctx->stream,
                                  ctx->scratch[q->s_mask].data));
+  size_t bu = (size_t)q->B * q->p.r.unit;
+  float *ck = q->nck && ctx->training ? kept_states(q, kd, ctx) : NULL;
   for (unsigned t = 0; t < q->T; t++) {
     nnt_rg_step s = step_at(q, kd, ctx, &w, t, states(q, ctx), ctx->training);
     NNT_TRY(kd->fwd(&s));
+    if (ck && (t + 1) % q->K == 0 && t + 1 < q->T) /* the next segment's start */
+      NNT_TRY(ctx->k->copy(ctx->k, bu, s.h, ck + ((t + 1) / q->K - 1) * bu));
   }
   return NNT_OK;
 }
@@ -252,14 +277,31 @@ static int bptt(nnt_rg_priv *q, const nnt_rg_kind *kd, nnt_run_ctx *ctx, int gra
   for (unsigned i = 0; grads && i < ctx->n_w; i++)
     NNT_TRY(k->fill(k, nnt_tensor_len(&ctx->gw[i]), 0.0f, ctx->gw[i].data));
   NNT_TRY(dh_from_output(q, ctx, T - 1, dh));
-  for (unsigned t = T; t-- > 0;) {
-    nnt_rg_step s = step_at(q, kd, ctx, &w, t, states(q, ctx), 1);
-    s.dh = dh, s.d = d + t * gbu, s.work = work;
-    s.dhprev = s.hprev ? nxt : NULL;
-    NNT_TRY(kd->bwd(&s));
-    if (t) { /* the previous step's: from the output, and what this one sent */
-      NNT_TRY(dh_from_output(q, ctx, t - 1, dh));
-      NNT_TRY(k->add(k, bu, dh, nxt, dh));
+  /* segments of K steps (one of T where the states are all kept) */
+  unsigned K = q->K ? q->K : T;
+  const float *ck = q->K ? kept_states(q, kd, ctx) : NULL;
+  float *hs = q->K ? NULL : states(q, ctx);
+  for (unsigned j = (T + K - 1) / K; j-- > 0;) {
+    unsigned s0 = j * K, s1 = s0 + K < T ? s0 + K : T;
+    const float *h0 = j ? ck + (size_t)(j - 1) * bu : NULL;
+    /* the segment's states again, but its last (no step of it reads that) */
+    for (unsigned t = s0; q->K && t + 1 < s1; t++) {
+      nnt_rg_step s = step_at(q, kd, ctx, &w, t, NULL, 1);
+      s.hprev = t > s0 ? a.seg + (size_t)(t - 1 - s0) * bu : h0;
+      s.h = a.seg + (size_t)(t - s0) * bu;
+      NNT_TRY(kd->state(&s));
+    }
+    for (unsigned t = s1; t-- > s0;) {
+      nnt_rg_step s = step_at(q, kd, ctx, &w, t, hs, 1);
+      if (q->K)
+        s.hprev = t > s0 ? a.seg + (size_t)(t - 1 - s0) * bu : h0;
+      s.dh = dh, s.d = d + t * gbu, s.work = work;
+      s.dhprev = s.hprev ? nxt : NULL;
+      NNT_TRY(kd->bwd(&s));
+      if (t) { /* the previous step's: from the output, and what this one sent */
+        NNT_TRY(dh_from_output(q, ctx, t - 1, dh));
+        NNT_TRY(k->add(k, bu, dh, nxt, dh));
+      }
     }
   }
   return NNT_OK;

@@ -66,12 +66,19 @@ typedef struct nnt_rg_kind {
   int d_after_gates;
   int (*fwd)(const nnt_rg_step *s);
   int (*bwd)(const nnt_rg_step *s);
+  /* The new state h from the step's kept gates, hprev and mask, with the
+   * ops fwd ends with (so the same bits), or NULL (the kind keeps h
+   * itself: rnn). With it a sequence layer keeps its states only every
+   * K-th step, and the backward computes each segment's again. */
+  int (*state)(const nnt_rg_step *s);
 } nnt_rg_kind;
 
 /* A layer's private state (priv_size). */
 typedef struct nnt_rg_priv {
   nnt_rg_props p;
   unsigned T, B, F;                 /* time steps (1: a cell), batch, features */
+  unsigned K, nck;                  /* the backward's segments: K steps each (K^2 >= T),
+                                     * nck states kept; K = 0: none */
   int s_hs, s_gates, s_mask, s_bwd; /* scratch indices, -1: none */
 } nnt_rg_priv;
 

@@ -6,7 +6,9 @@
  * which the script asserts). Output, dX (and a cell's d of the previous
  * state) and every weight gradient, with the weights loaded in NNTrainer's
  * order and layout, within 1e-5 of max(1, |reference|). A frozen layer's
- * calc_derivative, with no calc_gradient before it, gives the same dX. */
+ * calc_derivative, with no calc_gradient before it, gives the same dX,
+ * with the forward's own scratch and the output (where the backward does
+ * not declare it reads it) NaN. */
 #include "test_util.h"
 #include "nntrainer/layer.h"
 
@@ -108,6 +110,16 @@ static void run_case(const rec_case *c) {
   for (unsigned k = 0; k < fc.n_w; k++)
     saved_gw[k] = gw[k].data, gw[k].data = NULL;
   assert_int_equal(l->ops->forward(l, &ctx), NNT_OK);
+  /* what the backward does not read may be gone: the forward's own
+   * scratch (a gru's states: its backward makes each segment's again from
+   * the states it kept), and the output unless the layer reads it */
+  for (unsigned s = 0; s < fc.n_scratch; s++)
+    if (fc.scratch_life[s] == NNT_SCRATCH_FWD)
+      for (size_t j = 0; j < nnt_tensor_len(&sc[s]); j++)
+        sc[s].data[j] = NAN;
+  if (!(fc.flags & NNT_LF_BWD_READS_OUTPUT))
+    for (size_t j = 0; j < no; j++)
+      out.data[j] = NAN;
   assert_int_equal(l->ops->calc_derivative(l, &ctx), NNT_OK);
   for (unsigned i = 0; i < fc.n_in; i++) {
     if (memcmp(first[i], din[i].data, nnt_dim_len(fc.in_dim[i]) * sizeof(float)))

@@ -174,19 +174,22 @@ static void test_bad_shapes(void **state) {
 /* The backward's scratch: a gru writes each step's pre-activation
  * derivatives over that step's three kept gate blocks, so it holds only
  * one step's state derivative (the output's slice is copied in as the
- * backward reaches that step) and G + 2 blocks of work; an rnn, whose
- * backward reads its kept value while it writes, holds its derivatives
- * (G = 1 block a step) too. */
+ * backward reaches that step), G + 2 blocks of work and one segment's
+ * states (K = 3 for 5 steps); it keeps its gates and the state before its
+ * second segment, its states being the forward's alone. An rnn, whose
+ * backward reads its kept value (its state) while it writes, keeps its
+ * states and holds its derivatives (G = 1 block a step) too. */
 static void test_backward_scratch(void **state) {
   (void)state;
   static const struct {
     const char *type, *dropout;
     unsigned saved, bwd; /* [B, U] blocks: kept, backward's */
+    nnt_scratch_life states;
   } cases[] = {
-      {"gru", "0", 3 * 5, 1 + 3 + 2},
-      {"gru", "0.2", 3 * 5, 1 + 3 + 2},
-      {"rnn", "0", 0, 5 + 1 + 1 + 2},
-      {"rnn", "0.2", 5, 5 + 1 + 1 + 2},
+      {"gru", "0", 3 * 5 + 1, 1 + 3 + 2 + 3, NNT_SCRATCH_FWD},
+      {"gru", "0.2", 3 * 5 + 1, 1 + 3 + 2 + 3, NNT_SCRATCH_FWD},
+      {"rnn", "0", 0, 5 + 1 + 1 + 2, NNT_SCRATCH_ITER},
+      {"rnn", "0.2", 5, 5 + 1 + 1 + 2, NNT_SCRATCH_ITER},
   };
   const nnt_dim seq = nnt_dim_make(2, 1, 5, 3);
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -195,6 +198,7 @@ static void test_backward_scratch(void **state) {
     nnt_err e = {0};
     assert_int_equal(finalize(cases[c].type, props, &seq, 1, &fc, &e), NNT_OK);
     unsigned saved = 0, bwd = 0;
+    assert_int_equal(fc.scratch_life[0], cases[c].states);
     for (unsigned i = 1; i < fc.n_scratch; i++) { /* 0: the states [T, B, U] */
       nnt_dim d = fc.scratch_dim[i];
       assert_true(d.h == 2 && d.w == 4);
