@@ -94,7 +94,7 @@ typedef struct nnt_node {
    * kept (the default plan's cheap recomputation, recompute.c) */
   int recompute_saved;
   /* keep_less where a consumer reads the output in its backward too
-   * (graph.c): 1 a candidate, 2 applied; the flags and scratch count to
+   * (keep_less.c): 1 a candidate, 2 applied; the flags and scratch count to
    * go back to */
   int less_cand;
   unsigned less_flags, less_scratch;
@@ -223,7 +223,7 @@ struct nnt_model {
    * nnt_recompute_default); reset by compile */
   int recompute_default_done;
   /* keep_less's candidates whose consumers read the output too were
-   * chosen (graph.c nnt_graph_keep_less_choose); reset by compile */
+   * chosen (keep_less.c nnt_graph_keep_less_choose); reset by compile */
   int keep_less_done;
   unsigned char *cheap; /* its chains: 2 a head, 1 the rest, 0 none; NULL */
   /* bytes the training plan left free under memory_budget for the
@@ -389,10 +389,14 @@ static inline int nnt_node_bwd_reads_input(const nnt_node *nd) {
   return (nd->do_grad && nnt_node_step_reads_input(nd, 1)) ||
          ((nd->do_grad || nd->do_deriv) && nnt_node_step_reads_input(nd, 0));
 }
-/* Before it: which nodes whose output a consumer's backward reads too keep
- * less (nnt_layer_ops.keep_less) all the same, by the training plan's
- * total: the output then lives to that consumer's read instead of to the
- * node's own backward, for a smaller tensor kept from the forward. */
+/* keep_less.c. At compile (after every node's finalize): each node whose
+ * output only its own backward reads keeps less (nnt_layer_ops.keep_less);
+ * one whose consumers' backward reads it too becomes a candidate. */
+int nnt_graph_keep_less(nnt_model *m, nnt_err *e);
+/* Before nnt_recompute_default: which candidates keep less all the same,
+ * by the training plan's total: the output then lives to that consumer's
+ * read instead of to the node's own backward, for a smaller tensor kept
+ * from the forward. */
 int nnt_graph_keep_less_choose(nnt_model *m, nnt_err *e);
 /* Forget every recomputation: the schedule's recompute steps and the
  * nodes' flags. */
