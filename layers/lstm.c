@@ -6,28 +6,28 @@
  * bidirectional the same again named reverse_*. The step is lstm_core's.
  *
  * Scratch: 0, the hidden states [T][dirs][b][u] (the forward's only: each
- * step reads the previous one and the output is permuted from them); 1,
- * kept for the backward in training only: per position and direction the
- * activated gates (4 b u each, [T][dirs][4][b][u]), then per direction
- * the cell and hidden states at every K-th step ([dirs][T/K][2][b][u], K
- * about sqrt(T): lstm_seg), then the dropout masks (b u each); 2, the
- * forward's work (z, tmp, two cell states in turn and, where 1 is absent,
- * one step's gates); 3, the backward's: two hidden-state derivatives in
- * turn, the running dc, the step's work and one segment's K cell and
- * hidden states and act(c)s. calc_gradient runs backpropagation through time one
- * segment of K steps at a time, last first: it recomputes the segment's
- * states from the ones kept at its start and its kept gates (the
- * forward's ops: the same bits), then runs its steps back, reading each
- * position's slice of the output's derivative (copy2d) as it comes. So
- * neither the output nor the sequence's states nor its derivatives are
- * held through the backward. Each step writes its dz over its own gates,
- * which it has just read for the last time (a segment's recomputation,
- * which reads them too, runs before), and calc_derivative reads dz there
- * (dx = dz W_ih^T): the sequence's dz is not held twice (docs/memory.md,
- * "Sequence models"). So the backward runs once after each forward; a
- * frozen lstm runs it in calc_derivative. Dropout (dropout_rate) scales the hidden state h of
- * each step, the one the next step reads too, as NNTrainer does, but with
- * a mask of its own for each direction. */
+ * step reads the previous one and the output is permuted from them); 1, kept
+ * for the backward in training only: per position and direction the
+ * activated gates (4 b u each, [T][dirs][4][b][u]), then per direction the
+ * cell and hidden states at every K-th step ([dirs][T/K][2][b][u], K about
+ * sqrt(T): nnt_rnn_seg), then the dropout masks (b u each); 2, the forward's
+ * work (z, tmp, two cell states in turn and, where 1 is absent, one step's
+ * gates); 3, the backward's: two hidden-state derivatives in turn, the
+ * running dc, the step's work and one segment's K cell and hidden states and
+ * act(c)s. calc_gradient runs backpropagation through time one segment of K
+ * steps at a time, last first: it recomputes the segment's states from the
+ * ones kept at its start and its kept gates (the forward's ops: the same
+ * bits), then runs its steps back, reading each position's slice of the
+ * output's derivative (copy2d) as it comes. So neither the output nor the
+ * sequence's states nor its derivatives are held through the backward. Each
+ * step writes its dz over its own gates, which it has just read for the last
+ * time (a segment's recomputation, which reads them too, runs before), and
+ * calc_derivative reads dz there (dx = dz W_ih^T): the sequence's dz is not
+ * held twice (docs/memory.md, "Sequence models"). So the backward runs once
+ * after each forward; a frozen lstm runs it in calc_derivative. Dropout
+ * (dropout_rate) scales the hidden state h of each step, the one the next
+ * step reads too, as NNTrainer does, but with a mask of its own for each
+ * direction. */
 #include "layers/lstm_core.h"
 #include <stdio.h>
 
@@ -50,17 +50,8 @@ static int lstm_set(nnt_layer *l, const char *key, const char *value, nnt_err *e
   return rc == NNT_ERR_NOKEY ? nnt_weight_props_set(&p->wp, key, value, e) : rc;
 }
 
-/* The backward's segment length: K with K^2 >= T, the least (kept states
- * T/K, recomputed K at a time). */
-static size_t lstm_seg(size_t T) {
-  size_t K = 1;
-  while (K * K < T)
-    K++;
-  return K;
-}
-
 /* The kept states: (c, h) before each segment but the first. */
-static size_t lstm_ckpts(size_t T) { return T ? (T - 1) / lstm_seg(T) : 0; }
+static size_t lstm_ckpts(size_t T) { return T ? (T - 1) / nnt_rnn_seg(T) : 0; }
 
 /* Weights of one direction: 2 + the biases. */
 static unsigned lstm_nw(const lstm_priv *p) {
@@ -94,7 +85,7 @@ static int lstm_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
       (rc = nnt_check_gemm_dim(feat, "input width", e)) ||
       (rc = nnt_check_gemm_dim((size_t)T * feat, "time steps x input width", e)))
     return rc ? rc : nnt_err_set(e, NNT_ERR_INVAL, "key 'unit': %u is too large", u);
-  size_t td = (size_t)T * dirs, K = lstm_seg(T), nck = lstm_ckpts(T);
+  size_t td = (size_t)T * dirs, K = nnt_rnn_seg(T), nck = lstm_ckpts(T);
   size_t kept = 4 * td + 2 * dirs * nck + (p->rp.dropout_rate > 0 ? td : 0);
   if (kept > UINT_MAX || 10 + 3 * K > UINT_MAX)
     return nnt_err_set(e, NNT_ERR_INVAL, "lstm: %u time steps are too many", T);
@@ -137,7 +128,7 @@ static int lstm_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   size_t b = x->dim.b, T = x->dim.h, feat = x->dim.w, u = p->rp.unit, bu = b * u;
   unsigned dirs = p->rp.bidirectional ? 2 : 1;
   float *H = ctx->scratch[0].data, *S = ctx->scratch[1].data, *F = ctx->scratch[2].data;
-  size_t K = lstm_seg(T), nck = lstm_ckpts(T);
+  size_t K = nnt_rnn_seg(T), nck = lstm_ckpts(T);
   float *ck = S ? S + T * dirs * 4 * bu : NULL; /* the kept states */
   const float *masks = NULL;
   if (ctx->training && S && p->rp.dropout_rate > 0) {
@@ -188,7 +179,7 @@ static int lstm_bptt(lstm_priv *p, nnt_run_ctx *ctx, int dw) {
   size_t b = x->dim.b, T = x->dim.h, feat = x->dim.w, u = p->rp.unit, bu = b * u;
   unsigned dirs = p->rp.bidirectional ? 2 : 1, nw = lstm_nw(p);
   int seq = p->rp.return_sequences;
-  size_t K = lstm_seg(T), nck = lstm_ckpts(T);
+  size_t K = nnt_rnn_seg(T), nck = lstm_ckpts(T);
   float *S = ctx->scratch[1].data, *ck = S + T * dirs * 4 * bu;
   const float *masks = p->rp.dropout_rate > 0 ? ck + dirs * nck * 2 * bu : NULL;
   /* scratch 3: dh twice, dc, the step's work, the segment's states and

@@ -51,6 +51,16 @@ static inline size_t nnt_rnn_prev(size_t T, unsigned dir, size_t s) {
   return dir ? T - s : s - 1;
 }
 
+/* The backward's segment length for T steps where a layer keeps its
+ * states only every K-th step and computes each segment's again (lstm,
+ * gru): the least K with K^2 >= T (about 2 sqrt(T) states held). */
+static inline size_t nnt_rnn_seg(size_t T) {
+  size_t K = 1;
+  while (K * K < T)
+    K++;
+  return K;
+}
+
 /* The output y [b, T or 1, dirs * u] from the hidden states h
  * [T][dirs][b][u]: every position, or (return_sequences off) position
  * T - 1 only, the hidden state of both directions side by side. One

@@ -148,8 +148,7 @@ int nnt_rg_seq_finalize(nnt_layer *l, const nnt_rg_kind *kd, nnt_finalize_ctx *c
   ctx->out_dim[0] = nnt_dim_make(ctx->batch, 1, q->p.r.return_sequences ? T : 1, U);
   q->K = q->nck = 0;
   if (kd->state && kd->saved(&q->p)) {
-    while (q->K * q->K < T)
-      q->K++;
+    q->K = (unsigned)nnt_rnn_seg(T);
     q->nck = (T - 1) / q->K;
   }
   q->s_hs = (int)nnt_fctx_add_scratch(ctx, nnt_dim_make(1, T, ctx->batch, U),
