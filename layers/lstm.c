@@ -160,17 +160,6 @@ static int lstm_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   return nnt_rnn_out_fwd(k, T, dirs, b, u, p->rp.return_sequences, H, ctx->out[0].data);
 }
 
-/* The derivative reaching the hidden state of position pos of direction
- * d from the output (zeros for a position the output does not hold),
- * into dh [b][u]. dy: [b][T or 1][dirs][u]. */
-static int lstm_dh_in(const nnt_kernels *k, const float *dy, size_t T, unsigned dirs, size_t b,
-                      size_t u, int seq, size_t pos, unsigned d, float *dh) {
-  if (!seq && pos != T - 1)
-    return k->fill(k, b * u, 0.0f, dh);
-  size_t at = seq ? pos : 0;
-  return k->copy2d(k, b, u, dy + (at * dirs + d) * u, (seq ? T : 1) * dirs * u, dh, u);
-}
-
 /* Backpropagation through time: every position's dz over its gates in
  * scratch 1, and with dw the weight gradients. */
 static int lstm_bptt(lstm_priv *p, nnt_run_ctx *ctx, int dw) {
@@ -191,7 +180,7 @@ static int lstm_bptt(lstm_priv *p, nnt_run_ctx *ctx, int dw) {
     nnt_lstm_cfg cfg;
     lstm_cfg(p, ctx, ctx->w, d, &cfg);
     unsigned base = d * nw, cur = 0;
-    NNT_TRY(lstm_dh_in(k, dy, T, dirs, b, u, seq, nnt_rnn_pos(T, d, T - 1), d, dh[0]));
+    NNT_TRY(nnt_rnn_dh_in(k, dy, T, dirs, b, u, seq, nnt_rnn_pos(T, d, T - 1), d, dh[0]));
     for (size_t j = (T + K - 1) / K; j-- > 0;) {
       size_t s0 = j * K, s1 = s0 + K < T ? s0 + K : T;
       const float *c0 = j ? ck + (d * nck + j - 1) * 2 * bu : NULL, *h0 = c0 ? c0 + bu : NULL;
@@ -216,7 +205,7 @@ static int lstm_bptt(lstm_priv *p, nnt_run_ctx *ctx, int dw) {
         io.dc = s != T - 1 ? dc : NULL;
         io.dc_prev = s ? dc : NULL;
         if (s) { /* the previous position's: from the output, and this step adds */
-          NNT_TRY(lstm_dh_in(k, dy, T, dirs, b, u, seq, nnt_rnn_prev(T, d, s), d, dh[!cur]));
+          NNT_TRY(nnt_rnn_dh_in(k, dy, T, dirs, b, u, seq, nnt_rnn_prev(T, d, s), d, dh[!cur]));
           io.dh_prev = dh[!cur];
         }
         if (dw) {

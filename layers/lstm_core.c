@@ -83,8 +83,7 @@ int nnt_lstm_step_bwd(const nnt_kernels *k, const nnt_lstm_cfg *cfg, const nnt_l
                     g4));
   if (io->g_hh) {
     if (io->h_prev)
-      NNT_TRY(k->gemm(k, 1, 0, u, g4, b, 1.0f, io->h_prev, u, io->dz, g4,
-                      beta, io->g_hh, g4));
+      NNT_TRY(k->gemm(k, 1, 0, u, g4, b, 1.0f, io->h_prev, u, io->dz, g4, beta, io->g_hh, g4));
     else if (!io->acc)
       NNT_TRY(k->fill(k, u * g4, 0.0f, io->g_hh));
   }

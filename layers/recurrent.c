@@ -73,6 +73,14 @@ int nnt_rnn_out_fwd(const nnt_kernels *k, size_t T, unsigned dirs, size_t b, siz
   return k->permute3(k, 1, d, perm, from, y);
 }
 
+int nnt_rnn_dh_in(const nnt_kernels *k, const float *dy, size_t T, unsigned dirs, size_t b,
+                  size_t u, int return_sequences, size_t pos, unsigned d, float *dh) {
+  if (!return_sequences && pos != T - 1)
+    return k->fill(k, b * u, 0.0f, dh);
+  size_t at = return_sequences ? pos : 0, steps = return_sequences ? T : 1;
+  return k->copy2d(k, b, u, dy + (at * dirs + d) * u, steps * dirs * u, dh, u);
+}
+
 int nnt_rnn_dx(const nnt_kernels *k, size_t T, unsigned dirs, size_t b, size_t feat, size_t g,
                const float *dz, const float *const *w, float *dx) {
   for (size_t p = 0; p < T; p++)

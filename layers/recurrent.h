@@ -67,6 +67,14 @@ static inline size_t nnt_rnn_seg(size_t T) {
  * permute3. */
 int nnt_rnn_out_fwd(const nnt_kernels *k, size_t T, unsigned dirs, size_t b, size_t u,
                     int return_sequences, const float *h, float *y);
+/* Its adjoint, one position at a time: into dh [b][u] the derivative
+ * reaching the hidden state of position pos, direction d, from the output
+ * dy [b, T or 1, dirs * u] (rows of T dirs u floats, or dirs u without
+ * return_sequences), or zeros where the output does not hold that
+ * position. One copy2d or fill: a backward through time reads the
+ * output's derivative as it reaches each position. */
+int nnt_rnn_dh_in(const nnt_kernels *k, const float *dy, size_t T, unsigned dirs, size_t b,
+                  size_t u, int return_sequences, size_t pos, unsigned d, float *dh);
 /* dx [b, T, feat] = sum over directions of dz(dir) W(dir)^T, where dz is
  * [T][dirs][b][g] (g = gates x unit, the derivative of each step's
  * pre-activations, by position) and W(dir) is [feat, g]: one gemm a

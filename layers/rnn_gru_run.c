@@ -7,23 +7,23 @@
  * (gemm's lda). The output is the states permuted to [B, T, U]
  * (return_sequences) or the last step's block.
  *
- * Scratch: the states (sequence layers), the gate blocks the kind keeps
- * for its backward, the dropout mask (dropout_rate > 0), all from forward
- * to backward; and for the backward alone the pre-activations' derivatives
- * of every step [T, B, G*U] (none where they go over the kept gates:
- * dz_over), one step's state derivative [B, U] (the output's slice for
- * that step, copied in as the backward reaches it, plus what the next
- * step sends back) and G + 2 [B, U] blocks of work. A cell is the same
- * with T = 1. A kind that can make its state again from its kept gates
- * (kind.state: gru) keeps the states for the forward only, and with its
- * gates the state at every K-th step (K^2 >= T); the backward then runs
- * one segment of K steps at a time, last first, computing the segment's
- * states again from the one kept before it (K more blocks of its
- * scratch), as lstm.c does. calc_gradient runs the backward through time, leaving every
- * step's gate derivatives; calc_derivative turns them into dX (and, in a
- * cell, d of the previous state), running the backward itself when
- * calc_gradient did not run (no weight gradient: a frozen layer). So the
- * backward runs once after each forward.
+ * Scratch: the states (sequence layers), the gate blocks the kind keeps for
+ * its backward, the dropout mask (dropout_rate > 0), all from forward to
+ * backward; and for the backward alone the pre-activations' derivatives of
+ * every step [T, B, G*U] (none where they go over the kept gates: dz_over),
+ * one step's state derivative [B, U] (the output's slice for that step,
+ * copied in as the backward reaches it, plus what the next step sends back)
+ * and G + 2 [B, U] blocks of work. A cell is the same with T = 1. A kind
+ * that can make its state again from its kept gates (kind.state: gru) keeps
+ * the states for the forward only, and with its gates the state at every
+ * K-th step (K^2 >= T); the backward then runs one segment of K steps at a
+ * time, last first, computing the segment's states again from the one kept
+ * before it (K more blocks of its scratch), as lstm.c does. calc_gradient
+ * runs the backward through time, leaving every step's gate derivatives;
+ * calc_derivative turns them into dX (and, in a cell, d of the previous
+ * state), running the backward itself when calc_gradient did not run (no
+ * weight gradient: a frozen layer). So the backward runs once after each
+ * forward.
  *
  * Dropout (dropout_rate) multiplies each new state by a mask drawn from
  * the counter-based generator, and the masked state is what the next step
@@ -248,18 +248,13 @@ static int forward(nnt_rg_priv *q, const nnt_rg_kind *kd, nnt_run_ctx *ctx) {
   return NNT_OK;
 }
 
-/* What reaches the state of step t from the output, into dh [B, U]: its
- * slice of d_out [B, T or 1, U] (rows T U apart), zeros for a step the
- * output does not hold. */
+/* What reaches the state of step t from the output, into dh [B, U]: a
+ * cell's whole d_out, a sequence's slice for that step. */
 static int dh_from_output(const nnt_rg_priv *q, const nnt_run_ctx *ctx, unsigned t, float *dh) {
-  const nnt_kernels *k = ctx->k;
-  size_t U = q->p.r.unit;
-  const float *dy = ctx->d_out[0].data;
-  if (q->s_hs < 0 || (!q->p.r.return_sequences && t == q->T - 1)) /* [B, 1, U] */
-    return k->copy(k, q->B * U, dy, dh);
-  if (!q->p.r.return_sequences)
-    return k->fill(k, q->B * U, 0.0f, dh);
-  return k->copy2d(k, q->B, U, dy + t * U, q->T * U, dh, U);
+  if (q->s_hs < 0)
+    return ctx->k->copy(ctx->k, (size_t)q->B * q->p.r.unit, ctx->d_out[0].data, dh);
+  return nnt_rnn_dh_in(ctx->k, ctx->d_out[0].data, q->T, 1, q->B, q->p.r.unit,
+                       q->p.r.return_sequences, t, 0, dh);
 }
 
 /* The backward through time: every step's pre-activation derivatives

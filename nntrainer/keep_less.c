@@ -70,9 +70,8 @@ int nnt_graph_keep_less_choose(nnt_model *m, nnt_err *e) {
   int all = !rc && total < best;
   if (all)
     best = total;
-  for (size_t i = 0; i < n; i++)
-    if (!all || rc)
-      keep_less_set(&m->nodes[i], 0);
+  for (size_t i = 0; !all && i < n; i++)
+    keep_less_set(&m->nodes[i], 0);
   for (size_t i = 0; all && !rc && i < n; i++) {
     if (m->nodes[i].less_cand != 2)
       continue;
