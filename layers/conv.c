@@ -745,7 +745,11 @@ static int conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   }
   if (p->pnb > 1) /* whole images on the threads */
     return nnt_conv_deriv_images(p, ctx, batch, p->pnb);
-  NNT_TRY(k->fill(k, nnt_tensor_len(&ctx->d_in[0]), 0.0f, ctx->d_in[0].data));
+  /* col2im_set writes each block's planes whole (zeros where no window
+   * reaches): every plane of dX is one block's of one group */
+  int set = k->col2im_set != NULL;
+  if (!set)
+    NNT_TRY(k->fill(k, nnt_tensor_len(&ctx->d_in[0]), 0.0f, ctx->d_in[0].data));
   for (unsigned b = 0; b < batch; b += p->bnb) {
     unsigned n = batch - b < p->bnb ? batch - b : p->bnb;
     const float *dy = group_dy(p, ctx, b, n, plane, &rc);
@@ -754,7 +758,8 @@ static int conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
       nnt_conv_geom gb = block_geom(p, c0);
       NNT_TRY(k->gemm(k, 1, 0, gb.c * taps, n * plane, p->filters, 1.0f,
                       ctx->w[0].data + c0 * taps, patch, dy, n * plane, 0.0f, col, n * plane));
-      NNT_TRY(k->col2im(k, &gb, n, col, ctx->d_in[0].data + b * in_len + c0 * hw));
+      float *dx = ctx->d_in[0].data + b * in_len + c0 * hw;
+      NNT_TRY(set ? k->col2im_set(k, &gb, n, col, dx) : k->col2im(k, &gb, n, col, dx));
     }
   }
   return NNT_OK;
@@ -774,7 +779,7 @@ const nnt_layer_ops nnt_layer_conv2d = {
             NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
             NNT_KOP_BIT(PERMUTE3) | NNT_KOP_BIT(COPY),
     .opt_kops = NNT_KOP_BIT(CONV_FWD) | NNT_KOP_BIT(CONV_BWD_X) | NNT_KOP_BIT(CONV_BWD_W) |
-                NNT_KOP_BIT(CONV_WINO) | NNT_KOP_BIT(CONV_WINO_DW),
+                NNT_KOP_BIT(CONV_WINO) | NNT_KOP_BIT(CONV_WINO_DW) | NNT_KOP_BIT(COL2IM_SET),
 };
 
 const nnt_layer_ops nnt_layer_conv1d = {
@@ -791,5 +796,5 @@ const nnt_layer_ops nnt_layer_conv1d = {
             NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
             NNT_KOP_BIT(PERMUTE3) | NNT_KOP_BIT(COPY),
     .opt_kops = NNT_KOP_BIT(CONV_FWD) | NNT_KOP_BIT(CONV_BWD_X) | NNT_KOP_BIT(CONV_BWD_W) |
-                NNT_KOP_BIT(CONV_WINO) | NNT_KOP_BIT(CONV_WINO_DW),
+                NNT_KOP_BIT(CONV_WINO) | NNT_KOP_BIT(CONV_WINO_DW) | NNT_KOP_BIT(COL2IM_SET),
 };

@@ -77,6 +77,11 @@ int nnt_win_im2col_avx512(const struct nnt_conv_geom *g, size_t n, size_t r0, si
 int nnt_win_col2im_avx512(const struct nnt_conv_geom *g, size_t n, size_t c0, size_t c1,
                           const float *col, float *dx, size_t in);
 void nnt_win_even_add_avx512(float *dst, const float *src, size_t n);
+/* col2im_set's of a 1x1 window with stride 2 across and no padding, for
+ * channels [c0, c1) of n images as nnt_win_col2im_avx512; 0 (nothing
+ * done) for another geometry. */
+int nnt_win_col2im_set_avx512(const struct nnt_conv_geom *g, size_t n, size_t c0, size_t c1,
+                              const float *col, float *dx, size_t in);
 int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                          const float *x, const float *gamma, const float *beta, float eps,
                          float *mean, float *var, float *invstd, float *xhat, float *y);
@@ -147,6 +152,8 @@ int nnt_cpu_conv_wino_dw(const struct nnt_kernels *self, const struct nnt_conv_g
                          float *scratch, size_t scratch_len);
 int nnt_cpu_col2im(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                    const float *col, float *dx);
+int nnt_cpu_col2im_set(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                       const float *col, float *dx);
 int nnt_cpu_pool_fwd(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                      int mode, const float *x, float *y, float *idx);
 /* 1 when pool_fwd may take the 2x2 stride-2 max path for g. */

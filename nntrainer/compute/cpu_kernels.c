@@ -724,6 +724,7 @@ const nnt_kernels nnt_cpu_kernel_table = {
     .copy2d = nnt_cpu_copy2d,
     .im2col = nnt_cpu_im2col,
     .col2im = nnt_cpu_col2im,
+    .col2im_set = nnt_cpu_col2im_set,
     .pool_fwd = nnt_cpu_pool_fwd,
     .pool_bwd = nnt_cpu_pool_bwd,
     .upsample_nearest_fwd = nnt_cpu_upsample_nearest_fwd,

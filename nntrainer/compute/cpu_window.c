@@ -221,6 +221,30 @@ int nnt_cpu_col2im(const struct nnt_kernels *self, const nnt_conv_geom *g, size_
   return NNT_OK;
 }
 
+/* col2im_set: each part zeroes its channels' planes of the n images and
+ * then folds their rows into them as col2im_part does, while those planes
+ * are still in the cache (the same adds in the same order onto zeros:
+ * bitwise a fill and then col2im, which wrote all of dx and then read
+ * back what it adds into). */
+static void col2im_set_part(void *p, size_t c0, size_t c1) {
+  const win_job *j = p;
+  const nnt_conv_geom *g = j->g;
+  size_t hw = (size_t)g->h * g->w, in = nnt_conv_img_stride(g);
+  if (nnt_cpu_vec_avx512() && nnt_win_col2im_set_avx512(g, j->n, c0, c1, j->in, j->out, in))
+    return;
+  for (size_t i = 0; i < j->n; i++)
+    memset(j->out + i * in + c0 * hw, 0, (c1 - c0) * hw * sizeof(float));
+  col2im_part(p, c0, c1);
+}
+
+int nnt_cpu_col2im_set(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n,
+                       const float *col, float *dx) {
+  (void)self;
+  win_job j = {g, n, col, dx};
+  nnt_cpu_pool_for(g->c, 1, win_min_channels(g, n), col2im_set_part, &j);
+  return NNT_OK;
+}
+
 /* Max pooling 2x2, stride 2, no padding or dilation: the same comparisons in
  * the same order as the general loop, without its bounds checks. Every
  * window must lie inside the input, compared in 64 bits: a huge bottom or

@@ -194,6 +194,38 @@ int nnt_win_col2im_avx512(const nnt_conv_geom *g, size_t n, size_t c0, size_t c1
   return 1;
 }
 
+/* set_even1: rows of w values from a row of ow (2 ow - 1 <= w <= 2 ow). */
+WIN_AVX512 static void set_even1(const nnt_conv_geom *g, size_t n, size_t c0, size_t c1,
+                                 const float *col, float *dx, size_t in) {
+  const __m512i dlo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  const __m512i dhi = _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+  const __m512 zero = _mm512_setzero_ps();
+  size_t w = g->w, hw = (size_t)g->h * w, plane = (size_t)g->oh * g->ow, ld = n * plane;
+  for (size_t i = 0; i < n; i++)
+    for (size_t c = c0; c < c1; c++) {
+      const float *src = col + c * ld + i * plane;
+      float *d = dx + i * in + c * hw;
+      for (size_t iy = 0; iy < g->h; iy++, d += w) {
+        if (iy % g->sh || iy / g->sh >= g->oh) { /* no window's row */
+          for (size_t x = 0; x < w; x += 16)
+            _mm512_mask_storeu_ps(d + x, (__mmask16)(w - x >= 16 ? 0xffffu : (1u << (w - x)) - 1),
+                                  zero);
+          continue;
+        }
+        const float *r = src + iy / g->sh * g->ow;
+        for (size_t ox = 0; ox < g->ow; ox += 16) {
+          size_t k = g->ow - ox < 16 ? g->ow - ox : 16, left = w - 2 * ox;
+          __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps((__mmask16)((1u << k) - 1), r + ox), zero);
+          __mmask16 lo = (__mmask16)(left >= 16 ? 0xffffu : (1u << left) - 1);
+          __mmask16 hi = (__mmask16)(left >= 32 ? 0xffffu : left > 16 ? (1u << (left - 16)) - 1 : 0);
+          _mm512_mask_storeu_ps(d + 2 * ox, lo, _mm512_maskz_permutexvar_ps(0x5555, dlo, v));
+          if (hi)
+            _mm512_mask_storeu_ps(d + 2 * ox + 16, hi, _mm512_maskz_permutexvar_ps(0x5555, dhi, v));
+        }
+      }
+    }
+}
+
 WIN_AVX512 void nnt_win_even_add_avx512(float *dst, const float *src, size_t n) {
   const __m512i dlo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
   const __m512i dhi = _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
@@ -210,6 +242,20 @@ WIN_AVX512 void nnt_win_even_add_avx512(float *dst, const float *src, size_t n) 
     _mm512_mask_storeu_ps(d + 16, hi, b);
   }
 }
+/* col2im_set of a 1x1 window with stride 2 across and no padding (the
+ * shortcuts' derivative): each input row is written once, an output row's
+ * values (each + 0.0f, as the plain loops add it onto a zero) in its even
+ * lanes and zeros between, a row no window reaches all zeros. */
+int nnt_win_col2im_set_avx512(const nnt_conv_geom *g, size_t n, size_t c0, size_t c1,
+                              const float *col, float *dx, size_t in) {
+  if (g->kh != 1 || g->kw != 1 || g->sw != 2 || g->pt || g->pl || !g->oh || !g->ow ||
+      2 * (size_t)g->ow < g->w || 2 * (size_t)(g->ow - 1) >= g->w ||
+      (size_t)(g->oh - 1) * g->sh >= g->h)
+    return 0;
+  set_even1(g, n, c0, c1, col, dx, in);
+  return 1;
+}
+
 #else
 /* No AVX-512 code in this build (nnt_cpu_vec_avx512 is 0): never called. */
 int nnt_win_im2col_avx512(const nnt_conv_geom *g, size_t n, size_t r0, size_t r1,
@@ -225,5 +271,10 @@ int nnt_win_col2im_avx512(const nnt_conv_geom *g, size_t n, size_t c0, size_t c1
 void nnt_win_even_add_avx512(float *dst, const float *src, size_t n) {
   for (size_t i = 0; i < n; i++)
     dst[2 * i] += src[i];
+}
+int nnt_win_col2im_set_avx512(const struct nnt_conv_geom *g, size_t n, size_t c0, size_t c1,
+                              const float *col, float *dx, size_t in) {
+  (void)g, (void)n, (void)c0, (void)c1, (void)col, (void)dx, (void)in;
+  return 0;
 }
 #endif

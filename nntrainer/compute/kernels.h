@@ -441,6 +441,13 @@ typedef struct nnt_kernels {
    * ldx and ldy. x and y do not overlap. */
   int (*copy2d)(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x,
                 size_t ldx, float *y, size_t ldy);
+  /* col2im writing instead of adding: dx [n, c, h, w] (image i at dx + i *
+   * nnt_conv_img_stride(g)) = the columns folded back, zeros where no
+   * window reaches; bitwise a fill with 0 and then col2im, in one pass
+   * over dx instead of two. Optional, like conv_fwd: conv2d then fills
+   * and adds. */
+  int (*col2im_set)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                    const float *col, float *dx);
 } nnt_kernels;
 
 /* k->parallel where the backend has it, else fn(arg, 0, n). */

@@ -733,11 +733,12 @@ void nnt_vk_kernels_init(vk_ctx *c) {
 /* Every op of the kernel table has a shader, but bn_affine: a shader's
  * gamma * xhat + beta may be contracted differently from bn.comp's, so
  * the GPU keeps batch normalization's output instead of recomputing it;
- * and conv_fwd, conv_bwd_x, conv_bwd_w, conv_wino and conv_wino_dw
- * (optional, left NULL): conv2d runs im2col, gemm and col2im. */
+ * and conv_fwd, conv_bwd_x, conv_bwd_w, conv_wino, conv_wino_dw and
+ * col2im_set (optional, left NULL): conv2d runs im2col, gemm, fill and
+ * col2im. */
 int nnt_vk_supports(const nnt_backend *be, nnt_kop op) {
   (void)be;
   return (unsigned)op < NNT_KOP__COUNT && op != NNT_KOP_BN_AFFINE && op != NNT_KOP_CONV_FWD &&
          op != NNT_KOP_CONV_BWD_X && op != NNT_KOP_CONV_BWD_W && op != NNT_KOP_CONV_WINO &&
-         op != NNT_KOP_CONV_WINO_DW;
+         op != NNT_KOP_CONV_WINO_DW && op != NNT_KOP_COL2IM_SET;
 }

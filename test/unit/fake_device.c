@@ -310,6 +310,8 @@ F(im2col, (cg g, size_t n, cf x, float *col), (C(x, GEO_IMGS(g, n)) C(col, n * G
   (g, n, H(x), H(col)))
 F(col2im, (cg g, size_t n, cf col, float *dx), (C(col, n * GEO_COL(g)) C(dx, GEO_IMGS(g, n))),
   (g, n, H(col), H(dx)))
+F(col2im_set, (cg g, size_t n, cf col, float *dx),
+  (C(col, n * GEO_COL(g)) C(dx, GEO_IMGS(g, n))), (g, n, H(col), H(dx)))
 F(conv_fwd, (cg g, size_t n, size_t f, cf w, cf b, cf x, float *y),
   (C(w, f * g->c * g->kh * g->kw) C(b, b ? f : 0) C(x, n * GEO_IN(g)) C(y, n * f * GEO_OUT(g))),
   (g, n, f, H(w), H(b), H(x), H(y)))

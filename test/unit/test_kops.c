@@ -132,6 +132,8 @@ V(CONV_BWD_W, conv_bwd_w, (const struct nnt_conv_geom *g, size_t n, size_t f, cf
 V(CONV_WINO, conv_wino, (const struct nnt_conv_geom *g, size_t n, size_t f, int flip, cf w, cf b,
                          cf x, float *y, float *s, size_t sl),
   (g, n, f, flip, w, b, x, y, s, sl))
+V(COL2IM_SET, col2im_set, (const struct nnt_conv_geom *g, size_t n, cf col, float *dx),
+  (g, n, col, dx))
 V(CONV_WINO_DW, conv_wino_dw, (const struct nnt_conv_geom *g, size_t n, size_t f, cf dy, cf x,
                                float *dw, float *s, size_t sl),
   (g, n, f, dy, x, dw, s, sl))
@@ -320,7 +322,7 @@ static void test_kops_cover_calls(void **state) {
   } known[] = {
       {&nnt_layer_fully_connected,
        NNT_KOP_BIT(GEMM) | NNT_KOP_BIT(ADD_ROW_VEC) | NNT_KOP_BIT(SUM_ROWS)},
-      {&nnt_layer_conv2d, NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM) | NNT_KOP_BIT(GEMM)},
+      {&nnt_layer_conv2d, NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM_SET) | NNT_KOP_BIT(GEMM)},
       {&nnt_layer_batch_normalization,
        NNT_KOP_BIT(BN_FWD_TRAIN) | NNT_KOP_BIT(BN_FWD_INFER) | NNT_KOP_BIT(BN_BWD)},
       {&nnt_layer_dropout, NNT_KOP_BIT(DROPOUT_MASK) | NNT_KOP_BIT(COPY)},

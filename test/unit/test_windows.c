@@ -1,8 +1,8 @@
 /* The CPU's sliding-window kernels (im2col, col2im, max and average
  * pooling, forward and backward) against naive double-precision
  * references over geometries with strides, dilations, uneven padding and
- * odd sizes; col2im as im2col's adjoint; channel blocks (cs) bitwise the
- * full op's rows. Split out of test_kernels.c, which holds the other
+ * odd sizes; col2im as im2col's adjoint; col2im_set bitwise a fill and
+ * col2im; channel blocks (cs) bitwise the full op's rows. Split out of test_kernels.c, which holds the other
  * kernels. */
 #include "test_util.h"
 
@@ -79,6 +79,11 @@ static void test_windows(void **state) {
       geom(3, 5, 17, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0),
       geom(2, 3, 32, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0),
       geom(2, 4, 34, 1, 1, 3, 2, 1, 1, 0, 0, 0, 0),
+      /* col2im_set's row writer (1x1, stride 2 across, no padding): 20
+       * outputs a row (a vector and a part); bottom and right padding,
+       * which it leaves to the plain loops */
+      geom(2, 4, 40, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0),
+      geom(1, 4, 6, 1, 1, 2, 2, 1, 1, 0, 1, 0, 1),
   };
   for (size_t t = 0; t < NNT_ARRAY_LEN(gs); t++) {
     const nnt_conv_geom *g = &gs[t];
@@ -122,6 +127,39 @@ static void test_windows(void **state) {
       assert_memory_equal(colc, col, ncol * 4);
       assert_memory_equal(dxc, dx, nx * NI * 4);
       free(colc), free(dxc);
+    }
+    { /* col2im_set: the same bits as a fill with 0 and col2im, on both
+       * code paths, over dx holding NaNs (every value written); -0.0f
+       * columns as col2im makes them (0 + -0 = +0) */
+      float *set = malloc(nx * NI * 4), *want = malloc(nx * NI * 4), *crz = tu_dup(cr, ncol);
+      for (size_t i = 0; i < ncol; i += 5)
+        crz[i] = -0.0f;
+      memset(want, 0, nx * NI * 4);
+      K->col2im(K, g, NI, crz, want);
+      for (int path = 0; path < 2; path++) {
+        int was = path ? nnt_cpu_vec_path(NNT_BLAS_SSE) : 0;
+        for (size_t i = 0; i < nx * NI; i++)
+          set[i] = NAN;
+        assert_int_equal(K->col2im_set(K, g, NI, crz, set), NNT_OK);
+        if (path)
+          nnt_cpu_vec_path(was);
+        assert_memory_equal(set, want, nx * NI * 4);
+      }
+      if (g->c > 1) { /* channels [1, c): those planes only, the rest untouched */
+        nnt_conv_geom gb = *g;
+        gb.c = g->c - 1;
+        gb.cs = g->c;
+        size_t skip = (size_t)g->kh * g->kw * oplane * NI;
+        for (size_t i = 0; i < nx * NI; i++)
+          set[i] = NAN;
+        assert_int_equal(K->col2im_set(K, &gb, NI, crz + skip, set + plane), NNT_OK);
+        for (unsigned i = 0; i < NI; i++) {
+          for (size_t v = 0; v < plane; v++)
+            assert_true(isnan(set[i * nx + v]));
+          assert_memory_equal(set + i * nx + plane, want + i * nx + plane, (nx - plane) * 4);
+        }
+      }
+      free(set), free(want), free(crz);
     }
     if (g->c > 1) {
       /* a block of channels [1, c) of the NI images (cs = c: x and dx at
