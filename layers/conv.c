@@ -69,7 +69,9 @@
  * the layer's own tensors (filters, input and output). A pass whose
  * scratch is too small for them (ResNet-18's stage 4 backward: the
  * transformed filters alone are 8 or 16 x filters x channels) keeps
- * im2col. Results are within rounding of im2col's (docs/performance.md). */
+ * im2col; there the derivative runs over groups of images in a scratch of
+ * its own (deriv_scratch). Results are within rounding of im2col's
+ * (docs/performance.md). */
 #include <stdint.h>
 #include "layers/conv_impl.h"
 
@@ -290,28 +292,37 @@ static size_t wino_bwd_scratch(const conv_priv *p, nnt_dim in) {
 /* The derivative's own scratch in floats (NNT_SCRATCH_DERIV, so that
  * calc_derivative runs before calc_gradient, the weight gradient not yet
  * alive) where the backward's is too small for conv_wino and the batch
- * has at least NNT_WINO_MIN_TILES tiles (as a wide forward): passes of 8,
- * else NNT_WINO_FEWEST_SLICES, slices with two chunks at once, the first
- * that is no larger than the filters' gradient, which training holds
- * beside the backward's other steps; 0 for a frozen layer (no gradient
- * makes that room) and elsewhere. ResNet-18's stage 4 (4 slices, 6 MiB
- * against a 9 MiB gradient): derivative 79 -> 111 GFLOP/s on one thread
- * (docs/performance.md), its planned arena unchanged. */
-static size_t wino_deriv_scratch(const conv_priv *p, nnt_dim in, int trainable) {
+ * has at least NNT_WINO_MIN_TILES tiles (as a wide forward): im2col over
+ * groups of dnb images, their dY gathered and their columns
+ * ([filters + patch, dnb*plane]), dnb the most images whose group is no
+ * larger than the filters' gradient, which training holds beside the
+ * backward's other steps, as even as the groups go; 0 for a frozen layer
+ * (no gradient makes that room) and elsewhere. ResNet-18's stage 4 (2
+ * groups of 16 images, 5 MiB against a 9 MiB gradient): derivative
+ * 0.78-0.81 -> 0.90-0.98 of a bare sgemm on one thread and 0.72-0.84 ->
+ * 1.09-1.16 at two, against conv_wino's passes of 4 slices in 6 MiB,
+ * the same scratch before (docs/performance.md, sixteenth round); groups
+ * of 2, 4 and 8 images ran slower (0.70, 0.76-0.83, 0.84-0.85 on one
+ * thread). */
+static size_t deriv_scratch(conv_priv *p, nnt_dim in, int trainable) {
   const nnt_conv_geom *g = &p->g;
   if (!trainable || !nnt_wino_geom_ok(g) || g->c < CONV_WINO_MIN_C ||
       p->filters < CONV_WINO_MIN_C || wino_bwd_scratch(p, in))
     return 0;
   size_t tiles = (size_t)in.b * ((g->h + 1) / 2) * ((g->w + 1) / 2);
-  size_t grad = (size_t)p->filters * g->c * 9;
-  if (tiles < NNT_WINO_MIN_TILES) /* narrower products: im2col's pace or less */
+  if (tiles < NNT_WINO_MIN_TILES) /* narrower products: the backward's room does */
     return 0;
-  for (unsigned k = NNT_WINO_MIN_SLICES; k >= NNT_WINO_FEWEST_SLICES; k /= 2) {
-    size_t need = nnt_wino_scratch(k, 2, p->filters, g->c, tiles);
-    if (need <= grad && need <= UINT32_MAX)
-      return need;
-  }
-  return 0;
+  size_t grad = (size_t)p->filters * g->c * 9, plane = (size_t)g->oh * g->ow;
+  size_t one = ((size_t)p->filters + (size_t)g->c * 9) * plane, fit = grad / one;
+  if (!fit)
+    return 0;
+  if (fit > in.b)
+    fit = in.b;
+  size_t groups = (in.b + fit - 1) / fit, dnb = (in.b + groups - 1) / groups;
+  if (dnb * one > UINT32_MAX)
+    return 0;
+  p->dnb = (unsigned)dnb;
+  return dnb * one;
 }
 
 /* The forward's scratch in floats for conv_wino over groups of wnb images
@@ -418,6 +429,7 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   p->nb = p->wnb = p->bnb = 1;
   p->bc = g->c;
   p->dsc = ~0u;
+  p->dnb = 1;
   p->fwd4 = 0;
   p->pnb = 1;
   int gpu = ctx->engine == NNT_ENGINE_GPU;
@@ -481,10 +493,10 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
       nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->filters, plane * p->wnb),
                            NNT_SCRATCH_INPLACE);
   }
-  size_t dwino = gpu || is_pointwise(g) ? 0 : wino_deriv_scratch(p, in, ctx->trainable);
-  if (dwino) {
+  size_t down = gpu || is_pointwise(g) ? 0 : deriv_scratch(p, in, ctx->trainable);
+  if (down) {
     p->dsc = ctx->n_scratch;
-    nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, 1, (unsigned)dwino), NNT_SCRATCH_DERIV);
+    nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, 1, (unsigned)down), NNT_SCRATCH_DERIV);
   }
   return NNT_OK;
 }
@@ -716,6 +728,30 @@ static int conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   return NNT_OK;
 }
 
+/* The derivative in its own scratch (deriv_scratch): per group of dnb
+ * images, dY gathered into [filters, n*plane] (one image's is that
+ * already), dcol = W^T dY behind it, folded into the group's dX. */
+static int deriv_own(const conv_priv *p, nnt_run_ctx *ctx, unsigned batch) {
+  const nnt_conv_geom *g = &p->g;
+  const nnt_kernels *k = ctx->k;
+  size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
+  size_t in_len = nnt_dim_feature_len(ctx->d_in[0].dim), out_len = p->filters * plane;
+  float *gathered = ctx->scratch[p->dsc].data;
+  for (unsigned b = 0; b < batch; b += p->dnb) {
+    unsigned n = batch - b < p->dnb ? batch - b : p->dnb;
+    const float *dy = ctx->d_out[0].data + b * out_len;
+    float *dcol = gathered + p->filters * n * plane;
+    if (n > 1) {
+      NNT_TRY(swap_outer(k, n, p->filters, plane, dy, gathered));
+      dy = gathered;
+    }
+    NNT_TRY(k->gemm(k, 1, 0, patch, n * plane, p->filters, 1.0f, ctx->w[0].data, patch, dy,
+                    n * plane, 0.0f, dcol, n * plane));
+    NNT_TRY(nnt_conv_fold(k, g, n, dcol, ctx->d_in[0].data + b * in_len, in_len));
+  }
+  return NNT_OK;
+}
+
 /* dcol = W^T dY a block of channels (a range of W's columns) at a time,
  * folded back into those channels of dX (pointwise: dcol is dX). */
 static int conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
@@ -733,15 +769,15 @@ static int conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
                          ctx->d_in[0].data);
   float *col = ctx->scratch[1].data;
   int rc;
+  if (p->dsc != ~0u && ctx->scratch[p->dsc].data) /* planned in training only */
+    return deriv_own(p, ctx, batch);
   if (nnt_wino_geom_ok(g)) {
     nnt_conv_geom d = wino_dgeom(p);
-    /* its own scratch where it has one (planned in training only) */
-    int own = p->dsc != ~0u && ctx->scratch[p->dsc].data;
-    const nnt_tensor *s = own ? &ctx->scratch[p->dsc] : &ctx->scratch[1];
-    if (use_wino(k->conv_wino != NULL, &d, p->filters, g->c, batch, s,
-                 own ? NNT_WINO_FEWEST_SLICES : NNT_WINO_MIN_SLICES))
+    if (use_wino(k->conv_wino != NULL, &d, p->filters, g->c, batch, &ctx->scratch[1],
+                 NNT_WINO_MIN_SLICES))
       return k->conv_wino(k, &d, batch, g->c, 1, ctx->w[0].data, NULL, ctx->d_out[0].data,
-                          ctx->d_in[0].data, s->data, nnt_tensor_len(s));
+                          ctx->d_in[0].data, ctx->scratch[1].data,
+                          nnt_tensor_len(&ctx->scratch[1]));
   }
   if (p->pnb > 1) /* whole images on the threads */
     return nnt_conv_deriv_images(p, ctx, batch, p->pnb);

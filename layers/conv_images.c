@@ -73,10 +73,8 @@ static void deriv_images(void *arg, size_t i0, size_t i1) {
     float *col = pw ? dx : j->ctx->scratch[1].data + i * patch * plane;
     int rc = k->gemm(k, 1, 0, patch, plane, j->p->filters, 1.0f, j->ctx->w[0].data, patch,
                      j->ctx->d_out[0].data + (j->b0 + i) * j->out_len, plane, 0.0f, col, plane);
-    if (!rc && !pw) /* col2im_set: zeros and folds in one pass */
-      rc = k->col2im_set ? k->col2im_set(k, g, 1, col, dx) : k->fill(k, in_len, 0.0f, dx);
-    if (!rc && !pw && !k->col2im_set)
-      rc = k->col2im(k, g, 1, col, dx);
+    if (!rc && !pw)
+      rc = nnt_conv_fold(k, g, 1, col, dx, in_len);
     img_job_fail(j, rc);
   }
 }

@@ -101,9 +101,9 @@ static inline int nnt_wino_geom_ok(const struct nnt_conv_geom *g) {
 #define NNT_WINO4_MAX_TILES 256
 size_t nnt_wino4_scratch(size_t c, size_t f, size_t tiles);
 /* Below that least conv_wino (not conv_wino_dw) takes passes of
- * NNT_WINO_FEWEST_SLICES slices (each transforming the filters again):
- * conv2d's derivative where only that fits beside its other tensors
- * (layers/conv.c wino_deriv_scratch). */
+ * NNT_WINO_FEWEST_SLICES slices (each transforming the filters again),
+ * slower than im2col and gemm at the same scratch (layers/conv.c
+ * deriv_scratch: conv2d no longer asks for it). */
 #define NNT_WINO_FEWEST_SLICES 4
 /* The scratch for passes of k slices with r chunks of min(t,
  * NNT_WINO_MIN_TILES) tiles at once (see cpu_winograd.c wino_plan). */

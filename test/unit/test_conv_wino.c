@@ -628,9 +628,10 @@ static void test_layer(void **state) {
        * forward over the batch's 128 tiles of 4x4 images, its scratch
        * (3 MiB) within the layer's own tensors; the backward's column
        * blocks stay below conv_wino's least, so the gradient keeps im2col
-       * and the derivative runs in its own scratch (4 slices a pass,
-       * 1.5 MiB beside a 2.25 MiB gradient). At 8 images (32 tiles) none. */
-      {"256", "1", 256, 4, 4, 32, 2, 0},
+       * and the derivative runs im2col in its own scratch (2 groups of 16
+       * images, 1.25 MiB beside a 2.25 MiB gradient; checked below against
+       * the backward's blocks). At 8 images (32 tiles) none. */
+      {"256", "1", 256, 4, 4, 32, 1, 0},
       {"256", "1", 256, 4, 4, 8, 0, 0},
       /* 16 tiles of 4x4 an image (16x16), channels = filters: the forward
        * over groups of 5 images (as even as 4 or more go into 18) and the
@@ -639,7 +640,7 @@ static void test_layer(void **state) {
       {"24", "1", 24, 16, 16, 18, 3, 3},
   };
   nnt_kernels with = *nnt_kernels_cpu(), without = with;
-  unsigned inplace = 0;
+  unsigned inplace = 0, owns = 0;
   with.conv_wino = counting_wino;
   with.conv_wino_dw = counting_wino_dw;
   without.conv_wino = NULL;
@@ -707,9 +708,24 @@ static void test_layer(void **state) {
     for (size_t q = 0; q < xlen; q++)
       if (fabs(dx[q] - h.din.data[q]) > TOL * (1 + fabs(h.din.data[q])) * atoi(L[i].filters) * 9)
         fail_msg("case %zu: dx[%zu] %g, im2col %g", i, q, dx[q], h.din.data[q]);
+    for (unsigned c = 0; c < h.fc.n_scratch; c++)
+      if (h.fc.scratch_life[c] == NNT_SCRATCH_DERIV) {
+        /* the derivative in its own scratch against the backward's column
+         * blocks (the path where that scratch is not planned) */
+        float *own = h.ctx.scratch[c].data;
+        h.ctx.scratch[c].data = NULL;
+        assert_int_equal(h.l->ops->calc_derivative(h.l, &h.ctx), NNT_OK);
+        h.ctx.scratch[c].data = own;
+        for (size_t q = 0; q < xlen; q++)
+          if (fabs(dx[q] - h.din.data[q]) >
+              TOL * (1 + fabs(h.din.data[q])) * atoi(L[i].filters) * 9)
+            fail_msg("case %zu: dx[%zu] %g, blocks %g", i, q, dx[q], h.din.data[q]);
+        owns++;
+      }
     free(y), free(dx), free(dw), free(db);
     fd_teardown(&h);
   }
+  assert_int_equal(owns, 1); /* case 11 */
   assert_int_equal(inplace, 12); /* all but cases 1 and 7 (more filters than channels) */
 }
 
