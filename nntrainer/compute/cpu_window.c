@@ -213,12 +213,18 @@ static void col2im_part(void *p, size_t c0, size_t c1) {
   }
 }
 
+/* col2im or col2im_set (part) over the input channels on the threads. */
+static int col2im_run(const nnt_conv_geom *g, size_t n, const float *col, float *dx,
+                      nnt_pool_fn part) {
+  win_job j = {g, n, col, dx};
+  nnt_cpu_pool_for(g->c, 1, win_min_channels(g, n), part, &j);
+  return NNT_OK;
+}
+
 int nnt_cpu_col2im(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n,
                    const float *col, float *dx) {
   (void)self;
-  win_job j = {g, n, col, dx};
-  nnt_cpu_pool_for(g->c, 1, win_min_channels(g, n), col2im_part, &j);
-  return NNT_OK;
+  return col2im_run(g, n, col, dx, col2im_part);
 }
 
 /* col2im_set: each part zeroes its channels' planes of the n images and
@@ -240,9 +246,7 @@ static void col2im_set_part(void *p, size_t c0, size_t c1) {
 int nnt_cpu_col2im_set(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n,
                        const float *col, float *dx) {
   (void)self;
-  win_job j = {g, n, col, dx};
-  nnt_cpu_pool_for(g->c, 1, win_min_channels(g, n), col2im_set_part, &j);
-  return NNT_OK;
+  return col2im_run(g, n, col, dx, col2im_set_part);
 }
 
 /* Max pooling 2x2, stride 2, no padding or dilation: the same comparisons in
