@@ -20,6 +20,15 @@ typedef struct conv_priv {
   unsigned pnb;  /* nb = 1: images whose columns the forward's scratch holds (CONV_PAR_IMAGES) */
 } conv_priv;
 
+/* The forward takes conv_fwd for at most CONV_DIRECT_MAX_C input
+ * channels, a patch of at least CONV_DIRECT_MIN_PATCH values and at least
+ * CONV_DIRECT_MIN_FILTERS filters: chosen by measurement
+ * (docs/performance.md; LeNet-5's c2 gains, its c1, the Fashion-MNIST
+ * CNN's c1 and conv-BN-ReLU's c1 lose). */
+#define CONV_DIRECT_MAX_C 8
+#define CONV_DIRECT_MIN_PATCH 64
+#define CONV_DIRECT_MIN_FILTERS 16
+
 /* Whether im2col of one image is the image itself (conv.c). */
 static inline int is_pointwise(const nnt_conv_geom *g) {
   return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && !g->pt && !g->pb && !g->pl &&
@@ -36,6 +45,20 @@ static inline int nnt_conv_fold(const nnt_kernels *k, const nnt_conv_geom *g, si
   int rc = k->fill(k, n * in_len, 0.0f, dx);
   return rc ? rc : k->col2im(k, g, n, col, dx);
 }
+
+/* conv.c's helpers that the backward (conv_backward.c) shares: [n][a][c]
+ * <-> [a][n][c] (images and filters swap: permute3's 1,0,2); whether
+ * conv_wino (or conv_wino_dw: have, the table has it) computes y (filters)
+ * from x (c channels, geometry g) of batch images with the scratch s in
+ * passes of slices; the derivative's geometry as a convolution of dY. */
+int nnt_conv_swap_outer(const nnt_kernels *k, unsigned n, unsigned a, size_t c, const float *x,
+                        float *y);
+int nnt_conv_use_wino(int have, const nnt_conv_geom *g, size_t c, size_t filters,
+                      unsigned batch, const nnt_tensor *s, unsigned slices);
+nnt_conv_geom nnt_conv_wino_dgeom(const conv_priv *p);
+/* The layer's calc_gradient and calc_derivative (conv_backward.c). */
+int nnt_conv_gradient(nnt_layer *l, nnt_run_ctx *ctx);
+int nnt_conv_derivative(nnt_layer *l, nnt_run_ctx *ctx);
 
 /* The forward of the batch's images (nb = 1: im2col into slot i of
  * scratch 0 unless pointwise, the product, the bias), and the derivative

@@ -215,9 +215,11 @@ WIN_AVX512 static void set_even1(const nnt_conv_geom *g, size_t n, size_t c0, si
         const float *r = src + iy / g->sh * g->ow;
         for (size_t ox = 0; ox < g->ow; ox += 16) {
           size_t k = g->ow - ox < 16 ? g->ow - ox : 16, left = w - 2 * ox;
-          __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps((__mmask16)((1u << k) - 1), r + ox), zero);
+          __m512 v =
+              _mm512_add_ps(_mm512_maskz_loadu_ps((__mmask16)((1u << k) - 1), r + ox), zero);
           __mmask16 lo = (__mmask16)(left >= 16 ? 0xffffu : (1u << left) - 1);
-          __mmask16 hi = (__mmask16)(left >= 32 ? 0xffffu : left > 16 ? (1u << (left - 16)) - 1 : 0);
+          __mmask16 hi =
+              (__mmask16)(left >= 32 ? 0xffffu : left > 16 ? (1u << (left - 16)) - 1 : 0);
           _mm512_mask_storeu_ps(d + 2 * ox, lo, _mm512_maskz_permutexvar_ps(0x5555, dlo, v));
           if (hi)
             _mm512_mask_storeu_ps(d + 2 * ox + 16, hi, _mm512_maskz_permutexvar_ps(0x5555, dhi, v));

@@ -2,8 +2,8 @@
  * pooling, forward and backward) against naive double-precision
  * references over geometries with strides, dilations, uneven padding and
  * odd sizes; col2im as im2col's adjoint; col2im_set bitwise a fill and
- * col2im; channel blocks (cs) bitwise the full op's rows. Split out of test_kernels.c, which holds the other
- * kernels. */
+ * col2im; channel blocks (cs) bitwise the full op's rows. Split out of
+ * test_kernels.c, which holds the other kernels. */
 #include "test_util.h"
 
 #include <math.h>
