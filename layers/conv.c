@@ -290,9 +290,9 @@ static size_t wino_bwd_scratch(const conv_priv *p, nnt_dim in) {
  * backward's other steps, as even as the groups go; 0 for a frozen layer
  * (no gradient makes that room) and elsewhere. ResNet-18's stage 4 (2
  * groups of 16 images, 5 MiB against a 9 MiB gradient): derivative
- * 0.78-0.81 -> 0.90-0.98 of a bare sgemm on one thread and 0.72-0.84 ->
- * 1.09-1.16 at two, against conv_wino's passes of 4 slices in 6 MiB,
- * the same scratch before (docs/performance.md, sixteenth round); groups
+ * 0.78-0.81 -> 0.90-0.98 of a bare sgemm on one thread and 0.56-0.84 ->
+ * 1.09-1.24 at two, where this scratch held conv_wino's passes of 4
+ * slices in 6 MiB before (docs/performance.md, sixteenth round); groups
  * of 2, 4 and 8 images ran slower (0.70, 0.76-0.83, 0.84-0.85 on one
  * thread). */
 static size_t deriv_scratch(conv_priv *p, nnt_dim in, int trainable) {
@@ -301,7 +301,7 @@ static size_t deriv_scratch(conv_priv *p, nnt_dim in, int trainable) {
       p->filters < CONV_WINO_MIN_C || wino_bwd_scratch(p, in))
     return 0;
   size_t tiles = (size_t)in.b * ((g->h + 1) / 2) * ((g->w + 1) / 2);
-  if (tiles < NNT_WINO_MIN_TILES) /* narrower products: the backward's room does */
+  if (tiles < NNT_WINO_MIN_TILES) /* a small batch: the backward's blocks */
     return 0;
   size_t grad = (size_t)p->filters * g->c * 9, plane = (size_t)g->oh * g->ow;
   size_t one = ((size_t)p->filters + (size_t)g->c * 9) * plane, fit = grad / one;
