@@ -46,7 +46,8 @@
  * the backend's conv_fwd where it has one (the CPU's direct convolution:
  * no im2col copies, which cost more than the
  * product there; within rounding of im2col and gemm). Likewise its
- * backward, for stride 1 and a kernel 4 or 5 wide (see use_direct_bwd),
+ * backward, for stride 1 and a kernel 4 or 5 wide (see use_direct_bwd;
+ * the derivative also for a 3x3 or 5x5 window where conv_rows says),
  * runs conv_bwd_w and conv_bwd_x where the backend has them (no im2col,
  * no col2im; within rounding).
  * A 3x3 window with stride 1 and dilation 1 and at least CONV_WINO_MIN_C
@@ -142,9 +143,10 @@ static int strided(const nnt_conv_geom *g) { return g->sh > 1 || g->sw > 1; }
 static int direct_geom(const conv_priv *p) {
   const nnt_conv_geom *g = &p->g;
   size_t patch = (size_t)g->c * g->kh * g->kw;
-  return !is_pointwise(g) && g->c <= CONV_DIRECT_MAX_C && g->ow <= 256 &&
-         patch >= CONV_DIRECT_MIN_PATCH && patch <= NNT_CONV_DIRECT_MAX_PATCH &&
-         p->filters >= CONV_DIRECT_MIN_FILTERS;
+  return conv_rows(p, 0) ||
+         (!is_pointwise(g) && g->c <= CONV_DIRECT_MAX_C && g->ow <= 256 &&
+          patch >= CONV_DIRECT_MIN_PATCH && patch <= NNT_CONV_DIRECT_MAX_PATCH &&
+          p->filters >= CONV_DIRECT_MIN_FILTERS);
 }
 
 /* Whether conv_wino may take the layer's forward (nnt_conv_use_wino's widths). */

@@ -10,7 +10,8 @@
  * CONV_DIRECT_BWD_MIN_KW to NNT_CONV_BWD_MAX_KW wide: chosen by
  * measurement (docs/performance.md; LeNet-5's 5x5 c1 and c2 gain, a
  * one-channel derivative loses, the Fashion-MNIST CNN's 3x3 c1 and c2
- * measured the same as im2col, gemm and col2im). */
+ * measured the same as im2col, gemm and col2im), and the derivative
+ * where conv_rows says (the row kernel: one channel, 3x3 windows). */
 #define CONV_DIRECT_BWD_MIN_KW 4
 #define CONV_DIRECT_BWD_X_MIN_C 4
 
@@ -131,7 +132,7 @@ int nnt_conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   unsigned batch = ctx->d_in[0].dim.b;
   if (is_pointwise(g)) /* whole images on the threads */
     return nnt_conv_deriv_images(p, ctx, batch, batch);
-  if (use_direct_bwd(p, k->conv_bwd_x != NULL, CONV_DIRECT_BWD_X_MIN_C))
+  if (k->conv_bwd_x && (conv_rows(p, 1) || use_direct_bwd(p, 1, CONV_DIRECT_BWD_X_MIN_C)))
     return k->conv_bwd_x(k, g, batch, p->filters, ctx->w[0].data, ctx->d_out[0].data,
                          ctx->d_in[0].data);
   float *col = ctx->scratch[1].data;

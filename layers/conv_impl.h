@@ -29,6 +29,19 @@ typedef struct conv_priv {
 #define CONV_DIRECT_MIN_PATCH 64
 #define CONV_DIRECT_MIN_FILTERS 16
 
+/* The forward and the derivative also take conv_fwd and conv_bwd_x where
+ * the CPU's row kernel does (nnt_conv_rows_take) and the layer has at most
+ * CONV_ROWS_MAX_C input channels (more go to Winograd or im2col): measured
+ * against im2col and gemm on LeNet-5's, the Fashion-MNIST CNN's and
+ * conv-BN-ReLU's first layers and the second ones of the first two
+ * (docs/performance.md, seventeenth round). */
+#define CONV_ROWS_MAX_C 16
+static inline int conv_rows(const conv_priv *p, int deriv) {
+  const nnt_conv_geom *g = &p->g;
+  return g->c <= CONV_ROWS_MAX_C && (deriv ? nnt_conv_rows_take(g, p->filters, g->c)
+                                           : nnt_conv_rows_take(g, g->c, p->filters));
+}
+
 /* Whether im2col of one image is the image itself (conv.c). */
 static inline int is_pointwise(const nnt_conv_geom *g) {
   return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && !g->pt && !g->pb && !g->pl &&

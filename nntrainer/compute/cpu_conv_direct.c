@@ -219,6 +219,8 @@ int nnt_cpu_conv_fwd(const struct nnt_kernels *self, const nnt_conv_geom *g, siz
 
 int nnt_cpu_conv_fwd_path(int path, const nnt_conv_geom *g, size_t n, size_t filters,
                           const float *w, const float *bias, const float *x, float *y) {
+  if (nnt_conv_rows_take(g, g ? g->c : 0, filters))
+    return nnt_cpu_conv_rows(path, g, n, filters, 0, w, bias, x, y);
   dc_row_fn row = dc_row_of(path);
   if (!row || !g || (g->cs && g->cs != g->c) || g->ow > 256 ||
       (size_t)g->c * g->kh * g->kw > NNT_CONV_DIRECT_MAX_PATCH)
@@ -567,6 +569,8 @@ int nnt_cpu_conv_bwd_ok(const nnt_conv_geom *g, size_t filters) {
 
 int nnt_cpu_conv_bwd_x_path(int path, const nnt_conv_geom *g, size_t n, size_t filters,
                             const float *w, const float *dy, float *dx) {
+  if (nnt_conv_rows_take(g, filters, g ? g->c : 0))
+    return nnt_cpu_conv_rows(path, g, n, filters, 1, w, NULL, dy, dx);
   db_job j = {.g = g, .n = n, .filters = filters, .w = w, .dy = dy, .out = dx};
   const db_kernels *kk = db_of(path);
   if (!nnt_cpu_conv_bwd_ok(g, filters) || !kk)

@@ -130,6 +130,15 @@ int nnt_cpu_conv_bwd_x_path(int path, const struct nnt_conv_geom *g, size_t n, s
                             const float *w, const float *dy, float *dx);
 int nnt_cpu_conv_bwd_w_path(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
                             const float *x, const float *dy, float *dw);
+/* A stride-1, dilation-1 convolution of a 3x3 or 5x5 window along output
+ * rows (cpu_conv_rows.c) on one code path (as nnt_cpu_conv_fwd_path):
+ * deriv 0, conv_fwd's y from x (and bias, or NULL); deriv 1, conv_bwd_x's
+ * dx from dy (bias unused); NNT_ERR_INVAL where nnt_conv_rows_take says
+ * no or the CPU cannot run the path. conv_fwd and conv_bwd_x take it
+ * where nnt_conv_rows_take says yes. */
+int nnt_cpu_conv_rows(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
+                      int deriv, const float *w, const float *bias, const float *src,
+                      float *out);
 int nnt_cpu_conv_wino(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                       size_t filters, int flip, const float *w, const float *bias,
                       const float *x, float *y, float *scratch, size_t scratch_len);

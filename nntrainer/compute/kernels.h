@@ -118,6 +118,23 @@ static inline size_t nnt_wino_min_scratch(size_t c, size_t f, size_t t) {
 
 /* The largest patch (c * kh * kw) conv_fwd takes. */
 #define NNT_CONV_DIRECT_MAX_PATCH 512
+/* The most in_c * k * k (source channels by window) of the CPU's row
+ * kernel (below). */
+#define NNT_CONV_ROWS_MAX_TAPS 1024
+
+/* Whether the CPU's conv_fwd (in_c = g->c, out_c = filters) and
+ * conv_bwd_x (in_c = filters, out_c = g->c) take g with the row kernel
+ * (cpu_conv_rows.c): stride 1, dilation 1, a 3x3 or 5x5 window, at most
+ * NNT_CONV_ROWS_MAX_TAPS, and out_c filling at least 3/4 of its blocks of
+ * 8 channels (6 where 6 divide out_c and 8 do not; one channel a block of
+ * 1). Where they do, no other limit of those entries applies. */
+static inline int nnt_conv_rows_take(const struct nnt_conv_geom *g, size_t in_c, size_t out_c) {
+  size_t ob = out_c == 1 ? 1 : out_c % 8 && out_c % 6 == 0 ? 6 : 8;
+  return g && (!g->cs || g->cs == g->c) && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
+         g->dw == 1 && g->kh == g->kw && (g->kh == 3 || g->kh == 5) && out_c &&
+         in_c * g->kh * g->kw <= NNT_CONV_ROWS_MAX_TAPS &&
+         4 * out_c >= 3 * ob * ((out_c + ob - 1) / ob);
+}
 /* The widest kernel and the most filters x kh x kw that conv_bwd_x and
  * conv_bwd_w take. */
 #define NNT_CONV_BWD_MAX_KW 5
@@ -396,7 +413,8 @@ typedef struct nnt_kernels {
    * bias[f]; bias may be NULL) for n images x of g (g->cs 0 or g->c), W
    * [filters, c*kh*kw], y [n][filters][oh*ow]; within rounding of im2col
    * then gemm. A patch c*kh*kw of at most NNT_CONV_DIRECT_MAX_PATCH and an
-   * output width of at most 256 (NNT_ERR_INVAL otherwise). Optional: a
+   * output width of at most 256 (NNT_ERR_INVAL otherwise), or what
+   * nnt_conv_rows_take says. Optional: a
    * backend without it leaves the entry NULL and its supports says no;
    * conv2d then takes the im2col path. */
   int (*conv_fwd)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
@@ -405,7 +423,7 @@ typedef struct nnt_kernels {
    * stride 1 and dilation 1 (g->cs 0 or g->c), a kernel at most
    * NNT_CONV_BWD_MAX_KW wide, input and output rows at most 256 wide and
    * filters * kh * kw at most NNT_CONV_BWD_MAX_FTAPS (NNT_ERR_INVAL
-   * otherwise), W, x, dY as for
+   * otherwise; conv_bwd_x also what nnt_conv_rows_take says), W, x, dY as for
    * conv_fwd. conv_bwd_x: dx[i] = the derivative of conv_fwd's y[i] with
    * respect to x[i] given dy (written, not added); conv_bwd_w: dw [filters,
    * c*kh*kw] = the sum over the n images of the derivative with respect to

@@ -112,7 +112,8 @@ static void test_refusals(void **state) {
   (void)state;
   const nnt_kernels *k = nnt_kernels_cpu();
   float v[4] = {0};
-  dcase d = {23, 8, 8, 5, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0}; /* patch 575 > 512 */
+  /* patch 575 > 512 (at stride 2: the row kernel does not take it) */
+  dcase d = {23, 8, 8, 5, 5, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 0};
   nnt_conv_geom g = geom(&d);
   assert_int_equal(k->conv_fwd(k, &g, 1, 1, v, NULL, v, v), NNT_ERR_INVAL);
   dcase wide = {1, 1, 300, 1, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0}; /* ow 298 > 256 */
@@ -252,12 +253,101 @@ static void test_bwd_refusals(void **state) {
   assert_int_equal(k->conv_bwd_w(k, &g, 1, 1, v, v, v), NNT_ERR_INVAL);
 }
 
+/* The row kernel (nnt_cpu_conv_rows), forward and derivative, on every
+ * path against the naive sums: channel blocks of 1, 6 and 8 (full and
+ * partial), rows past the last whole tile, one and two column vectors
+ * (partial), padding wider than the window, a plane smaller than it. */
+static const bcase RCASES[] = {
+    {1, 28, 28, 3, 3, 1, 1, 1, 1, 16, 2},  /* the Fashion-MNIST CNN's c1 */
+    {16, 14, 14, 3, 3, 1, 1, 1, 1, 32, 2}, /* its c2 */
+    {1, 28, 28, 5, 5, 0, 0, 0, 0, 6, 2},   /* LeNet-5's c1 */
+    {6, 14, 14, 5, 5, 0, 0, 0, 0, 16, 3},  /* LeNet-5's c2 */
+    {7, 13, 37, 3, 3, 1, 1, 1, 1, 13, 2},  /* 3 wide vectors; 13 filters, 7 channels */
+    {6, 11, 9, 5, 5, 2, 1, 0, 2, 1, 2},    /* one filter (blocks of 1), uneven padding */
+    {12, 3, 3, 3, 3, 4, 4, 4, 4, 6, 1},    /* padding wider than the window */
+    {1, 2, 4, 5, 5, 2, 2, 3, 1, 7, 2},     /* a plane smaller than the window */
+    {12, 7, 33, 5, 5, 2, 2, 2, 2, 12, 1},  /* 12 channels: blocks of 6 */
+};
+
+static void test_rows_against_naive(void **state) {
+  (void)state;
+  nnt_rng r;
+  nnt_rng_seed(&r, 9);
+  unsigned split = 0;
+  static const int paths[] = {NNT_BLAS_AVX512, NNT_BLAS_AVX2, NNT_BLAS_SSE};
+  for (size_t ci = 0; ci < NNT_ARRAY_LEN(RCASES); ci++) {
+    const bcase *d = &RCASES[ci];
+    nnt_conv_geom g = bgeom(d);
+    dcase dc = {d->c, d->h, d->w, d->kh, d->kw, 1, 1, 1, 1, d->pt, d->pb, d->pl, d->pr,
+                d->filters, d->n, 1};
+    size_t patch = (size_t)d->c * d->kh * d->kw, plane = (size_t)g.oh * g.ow;
+    size_t nx = d->n * d->c * d->h * d->w, ny = d->n * d->filters * plane;
+    size_t nw = d->filters * patch;
+    float *w = rnd(&r, nw), *b = rnd(&r, d->filters), *x = rnd(&r, nx), *dy = rnd(&r, ny);
+    float *y = malloc(ny * sizeof *y), *dx = malloc(nx * sizeof *dx);
+    float *y2 = malloc(ny * sizeof *y2), *dx2 = malloc(nx * sizeof *dx2);
+    assert_true(nnt_conv_rows_take(&g, d->c, d->filters));
+    assert_true(nnt_conv_rows_take(&g, d->filters, d->c));
+    size_t ran = 0;
+    for (size_t pi = 0; pi < NNT_ARRAY_LEN(paths); pi++) {
+      for (size_t q = 0; q < ny; q++)
+        y[q] = NAN;
+      for (size_t q = 0; q < nx; q++)
+        dx[q] = NAN;
+      int rf = nnt_cpu_conv_rows(paths[pi], &g, d->n, d->filters, 0, w, b, x, y);
+      int rd = nnt_cpu_conv_rows(paths[pi], &g, d->n, d->filters, 1, w, NULL, dy, dx);
+      assert_int_equal(rf, rd);
+      if (rf)
+        continue;
+      check_naive(&dc, &g, w, b, x, y, ci, pi);
+      check_bwd(d, &g, w, x, dy, dx, NULL, ci, pi);
+      ran++;
+      /* the same bits on two threads */
+      tu_two_threads();
+      assert_int_equal(nnt_cpu_conv_rows(paths[pi], &g, d->n, d->filters, 0, w, b, x, y2), 0);
+      assert_int_equal(nnt_cpu_conv_rows(paths[pi], &g, d->n, d->filters, 1, w, NULL, dy, dx2),
+                       0);
+      split += tu_one_thread() > 0;
+      assert_memory_equal(y, y2, ny * sizeof *y);
+      assert_memory_equal(dx, dx2, nx * sizeof *dx);
+    }
+    assert_true(ran >= 1); /* plain C runs everywhere */
+    free(w), free(b), free(x), free(dy), free(y), free(dx), free(y2), free(dx2);
+  }
+  print_message("rows: %u runs split over two threads\n", split);
+  assert_true(split >= 1);
+  /* refusals: stride, dilation, a non-square or 4-wide window, more than
+   * 1024 taps of source channels, 3 and 5 output channels (blocks of 8
+   * under 3/4 full), a block of channels */
+  const dcase bad[] = {
+      {1, 8, 8, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 0},
+      {1, 8, 8, 3, 3, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 0},
+      {1, 8, 8, 3, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0},
+      {1, 8, 8, 4, 4, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0},
+      {114, 8, 8, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0},
+      {1, 8, 8, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 3, 1, 0},
+      {1, 8, 8, 5, 5, 1, 1, 1, 1, 0, 0, 0, 0, 5, 1, 0},
+  };
+  float v[4] = {0};
+  for (size_t i = 0; i < NNT_ARRAY_LEN(bad); i++) {
+    nnt_conv_geom g = geom(&bad[i]);
+    assert_false(nnt_conv_rows_take(&g, bad[i].c, bad[i].filters));
+    assert_int_equal(nnt_cpu_conv_rows(NNT_BLAS_SSE, &g, 1, bad[i].filters, 0, v, NULL, v, v),
+                     NNT_ERR_INVAL);
+  }
+  dcase one = {2, 4, 4, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0};
+  nnt_conv_geom g = geom(&one);
+  g.cs = 3;
+  assert_int_equal(nnt_cpu_conv_rows(NNT_BLAS_SSE, &g, 1, 1, 0, v, NULL, v, v), NNT_ERR_INVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_naive),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_bwd_against_naive),
       cmocka_unit_test(test_bwd_refusals),
+      cmocka_unit_test(test_rows_against_naive),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,334 @@
+/* A stride-1, dilation-1 square convolution along output rows (the
+ * forward of conv_fwd and the derivative of conv_bwd_x where
+ * nnt_conv_rows_take says: cpu_conv_direct.c asks): a vector holds
+ * LANES neighbouring output columns of one output channel, so the output
+ * is written in its own layout and no lane is spent on a missing channel
+ * (the filter-vector kernel's 16 filters, the channel-vector derivative's
+ * blocks of 4 to 8: a one-channel image filled a quarter of them).
+ *
+ * Both are one computation: out[o][y][x] = sum over i, a, b (in that
+ * order) of wp[i][a][b][o] src[i][y + a - offy][x + b - offx], then
+ * bias[o] added, with src zero outside its plane.
+ * - forward: src = x (i: channels), o: filters, wp = W, (offy, offx) =
+ *   the padding (pt, pl);
+ * - derivative: src = dY (i: filters), o: channels, wp = W flipped
+ *   (wp[f][a][b][c] = W[f][c][k-1-a][k-1-b]), (offy, offx) = (k-1-pt,
+ *   k-1-pl): dX[c][y][x] = sum of W[f][c][a'][b'] dY[f][y+pt-a'][x+pl-b'].
+ *
+ * A call of a tile function computes RB output rows (y0..y0+RB-1) of OB
+ * output channels over XV vectors of columns from x0: RB x OB x XV
+ * accumulators. Each source row that reaches the block is loaded once per
+ * tap column b (masked: the lanes outside the plane read nothing and are
+ * zero) and added, times the broadcast weight, into every accumulator row
+ * it reaches (the pairs (row, a) are constants: the loops unroll). Rows
+ * past the last whole block take RB = 1 tiles. Each output is written by
+ * one part alone: the same bits on every thread count. */
+#include <stdint.h>
+#include <string.h>
+
+#include "nntrainer/compute/cpu_impl.h"
+#include "nntrainer/compute/kernels.h"
+
+/* The packed weights of one channel block, on the stack: in_c * k * k
+ * (at most NNT_CONV_ROWS_MAX_TAPS) times the block's OB (at most 8). */
+#define CR_MAX_OB 8
+
+typedef struct cr_job {
+  unsigned in_c, in_h, in_w, out_c, out_h, out_w, k;
+  long offy, offx;
+  int deriv;
+  size_t n;
+  const float *w, *bias, *src;
+  float *out;
+  const struct cr_kind *kind;
+  size_t oblocks;
+} cr_job;
+
+typedef void (*cr_tile_fn)(const cr_job *j, const float *src, const float *wp, unsigned y0,
+                           unsigned x0, unsigned nob, const float *bias, float *out);
+
+/* One tiling: OB channels a block, RB rows a tile (and its RB = 1 tile),
+ * XV vectors of LANES columns. */
+typedef struct cr_kind {
+  unsigned ob, rb, cols; /* cols = XV * LANES */
+  cr_tile_fn tile, tail;
+} cr_kind;
+
+/* The lanes [lo, hi) of a vector whose lane 0 is output column x, that
+ * read source column x + b - offx inside [0, in_w) and write an output
+ * column below out_w. */
+static inline void cr_lanes(const cr_job *j, long x, unsigned b, unsigned lanes, unsigned *lo,
+                            unsigned *hi) {
+  long s = x + (long)b - j->offx, l = s < 0 ? -s : 0, h = (long)j->in_w - s;
+  if (h > (long)j->out_w - x)
+    h = (long)j->out_w - x;
+  if (h > (long)lanes)
+    h = (long)lanes;
+  *lo = (unsigned)(l < (long)lanes ? l : (long)lanes);
+  *hi = h > (long)*lo ? (unsigned)h : *lo;
+}
+
+/* A tile: K the kernel's size, RB rows, OB channels, XV vectors. MASK(lo,
+ * hi) makes a load mask, LOADM(row, off, mask) loads those lanes from
+ * column off of row (zeros elsewhere), STOREN(p, v, nl) stores nl lanes. */
+#define CR_TILE_DEF(NAME, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, ADD, LOADM, STOREN,     \
+                    K, RB, OB, XV)                                                                \
+  ATTR static void NAME(const cr_job *j, const float *src, const float *wp, unsigned y0,         \
+                        unsigned x0, unsigned nob, const float *bias, float *out) {              \
+    size_t ip = (size_t)j->in_h * j->in_w, op = (size_t)j->out_h * j->out_w;                     \
+    MTYPE m[XV][K];                                                                               \
+    long off[XV][K];                                                                              \
+    unsigned nl[XV];                                                                              \
+    _Pragma("GCC unroll 4") for (unsigned t = 0; t < (XV); t++) {                                \
+      long x = (long)x0 + (long)t * (LANES);                                                      \
+      long r = (long)j->out_w - x;                                                                \
+      nl[t] = r <= 0 ? 0 : r < (LANES) ? (unsigned)r : (LANES);                                   \
+      _Pragma("GCC unroll 8") for (unsigned b = 0; b < (K); b++) {                               \
+        unsigned lo, hi;                                                                          \
+        cr_lanes(j, x, b, (LANES), &lo, &hi);                                                     \
+        off[t][b] = x + (long)b - j->offx;                                                        \
+        m[t][b] = MASK(lo, hi);                                                                   \
+      }                                                                                           \
+    }                                                                                             \
+    VEC acc[RB][OB][XV];                                                                          \
+    _Pragma("GCC unroll 8") for (unsigned q = 0; q < (RB); q++)                                  \
+        _Pragma("GCC unroll 8") for (unsigned o = 0; o < (OB); o++)                              \
+            _Pragma("GCC unroll 4") for (unsigned t = 0; t < (XV); t++) acc[q][o][t] = ZERO;     \
+    for (unsigned i = 0; i < j->in_c; i++) {                                                      \
+      const float *plane = src + i * ip, *wi = wp + (size_t)i * (K) * (K) * (OB);                 \
+      _Pragma("GCC unroll 16") for (unsigned rr = 0; rr < (RB) + (K)-1; rr++) {                  \
+        long sy = (long)y0 + (long)rr - j->offy;                                                  \
+        if (sy < 0 || sy >= (long)j->in_h)                                                        \
+          continue;                                                                               \
+        const float *row = plane + (size_t)sy * j->in_w;                                          \
+        _Pragma("GCC unroll 8") for (unsigned b = 0; b < (K); b++) {                             \
+          VEC v[XV];                                                                              \
+          _Pragma("GCC unroll 4") for (unsigned t = 0; t < (XV); t++) v[t] =                     \
+              LOADM(row, off[t][b], m[t][b]);                                                     \
+          _Pragma("GCC unroll 8") for (unsigned q = 0; q < (RB); q++) {                          \
+            /* the accumulator row q takes this source row as tap a */                           \
+            int a = (int)rr - (int)q;                                                             \
+            if (a < 0 || a >= (K))                                                                \
+              continue;                                                                           \
+            _Pragma("GCC unroll 8") for (unsigned o = 0; o < (OB); o++) {                        \
+              VEC w = SET1(wi[((unsigned)a * (K) + b) * (OB) + o]);                               \
+              _Pragma("GCC unroll 4") for (unsigned t = 0; t < (XV); t++) acc[q][o][t] =         \
+                  FMA(w, v[t], acc[q][o][t]);                                                     \
+            }                                                                                     \
+          }                                                                                       \
+        }                                                                                         \
+      }                                                                                           \
+    }                                                                                             \
+    _Pragma("GCC unroll 8") for (unsigned q = 0; q < (RB); q++)                                  \
+        _Pragma("GCC unroll 8") for (unsigned o = 0; o < (OB); o++) if (o < nob)                 \
+            _Pragma("GCC unroll 4") for (unsigned t = 0; t < (XV); t++) if (nl[t]) {             \
+      float *p = out + o * op + (size_t)(y0 + q) * j->out_w + x0 + t * (LANES);                   \
+      STOREN(p, bias ? ADD(acc[q][o][t], SET1(bias[o])) : acc[q][o][t], nl[t]);                  \
+    }                                                                                             \
+  }
+
+/* The tilings of a code path for one kernel size K: blocks of 8, 6 and 1
+ * channels (RB8 rows for 8, RB6 for 6, RB1 and XV1 vectors for 1), each
+ * with its one-row tail. */
+#define CR_K_DEF_(NAME, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, ADD, LOADM, STOREN, K, \
+                  RB8, RB6, RB1, XV1)                                                             \
+  CR_TILE_DEF(NAME##_8_##K, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, ADD, LOADM, STOREN,  \
+              K, RB8, 8, 1)                                                                        \
+  CR_TILE_DEF(NAME##_8t_##K, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, ADD, LOADM, STOREN, \
+              K, 1, 8, 1)                                                                          \
+  CR_TILE_DEF(NAME##_6_##K, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, ADD, LOADM, STOREN,  \
+              K, RB6, 6, 1)                                                                        \
+  CR_TILE_DEF(NAME##_6t_##K, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, ADD, LOADM, STOREN, \
+              K, 1, 6, 1)                                                                          \
+  CR_TILE_DEF(NAME##_1_##K, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, ADD, LOADM, STOREN,  \
+              K, RB1, 1, XV1)                                                                      \
+  CR_TILE_DEF(NAME##_1t_##K, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, ADD, LOADM, STOREN, \
+              K, 1, 1, XV1)
+
+#define CR_KINDS(NAME, LANES, K, RB8, RB6, RB1, XV1)                                               \
+  {{8, RB8, (LANES), NAME##_8_##K, NAME##_8t_##K},                                                 \
+   {6, RB6, (LANES), NAME##_6_##K, NAME##_6t_##K},                                                 \
+   {1, RB1, (XV1) * (LANES), NAME##_1_##K, NAME##_1t_##K}}
+
+/* (its arguments' macros expanded first: the paths pass their vector
+ * operations as one macro) */
+#define CR_K_DEF(...) CR_K_DEF_(__VA_ARGS__)
+
+/* The portable vectors: CR_LANES_C plain floats, a mask a lane range. The
+ * products are rounded before the add (no fused multiply-add): within
+ * rounding of the other paths. */
+#define CR_LANES_C 8
+typedef struct cr_vec {
+  float v[CR_LANES_C];
+} cr_vec;
+typedef struct cr_rng {
+  unsigned lo, hi;
+} cr_rng;
+static inline cr_rng cr_mask(unsigned lo, unsigned hi) { return (cr_rng){lo, hi}; }
+static inline cr_vec cr_zero(void) {
+  cr_vec r;
+  memset(&r, 0, sizeof r);
+  return r;
+}
+static inline cr_vec cr_set1(float x) {
+  cr_vec r;
+  for (unsigned i = 0; i < CR_LANES_C; i++)
+    r.v[i] = x;
+  return r;
+}
+static inline cr_vec cr_madd(cr_vec a, cr_vec b, cr_vec acc) {
+  for (unsigned i = 0; i < CR_LANES_C; i++)
+    acc.v[i] += a.v[i] * b.v[i];
+  return acc;
+}
+static inline cr_vec cr_add(cr_vec a, cr_vec b) {
+  for (unsigned i = 0; i < CR_LANES_C; i++)
+    a.v[i] += b.v[i];
+  return a;
+}
+static inline cr_vec cr_loadm(const float *row, long off, cr_rng m) {
+  cr_vec r = cr_zero();
+  for (unsigned i = m.lo; i < m.hi; i++)
+    r.v[i] = row[off + (long)i];
+  return r;
+}
+static inline void cr_storen(float *p, cr_vec v, unsigned nl) { memcpy(p, v.v, nl * sizeof *p); }
+#define CR_C_ARGS cr_vec, CR_LANES_C, cr_rng, cr_mask, cr_zero(), cr_set1, cr_madd, cr_add, \
+                  cr_loadm, cr_storen
+CR_K_DEF(cr_c, , CR_C_ARGS, 3, 1, 1, 1, 1)
+CR_K_DEF(cr_c, , CR_C_ARGS, 5, 1, 1, 1, 1)
+static const cr_kind cr_c_kinds[2][3] = {CR_KINDS(cr_c, CR_LANES_C, 3, 1, 1, 1, 1),
+                                         CR_KINDS(cr_c, CR_LANES_C, 5, 1, 1, 1, 1)};
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define CR_AVX2 __attribute__((target("avx2,fma")))
+#define CR_AVX512 __attribute__((target("avx512f")))
+/* the row's address is formed only for the lanes read: the masked loads
+ * touch no other */
+CR_AVX512 static inline __mmask16 cr_mask512(unsigned lo, unsigned hi) {
+  return (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+}
+CR_AVX512 static inline __m512 cr_loadm512(const float *row, long off, __mmask16 m) {
+  return _mm512_maskz_loadu_ps(m, (const float *)((uintptr_t)row + (uintptr_t)off * 4u));
+}
+CR_AVX512 static inline void cr_storen512(float *p, __m512 v, unsigned nl) {
+  _mm512_mask_storeu_ps(p, (__mmask16)((1u << nl) - 1u), v);
+}
+CR_AVX2 static inline __m256i cr_mask256(unsigned lo, unsigned hi) {
+  __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), iota),
+                          _mm256_cmpgt_epi32(iota, _mm256_set1_epi32((int)lo - 1)));
+}
+CR_AVX2 static inline __m256 cr_loadm256(const float *row, long off, __m256i m) {
+  return _mm256_maskload_ps((const float *)((uintptr_t)row + (uintptr_t)off * 4u), m);
+}
+CR_AVX2 static inline void cr_storen256(float *p, __m256 v, unsigned nl) {
+  _mm256_maskstore_ps(p, cr_mask256(0, nl), v);
+}
+/* 32 vector registers: 24 accumulators for 8 and 6 channels, 16 for one
+ * (8 rows of two vectors); 16 on AVX2: 8, 12 and 8. */
+#define CR_512_ARGS __m512, 16, __mmask16, cr_mask512, _mm512_setzero_ps(), _mm512_set1_ps, \
+                    _mm512_fmadd_ps, _mm512_add_ps, cr_loadm512, cr_storen512
+#define CR_256_ARGS __m256, 8, __m256i, cr_mask256, _mm256_setzero_ps(), _mm256_set1_ps, \
+                    _mm256_fmadd_ps, _mm256_add_ps, cr_loadm256, cr_storen256
+CR_K_DEF(cr_512, CR_AVX512, CR_512_ARGS, 3, 3, 4, 8, 2)
+CR_K_DEF(cr_512, CR_AVX512, CR_512_ARGS, 5, 3, 4, 8, 2)
+CR_K_DEF(cr_256, CR_AVX2, CR_256_ARGS, 3, 1, 2, 4, 2)
+CR_K_DEF(cr_256, CR_AVX2, CR_256_ARGS, 5, 1, 2, 4, 2)
+static const cr_kind cr_512_kinds[2][3] = {CR_KINDS(cr_512, 16, 3, 3, 4, 8, 2),
+                                           CR_KINDS(cr_512, 16, 5, 3, 4, 8, 2)};
+static const cr_kind cr_256_kinds[2][3] = {CR_KINDS(cr_256, 8, 3, 1, 2, 4, 2),
+                                           CR_KINDS(cr_256, 8, 5, 1, 2, 4, 2)};
+#endif
+
+/* The tilings of a path for kernel size k (3 or 5), or NULL when this CPU
+ * cannot run the path. */
+static const cr_kind *cr_kinds_of(int path, unsigned k) {
+  unsigned ki = k == 5;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  if (path >= NNT_BLAS_AVX512)
+    return __builtin_cpu_supports("avx512f") ? cr_512_kinds[ki] : NULL;
+  if (path >= NNT_BLAS_AVX2)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? cr_256_kinds[ki]
+                                                                           : NULL;
+#else
+  if (path >= NNT_BLAS_AVX2)
+    return NULL;
+#endif
+  return cr_c_kinds[ki];
+}
+
+/* Parts are (channel block, image) pairs, the images of a block
+ * consecutive: its weights are packed as [i][a][b][OB] (zeros past the
+ * last channel) when the block changes, once or twice a thread. */
+static void cr_part(void *p, size_t u0, size_t u1) {
+  const cr_job *j = p;
+  const cr_kind *kd = j->kind;
+  unsigned k = j->k, ob = kd->ob;
+  size_t taps = (size_t)k * k, ip = (size_t)j->in_h * j->in_w, op = (size_t)j->out_h * j->out_w;
+  float wp[NNT_CONV_ROWS_MAX_TAPS * CR_MAX_OB];
+  size_t packed = SIZE_MAX;
+  for (size_t u = u0; u < u1; u++) {
+    size_t blk = u / j->n, img = u % j->n, o0 = blk * ob;
+    unsigned nob = (unsigned)(j->out_c - o0 < ob ? j->out_c - o0 : ob);
+    if (packed != blk) {
+      for (size_t i = 0; i < j->in_c; i++)
+        for (size_t t = 0; t < taps; t++)
+          for (unsigned o = 0; o < ob; o++) {
+            float v = 0.0f;
+            if (o < nob)
+              v = j->deriv ? j->w[(i * j->out_c + o0 + o) * taps + taps - 1 - t]
+                           : j->w[((o0 + o) * j->in_c + i) * taps + t];
+            wp[(i * taps + t) * ob + o] = v;
+          }
+      packed = blk;
+    }
+    const float *src = j->src + img * j->in_c * ip;
+    float *out = j->out + (img * j->out_c + o0) * op;
+    const float *bias = j->bias ? j->bias + o0 : NULL;
+    unsigned y = 0;
+    for (; y + kd->rb <= j->out_h; y += kd->rb)
+      for (unsigned x = 0; x < j->out_w; x += kd->cols)
+        kd->tile(j, src, wp, y, x, nob, bias, out);
+    for (; y < j->out_h; y++)
+      for (unsigned x = 0; x < j->out_w; x += kd->cols)
+        kd->tail(j, src, wp, y, x, nob, bias, out);
+  }
+}
+
+/* The channel block for out_c channels (nnt_conv_rows_take's). */
+static unsigned cr_block(size_t out_c) {
+  return out_c == 1 ? 1 : out_c % 8 && out_c % 6 == 0 ? 6 : 8;
+}
+
+int nnt_cpu_conv_rows(int path, const nnt_conv_geom *g, size_t n, size_t filters, int deriv,
+                      const float *w, const float *bias, const float *src, float *out) {
+  if (!g || !nnt_conv_rows_take(g, deriv ? filters : g->c, deriv ? g->c : filters))
+    return NNT_ERR_INVAL;
+  const cr_kind *kinds = cr_kinds_of(path, g->kh);
+  if (!kinds)
+    return NNT_ERR_INVAL;
+  unsigned k = g->kh;
+  cr_job j = {.k = k, .deriv = deriv, .n = n, .w = w, .bias = bias, .src = src, .out = out};
+  if (deriv) {
+    j.in_c = (unsigned)filters, j.in_h = g->oh, j.in_w = g->ow;
+    j.out_c = g->c, j.out_h = g->h, j.out_w = g->w;
+    j.offy = (long)k - 1 - (long)g->pt, j.offx = (long)k - 1 - (long)g->pl;
+  } else {
+    j.in_c = g->c, j.in_h = g->h, j.in_w = g->w;
+    j.out_c = (unsigned)filters, j.out_h = g->oh, j.out_w = g->ow;
+    j.offy = g->pt, j.offx = g->pl;
+  }
+  unsigned ob = cr_block(j.out_c);
+  j.kind = &kinds[ob == 8 ? 0 : ob == 6 ? 1 : 2];
+  if (!n || !j.out_c || !j.out_h || !j.out_w)
+    return NNT_OK;
+  j.oblocks = (j.out_c + ob - 1) / ob;
+  /* parts of at least about 64K multiply-adds */
+  size_t per = (size_t)j.in_c * k * k * ob * j.out_h * j.out_w;
+  size_t min = per >= 65536 ? 1 : 65536 / (per + 1) + 1;
+  nnt_cpu_pool_for(n * j.oblocks, 1, min, cr_part, &j);
+  return NNT_OK;
+}
