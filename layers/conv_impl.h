@@ -36,6 +36,9 @@ typedef struct conv_priv {
  * conv-BN-ReLU's first layers and the second ones of the first two
  * (docs/performance.md, seventeenth round). */
 #define CONV_ROWS_MAX_C 16
+static inline int conv_rows_dw(const conv_priv *p) {
+  return p->g.c <= CONV_ROWS_MAX_C && nnt_conv_rows_dw_take(&p->g, p->filters);
+}
 static inline int conv_rows(const conv_priv *p, int deriv) {
   const nnt_conv_geom *g = &p->g;
   return g->c <= CONV_ROWS_MAX_C && (deriv ? nnt_conv_rows_take(g, p->filters, g->c)

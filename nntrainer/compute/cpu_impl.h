@@ -139,6 +139,11 @@ int nnt_cpu_conv_bwd_w_path(int path, const struct nnt_conv_geom *g, size_t n, s
 int nnt_cpu_conv_rows(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
                       int deriv, const float *w, const float *bias, const float *src,
                       float *out);
+/* conv_bwd_w with the filters in the lanes (cpu_conv_rows_dw.c) on one
+ * code path; NNT_ERR_INVAL where nnt_conv_rows_dw_take says no or the CPU
+ * cannot run the path. conv_bwd_w takes it where that says yes. */
+int nnt_cpu_conv_rows_dw(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
+                         const float *x, const float *dy, float *dw);
 int nnt_cpu_conv_wino(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                       size_t filters, int flip, const float *w, const float *bias,
                       const float *x, float *y, float *scratch, size_t scratch_len);

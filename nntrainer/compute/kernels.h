@@ -140,6 +140,24 @@ static inline int nnt_conv_rows_take(const struct nnt_conv_geom *g, size_t in_c,
 #define NNT_CONV_BWD_MAX_KW 5
 #define NNT_CONV_BWD_MAX_FTAPS 1024
 
+/* The most floats of one image's dY laid out for a block of filters, and
+ * of one padded input plane, in the CPU's filter-lane weight gradient. */
+#define NNT_CONV_ROWS_DW_MAX_DY 8192
+#define NNT_CONV_ROWS_DW_MAX_PAD 1024
+
+/* Whether the CPU's conv_bwd_w takes g and filters with its filter-lane
+ * kernel (cpu_conv_rows_dw.c): stride 1, dilation 1, a 3x3 or 5x5
+ * window, an output plane whose dY fills at most NNT_CONV_ROWS_DW_MAX_DY
+ * floats in blocks of 32 filters (3x3) or 16 (5x5) and a padded input
+ * plane of at most NNT_CONV_ROWS_DW_MAX_PAD. Where it does, no other
+ * limit of conv_bwd_w applies. */
+static inline int nnt_conv_rows_dw_take(const struct nnt_conv_geom *g, size_t filters) {
+  return g && filters && (!g->cs || g->cs == g->c) && g->sh == 1 && g->sw == 1 &&
+         g->dh == 1 && g->dw == 1 && g->kh == g->kw && (g->kh == 3 || g->kh == 5) &&
+         (size_t)g->oh * g->ow * (g->kh == 3 ? 32 : 16) <= NNT_CONV_ROWS_DW_MAX_DY &&
+         (size_t)(g->oh + g->kh - 1) * (g->ow + g->kw - 1) <= NNT_CONV_ROWS_DW_MAX_PAD;
+}
+
 /* normalize_rows modes (bits). */
 enum { NNT_NORM_MINMAX = 1u << 0, NNT_NORM_STANDARD = 1u << 1 };
 

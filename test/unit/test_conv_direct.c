@@ -237,7 +237,7 @@ static void test_bwd_refusals(void **state) {
       {1, 8, 8, 3, 3, 2, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0},   /* stride 2 */
       {1, 8, 8, 3, 3, 1, 1, 2, 1, 0, 0, 0, 0, 1, 1, 0},   /* dilation 2 */
       {1, 8, 8, 3, 6, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0},   /* 6 wide */
-      {1, 8, 8, 5, 5, 1, 1, 1, 1, 0, 0, 0, 0, 41, 1, 0},  /* 41 x 25 taps > 1024 */
+      {1, 8, 8, 5, 4, 1, 1, 1, 1, 0, 0, 0, 0, 52, 1, 0},  /* 52 x 20 taps > 1024 */
       {1, 1, 300, 1, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0}, /* 298 > 256 columns */
   };
   for (size_t i = 0; i < NNT_ARRAY_LEN(bad); i++) {
@@ -251,6 +251,74 @@ static void test_bwd_refusals(void **state) {
   g.cs = 3; /* a block of channels: not taken */
   assert_int_equal(k->conv_bwd_x(k, &g, 1, 1, v, v, v), NNT_ERR_INVAL);
   assert_int_equal(k->conv_bwd_w(k, &g, 1, 1, v, v, v), NNT_ERR_INVAL);
+}
+
+/* The filter-lane weight gradient (nnt_cpu_conv_rows_dw) of a case on
+ * one path where it takes the case (else a refusal), against the naive
+ * sums, and the same bits on two threads. */
+static void rows_dw_check(const bcase *d, const nnt_conv_geom *g, const float *w,
+                          const float *x, const float *dy, size_t ci, size_t pi, int path) {
+  size_t nw = d->filters * d->c * d->kh * d->kw;
+  float *dw = malloc(nw * sizeof *dw), *dw2 = malloc(nw * sizeof *dw2);
+  for (size_t q = 0; q < nw; q++)
+    dw[q] = NAN;
+  int rc = nnt_cpu_conv_rows_dw(path, g, d->n, d->filters, x, dy, dw);
+  if (!nnt_conv_rows_dw_take(g, d->filters)) {
+    assert_int_equal(rc, NNT_ERR_INVAL);
+  } else {
+    assert_int_equal(rc, NNT_OK);
+    check_bwd(d, g, w, x, dy, NULL, dw, ci, pi);
+    tu_two_threads();
+    assert_int_equal(nnt_cpu_conv_rows_dw(path, g, d->n, d->filters, x, dy, dw2), NNT_OK);
+    tu_one_thread();
+    assert_memory_equal(dw, dw2, nw * sizeof *dw);
+  }
+  free(dw), free(dw2);
+}
+
+/* Cases for the weight gradient alone: 3x3 with 16 filters (one vector)
+ * and 37 (a block of 32 and one of 5), 5x5 with 17 (16 and 1), 19
+ * channels (more than a part's 8), a 1-wide plane. */
+static const bcase DWCASES[] = {
+    {3, 9, 10, 3, 3, 1, 1, 1, 1, 16, 2},
+    {2, 6, 7, 3, 3, 0, 2, 1, 0, 37, 3},
+    {19, 8, 6, 5, 5, 2, 2, 2, 2, 17, 2},
+    {4, 12, 1, 3, 3, 1, 1, 1, 1, 9, 2},
+};
+
+static void test_rows_dw(void **state) {
+  (void)state;
+  nnt_rng r;
+  nnt_rng_seed(&r, 10);
+  static const int paths[] = {NNT_BLAS_AVX512, NNT_BLAS_AVX2, NNT_BLAS_SSE};
+  const nnt_kernels *k = nnt_kernels_cpu();
+  for (size_t ci = 0; ci < NNT_ARRAY_LEN(DWCASES); ci++) {
+    const bcase *d = &DWCASES[ci];
+    nnt_conv_geom g = bgeom(d);
+    assert_true(nnt_conv_rows_dw_take(&g, d->filters));
+    size_t nx = d->n * d->c * d->h * d->w, ny = d->n * d->filters * g.oh * g.ow;
+    size_t nw = d->filters * d->c * d->kh * d->kw;
+    float *w = rnd(&r, nw), *x = rnd(&r, nx), *dy = rnd(&r, ny), *dw = malloc(nw * sizeof *dw);
+    for (size_t pi = 0; pi < NNT_ARRAY_LEN(paths); pi++)
+      rows_dw_check(d, &g, w, x, dy, ci, pi, paths[pi]);
+    /* conv_bwd_w takes it */
+    assert_int_equal(k->conv_bwd_w(k, &g, d->n, d->filters, x, dy, dw), NNT_OK);
+    check_bwd(d, &g, w, x, dy, NULL, dw, ci, NNT_ARRAY_LEN(paths));
+    free(w), free(x), free(dy), free(dw);
+  }
+  /* refusals: a plane whose dY takes more than 8192 floats (LeNet-5's c1),
+   * a padded plane of more than 1024 floats, a 4x4 window */
+  const bcase bad[] = {
+      {1, 28, 28, 5, 5, 0, 0, 0, 0, 6, 1},
+      {1, 1, 516, 5, 5, 2, 2, 0, 0, 1, 1}, /* 512 positions, padded 5 x 516 */
+      {1, 8, 8, 4, 4, 0, 0, 0, 0, 1, 1},
+  };
+  float v[4] = {0};
+  for (size_t i = 0; i < NNT_ARRAY_LEN(bad); i++) {
+    nnt_conv_geom g = bgeom(&bad[i]);
+    assert_false(nnt_conv_rows_dw_take(&g, bad[i].filters));
+    assert_int_equal(nnt_cpu_conv_rows_dw(NNT_BLAS_SSE, &g, 1, 1, v, v, v), NNT_ERR_INVAL);
+  }
 }
 
 /* The row kernel (nnt_cpu_conv_rows), forward and derivative, on every
@@ -302,6 +370,7 @@ static void test_rows_against_naive(void **state) {
       check_naive(&dc, &g, w, b, x, y, ci, pi);
       check_bwd(d, &g, w, x, dy, dx, NULL, ci, pi);
       ran++;
+      rows_dw_check(d, &g, w, x, dy, ci, pi, paths[pi]);
       /* the same bits on two threads */
       tu_two_threads();
       assert_int_equal(nnt_cpu_conv_rows(paths[pi], &g, d->n, d->filters, 0, w, b, x, y2), 0);
@@ -348,6 +417,7 @@ int main(void) {
       cmocka_unit_test(test_bwd_against_naive),
       cmocka_unit_test(test_bwd_refusals),
       cmocka_unit_test(test_rows_against_naive),
+      cmocka_unit_test(test_rows_dw),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

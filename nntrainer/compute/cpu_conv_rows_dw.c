@@ -1,0 +1,210 @@
+/* The weight gradient of a stride-1, dilation-1 square convolution with
+ * the filters in the lanes (conv_bwd_w where nnt_conv_rows_dw_take says:
+ * cpu_conv_direct.c asks): dW[f][c][a][b] = sum over images, output rows
+ * y and columns x (in that order) of dY[f][y][x] X[c][y + a - pt][x + b -
+ * pl], X zero outside its plane.
+ *
+ * The row-vector gradient (cpu_conv_direct.c, dW by kernel rows) holds
+ * output columns in its lanes: LeNet-5's c2 fills 10 of 16, and each
+ * (filter block, channel) part streams its images' dY and X once per
+ * kernel row. Here a part is a block of input channels; for each block of
+ * FBW = OV x LANES filters and each image it lays that image's dY out as
+ * [position][filter] (zeros past the last filter) and each channel's
+ * plane with its padding around it, so that every position adds, for
+ * every tap (a, b) of AR kernel rows, the broadcast input value times the
+ * position's filter vectors: AR x K x OV accumulators, saved between
+ * images in the part's own buffer (the same sums in the same order: the
+ * bits do not depend on the images' split, and each output is written by
+ * one part alone). */
+#include <stdint.h>
+#include <string.h>
+
+#include "nntrainer/compute/cpu_impl.h"
+#include "nntrainer/compute/kernels.h"
+
+#define RW_MAX_CB 8 /* input channels a part */
+
+typedef struct rw_job {
+  const nnt_conv_geom *g;
+  size_t n, filters;
+  const float *x, *dy;
+  float *dw;
+  const struct rw_kind *kind;
+} rw_job;
+
+/* One image's taps of kernel rows [a0, a0 + AR) of one channel: xp the
+ * padded plane (pw floats a row), dt the image's dY as [position][FBW],
+ * acc the saved accumulators [AR][K][OV] of LANES floats. */
+typedef void (*rw_fn)(const rw_job *j, const float *xp, unsigned pw, const float *dt,
+                      unsigned a0, float *acc);
+
+typedef struct rw_kind {
+  unsigned lanes, ov, ar;
+  rw_fn fn[2]; /* K = 3, 5 */
+} rw_kind;
+
+#define RW_DEF(NAME, ATTR, VEC, LANES, ZERO, LOAD, STORE, SET1, FMA, K, AR, OV)                   \
+  ATTR static void NAME(const rw_job *j, const float *xp, unsigned pw, const float *dt,          \
+                        unsigned a0, float *acc) {                                                \
+    const nnt_conv_geom *g = j->g;                                                                \
+    unsigned nr = (K)-a0 < (AR) ? (K)-a0 : (AR);                                                  \
+    VEC s[AR][K][OV];                                                                             \
+    _Pragma("GCC unroll 8") for (unsigned r = 0; r < (AR); r++)                                  \
+        _Pragma("GCC unroll 8") for (unsigned b = 0; b < (K); b++)                               \
+            _Pragma("GCC unroll 4") for (unsigned v = 0; v < (OV); v++) s[r][b][v] =             \
+                LOAD(acc + ((r * (K) + b) * (OV) + v) * (LANES));                                 \
+    for (unsigned y = 0; y < g->oh; y++) {                                                        \
+      const float *xr = xp + (size_t)(y + a0) * pw;                                               \
+      const float *dr = dt + (size_t)y * g->ow * (OV) * (LANES);                                  \
+      for (unsigned x = 0; x < g->ow; x++, xr++, dr += (OV) * (LANES)) {                          \
+        VEC d[OV];                                                                                \
+        _Pragma("GCC unroll 4") for (unsigned v = 0; v < (OV); v++) d[v] =                       \
+            LOAD(dr + v * (LANES));                                                               \
+        _Pragma("GCC unroll 8") for (unsigned r = 0; r < (AR); r++) if (r < nr)                  \
+            _Pragma("GCC unroll 8") for (unsigned b = 0; b < (K); b++) {                         \
+          VEC t = SET1(xr[(size_t)r * pw + b]);                                                   \
+          _Pragma("GCC unroll 4") for (unsigned v = 0; v < (OV); v++) s[r][b][v] =               \
+              FMA(t, d[v], s[r][b][v]);                                                           \
+        }                                                                                         \
+      }                                                                                           \
+    }                                                                                             \
+    _Pragma("GCC unroll 8") for (unsigned r = 0; r < (AR); r++)                                  \
+        _Pragma("GCC unroll 8") for (unsigned b = 0; b < (K); b++)                               \
+            _Pragma("GCC unroll 4") for (unsigned v = 0; v < (OV); v++)                          \
+                STORE(acc + ((r * (K) + b) * (OV) + v) * (LANES), s[r][b][v]);                    \
+  }
+
+/* The portable vectors: RW_LANES_C floats, products rounded before the
+ * add (within rounding of the other paths). */
+#define RW_LANES_C 8
+typedef struct rw_vec {
+  float v[RW_LANES_C];
+} rw_vec;
+static inline rw_vec rw_zero(void) {
+  rw_vec r;
+  memset(&r, 0, sizeof r);
+  return r;
+}
+static inline rw_vec rw_load(const float *p) {
+  rw_vec r;
+  memcpy(r.v, p, sizeof r.v);
+  return r;
+}
+static inline void rw_store(float *p, rw_vec v) { memcpy(p, v.v, sizeof v.v); }
+static inline rw_vec rw_set1(float x) {
+  rw_vec r;
+  for (unsigned i = 0; i < RW_LANES_C; i++)
+    r.v[i] = x;
+  return r;
+}
+static inline rw_vec rw_madd(rw_vec a, rw_vec b, rw_vec acc) {
+  for (unsigned i = 0; i < RW_LANES_C; i++)
+    acc.v[i] += a.v[i] * b.v[i];
+  return acc;
+}
+RW_DEF(rw_c_3, , rw_vec, RW_LANES_C, rw_zero(), rw_load, rw_store, rw_set1, rw_madd, 3, 1, 1)
+RW_DEF(rw_c_5, , rw_vec, RW_LANES_C, rw_zero(), rw_load, rw_store, rw_set1, rw_madd, 5, 1, 1)
+static const rw_kind rw_c = {RW_LANES_C, 1, 1, {rw_c_3, rw_c_5}};
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define RW_AVX2 __attribute__((target("avx2,fma")))
+#define RW_AVX512 __attribute__((target("avx512f")))
+/* AVX-512: 32 registers, 18 accumulators for 3x3 (32 filters a block), 25
+ * for 5x5 (16); AVX2: 16 registers, 9 for 3x3 and 10 for 5x5 (two kernel
+ * rows a pass), 8 filters a block. */
+RW_DEF(rw_512_3, RW_AVX512, __m512, 16, _mm512_setzero_ps(), _mm512_loadu_ps, _mm512_storeu_ps,
+       _mm512_set1_ps, _mm512_fmadd_ps, 3, 3, 2)
+RW_DEF(rw_512_3n, RW_AVX512, __m512, 16, _mm512_setzero_ps(), _mm512_loadu_ps, _mm512_storeu_ps,
+       _mm512_set1_ps, _mm512_fmadd_ps, 3, 3, 1)
+RW_DEF(rw_512_5, RW_AVX512, __m512, 16, _mm512_setzero_ps(), _mm512_loadu_ps, _mm512_storeu_ps,
+       _mm512_set1_ps, _mm512_fmadd_ps, 5, 5, 1)
+static const rw_kind rw_512[2] = {{16, 2, 3, {rw_512_3, NULL}}, {16, 1, 5, {NULL, rw_512_5}}};
+static const rw_kind rw_512n = {16, 1, 3, {rw_512_3n, NULL}}; /* 3x3, at most 16 filters */
+RW_DEF(rw_256_3, RW_AVX2, __m256, 8, _mm256_setzero_ps(), _mm256_loadu_ps, _mm256_storeu_ps,
+       _mm256_set1_ps, _mm256_fmadd_ps, 3, 3, 1)
+RW_DEF(rw_256_5, RW_AVX2, __m256, 8, _mm256_setzero_ps(), _mm256_loadu_ps, _mm256_storeu_ps,
+       _mm256_set1_ps, _mm256_fmadd_ps, 5, 2, 1)
+static const rw_kind rw_256[2] = {{8, 1, 3, {rw_256_3, NULL}}, {8, 1, 2, {NULL, rw_256_5}}};
+#endif
+
+/* The kind of a path for a k x k window and the filters, or NULL where
+ * this CPU cannot run the path. */
+static const rw_kind *rw_kind_of(int path, unsigned k, size_t filters) {
+  unsigned ki = k == 5;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  if (path >= NNT_BLAS_AVX512)
+    return !__builtin_cpu_supports("avx512f") ? NULL : !ki && filters <= 16 ? &rw_512n : &rw_512[ki];
+  if (path >= NNT_BLAS_AVX2)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &rw_256[ki] : NULL;
+#else
+  if (path >= NNT_BLAS_AVX2)
+    return NULL;
+#endif
+  return &rw_c;
+}
+
+/* A part: channels [u0, u1) of every filter block, RW_MAX_CB at a time. */
+static void rw_part(void *p, size_t u0, size_t u1) {
+  const rw_job *j = p;
+  const nnt_conv_geom *g = j->g;
+  const rw_kind *kd = j->kind;
+  unsigned k = g->kh, fbw = kd->ov * kd->lanes, pw = g->ow + k - 1, ph = g->oh + k - 1;
+  size_t plane = (size_t)g->oh * g->ow, hw = (size_t)g->h * g->w, taps = (size_t)k * k;
+  size_t per = taps * fbw; /* accumulator floats of one channel */
+  rw_fn fn = kd->fn[k == 5];
+  float dt[NNT_CONV_ROWS_DW_MAX_DY], xp[NNT_CONV_ROWS_DW_MAX_PAD];
+  float acc[RW_MAX_CB * 25 * 16];
+  for (size_t u = u0; u < u1; u += RW_MAX_CB) {
+    unsigned c0 = (unsigned)u;
+    unsigned nc = u1 - u < RW_MAX_CB ? (unsigned)(u1 - u) : RW_MAX_CB;
+    for (size_t f0 = 0; f0 < j->filters; f0 += fbw) {
+      size_t nf = j->filters - f0 < fbw ? j->filters - f0 : fbw;
+      memset(acc, 0, nc * per * sizeof *acc);
+      for (size_t i = 0; i < j->n; i++) {
+        const float *dy = j->dy + (i * j->filters + f0) * plane;
+        for (size_t f = 0; f < fbw; f++)
+          for (size_t q = 0; q < plane; q++)
+            dt[q * fbw + f] = f < nf ? dy[f * plane + q] : 0.0f;
+        for (unsigned c = 0; c < nc; c++) {
+          const float *xc = j->x + (i * g->c + c0 + c) * hw;
+          for (unsigned r = 0; r < ph; r++) {
+            long sy = (long)r - (long)g->pt;
+            float *row = xp + (size_t)r * pw;
+            for (unsigned q = 0; q < pw; q++) {
+              long sx = (long)q - (long)g->pl;
+              row[q] = sy >= 0 && sy < (long)g->h && sx >= 0 && sx < (long)g->w
+                           ? xc[(size_t)sy * g->w + (size_t)sx]
+                           : 0.0f;
+            }
+          }
+          for (unsigned a0 = 0; a0 < k; a0 += kd->ar)
+            fn(j, xp, pw, dt, a0, acc + c * per + (size_t)a0 * k * fbw);
+        }
+      }
+      /* acc[c][a][b][filter] -> dW[f0 + filter][c0 + c][a][b] */
+      for (unsigned c = 0; c < nc; c++)
+        for (size_t t = 0; t < taps; t++)
+          for (size_t f = 0; f < nf; f++)
+            j->dw[((f0 + f) * g->c + c0 + c) * taps + t] = acc[c * per + t * fbw + f];
+    }
+  }
+}
+
+int nnt_cpu_conv_rows_dw(int path, const nnt_conv_geom *g, size_t n, size_t filters,
+                         const float *x, const float *dy, float *dw) {
+  if (!g || !nnt_conv_rows_dw_take(g, filters))
+    return NNT_ERR_INVAL;
+  const rw_kind *kd = rw_kind_of(path, g->kh, filters);
+  if (!kd)
+    return NNT_ERR_INVAL;
+  rw_job j = {.g = g, .n = n, .filters = filters, .x = x, .dy = dy, .dw = dw, .kind = kd};
+  if (!g->c)
+    return NNT_OK;
+  /* parts of half the channels (at most RW_MAX_CB): each lays out every
+   * image's dY once per RW_MAX_CB channels */
+  size_t half = (g->c + 1) / 2;
+  nnt_cpu_pool_for(g->c, 1, half < RW_MAX_CB ? half : RW_MAX_CB, rw_part, &j);
+  return NNT_OK;
+}
