@@ -135,7 +135,9 @@ static const rw_kind *rw_kind_of(int path, unsigned k, size_t filters) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
   if (path >= NNT_BLAS_AVX512)
-    return !__builtin_cpu_supports("avx512f") ? NULL : !ki && filters <= 16 ? &rw_512n : &rw_512[ki];
+    return !__builtin_cpu_supports("avx512f") ? NULL
+           : !ki && filters <= 16             ? &rw_512n
+                                              : &rw_512[ki];
   if (path >= NNT_BLAS_AVX2)
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &rw_256[ki] : NULL;
 #else
