@@ -48,7 +48,8 @@ typedef void (*cr_tile_fn)(const cr_job *j, const float *src, const float *wp, u
                            unsigned x0, unsigned nob, const float *bias, float *out);
 
 /* One tiling: OB channels a block, RB rows a tile (and its RB = 1 tile),
- * XV vectors of LANES columns. */
+ * XV vectors of LANES columns; tail: RB = 1, for the rows past the last
+ * whole tile (NULL where RB is 1). */
 typedef struct cr_kind {
   unsigned ob, rb, cols; /* cols = XV * LANES */
   cr_tile_fn tile, tail;
@@ -70,9 +71,13 @@ static inline void cr_lanes(const cr_job *j, long x, unsigned b, unsigned lanes,
 
 /* A tile: K the kernel's size, RB rows, OB channels, XV vectors. MASK(lo,
  * hi) makes a load mask, LOADM(row, off, mask) loads those lanes from
- * column off of row (zeros elsewhere), STOREN(p, v, nl) stores nl lanes. */
+ * column off of row (zeros elsewhere), STOREN(p, v, nl) stores nl lanes;
+ * RRU unrolls the source rows (16: all, for the vector paths' registers;
+ * 1 for the portable code, whose RB is 1). */
+#define CR_PRAGMA(x) _Pragma(#x)
+#define CR_UNROLL(n) CR_PRAGMA(GCC unroll n)
 #define CR_TILE_DEF(NAME, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, ADD, LOADM, STOREN,     \
-                    K, RB, OB, XV)                                                                \
+                    K, RB, OB, XV, RRU)                                                           \
   ATTR static void NAME(const cr_job *j, const float *src, const float *wp, unsigned y0,         \
                         unsigned x0, unsigned nob, const float *bias, float *out) {              \
     size_t ip = (size_t)j->in_h * j->in_w, op = (size_t)j->out_h * j->out_w;                     \
@@ -96,7 +101,7 @@ static inline void cr_lanes(const cr_job *j, long x, unsigned b, unsigned lanes,
             _Pragma("GCC unroll 4") for (unsigned t = 0; t < (XV); t++) acc[q][o][t] = ZERO;     \
     for (unsigned i = 0; i < j->in_c; i++) {                                                      \
       const float *plane = src + i * ip, *wi = wp + (size_t)i * (K) * (K) * (OB);                 \
-      _Pragma("GCC unroll 16") for (unsigned rr = 0; rr < (RB) + (K)-1; rr++) {                  \
+      CR_UNROLL(RRU) for (unsigned rr = 0; rr < (RB) + (K)-1; rr++) {                             \
         long sy = (long)y0 + (long)rr - j->offy;                                                  \
         if (sy < 0 || sy >= (long)j->in_h)                                                        \
           continue;                                                                               \
@@ -127,36 +132,17 @@ static inline void cr_lanes(const cr_job *j, long x, unsigned b, unsigned lanes,
     }                                                                                             \
   }
 
-/* The tilings of a code path for one kernel size K: blocks of 8, 6 and 1
- * channels (RB8 rows for 8, RB6 for 6, RB1 and XV1 vectors for 1), each
- * with its one-row tail. */
-#define CR_K_DEF_(NAME, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, ADD, LOADM, STOREN, K, \
-                  RB8, RB6, RB1, XV1)                                                             \
-  CR_TILE_DEF(NAME##_8_##K, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, ADD, LOADM, STOREN,  \
-              K, RB8, 8, 1)                                                                        \
-  CR_TILE_DEF(NAME##_8t_##K, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, ADD, LOADM, STOREN, \
-              K, 1, 8, 1)                                                                          \
-  CR_TILE_DEF(NAME##_6_##K, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, ADD, LOADM, STOREN,  \
-              K, RB6, 6, 1)                                                                        \
-  CR_TILE_DEF(NAME##_6t_##K, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, ADD, LOADM, STOREN, \
-              K, 1, 6, 1)                                                                          \
-  CR_TILE_DEF(NAME##_1_##K, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, ADD, LOADM, STOREN,  \
-              K, RB1, 1, XV1)                                                                      \
-  CR_TILE_DEF(NAME##_1t_##K, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, ADD, LOADM, STOREN, \
-              K, 1, 1, XV1)
+/* One tile function of a vector path (its operations ARGS, one macro: a
+ * level of expansion first). */
+#define CR_TILE_(...) CR_TILE_DEF(__VA_ARGS__)
+#define CR_TILE(NAME, ATTR, ARGS, K, RB, OB, XV, RRU) \
+  CR_TILE_(NAME, ATTR, ARGS, K, RB, OB, XV, RRU)
 
-#define CR_KINDS(NAME, LANES, K, RB8, RB6, RB1, XV1)                                               \
-  {{8, RB8, (LANES), NAME##_8_##K, NAME##_8t_##K},                                                 \
-   {6, RB6, (LANES), NAME##_6_##K, NAME##_6t_##K},                                                 \
-   {1, RB1, (XV1) * (LANES), NAME##_1_##K, NAME##_1t_##K}}
-
-/* (its arguments' macros expanded first: the paths pass their vector
- * operations as one macro) */
-#define CR_K_DEF(...) CR_K_DEF_(__VA_ARGS__)
-
-/* The portable vectors: CR_LANES_C plain floats, a mask a lane range. The
- * products are rounded before the add (no fused multiply-add): within
- * rounding of the other paths. */
+/* The portable vectors: CR_LANES_C plain floats (the compiler's own
+ * vectors where it makes them), a mask a lane range; products rounded
+ * before the add (within rounding of the other paths). Blocks of 8 and 1
+ * channels, one row a tile (6 channels take a block of 8): the source
+ * rows' loop not unrolled, to keep the code small. */
 #define CR_LANES_C 8
 typedef struct cr_vec {
   float v[CR_LANES_C];
@@ -195,10 +181,13 @@ static inline cr_vec cr_loadm(const float *row, long off, cr_rng m) {
 static inline void cr_storen(float *p, cr_vec v, unsigned nl) { memcpy(p, v.v, nl * sizeof *p); }
 #define CR_C_ARGS cr_vec, CR_LANES_C, cr_rng, cr_mask, cr_zero(), cr_set1, cr_madd, cr_add, \
                   cr_loadm, cr_storen
-CR_K_DEF(cr_c, , CR_C_ARGS, 3, 1, 1, 1, 1)
-CR_K_DEF(cr_c, , CR_C_ARGS, 5, 1, 1, 1, 1)
-static const cr_kind cr_c_kinds[2][3] = {CR_KINDS(cr_c, CR_LANES_C, 3, 1, 1, 1, 1),
-                                         CR_KINDS(cr_c, CR_LANES_C, 5, 1, 1, 1, 1)};
+CR_TILE(cr_c_8_3, , CR_C_ARGS, 3, 1, 8, 1, 1)
+CR_TILE(cr_c_1_3, , CR_C_ARGS, 3, 1, 1, 1, 1)
+CR_TILE(cr_c_8_5, , CR_C_ARGS, 5, 1, 8, 1, 1)
+CR_TILE(cr_c_1_5, , CR_C_ARGS, 5, 1, 1, 1, 1)
+static const cr_kind cr_c_kinds[2][3] = {
+    {{8, 1, 8, cr_c_8_3, NULL}, {8, 1, 8, cr_c_8_3, NULL}, {1, 1, 8, cr_c_1_3, NULL}},
+    {{8, 1, 8, cr_c_8_5, NULL}, {8, 1, 8, cr_c_8_5, NULL}, {1, 1, 8, cr_c_1_5, NULL}}};
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -232,21 +221,42 @@ CR_AVX2 static inline void cr_storen256(float *p, __m256 v, unsigned nl) {
                     _mm512_fmadd_ps, _mm512_add_ps, cr_loadm512, cr_storen512
 #define CR_256_ARGS __m256, 8, __m256i, cr_mask256, _mm256_setzero_ps(), _mm256_set1_ps, \
                     _mm256_fmadd_ps, _mm256_add_ps, cr_loadm256, cr_storen256
-CR_K_DEF(cr_512, CR_AVX512, CR_512_ARGS, 3, 3, 4, 8, 2)
-CR_K_DEF(cr_512, CR_AVX512, CR_512_ARGS, 5, 3, 4, 8, 2)
-CR_K_DEF(cr_256, CR_AVX2, CR_256_ARGS, 3, 1, 2, 4, 2)
-CR_K_DEF(cr_256, CR_AVX2, CR_256_ARGS, 5, 1, 2, 4, 2)
-static const cr_kind cr_512_kinds[2][3] = {CR_KINDS(cr_512, 16, 3, 3, 4, 8, 2),
-                                           CR_KINDS(cr_512, 16, 5, 3, 4, 8, 2)};
-static const cr_kind cr_256_kinds[2][3] = {CR_KINDS(cr_256, 8, 3, 1, 2, 4, 2),
-                                           CR_KINDS(cr_256, 8, 5, 1, 2, 4, 2)};
+/* Blocks of 8, 6 and 1 channels for K = 3 and 5: RB rows a tile (and a
+ * one-row tail where RB > 1), one vector of columns, two for one channel. */
+#define CR_512_K(K)                                                                           \
+  CR_TILE(cr_512_8_##K, CR_AVX512, CR_512_ARGS, K, 3, 8, 1, 16)                               \
+  CR_TILE(cr_512_8t_##K, CR_AVX512, CR_512_ARGS, K, 1, 8, 1, 16)                              \
+  CR_TILE(cr_512_6_##K, CR_AVX512, CR_512_ARGS, K, 4, 6, 1, 16)                               \
+  CR_TILE(cr_512_6t_##K, CR_AVX512, CR_512_ARGS, K, 1, 6, 1, 16)                              \
+  CR_TILE(cr_512_1_##K, CR_AVX512, CR_512_ARGS, K, 8, 1, 2, 16)                               \
+  CR_TILE(cr_512_1t_##K, CR_AVX512, CR_512_ARGS, K, 1, 1, 2, 16)
+#define CR_256_K(K)                                                                           \
+  CR_TILE(cr_256_8_##K, CR_AVX2, CR_256_ARGS, K, 1, 8, 1, 16)                                 \
+  CR_TILE(cr_256_6_##K, CR_AVX2, CR_256_ARGS, K, 2, 6, 1, 16)                                 \
+  CR_TILE(cr_256_6t_##K, CR_AVX2, CR_256_ARGS, K, 1, 6, 1, 16)                                \
+  CR_TILE(cr_256_1_##K, CR_AVX2, CR_256_ARGS, K, 4, 1, 2, 16)                                 \
+  CR_TILE(cr_256_1t_##K, CR_AVX2, CR_256_ARGS, K, 1, 1, 2, 16)
+CR_512_K(3)
+CR_512_K(5)
+CR_256_K(3)
+CR_256_K(5)
+static const cr_kind cr_512_kinds[2][3] = {
+    {{8, 3, 16, cr_512_8_3, cr_512_8t_3}, {6, 4, 16, cr_512_6_3, cr_512_6t_3},
+     {1, 8, 32, cr_512_1_3, cr_512_1t_3}},
+    {{8, 3, 16, cr_512_8_5, cr_512_8t_5}, {6, 4, 16, cr_512_6_5, cr_512_6t_5},
+     {1, 8, 32, cr_512_1_5, cr_512_1t_5}}};
+static const cr_kind cr_256_kinds[2][3] = {
+    {{8, 1, 8, cr_256_8_3, NULL}, {6, 2, 8, cr_256_6_3, cr_256_6t_3},
+     {1, 4, 16, cr_256_1_3, cr_256_1t_3}},
+    {{8, 1, 8, cr_256_8_5, NULL}, {6, 2, 8, cr_256_6_5, cr_256_6t_5},
+     {1, 4, 16, cr_256_1_5, cr_256_1t_5}}};
 #endif
 
 /* The tilings of a path for kernel size k (3 or 5), or NULL when this CPU
  * cannot run the path. */
 static const cr_kind *cr_kinds_of(int path, unsigned k) {
-  unsigned ki = k == 5;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  unsigned ki = k == 5;
   __builtin_cpu_init();
   if (path >= NNT_BLAS_AVX512)
     return __builtin_cpu_supports("avx512f") ? cr_512_kinds[ki] : NULL;
@@ -257,7 +267,7 @@ static const cr_kind *cr_kinds_of(int path, unsigned k) {
   if (path >= NNT_BLAS_AVX2)
     return NULL;
 #endif
-  return cr_c_kinds[ki];
+  return cr_c_kinds[k == 5];
 }
 
 /* Parts are (channel block, image) pairs, the images of a block
@@ -321,8 +331,9 @@ int nnt_cpu_conv_rows(int path, const nnt_conv_geom *g, size_t n, size_t filters
     j.out_c = (unsigned)filters, j.out_h = g->oh, j.out_w = g->ow;
     j.offy = g->pt, j.offx = g->pl;
   }
-  unsigned ob = cr_block(j.out_c);
-  j.kind = &kinds[ob == 8 ? 0 : ob == 6 ? 1 : 2];
+  unsigned want = cr_block(j.out_c);
+  j.kind = &kinds[want == 8 ? 0 : want == 6 ? 1 : 2];
+  unsigned ob = j.kind->ob; /* the portable code packs 6 channels in 8 */
   if (!n || !j.out_c || !j.out_h || !j.out_w)
     return NNT_OK;
   j.oblocks = (j.out_c + ob - 1) / ob;

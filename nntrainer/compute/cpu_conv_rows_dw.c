@@ -131,8 +131,8 @@ static const rw_kind rw_256[2] = {{8, 1, 3, {rw_256_3, NULL}}, {8, 1, 2, {NULL, 
 /* The kind of a path for a k x k window and the filters, or NULL where
  * this CPU cannot run the path. */
 static const rw_kind *rw_kind_of(int path, unsigned k, size_t filters) {
-  unsigned ki = k == 5;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  unsigned ki = k == 5;
   __builtin_cpu_init();
   if (path >= NNT_BLAS_AVX512)
     return !__builtin_cpu_supports("avx512f") ? NULL
@@ -141,6 +141,7 @@ static const rw_kind *rw_kind_of(int path, unsigned k, size_t filters) {
   if (path >= NNT_BLAS_AVX2)
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &rw_256[ki] : NULL;
 #else
+  (void)k, (void)filters;
   if (path >= NNT_BLAS_AVX2)
     return NULL;
 #endif
