@@ -259,9 +259,8 @@ int nnt_cpu_conv_fwd_path(int path, const nnt_conv_geom *g, size_t n, size_t fil
  * kernel rows and tiles whose output lies outside skipped.
  *
  * conv_bwd_w, dW: a part is a (block of filters, input channel) pair
- * (blocks of up to 6 filters for kernels up to 3 wide and 4 for wider
- * ones on AVX-512, 3 and 2 on AVX2, 2 in C: as many accumulators as the
- * registers hold);
+ * (blocks of up to 4 filters on AVX-512, 2 on AVX2 and in C: as many
+ * accumulators as the registers hold);
  * per kernel row a, one accumulator per (filter, kernel column) adds over
  * images, output rows and column tiles the dY row times the input row the
  * tap shifts under it; the lanes are summed at the end. Each output is
@@ -386,25 +385,20 @@ static inline void db_range(long off, long len, unsigned nl, unsigned *lo, unsig
     }                                                                                      \
   }
 
-/* Every width up to NNT_CONV_BWD_MAX_KW (5), and the table of them; FB3
- * filters per dW part for widths up to 3, FB5 for wider ones (as many
- * accumulators as the registers hold). */
-#define DB_DEF(NAME, ATTR, VEC, LANES, MTYPE, MASK, FB3, FB5, ZERO, SET1, FMA, LOADM, STOREN,  \
-               HSUM, NARROW)                                                                 \
-  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 1, 8)  \
-  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 2, 8)  \
-  DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 3, 8)  \
+/* Widths NNT_CONV_BWD_MIN_KW (4) and NNT_CONV_BWD_MAX_KW (5), and the
+ * table of them (narrower windows take im2col, or the row kernels for
+ * 3x3: cpu_conv_rows.c); FB5 filters per dW part (as many accumulators as
+ * the registers hold). */
+#define DB_DEF(NAME, ATTR, VEC, LANES, MTYPE, MASK, FB5, ZERO, SET1, FMA, LOADM, STOREN, HSUM,   \
+               NARROW)                                                                       \
   DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 4, 8)  \
   DB_DX_DEF(NAME##_dx, ATTR, VEC, LANES, MTYPE, MASK, ZERO, SET1, FMA, LOADM, STOREN, 5, 8)  \
-  DB_DW_DEF(NAME##_dw, ATTR, VEC, LANES, MTYPE, MASK, FB3, ZERO, FMA, LOADM, HSUM, 1)        \
-  DB_DW_DEF(NAME##_dw, ATTR, VEC, LANES, MTYPE, MASK, FB3, ZERO, FMA, LOADM, HSUM, 2)        \
-  DB_DW_DEF(NAME##_dw, ATTR, VEC, LANES, MTYPE, MASK, FB3, ZERO, FMA, LOADM, HSUM, 3)        \
   DB_DW_DEF(NAME##_dw, ATTR, VEC, LANES, MTYPE, MASK, FB5, ZERO, FMA, LOADM, HSUM, 4)        \
   DB_DW_DEF(NAME##_dw, ATTR, VEC, LANES, MTYPE, MASK, FB5, ZERO, FMA, LOADM, HSUM, 5)        \
   static const db_kernels NAME = {                                                           \
-      {NAME##_dx_1_8, NAME##_dx_2_8, NAME##_dx_3_8, NAME##_dx_4_8, NAME##_dx_5_8},           \
-      {NAME##_dw_1, NAME##_dw_2, NAME##_dw_3, NAME##_dw_4, NAME##_dw_5},                     \
-      {FB3, FB3, FB3, FB5, FB5},                                                             \
+      {NULL, NULL, NULL, NAME##_dx_4_8, NAME##_dx_5_8},                                      \
+      {NULL, NULL, NULL, NAME##_dw_4, NAME##_dw_5},                                          \
+      {0, 0, 0, FB5, FB5},                                                                   \
       NARROW};
 
 typedef struct db_kernels {
@@ -454,7 +448,7 @@ static inline float db_hsum(db_vec v) {
   return s;
 }
 #define DB_NONE {{0}}
-DB_DEF(db_c, , db_vec, DB_LANES_C, db_rng, db_mask, 2, 2, db_zero(), db_set1, db_madd, db_loadm,
+DB_DEF(db_c, , db_vec, DB_LANES_C, db_rng, db_mask, 2, db_zero(), db_set1, db_madd, db_loadm,
        db_storen, db_hsum, DB_NONE)
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -487,7 +481,7 @@ DC_AVX2 static inline float db_hsum256(__m256 v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
-DB_DEF(db_avx2, DC_AVX2, __m256, 8, __m256i, db_mask256, 3, 2, _mm256_setzero_ps(), _mm256_set1_ps,
+DB_DEF(db_avx2, DC_AVX2, __m256, 8, __m256i, db_mask256, 2, _mm256_setzero_ps(), _mm256_set1_ps,
        _mm256_fmadd_ps, db_loadm256, db_storen256, db_hsum256, DB_NONE)
 /* On AVX-512, blocks of 4 and 6 channels for the widths conv2d takes
  * conv_bwd_x for (4 and 5: layers/conv.c), which have 4 to 8 channels: a
@@ -504,7 +498,7 @@ DB_512_NARROW(5, 6)
 #define DB_512_DXN                                                                             \
   {{NULL, NULL, NULL, db_avx512_dx_4_4, db_avx512_dx_5_4},                                     \
    {NULL, NULL, NULL, db_avx512_dx_4_6, db_avx512_dx_5_6}}
-DB_DEF(db_avx512, DC_AVX512, __m512, 16, __mmask16, db_mask512, 6, 4, _mm512_setzero_ps(),
+DB_DEF(db_avx512, DC_AVX512, __m512, 16, __mmask16, db_mask512, 4, _mm512_setzero_ps(),
        _mm512_set1_ps, _mm512_fmadd_ps, db_loadm512, db_storen512, db_hsum512, DB_512_DXN)
 #endif
 
@@ -562,7 +556,7 @@ static void db_dw_part(void *p, size_t u0, size_t u1) {
 
 int nnt_cpu_conv_bwd_ok(const nnt_conv_geom *g, size_t filters) {
   return g && (!g->cs || g->cs == g->c) && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
-         g->dw == 1 && g->kw >= 1 && g->kw <= NNT_CONV_BWD_MAX_KW && g->ow <= 256 &&
+         g->dw == 1 && g->kw >= NNT_CONV_BWD_MIN_KW && g->kw <= NNT_CONV_BWD_MAX_KW && g->ow <= 256 &&
          g->w <= 256 &&
          filters * g->kh * g->kw <= NNT_CONV_BWD_MAX_FTAPS;
 }

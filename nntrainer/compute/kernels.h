@@ -135,8 +135,10 @@ static inline int nnt_conv_rows_take(const struct nnt_conv_geom *g, size_t in_c,
          in_c * g->kh * g->kw <= NNT_CONV_ROWS_MAX_TAPS &&
          4 * out_c >= 3 * ob * ((out_c + ob - 1) / ob);
 }
-/* The widest kernel and the most filters x kh x kw that conv_bwd_x and
- * conv_bwd_w take. */
+/* The narrowest and the widest kernel and the most filters x kh x kw
+ * that conv_bwd_x and conv_bwd_w take (beside nnt_conv_rows_take's and
+ * nnt_conv_rows_dw_take's). */
+#define NNT_CONV_BWD_MIN_KW 4
 #define NNT_CONV_BWD_MAX_KW 5
 #define NNT_CONV_BWD_MAX_FTAPS 1024
 
@@ -438,8 +440,8 @@ typedef struct nnt_kernels {
   int (*conv_fwd)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                   size_t filters, const float *w, const float *bias, const float *x, float *y);
   /* The backward of a convolution without im2col or col2im, for g with
-   * stride 1 and dilation 1 (g->cs 0 or g->c), a kernel at most
-   * NNT_CONV_BWD_MAX_KW wide, input and output rows at most 256 wide and
+   * stride 1 and dilation 1 (g->cs 0 or g->c), a kernel NNT_CONV_BWD_MIN_KW
+   * to NNT_CONV_BWD_MAX_KW wide, input and output rows at most 256 wide and
    * filters * kh * kw at most NNT_CONV_BWD_MAX_FTAPS (NNT_ERR_INVAL
    * otherwise; conv_bwd_x also what nnt_conv_rows_take says), W, x, dY as for
    * conv_fwd. conv_bwd_x: dx[i] = the derivative of conv_fwd's y[i] with

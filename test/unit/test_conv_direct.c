@@ -3,8 +3,9 @@
  * dilation, a partial block of filters, more than one block, a window
  * that leaves the input and no bias; the same bits on 1 and 2 threads; and
  * its refusals. Likewise the direct backward (conv_bwd_x, conv_bwd_w) of
- * stride-1 convolutions, kernels 1 to 5 wide, against naive
- * double-precision derivatives. */
+ * stride-1 convolutions, kernels 4 and 5 wide, against naive
+ * double-precision derivatives, and the row kernels of 3x3 and 5x5
+ * windows that conv_fwd, conv_bwd_x and conv_bwd_w hand their shapes to. */
 #include "test_util.h"
 
 #include <math.h>
@@ -135,10 +136,10 @@ static const bcase BCASES[] = {
     {1, 28, 28, 5, 5, 0, 0, 0, 0, 6, 2},   /* LeNet-5's c1: two column tiles */
     {2, 7, 9, 5, 5, 2, 2, 2, 2, 3, 2},     /* same padding, filters not a block */
     {11, 6, 40, 3, 4, 1, 0, 2, 1, 7, 2},   /* two channel blocks, wide rows, uneven */
-    {3, 5, 17, 2, 1, 0, 1, 0, 0, 9, 1},    /* 1 wide, 17 columns */
-    {4, 4, 6, 4, 2, 3, 3, 1, 1, 5, 2},     /* 2 wide, windows past every edge */
+    {3, 5, 17, 2, 4, 0, 1, 0, 0, 9, 1},    /* 2 x 4, 17 columns */
+    {4, 4, 6, 4, 5, 3, 3, 1, 1, 5, 2},     /* 4 x 5, windows past every edge */
     {2, 1, 19, 1, 5, 0, 0, 3, 1, 4, 3},    /* a row (conv1d) */
-    {5, 3, 3, 3, 3, 4, 4, 4, 4, 2, 1},     /* padding wider than the kernel */
+    {5, 3, 3, 3, 4, 4, 4, 4, 4, 2, 1},     /* padding wider than the kernel */
     {5, 9, 11, 4, 4, 1, 2, 2, 1, 3, 2},    /* 5 channels, 4 wide: a block of 6 on AVX-512 */
 };
 
@@ -237,6 +238,7 @@ static void test_bwd_refusals(void **state) {
       {1, 8, 8, 3, 3, 2, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0},   /* stride 2 */
       {1, 8, 8, 3, 3, 1, 1, 2, 1, 0, 0, 0, 0, 1, 1, 0},   /* dilation 2 */
       {1, 8, 8, 3, 6, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0},   /* 6 wide */
+      {1, 8, 8, 3, 2, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0},   /* 2 wide */
       {1, 8, 8, 5, 4, 1, 1, 1, 1, 0, 0, 0, 0, 52, 1, 0},  /* 52 x 20 taps > 1024 */
       {1, 1, 300, 1, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0}, /* 298 > 256 columns */
   };
