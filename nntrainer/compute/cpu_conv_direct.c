@@ -17,6 +17,7 @@
 
 #include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/compute/kernels.h"
+#include "nntrainer/compute/cpu_conv_vec.h"
 
 #define DC_BLK 16 /* filters per block */
 
@@ -116,40 +117,13 @@ static void dc_interior(const nnt_conv_geom *g, unsigned *lo, unsigned *hi) {
   DC_ROW_DEF(NAME, ATTR, T1, T2)
 
 /* The portable tile: plain floats, one "vector" of DC_BLK lanes. */
-typedef struct dc_vec {
-  float v[DC_BLK];
-} dc_vec;
-static inline dc_vec dc_zero(void) {
-  dc_vec r;
-  memset(&r, 0, sizeof r);
-  return r;
-}
-static inline dc_vec dc_load(const float *p) {
-  dc_vec r;
-  memcpy(r.v, p, sizeof r.v);
-  return r;
-}
-static inline dc_vec dc_set1(float x) {
-  dc_vec r;
-  for (unsigned i = 0; i < DC_BLK; i++)
-    r.v[i] = x;
-  return r;
-}
-static inline dc_vec dc_madd(dc_vec w, dc_vec x, dc_vec acc) {
-  for (unsigned i = 0; i < DC_BLK; i++)
-    acc.v[i] += w.v[i] * x.v[i];
-  return acc;
-}
-static inline void dc_store(float *p, dc_vec v) { memcpy(p, v.v, sizeof v.v); }
+NNT_CV_PORTABLE(dc, DC_BLK)
 DC_DEF(dc_tile_c, , dc_vec, DC_BLK, 4, 2, dc_zero(), dc_load, dc_set1, dc_madd, dc_store)
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define DC_AVX2 __attribute__((target("avx2,fma")))
-#define DC_AVX512 __attribute__((target("avx512f")))
-DC_DEF(dc_tile_avx2, DC_AVX2, __m256, 8, 6, 3, _mm256_setzero_ps(), _mm256_loadu_ps,
+DC_DEF(dc_tile_avx2, NNT_CV_AVX2, __m256, 8, 6, 3, _mm256_setzero_ps(), _mm256_loadu_ps,
             _mm256_set1_ps, _mm256_fmadd_ps, _mm256_storeu_ps)
-DC_DEF(dc_tile_avx512, DC_AVX512, __m512, 16, 12, 5, _mm512_setzero_ps(), _mm512_loadu_ps,
+DC_DEF(dc_tile_avx512, NNT_CV_AVX512, __m512, 16, 12, 5, _mm512_setzero_ps(), _mm512_loadu_ps,
             _mm512_set1_ps, _mm512_fmadd_ps, _mm512_storeu_ps)
 #endif
 
@@ -411,36 +385,7 @@ typedef struct db_kernels {
 } db_kernels;
 
 /* The portable vectors: DB_LANES_C plain floats; a mask is a lane range. */
-typedef struct db_vec {
-  float v[DB_LANES_C];
-} db_vec;
-typedef struct db_rng {
-  unsigned lo, hi;
-} db_rng;
-static inline db_rng db_mask(unsigned lo, unsigned hi) { return (db_rng){lo, hi}; }
-static inline db_vec db_zero(void) {
-  db_vec r;
-  memset(&r, 0, sizeof r);
-  return r;
-}
-static inline db_vec db_set1(float x) {
-  db_vec r;
-  for (unsigned i = 0; i < DB_LANES_C; i++)
-    r.v[i] = x;
-  return r;
-}
-static inline db_vec db_madd(db_vec a, db_vec b, db_vec acc) {
-  for (unsigned i = 0; i < DB_LANES_C; i++)
-    acc.v[i] += a.v[i] * b.v[i];
-  return acc;
-}
-static inline db_vec db_loadm(const float *row, long off, db_rng m) {
-  db_vec r = db_zero();
-  for (unsigned i = m.lo; i < m.hi; i++)
-    r.v[i] = row[off + (long)i];
-  return r;
-}
-static inline void db_storen(float *p, db_vec v, unsigned nl) { memcpy(p, v.v, nl * sizeof *p); }
+NNT_CV_PORTABLE(db, DB_LANES_C)
 static inline float db_hsum(db_vec v) {
   float s = 0;
   for (unsigned i = 0; i < DB_LANES_C; i++)
@@ -452,45 +397,24 @@ DB_DEF(db_c, , db_vec, DB_LANES_C, db_rng, db_mask, 2, db_zero(), db_set1, db_ma
        db_storen, db_hsum, DB_NONE)
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-/* the row's address is formed only for the lanes read: the masked loads
- * touch no other */
-DC_AVX512 static inline __mmask16 db_mask512(unsigned lo, unsigned hi) {
-  return (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-}
-DC_AVX512 static inline __m512 db_loadm512(const float *row, long off, __mmask16 m) {
-  return _mm512_maskz_loadu_ps(m, (const float *)((uintptr_t)row + (uintptr_t)off * 4u));
-}
-DC_AVX512 static inline void db_storen512(float *p, __m512 v, unsigned nl) {
-  _mm512_mask_storeu_ps(p, (__mmask16)((1u << nl) - 1u), v);
-}
-DC_AVX512 static inline float db_hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
-DC_AVX2 static inline __m256i db_mask256(unsigned lo, unsigned hi) {
-  __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), iota),
-                          _mm256_cmpgt_epi32(iota, _mm256_set1_epi32((int)lo - 1)));
-}
-DC_AVX2 static inline __m256 db_loadm256(const float *row, long off, __m256i m) {
-  return _mm256_maskload_ps((const float *)((uintptr_t)row + (uintptr_t)off * 4u), m);
-}
-DC_AVX2 static inline void db_storen256(float *p, __m256 v, unsigned nl) {
-  _mm256_maskstore_ps(p, db_mask256(0, nl), v);
-}
-DC_AVX2 static inline float db_hsum256(__m256 v) {
+NNT_CV_AVX512 static inline float db_hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+NNT_CV_AVX2 static inline float db_hsum256(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
-DB_DEF(db_avx2, DC_AVX2, __m256, 8, __m256i, db_mask256, 2, _mm256_setzero_ps(), _mm256_set1_ps,
-       _mm256_fmadd_ps, db_loadm256, db_storen256, db_hsum256, DB_NONE)
+DB_DEF(db_avx2, NNT_CV_AVX2, __m256, 8, __m256i, nnt_cv_mask256, 2, _mm256_setzero_ps(),
+       _mm256_set1_ps, _mm256_fmadd_ps, nnt_cv_loadm256, nnt_cv_storen256, db_hsum256, DB_NONE)
 /* On AVX-512, blocks of 4 and 6 channels for the widths conv2d takes
  * conv_bwd_x for (4 and 5: layers/conv.c), which have 4 to 8 channels: a
  * block of 8 accumulators for LeNet-5's 6 channels spent a quarter of
  * its FMAs on zeros (its c2 derivative 48 -> 63 GFLOP/s on one thread with
  * blocks of 6, docs/performance.md). Each channel's sum is the same. */
 #define DB_512_NARROW(KW, CB)                                                                 \
-  DB_DX_DEF(db_avx512_dx, DC_AVX512, __m512, 16, __mmask16, db_mask512, _mm512_setzero_ps(),  \
-            _mm512_set1_ps, _mm512_fmadd_ps, db_loadm512, db_storen512, KW, CB)
+  DB_DX_DEF(db_avx512_dx, NNT_CV_AVX512, __m512, 16, __mmask16, nnt_cv_mask512,             \
+            _mm512_setzero_ps(), _mm512_set1_ps, _mm512_fmadd_ps, nnt_cv_loadm512,            \
+            nnt_cv_storen512, KW, CB)
 DB_512_NARROW(4, 4)
 DB_512_NARROW(5, 4)
 DB_512_NARROW(4, 6)
@@ -498,8 +422,8 @@ DB_512_NARROW(5, 6)
 #define DB_512_DXN                                                                             \
   {{NULL, NULL, NULL, db_avx512_dx_4_4, db_avx512_dx_5_4},                                     \
    {NULL, NULL, NULL, db_avx512_dx_4_6, db_avx512_dx_5_6}}
-DB_DEF(db_avx512, DC_AVX512, __m512, 16, __mmask16, db_mask512, 4, _mm512_setzero_ps(),
-       _mm512_set1_ps, _mm512_fmadd_ps, db_loadm512, db_storen512, db_hsum512, DB_512_DXN)
+DB_DEF(db_avx512, NNT_CV_AVX512, __m512, 16, __mmask16, nnt_cv_mask512, 4, _mm512_setzero_ps(),
+       _mm512_set1_ps, _mm512_fmadd_ps, nnt_cv_loadm512, nnt_cv_storen512, db_hsum512, DB_512_DXN)
 #endif
 
 /* The kernels of a path (NNT_BLAS_AVX512, NNT_BLAS_AVX2, or below: plain
@@ -556,8 +480,8 @@ static void db_dw_part(void *p, size_t u0, size_t u1) {
 
 int nnt_cpu_conv_bwd_ok(const nnt_conv_geom *g, size_t filters) {
   return g && (!g->cs || g->cs == g->c) && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
-         g->dw == 1 && g->kw >= NNT_CONV_BWD_MIN_KW && g->kw <= NNT_CONV_BWD_MAX_KW && g->ow <= 256 &&
-         g->w <= 256 &&
+         g->dw == 1 && g->kw >= NNT_CONV_BWD_MIN_KW && g->kw <= NNT_CONV_BWD_MAX_KW &&
+         g->ow <= 256 && g->w <= 256 &&
          filters * g->kh * g->kw <= NNT_CONV_BWD_MAX_FTAPS;
 }
 

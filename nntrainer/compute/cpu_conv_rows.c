@@ -28,6 +28,7 @@
 
 #include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/compute/kernels.h"
+#include "nntrainer/compute/cpu_conv_vec.h"
 
 /* The packed weights of one channel block, on the stack: in_c * k * k
  * (at most NNT_CONV_ROWS_MAX_TAPS) times the block's OB (at most 8). */
@@ -144,41 +145,7 @@ static inline void cr_lanes(const cr_job *j, long x, unsigned b, unsigned lanes,
  * channels, one row a tile (6 channels take a block of 8): the source
  * rows' loop not unrolled, to keep the code small. */
 #define CR_LANES_C 8
-typedef struct cr_vec {
-  float v[CR_LANES_C];
-} cr_vec;
-typedef struct cr_rng {
-  unsigned lo, hi;
-} cr_rng;
-static inline cr_rng cr_mask(unsigned lo, unsigned hi) { return (cr_rng){lo, hi}; }
-static inline cr_vec cr_zero(void) {
-  cr_vec r;
-  memset(&r, 0, sizeof r);
-  return r;
-}
-static inline cr_vec cr_set1(float x) {
-  cr_vec r;
-  for (unsigned i = 0; i < CR_LANES_C; i++)
-    r.v[i] = x;
-  return r;
-}
-static inline cr_vec cr_madd(cr_vec a, cr_vec b, cr_vec acc) {
-  for (unsigned i = 0; i < CR_LANES_C; i++)
-    acc.v[i] += a.v[i] * b.v[i];
-  return acc;
-}
-static inline cr_vec cr_add(cr_vec a, cr_vec b) {
-  for (unsigned i = 0; i < CR_LANES_C; i++)
-    a.v[i] += b.v[i];
-  return a;
-}
-static inline cr_vec cr_loadm(const float *row, long off, cr_rng m) {
-  cr_vec r = cr_zero();
-  for (unsigned i = m.lo; i < m.hi; i++)
-    r.v[i] = row[off + (long)i];
-  return r;
-}
-static inline void cr_storen(float *p, cr_vec v, unsigned nl) { memcpy(p, v.v, nl * sizeof *p); }
+NNT_CV_PORTABLE(cr, CR_LANES_C)
 #define CR_C_ARGS cr_vec, CR_LANES_C, cr_rng, cr_mask, cr_zero(), cr_set1, cr_madd, cr_add, \
                   cr_loadm, cr_storen
 CR_TILE(cr_c_8_3, , CR_C_ARGS, 3, 1, 8, 1, 1)
@@ -190,52 +157,27 @@ static const cr_kind cr_c_kinds[2][3] = {
     {{8, 1, 8, cr_c_8_5, NULL}, {8, 1, 8, cr_c_8_5, NULL}, {1, 1, 8, cr_c_1_5, NULL}}};
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define CR_AVX2 __attribute__((target("avx2,fma")))
-#define CR_AVX512 __attribute__((target("avx512f")))
-/* the row's address is formed only for the lanes read: the masked loads
- * touch no other */
-CR_AVX512 static inline __mmask16 cr_mask512(unsigned lo, unsigned hi) {
-  return (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-}
-CR_AVX512 static inline __m512 cr_loadm512(const float *row, long off, __mmask16 m) {
-  return _mm512_maskz_loadu_ps(m, (const float *)((uintptr_t)row + (uintptr_t)off * 4u));
-}
-CR_AVX512 static inline void cr_storen512(float *p, __m512 v, unsigned nl) {
-  _mm512_mask_storeu_ps(p, (__mmask16)((1u << nl) - 1u), v);
-}
-CR_AVX2 static inline __m256i cr_mask256(unsigned lo, unsigned hi) {
-  __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), iota),
-                          _mm256_cmpgt_epi32(iota, _mm256_set1_epi32((int)lo - 1)));
-}
-CR_AVX2 static inline __m256 cr_loadm256(const float *row, long off, __m256i m) {
-  return _mm256_maskload_ps((const float *)((uintptr_t)row + (uintptr_t)off * 4u), m);
-}
-CR_AVX2 static inline void cr_storen256(float *p, __m256 v, unsigned nl) {
-  _mm256_maskstore_ps(p, cr_mask256(0, nl), v);
-}
 /* 32 vector registers: 24 accumulators for 8 and 6 channels, 16 for one
  * (8 rows of two vectors); 16 on AVX2: 8, 12 and 8. */
-#define CR_512_ARGS __m512, 16, __mmask16, cr_mask512, _mm512_setzero_ps(), _mm512_set1_ps, \
-                    _mm512_fmadd_ps, _mm512_add_ps, cr_loadm512, cr_storen512
-#define CR_256_ARGS __m256, 8, __m256i, cr_mask256, _mm256_setzero_ps(), _mm256_set1_ps, \
-                    _mm256_fmadd_ps, _mm256_add_ps, cr_loadm256, cr_storen256
+#define CR_512_ARGS __m512, 16, __mmask16, nnt_cv_mask512, _mm512_setzero_ps(), _mm512_set1_ps, \
+                    _mm512_fmadd_ps, _mm512_add_ps, nnt_cv_loadm512, nnt_cv_storen512
+#define CR_256_ARGS __m256, 8, __m256i, nnt_cv_mask256, _mm256_setzero_ps(), _mm256_set1_ps, \
+                    _mm256_fmadd_ps, _mm256_add_ps, nnt_cv_loadm256, nnt_cv_storen256
 /* Blocks of 8, 6 and 1 channels for K = 3 and 5: RB rows a tile (and a
  * one-row tail where RB > 1), one vector of columns, two for one channel. */
 #define CR_512_K(K)                                                                           \
-  CR_TILE(cr_512_8_##K, CR_AVX512, CR_512_ARGS, K, 3, 8, 1, 16)                               \
-  CR_TILE(cr_512_8t_##K, CR_AVX512, CR_512_ARGS, K, 1, 8, 1, 16)                              \
-  CR_TILE(cr_512_6_##K, CR_AVX512, CR_512_ARGS, K, 4, 6, 1, 16)                               \
-  CR_TILE(cr_512_6t_##K, CR_AVX512, CR_512_ARGS, K, 1, 6, 1, 16)                              \
-  CR_TILE(cr_512_1_##K, CR_AVX512, CR_512_ARGS, K, 8, 1, 2, 16)                               \
-  CR_TILE(cr_512_1t_##K, CR_AVX512, CR_512_ARGS, K, 1, 1, 2, 16)
+  CR_TILE(cr_512_8_##K, NNT_CV_AVX512, CR_512_ARGS, K, 3, 8, 1, 16)                               \
+  CR_TILE(cr_512_8t_##K, NNT_CV_AVX512, CR_512_ARGS, K, 1, 8, 1, 16)                              \
+  CR_TILE(cr_512_6_##K, NNT_CV_AVX512, CR_512_ARGS, K, 4, 6, 1, 16)                               \
+  CR_TILE(cr_512_6t_##K, NNT_CV_AVX512, CR_512_ARGS, K, 1, 6, 1, 16)                              \
+  CR_TILE(cr_512_1_##K, NNT_CV_AVX512, CR_512_ARGS, K, 8, 1, 2, 16)                               \
+  CR_TILE(cr_512_1t_##K, NNT_CV_AVX512, CR_512_ARGS, K, 1, 1, 2, 16)
 #define CR_256_K(K)                                                                           \
-  CR_TILE(cr_256_8_##K, CR_AVX2, CR_256_ARGS, K, 1, 8, 1, 16)                                 \
-  CR_TILE(cr_256_6_##K, CR_AVX2, CR_256_ARGS, K, 2, 6, 1, 16)                                 \
-  CR_TILE(cr_256_6t_##K, CR_AVX2, CR_256_ARGS, K, 1, 6, 1, 16)                                \
-  CR_TILE(cr_256_1_##K, CR_AVX2, CR_256_ARGS, K, 4, 1, 2, 16)                                 \
-  CR_TILE(cr_256_1t_##K, CR_AVX2, CR_256_ARGS, K, 1, 1, 2, 16)
+  CR_TILE(cr_256_8_##K, NNT_CV_AVX2, CR_256_ARGS, K, 1, 8, 1, 16)                                 \
+  CR_TILE(cr_256_6_##K, NNT_CV_AVX2, CR_256_ARGS, K, 2, 6, 1, 16)                                 \
+  CR_TILE(cr_256_6t_##K, NNT_CV_AVX2, CR_256_ARGS, K, 1, 6, 1, 16)                                \
+  CR_TILE(cr_256_1_##K, NNT_CV_AVX2, CR_256_ARGS, K, 4, 1, 2, 16)                                 \
+  CR_TILE(cr_256_1t_##K, NNT_CV_AVX2, CR_256_ARGS, K, 1, 1, 2, 16)
 CR_512_K(3)
 CR_512_K(5)
 CR_256_K(3)

@@ -21,6 +21,7 @@
 
 #include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/compute/kernels.h"
+#include "nntrainer/compute/cpu_conv_vec.h"
 
 #define RW_MAX_CB 8 /* input channels a part */
 
@@ -77,53 +78,26 @@ typedef struct rw_kind {
 /* The portable vectors: RW_LANES_C floats, products rounded before the
  * add (within rounding of the other paths). */
 #define RW_LANES_C 8
-typedef struct rw_vec {
-  float v[RW_LANES_C];
-} rw_vec;
-static inline rw_vec rw_zero(void) {
-  rw_vec r;
-  memset(&r, 0, sizeof r);
-  return r;
-}
-static inline rw_vec rw_load(const float *p) {
-  rw_vec r;
-  memcpy(r.v, p, sizeof r.v);
-  return r;
-}
-static inline void rw_store(float *p, rw_vec v) { memcpy(p, v.v, sizeof v.v); }
-static inline rw_vec rw_set1(float x) {
-  rw_vec r;
-  for (unsigned i = 0; i < RW_LANES_C; i++)
-    r.v[i] = x;
-  return r;
-}
-static inline rw_vec rw_madd(rw_vec a, rw_vec b, rw_vec acc) {
-  for (unsigned i = 0; i < RW_LANES_C; i++)
-    acc.v[i] += a.v[i] * b.v[i];
-  return acc;
-}
+NNT_CV_PORTABLE(rw, RW_LANES_C)
 RW_DEF(rw_c_3, , rw_vec, RW_LANES_C, rw_zero(), rw_load, rw_store, rw_set1, rw_madd, 3, 1, 1)
 RW_DEF(rw_c_5, , rw_vec, RW_LANES_C, rw_zero(), rw_load, rw_store, rw_set1, rw_madd, 5, 1, 1)
 static const rw_kind rw_c = {RW_LANES_C, 1, 1, {rw_c_3, rw_c_5}};
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define RW_AVX2 __attribute__((target("avx2,fma")))
-#define RW_AVX512 __attribute__((target("avx512f")))
 /* AVX-512: 32 registers, 18 accumulators for 3x3 (32 filters a block), 25
  * for 5x5 (16); AVX2: 16 registers, 9 for 3x3 and 10 for 5x5 (two kernel
  * rows a pass), 8 filters a block. */
-RW_DEF(rw_512_3, RW_AVX512, __m512, 16, _mm512_setzero_ps(), _mm512_loadu_ps, _mm512_storeu_ps,
+RW_DEF(rw_512_3, NNT_CV_AVX512, __m512, 16, _mm512_setzero_ps(), _mm512_loadu_ps, _mm512_storeu_ps,
        _mm512_set1_ps, _mm512_fmadd_ps, 3, 3, 2)
-RW_DEF(rw_512_3n, RW_AVX512, __m512, 16, _mm512_setzero_ps(), _mm512_loadu_ps, _mm512_storeu_ps,
+RW_DEF(rw_512_3n, NNT_CV_AVX512, __m512, 16, _mm512_setzero_ps(), _mm512_loadu_ps, _mm512_storeu_ps,
        _mm512_set1_ps, _mm512_fmadd_ps, 3, 3, 1)
-RW_DEF(rw_512_5, RW_AVX512, __m512, 16, _mm512_setzero_ps(), _mm512_loadu_ps, _mm512_storeu_ps,
+RW_DEF(rw_512_5, NNT_CV_AVX512, __m512, 16, _mm512_setzero_ps(), _mm512_loadu_ps, _mm512_storeu_ps,
        _mm512_set1_ps, _mm512_fmadd_ps, 5, 5, 1)
 static const rw_kind rw_512[2] = {{16, 2, 3, {rw_512_3, NULL}}, {16, 1, 5, {NULL, rw_512_5}}};
 static const rw_kind rw_512n = {16, 1, 3, {rw_512_3n, NULL}}; /* 3x3, at most 16 filters */
-RW_DEF(rw_256_3, RW_AVX2, __m256, 8, _mm256_setzero_ps(), _mm256_loadu_ps, _mm256_storeu_ps,
+RW_DEF(rw_256_3, NNT_CV_AVX2, __m256, 8, _mm256_setzero_ps(), _mm256_loadu_ps, _mm256_storeu_ps,
        _mm256_set1_ps, _mm256_fmadd_ps, 3, 3, 1)
-RW_DEF(rw_256_5, RW_AVX2, __m256, 8, _mm256_setzero_ps(), _mm256_loadu_ps, _mm256_storeu_ps,
+RW_DEF(rw_256_5, NNT_CV_AVX2, __m256, 8, _mm256_setzero_ps(), _mm256_loadu_ps, _mm256_storeu_ps,
        _mm256_set1_ps, _mm256_fmadd_ps, 5, 2, 1)
 static const rw_kind rw_256[2] = {{8, 1, 3, {rw_256_3, NULL}}, {8, 1, 2, {NULL, rw_256_5}}};
 #endif
