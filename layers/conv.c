@@ -47,7 +47,7 @@
  * no im2col copies, which cost more than the
  * product there; within rounding of im2col and gemm). Likewise its
  * backward, for stride 1 and a kernel 4 or 5 wide (see use_direct_bwd;
- * the derivative also for a 3x3 or 5x5 window where conv_rows says),
+ * also 3x3 and 5x5 windows where conv_rows and conv_rows_dw say),
  * runs conv_bwd_w and conv_bwd_x where the backend has them (no im2col,
  * no col2im; within rounding).
  * A 3x3 window with stride 1 and dilation 1 and at least CONV_WINO_MIN_C

@@ -10,8 +10,9 @@
  * CONV_DIRECT_BWD_MIN_KW to NNT_CONV_BWD_MAX_KW wide: chosen by
  * measurement (docs/performance.md; LeNet-5's 5x5 c1 and c2 gain, a
  * one-channel derivative loses, the Fashion-MNIST CNN's 3x3 c1 and c2
- * measured the same as im2col, gemm and col2im), and the derivative
- * where conv_rows says (the row kernel: one channel, 3x3 windows). */
+ * measured the same as im2col, gemm and col2im); and where conv_rows
+ * (the derivative) and conv_rows_dw (the gradient) say: the CPU's row
+ * kernels for 3x3 and 5x5 windows of up to CONV_ROWS_MAX_C channels. */
 #define CONV_DIRECT_BWD_MIN_KW 4
 #define CONV_DIRECT_BWD_X_MIN_C 4
 
