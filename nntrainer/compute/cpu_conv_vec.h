@@ -13,50 +13,59 @@
  * range [lo, hi); zero, set1, madd (acc + a * b, the product rounded
  * before the add), add, load and store of all lanes, loadm (the mask's
  * lanes of row from column off, zeros elsewhere; no other lane read) and
- * storen (the first nl lanes). */
-#define NNT_CV_PORTABLE(P, LANES)                                                            \
-  typedef struct P##_vec {                                                                   \
-    float v[LANES];                                                                          \
-  } P##_vec;                                                                                 \
-  typedef struct P##_rng {                                                                   \
-    unsigned lo, hi;                                                                         \
-  } P##_rng;                                                                                 \
-  static inline P##_rng P##_mask(unsigned lo, unsigned hi) { return (P##_rng){lo, hi}; }     \
-  static inline P##_vec P##_zero(void) {                                                     \
-    P##_vec r;                                                                               \
-    memset(&r, 0, sizeof r);                                                                 \
-    return r;                                                                                \
-  }                                                                                          \
-  static inline P##_vec P##_set1(float x) {                                                  \
-    P##_vec r;                                                                               \
-    for (unsigned i = 0; i < (LANES); i++)                                                   \
-      r.v[i] = x;                                                                            \
-    return r;                                                                                \
-  }                                                                                          \
-  static inline P##_vec P##_madd(P##_vec a, P##_vec b, P##_vec acc) {                        \
-    for (unsigned i = 0; i < (LANES); i++)                                                   \
-      acc.v[i] += a.v[i] * b.v[i];                                                           \
-    return acc;                                                                              \
-  }                                                                                          \
-  static inline P##_vec P##_add(P##_vec a, P##_vec b) {                                      \
-    for (unsigned i = 0; i < (LANES); i++)                                                   \
-      a.v[i] += b.v[i];                                                                      \
-    return a;                                                                                \
-  }                                                                                          \
-  static inline P##_vec P##_load(const float *p) {                                           \
-    P##_vec r;                                                                               \
-    memcpy(r.v, p, sizeof r.v);                                                              \
-    return r;                                                                                \
-  }                                                                                          \
-  static inline void P##_store(float *p, P##_vec v) { memcpy(p, v.v, sizeof v.v); }         \
-  static inline P##_vec P##_loadm(const float *row, long off, P##_rng m) {                   \
-    P##_vec r = P##_zero();                                                                  \
-    for (unsigned i = m.lo; i < m.hi; i++)                                                   \
-      r.v[i] = row[off + (long)i];                                                           \
-    return r;                                                                                \
-  }                                                                                          \
-  static inline void P##_storen(float *p, P##_vec v, unsigned nl) {                          \
-    memcpy(p, v.v, nl * sizeof *p);                                                          \
+ * storen (the first nl lanes); each file uses some of them. */
+#if defined(__GNUC__) || defined(__clang__)
+#define NNT_CV_MAYBE_UNUSED __attribute__((unused))
+#else
+#define NNT_CV_MAYBE_UNUSED
+#endif
+#define NNT_CV_PORTABLE(P, LANES)                                                              \
+  typedef struct P##_vec {                                                                     \
+    float v[LANES];                                                                            \
+  } P##_vec;                                                                                   \
+  typedef struct P##_rng {                                                                     \
+    unsigned lo, hi;                                                                           \
+  } P##_rng;                                                                                   \
+  NNT_CV_MAYBE_UNUSED static inline P##_rng P##_mask(unsigned lo, unsigned hi) {               \
+    return (P##_rng){lo, hi};                                                                  \
+  }                                                                                            \
+  NNT_CV_MAYBE_UNUSED static inline P##_vec P##_zero(void) {                                   \
+    P##_vec r;                                                                                 \
+    memset(&r, 0, sizeof r);                                                                   \
+    return r;                                                                                  \
+  }                                                                                            \
+  NNT_CV_MAYBE_UNUSED static inline P##_vec P##_set1(float x) {                                \
+    P##_vec r;                                                                                 \
+    for (unsigned i = 0; i < (LANES); i++)                                                     \
+      r.v[i] = x;                                                                              \
+    return r;                                                                                  \
+  }                                                                                            \
+  NNT_CV_MAYBE_UNUSED static inline P##_vec P##_madd(P##_vec a, P##_vec b, P##_vec acc) {      \
+    for (unsigned i = 0; i < (LANES); i++)                                                     \
+      acc.v[i] += a.v[i] * b.v[i];                                                             \
+    return acc;                                                                                \
+  }                                                                                            \
+  NNT_CV_MAYBE_UNUSED static inline P##_vec P##_add(P##_vec a, P##_vec b) {                    \
+    for (unsigned i = 0; i < (LANES); i++)                                                     \
+      a.v[i] += b.v[i];                                                                        \
+    return a;                                                                                  \
+  }                                                                                            \
+  NNT_CV_MAYBE_UNUSED static inline P##_vec P##_load(const float *p) {                         \
+    P##_vec r;                                                                                 \
+    memcpy(r.v, p, sizeof r.v);                                                                \
+    return r;                                                                                  \
+  }                                                                                            \
+  NNT_CV_MAYBE_UNUSED static inline void P##_store(float *p, P##_vec v) {                      \
+    memcpy(p, v.v, sizeof v.v);                                                                \
+  }                                                                                            \
+  NNT_CV_MAYBE_UNUSED static inline P##_vec P##_loadm(const float *row, long off, P##_rng m) { \
+    P##_vec r = P##_zero();                                                                    \
+    for (unsigned i = m.lo; i < m.hi; i++)                                                     \
+      r.v[i] = row[off + (long)i];                                                             \
+    return r;                                                                                  \
+  }                                                                                            \
+  NNT_CV_MAYBE_UNUSED static inline void P##_storen(float *p, P##_vec v, unsigned nl) {        \
+    memcpy(p, v.v, nl * sizeof *p);                                                            \
   }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
