@@ -177,6 +177,12 @@ static int conv_set(nnt_layer *l, const char *key, const char *value, nnt_err *e
   return nnt_weight_props_set(&p->wp, key, value, e);
 }
 
+/* A weight gradient product at least this deep (images x plane) runs as
+ * fast as its width allows: ResNet-18's stage 4 gradient (4 images
+ * deep, parts 288 columns wide, against 6 deep and 117 wide) 69 -> 74
+ * GFLOP/s on one thread and 124 -> 150 on two (docs/performance.md,
+ * eighteenth round). */
+#define CONV_BWD_DEEP 64
 /* The backward's groups and channel blocks: its scratch (a block's
  * columns [bc*kh*kw, bnb*plane] and, for bnb > 1, the gathered dY
  * [filters, bnb*plane]) takes at most room x plane floats: one image's
@@ -190,9 +196,10 @@ static int conv_set(nnt_layer *l, const char *key, const char *value, nnt_err *e
  * same: docs/performance.md, tenth round).
  * Of the groups up to the forward's nb images that leave room for a
  * channel, each with as few blocks as fit (at most CONV_BWD_BLOCK_COLS
- * columns) and as even as they go, the one whose products' narrower side
- * (bnb x plane deep, bc x kh x kw wide for the gradient) is the widest,
- * the most images on a tie; bnb 1 with every channel in one block (no dY
+ * columns) and as even as they go, the one whose gradient products are
+ * the widest (a part's block: bc / parts x kh x kw, conv_chan_parts)
+ * among those at least CONV_BWD_DEEP deep (bnb x plane), else whose
+ * narrower side is the widest, the most images on a tie; bnb 1 with every channel in one block (no dY
  * to gather) where none fits. */
 static void backward_blocks(conv_priv *p, size_t room) {
   size_t taps = (size_t)p->g.kh * p->g.kw, plane = (size_t)p->g.oh * p->g.ow, best = 0;
@@ -207,7 +214,11 @@ static void backward_blocks(conv_priv *p, size_t room) {
       bc = most;
     size_t blocks = (p->g.c + bc - 1) / bc;
     bc = (p->g.c + blocks - 1) / blocks; /* then as even as they go */
-    size_t narrow = n * plane < bc * taps ? n * plane : bc * taps;
+    /* the gradient's products: n x plane deep, a part's block wide */
+    size_t wide = bc / conv_chan_parts((unsigned)bc, (unsigned)taps) * taps;
+    size_t narrow = n * plane < wide ? n * plane : wide;
+    if (n * plane >= CONV_BWD_DEEP)
+      narrow = wide;
     if (narrow > best)
       best = narrow, p->bnb = n, p->bc = (unsigned)bc;
   }
@@ -428,6 +439,7 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   p->dnb = 1;
   p->fwd4 = 0;
   p->pnb = 1;
+  p->gparts = 1;
   int gpu = ctx->engine == NNT_ENGINE_GPU;
   if (!is_pointwise(g)) {
     /* images per group: (patch + filters) * plane floats each */
@@ -450,6 +462,7 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
     else
       backward_blocks(p, strided(g) ? (size_t)patch * p->nb : patch);
     unsigned taps = g->kh * g->kw;
+    p->gparts = gpu ? 1 : conv_chan_parts(p->bc, taps);
     p->wnb = p->nb;
     if (!gpu && p->nb == 1 && (patch <= p->filters || strided(g)) && !direct_geom(p) &&
         !wino_widths(p))

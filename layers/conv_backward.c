@@ -1,6 +1,8 @@
 /* conv2d's and conv1d's backward (calc_gradient, calc_derivative): the
  * groups, channel blocks and paths that conv.c's header describes and its
  * finalize plans. */
+#include <stdatomic.h>
+
 #include "layers/conv_impl.h"
 
 /* The backward takes conv_bwd_w (gradient) and conv_bwd_x (derivative),
@@ -46,6 +48,55 @@ static nnt_conv_geom block_geom(const conv_priv *p, unsigned c0) {
   return gb;
 }
 
+/* The weight gradient of a group of images in CONV_CHAN_PARTS parts,
+ * each run whole on one of the compute threads (k->parallel): part i
+ * takes the i-th run of the layer's channels in blocks of at most
+ * bc / CONV_CHAN_PARTS channels, in its own share of the backward's
+ * scratch (bc channels' columns), and writes its own columns of dW (each
+ * block's im2col, then its product). Splitting each block's im2col and
+ * product over the threads instead had each core read the columns the
+ * other wrote; parts that took halves of each block had both cores write
+ * the dW cache lines where their columns met, at every row: on two cores
+ * that share no cache ResNet-18's stage 4 gradient ran at 1.07x and
+ * 1.23x one thread's speed (docs/performance.md, eighteenth round). The
+ * parts and blocks are the same at any thread count, so the results are
+ * bitwise the same too; one thread runs the parts one after another. */
+typedef struct chan_job {
+  const conv_priv *p;
+  nnt_run_ctx *ctx;
+  const float *dy, *x; /* the group's gathered dY and its first image */
+  float beta;
+  unsigned n, parts, sub; /* images; parts; channels a block at most */
+  atomic_int rc;
+} chan_job;
+
+static void grad_chans(void *arg, size_t i0, size_t i1) {
+  chan_job *j = arg;
+  const conv_priv *p = j->p;
+  const nnt_kernels *k = j->ctx->k;
+  size_t taps = (size_t)p->g.kh * p->g.kw, cols = (size_t)j->n * p->g.oh * p->g.ow;
+  for (size_t i = i0; i < i1 && !atomic_load(&j->rc); i++) {
+    unsigned c0 = (unsigned)((size_t)p->g.c * i / j->parts);
+    unsigned cn = (unsigned)((size_t)p->g.c * (i + 1) / j->parts) - c0;
+    unsigned blocks = (cn + j->sub - 1) / j->sub; /* as even as they go */
+    float *col = j->ctx->scratch[1].data + i * j->sub * taps * cols;
+    for (unsigned b = 0; b < blocks && !atomic_load(&j->rc); b++) {
+      nnt_conv_geom gs = p->g;
+      unsigned ca = c0 + (unsigned)((size_t)cn * b / blocks);
+      gs.c = c0 + (unsigned)((size_t)cn * (b + 1) / blocks) - ca;
+      gs.cs = p->g.c;
+      int rc = k->im2col(k, &gs, j->n, j->x + (size_t)ca * p->g.h * p->g.w, col);
+      if (!rc)
+        rc = k->gemm(k, 0, 1, p->filters, gs.c * taps, cols, 1.0f, j->dy, cols, col, cols,
+                     j->beta, j->ctx->gw[0].data + ca * taps, p->g.c * taps);
+      if (rc) {
+        int none = NNT_OK;
+        atomic_compare_exchange_strong(&j->rc, &none, rc);
+      }
+    }
+  }
+}
+
 /* dW = sum over groups of dY col^T, a block of channels (a range of dW's
  * columns) at a time; db = sums of dY. */
 int nnt_conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
@@ -53,7 +104,7 @@ int nnt_conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_conv_geom *g = &p->g;
   const nnt_kernels *k = ctx->k;
   size_t taps = (size_t)g->kh * g->kw, patch = g->c * taps, plane = (size_t)g->oh * g->ow;
-  size_t in_len = nnt_dim_feature_len(ctx->in[0].dim), hw = (size_t)g->h * g->w;
+  size_t in_len = nnt_dim_feature_len(ctx->in[0].dim);
   int pw = is_pointwise(g), rc;
   int want_w = ctx->gw[0].data != NULL, want_b = ctx->n_w > 1 && ctx->gw[1].data;
   if (!want_w && !want_b)
@@ -84,12 +135,10 @@ int nnt_conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
     if (want_w && pw)
       NNT_TRY(k->gemm(k, 0, 1, p->filters, patch, n * plane, 1.0f, dy, n * plane, x, n * plane,
                       beta, ctx->gw[0].data, patch));
-    for (unsigned c0 = 0; want_w && !pw && c0 < g->c; c0 += p->bc) {
-      nnt_conv_geom gb = block_geom(p, c0);
-      float *col = ctx->scratch[1].data;
-      NNT_TRY(k->im2col(k, &gb, n, x + c0 * hw, col));
-      NNT_TRY(k->gemm(k, 0, 1, p->filters, gb.c * taps, n * plane, 1.0f, dy, n * plane, col,
-                      n * plane, beta, ctx->gw[0].data + c0 * taps, patch));
+    if (want_w && !pw) {
+      chan_job j = {p, ctx, dy, x, beta, n, p->gparts, p->bc / p->gparts, NNT_OK};
+      nnt_kernels_parallel(k, p->gparts, grad_chans, &j);
+      NNT_TRY(atomic_load(&j.rc));
     }
     if (want_b)
       NNT_TRY(k->sum_cols(k, p->filters, n * plane, dy, beta, ctx->gw[1].data));

@@ -18,6 +18,7 @@ typedef struct conv_priv {
   unsigned dnb; /* images per group in that scratch */
   unsigned fwd4; /* the forward's groups and scratch are F(4x4, 3x3)'s (wino4_tiles) */
   unsigned pnb;  /* nb = 1: images whose columns the forward's scratch holds (CONV_PAR_IMAGES) */
+  unsigned gparts; /* the weight gradient's parts (conv_chan_parts; 1 on a GPU) */
 } conv_priv;
 
 /* The forward takes conv_fwd for at most CONV_DIRECT_MAX_C input
@@ -43,6 +44,19 @@ static inline int conv_rows(const conv_priv *p, int deriv) {
   const nnt_conv_geom *g = &p->g;
   return g->c <= CONV_ROWS_MAX_C && (deriv ? nnt_conv_rows_take(g, p->filters, g->c)
                                            : nnt_conv_rows_take(g, g->c, p->filters));
+}
+
+/* The weight gradient runs a group of images in CONV_CHAN_PARTS parts,
+ * each a run of the channels in blocks of bc / CONV_CHAN_PARTS, where a
+ * part's block has at least CONV_CHAN_MIN_COLS columns (taps each
+ * channel); else in blocks of bc split inside each op
+ * (conv_backward.c). Measured (docs/performance.md, eighteenth round):
+ * ResNet-18's shortcuts (32 to 64 columns a part) ran slower in parts on
+ * one thread and no faster on two. */
+#define CONV_CHAN_PARTS 2
+#define CONV_CHAN_MIN_COLS 96
+static inline unsigned conv_chan_parts(unsigned bc, unsigned taps) {
+  return bc / CONV_CHAN_PARTS * taps < CONV_CHAN_MIN_COLS ? 1 : CONV_CHAN_PARTS;
 }
 
 /* Whether im2col of one image is the image itself (conv.c). */

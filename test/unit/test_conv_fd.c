@@ -289,8 +289,11 @@ typedef struct block_case {
  * 4 and 3 channels with a padded window; groups of 2 in blocks of 1; one
  * image at a time; groups of 2 in blocks of 3, 3 and 1 with a 2x3 window;
  * groups of 13 in blocks of 12 with stride 2 (the groups with the widest
- * narrow side: 2 x 64 deep by 4 x 9 wide beats 3 x 64 by 3 x 9); each with
- * a remainder group; finite differences on the 2x3 window. */
+ * narrow side: 2 x 64 deep by 4 x 9 wide beats 3 x 64 by 3 x 9); groups
+ * of 4 in one block of 48 channels with stride 2, whose weight gradient
+ * runs in two parts of 24 (the widest parts at least CONV_BWD_DEEP = 64
+ * deep: 4 x 16 deep by 24 x 9 wide beats 5 x 16 by 12 x 9); each with a
+ * remainder group; finite differences on the 2x3 window. */
 static void test_channel_blocks(void **state) {
   (void)state;
   const block_case cs[] = {
@@ -299,6 +302,7 @@ static void test_channel_blocks(void **state) {
       {2, 10, 10, 8, 3, 3, 0, 0, 0, 0, 7, 1, 2, 0},
       {7, 5, 12, 2, 2, 3, 0, 1, 1, 1, 5, 2, 3, 0},
       {24, 6, 6, 8, 3, 3, 1, 1, 1, 1, 25, 13, 12, 2},
+      {48, 8, 8, 16, 3, 3, 1, 1, 1, 1, 5, 4, 48, 2},
   };
   for (size_t t = 0; t < NNT_ARRAY_LEN(cs); t++) {
     const block_case *q = &cs[t];
