@@ -228,11 +228,6 @@ static void v_part(void *arg, size_t c0, size_t c1) {
   }
 }
 
-/* The products M[k] = U[k] V[k] of slices [k0, k1). */
-static void m_part(void *arg, size_t k0, size_t k1) {
-  const w4_job *j = arg;
-  nnt_cpu_wino_products(j->f, j->tc, j->c, j->u, j->v, j->m, k0, k1);
-}
 
 /* A^T applied to six rows into four: A^T's rows are (1, 1, 1, 1, 1, 0),
  * (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1). */
@@ -301,10 +296,12 @@ static size_t w4_most(size_t c, size_t f, size_t len) {
  * the scratch holds allow, a whole image at least where that is no more
  * than W4_MAX_TILES; else imgs whole images (rows th), as many as the
  * scratch holds, NNT_WINO4_MIN_CHUNK tiles or more. 0 when the scratch
- * holds neither beside the filters' transform. */
-static int w4_chunks(size_t c, size_t f, size_t th, size_t tw, size_t len, size_t *rows,
-                     size_t *imgs) {
-  size_t tpi = th * tw, most = w4_most(c, f, len);
+ * holds neither beside the filters' transform. slots: chunks of at most
+ * a slots-th of what the scratch holds (as many as its tiles' share of
+ * the scratch allows, the whole-image rule on the whole scratch). */
+static int w4_chunks(size_t c, size_t f, size_t th, size_t tw, size_t len, size_t slots,
+                     size_t *rows, size_t *imgs) {
+  size_t tpi = th * tw, most = w4_most(c, f, len) / slots;
   if (!tpi || !most)
     return 0;
   if (tpi < NNT_WINO4_IMAGE_TILES) {
@@ -328,14 +325,64 @@ int nnt_cpu_wino4_takes(const nnt_conv_geom *g, size_t filters, size_t scratch_l
   size_t tpi2 = (size_t)((g->oh + 1) / 2) * ((g->ow + 1) / 2);
   if (th * tw < NNT_WINO4_IMAGE_TILES && tpi2 >= NNT_WINO_IMAGE_TILES)
     return 0;
-  return nnt_wino_geom_ok(g) && w4_chunks(g->c, filters, th, tw, scratch_len, &rows, &imgs);
+  return nnt_wino_geom_ok(g) && w4_chunks(g->c, filters, th, tw, scratch_len, 1, &rows, &imgs);
 }
 
-/* The chunk's transforms and products, then its outputs. */
-static void w4_chunk(w4_job *j) {
-  nnt_cpu_pool_for(j->c, 1, 1, v_part, j);
-  nnt_cpu_pool_for_products(36, 1, 1, m_part, j);
-  nnt_cpu_pool_for(j->f, 1, 1, y_part, j);
+/* The forward's (or the derivative's) chunks run in W4_SLOTS slots of
+ * the scratch where each slot holds a chunk (w4_chunks with slots), each
+ * slot's run of chunks whole on one of the compute threads: a chunk's
+ * transforms, its 36 products and its outputs on the thread that made
+ * its transforms. Split inside each chunk instead (transforms by
+ * channels, products by slices, outputs by filters), every product read
+ * the transforms of both threads and every output both threads'
+ * products: ResNet-18's stage 1 forward and derivative ran at 1.05x one
+ * thread's speed on two cores that share no cache (docs/performance.md,
+ * eighteenth round). The chunks are the same at any thread count, so the
+ * results are bitwise the same too. Where a slot would hold too little
+ * (ResNet-18's stage 2: whole images, NNT_WINO4_MIN_CHUNK tiles), one
+ * slot, split inside each chunk as before. */
+#define W4_SLOTS 2
+
+typedef struct w4_run_job {
+  const w4_job *j;
+  size_t rows, imgs, per; /* a chunk's tile rows and images; chunks an image (imgs 1) */
+  size_t chunks, slot;    /* chunks in all; floats a slot */
+} w4_run_job;
+
+/* The tiles of chunk q: t0 and tc of j. */
+static void w4_chunk_at(const w4_run_job *r, size_t q, w4_job *j) {
+  size_t tpi = j->th * j->tw;
+  if (r->imgs > 1) {
+    j->t0 = q * r->imgs * tpi;
+    j->tc = (j->n - q * r->imgs < r->imgs ? j->n - q * r->imgs : r->imgs) * tpi;
+    return;
+  }
+  size_t r0 = q % r->per * r->rows;
+  j->t0 = q / r->per * tpi + r0 * j->tw;
+  j->tc = (j->th - r0 < r->rows ? j->th - r0 : r->rows) * j->tw;
+}
+
+/* Slots [s0, s1): slot s's run of chunks, each whole on this thread. */
+static void w4_slot_part(void *arg, size_t s0, size_t s1) {
+  const w4_run_job *r = arg;
+  for (size_t s = s0; s < s1; s++) {
+    w4_job j = *r->j;
+    size_t ct = r->rows * j.tw * r->imgs;
+    j.v = r->j->v + s * r->slot;
+    j.m = j.v + 36 * j.c * ct;
+    for (size_t q = r->chunks * s / W4_SLOTS; q < r->chunks * (s + 1) / W4_SLOTS; q++) {
+      w4_chunk_at(r, q, &j);
+      v_part(&j, 0, j.c);
+      nnt_cpu_wino_products(j.f, j.tc, j.c, j.u, j.v, j.m, 0, 36);
+      y_part(&j, 0, j.f);
+    }
+  }
+}
+
+/* The products M[k] = U[k] V[k] of slices [k0, k1). */
+static void m_part(void *arg, size_t k0, size_t k1) {
+  const w4_job *j = arg;
+  nnt_cpu_wino_products(j->f, j->tc, j->c, j->u, j->v, j->m, k0, k1);
 }
 
 int nnt_cpu_conv_wino4(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
@@ -347,31 +394,36 @@ int nnt_cpu_conv_wino4(const nnt_kernels *self, const nnt_conv_geom *g, size_t n
   w4_job j = {.g = g, .n = n, .f = filters, .c = g->c, .th = (g->oh + 3) / 4,
               .tw = (g->ow + 3) / 4, .flip = flip, .w = w, .bias = bias, .x = x, .y = y,
               .lp = w4_pick()};
-  size_t tpi = j.th * j.tw, rows, imgs;
-  if (!w4_chunks(j.c, j.f, j.th, j.tw, scratch_len, &rows, &imgs))
+  w4_run_job r = {.j = &j};
+  size_t slots = W4_SLOTS;
+  if (!w4_chunks(j.c, j.f, j.th, j.tw, scratch_len, 1, &r.rows, &r.imgs))
     return NNT_ERR_INVAL;
+  if (!w4_chunks(j.c, j.f, j.th, j.tw, scratch_len, slots, &r.rows, &r.imgs)) {
+    slots = 1;
+    w4_chunks(j.c, j.f, j.th, j.tw, scratch_len, 1, &r.rows, &r.imgs);
+  }
   if (!n)
     return NNT_OK;
-  if (imgs > 1) { /* the call's images in chunks as even as they go */
-    size_t nch = (n + imgs - 1) / imgs;
-    imgs = (n + nch - 1) / nch;
+  if (r.imgs > 1) { /* the call's images in chunks as even as they go */
+    size_t nch = (n + r.imgs - 1) / r.imgs;
+    r.imgs = (n + nch - 1) / nch;
   }
   j.u = scratch;
   j.v = j.u + 36 * j.f * j.c;
-  j.m = j.v + 36 * j.c * rows * j.tw * imgs;
+  j.m = j.v + 36 * j.c * r.rows * j.tw * r.imgs;
   nnt_cpu_pool_for(j.f, 1, 1, u_part, &j);
-  for (size_t i = 0; i < n; i += imgs) {
-    if (imgs > 1) { /* whole images */
-      j.t0 = i * tpi;
-      j.tc = (n - i < imgs ? n - i : imgs) * tpi;
-      w4_chunk(&j);
-      continue;
-    }
-    for (size_t r0 = 0; r0 < j.th; r0 += rows) { /* chunks within one image */
-      j.t0 = i * tpi + r0 * j.tw;
-      j.tc = (j.th - r0 < rows ? j.th - r0 : rows) * j.tw;
-      w4_chunk(&j);
-    }
+  r.per = (j.th + r.rows - 1) / r.rows;
+  r.chunks = r.imgs > 1 ? (n + r.imgs - 1) / r.imgs : n * r.per;
+  r.slot = 36 * (j.c + j.f) * r.rows * j.tw * r.imgs;
+  if (slots > 1) {
+    nnt_cpu_pool_for_products(W4_SLOTS, 1, 1, w4_slot_part, &r);
+    return NNT_OK;
+  }
+  for (size_t q = 0; q < r.chunks; q++) { /* one slot: each chunk split over the threads */
+    w4_chunk_at(&r, q, &j);
+    nnt_cpu_pool_for(j.c, 1, 1, v_part, &j);
+    nnt_cpu_pool_for_products(36, 1, 1, m_part, &j);
+    nnt_cpu_pool_for(j.f, 1, 1, y_part, &j);
   }
   return NNT_OK;
 }
