@@ -178,10 +178,10 @@ static int conv_set(nnt_layer *l, const char *key, const char *value, nnt_err *e
 }
 
 /* A weight gradient product at least this deep (images x plane) runs as
- * fast as its width allows: ResNet-18's stage 4 gradient (4 images
- * deep, parts 288 columns wide, against 6 deep and 117 wide) 69 -> 74
- * GFLOP/s on one thread and 124 -> 150 on two (docs/performance.md,
- * eighteenth round). */
+ * fast as its width allows: ResNet-18's stage 4 gradient (4 images x 16
+ * deep, parts 288 columns wide, against 6 x 16 deep and 117 wide) 69-70
+ * -> 71-75 GFLOP/s on one thread and 121-127 -> 130-153 on two
+ * (docs/performance.md, eighteenth round). */
 #define CONV_BWD_DEEP 64
 /* The backward's groups and channel blocks: its scratch (a block's
  * columns [bc*kh*kw, bnb*plane] and, for bnb > 1, the gathered dY
@@ -199,8 +199,8 @@ static int conv_set(nnt_layer *l, const char *key, const char *value, nnt_err *e
  * columns) and as even as they go, the one whose gradient products are
  * the widest (a part's block: bc / parts x kh x kw, conv_chan_parts)
  * among those at least CONV_BWD_DEEP deep (bnb x plane), else whose
- * narrower side is the widest, the most images on a tie; bnb 1 with every channel in one block (no dY
- * to gather) where none fits. */
+ * narrower side is the widest, the most images on a tie; bnb 1 with
+ * every channel in one block (no dY to gather) where none fits. */
 static void backward_blocks(conv_priv *p, size_t room) {
   size_t taps = (size_t)p->g.kh * p->g.kw, plane = (size_t)p->g.oh * p->g.ow, best = 0;
   p->bnb = 1;

@@ -228,7 +228,6 @@ static void v_part(void *arg, size_t c0, size_t c1) {
   }
 }
 
-
 /* A^T applied to six rows into four: A^T's rows are (1, 1, 1, 1, 1, 0),
  * (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1). */
 
