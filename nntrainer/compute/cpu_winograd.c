@@ -302,6 +302,10 @@ static void v_part(void *arg, size_t c0, size_t c1) {
     nnt_wino_v_part_avx512(arg, c0, c1);
     return;
   }
+  if (nnt_cpu_vec_avx2()) {
+    nnt_wino_v_part_avx2(arg, c0, c1);
+    return;
+  }
 #endif
   v_part_c(arg, c0, c1);
 }
@@ -351,6 +355,10 @@ static void y_part(void *arg, size_t f0, size_t f1) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   if (nnt_cpu_vec_avx512()) {
     nnt_wino_y_part_avx512(arg, f0, f1);
+    return;
+  }
+  if (nnt_cpu_vec_avx2()) {
+    nnt_wino_y_part_avx2(arg, f0, f1);
     return;
   }
 #endif
@@ -542,6 +550,10 @@ static void dyt_part(void *arg, size_t f0, size_t f1) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   if (nnt_cpu_vec_avx512()) {
     nnt_wino_dyt_part_avx512(arg, f0, f1);
+    return;
+  }
+  if (nnt_cpu_vec_avx2()) {
+    nnt_wino_dyt_part_avx2(arg, f0, f1);
     return;
   }
 #endif

@@ -51,5 +51,10 @@ void nnt_wino_dyt_part_avx512(void *arg, size_t f0, size_t f1);
 /* The output transform y (y_part) on AVX-512, as the pool's parts over
  * filters; the same bits. */
 void nnt_wino_y_part_avx512(void *arg, size_t f0, size_t f1);
+/* The same three on AVX2 (cpu_winograd_avx2.c), 8 tiles at a time; the
+ * same bits. Only where nnt_cpu_vec_avx2(). */
+void nnt_wino_v_part_avx2(void *arg, size_t c0, size_t c1);
+void nnt_wino_dyt_part_avx2(void *arg, size_t f0, size_t f1);
+void nnt_wino_y_part_avx2(void *arg, size_t f0, size_t f1);
 
 #endif

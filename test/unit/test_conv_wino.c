@@ -148,14 +148,17 @@ static void test_against_naive(void **state) {
                          NNT_OK);
         assert_true(tu_one_thread() > 0);
         assert_memory_equal(y, y2, ylen * sizeof *y);
-        /* the input transform's plain C gives the same bits as the
-         * vector path this CPU may take */
-        int was = nnt_cpu_vec_path(NNT_BLAS_SSE);
-        assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w, d->bias ? b : NULL,
-                                      x, y2, s, lens[li]),
-                         NNT_OK);
-        nnt_cpu_vec_path(was);
-        assert_memory_equal(y, y2, ylen * sizeof *y);
+        /* the transforms' plain C, then their AVX2 code where the CPU
+         * has it, give the bits of the widest path this CPU takes */
+        for (int path = NNT_BLAS_SSE; path <= NNT_BLAS_AVX2; path += NNT_BLAS_AVX2) {
+          int was = nnt_cpu_vec_path(path);
+          memset(y2, 0, ylen * sizeof *y2);
+          assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w,
+                                        d->bias ? b : NULL, x, y2, s, lens[li]),
+                           NNT_OK);
+          nnt_cpu_vec_path(was);
+          assert_memory_equal(y, y2, ylen * sizeof *y);
+        }
         free(s);
         runs++;
       }
@@ -233,11 +236,14 @@ static void test_dw_against_naive(void **state) {
                        NNT_OK);
       assert_true(tu_one_thread() > 0);
       assert_memory_equal(dw, dw2, wlen * sizeof *dw);
-      int was = nnt_cpu_vec_path(NNT_BLAS_SSE);
-      assert_int_equal(k->conv_wino_dw(k, &g, d->n, d->filters, dy, x, dw2, s, lens[li]),
-                       NNT_OK);
-      nnt_cpu_vec_path(was);
-      assert_memory_equal(dw, dw2, wlen * sizeof *dw);
+      for (int path = NNT_BLAS_SSE; path <= NNT_BLAS_AVX2; path += NNT_BLAS_AVX2) {
+        int was = nnt_cpu_vec_path(path);
+        memset(dw2, 0, wlen * sizeof *dw2);
+        assert_int_equal(k->conv_wino_dw(k, &g, d->n, d->filters, dy, x, dw2, s, lens[li]),
+                         NNT_OK);
+        nnt_cpu_vec_path(was);
+        assert_memory_equal(dw, dw2, wlen * sizeof *dw);
+      }
       free(s);
       runs++;
     }
