@@ -28,14 +28,16 @@
  * Threads (cpu_pool.c): where the scratch holds two regions (a V and an M
  * each), the forward runs two runs of chunks at once, each thread taking a
  * chunk's input transform, products and output transform in its own
- * region; else the transforms split over channels or filters and the kg
- * products of a pass run one per part (one-thread OpenBLAS sgemms). The
+ * region; else the input transform splits over channels, and the kg
+ * products of a pass and the output transform over two fixed halves of
+ * the filters (my_part: one-thread OpenBLAS sgemms). The
  * weight gradient splits a chunk's slices: a thread makes the V and the
  * dY tiles of its slices and their products. U's transform splits over
  * filters. Every value is computed by the same arithmetic on any thread
  * count. The transforms are plain C loops over the tiles of a row
- * (contiguous in V and M), which the compiler vectorizes; a slice outside
- * the pass is written to a junk row of its own. */
+ * (contiguous in V and M), which the compiler vectorizes, or their AVX2
+ * and AVX-512 copies; a slice outside the pass is written to a junk row
+ * of its own. */
 #include <cblas.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -323,6 +325,33 @@ static void m_part(void *arg, size_t k0, size_t k1) {
   nnt_cpu_wino_products(j->f, j->tc, j->c, j->u, j->v, j->m, k0, k1);
 }
 
+/* The one-region forward's products and outputs in WINO_FPARTS fixed
+ * parts of the filters, each part's kg products and its output transform
+ * on one thread: a part's M is read where it was made, and a chunk takes
+ * two jobs, not three. ResNet-18's step at two threads on a Zen 2 (pairs
+ * alternating against split products by slices and outputs by filters):
+ * 707-717 -> 662-669 ms with the cores apart, 622-627 -> 634-658 with
+ * them sharing a cache; stage 3 at one thread 6-7% slower (products of
+ * half the rows). The parts depend on the sizes alone: the same products
+ * at any thread count. */
+#define WINO_FPARTS 2
+
+static void y_part(void *arg, size_t f0, size_t f1);
+
+/* Filter parts [p0, p1) of WINO_FPARTS: M[k] of their filters, then y. */
+static void my_part(void *arg, size_t p0, size_t p1) {
+  const wino_job *j = arg;
+  for (size_t p = p0; p < p1; p++) {
+    size_t f0 = p * j->f / WINO_FPARTS, f1 = (p + 1) * j->f / WINO_FPARTS;
+    for (size_t k = 0; k < j->kg; k++)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(f1 - f0), (int)j->tc,
+                  (int)j->c, 1.0f, j->u + (k * j->f + f0) * j->c, (int)j->c,
+                  j->v + k * j->c * j->tc, (int)j->tc, 0.0f, j->m + (k * j->f + f0) * j->tc,
+                  (int)j->tc);
+    y_part(arg, f0, f1);
+  }
+}
+
 /* A^T M A for nt tiles of the 16 slices m: rows 0 and 1 of each tile's
  * 2x2 outputs, side by side, into o0 and o1. A^T's rows are (1, 1, 1, 0)
  * and (0, 1, -1, -1). */
@@ -501,8 +530,7 @@ int nnt_cpu_conv_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
     for (size_t ci = 0; ci < j.nch; ci++) {
       chunk_at(&j, chunk, ci);
       nnt_cpu_pool_for(j.c, 1, 1, v_part, &j);
-      nnt_cpu_pool_for_products(j.kg, 1, 1, m_part, &j);
-      nnt_cpu_pool_for(j.f, 1, 1, y_part, &j);
+      nnt_cpu_pool_for_products(WINO_FPARTS, 1, 1, my_part, &j);
     }
   }
   return NNT_OK;
