@@ -339,7 +339,8 @@ int nnt_cpu_wino4_takes(const nnt_conv_geom *g, size_t filters, size_t scratch_l
  * eighteenth round). The chunks are the same at any thread count, so the
  * results are bitwise the same too. Where a slot would hold too little
  * (ResNet-18's stage 2: whole images, NNT_WINO4_MIN_CHUNK tiles), one
- * slot, split inside each chunk as before. */
+ * slot: each chunk's input transform split by channels, then its
+ * products and outputs by two fixed halves of the filters (w4_my_part). */
 #define W4_SLOTS 2
 
 typedef struct w4_run_job {
@@ -378,10 +379,23 @@ static void w4_slot_part(void *arg, size_t s0, size_t s1) {
   }
 }
 
-/* The products M[k] = U[k] V[k] of slices [k0, k1). */
-static void m_part(void *arg, size_t k0, size_t k1) {
+/* One slot's products and outputs in W4_FPARTS fixed halves of the
+ * filters, each half's 36 products and its output transform on one
+ * thread (cpu_winograd.c's my_part): the same products at any thread
+ * count. */
+#define W4_FPARTS 2
+
+static void w4_my_part(void *arg, size_t p0, size_t p1) {
   const w4_job *j = arg;
-  nnt_cpu_wino_products(j->f, j->tc, j->c, j->u, j->v, j->m, k0, k1);
+  for (size_t p = p0; p < p1; p++) {
+    size_t f0 = p * j->f / W4_FPARTS, f1 = (p + 1) * j->f / W4_FPARTS;
+    for (size_t k = 0; k < 36; k++)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(f1 - f0), (int)j->tc,
+                  (int)j->c, 1.0f, j->u + (k * j->f + f0) * j->c, (int)j->c,
+                  j->v + k * j->c * j->tc, (int)j->tc, 0.0f, j->m + (k * j->f + f0) * j->tc,
+                  (int)j->tc);
+    y_part(arg, f0, f1);
+  }
 }
 
 int nnt_cpu_conv_wino4(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
@@ -421,8 +435,7 @@ int nnt_cpu_conv_wino4(const nnt_kernels *self, const nnt_conv_geom *g, size_t n
   for (size_t q = 0; q < r.chunks; q++) { /* one slot: each chunk split over the threads */
     w4_chunk_at(&r, q, &j);
     nnt_cpu_pool_for(j.c, 1, 1, v_part, &j);
-    nnt_cpu_pool_for_products(36, 1, 1, m_part, &j);
-    nnt_cpu_pool_for(j.f, 1, 1, y_part, &j);
+    nnt_cpu_pool_for_products(W4_FPARTS, 1, 1, w4_my_part, &j);
   }
   return NNT_OK;
 }
