@@ -82,6 +82,13 @@ void nnt_win_even_add_avx512(float *dst, const float *src, size_t n);
  * done) for another geometry. */
 int nnt_win_col2im_set_avx512(const struct nnt_conv_geom *g, size_t n, size_t c0, size_t c1,
                               const float *col, float *dx, size_t in);
+/* The 1x1 stride-2 window's im2col and col2im_set on AVX2
+ * (cpu_window_avx2.c), as the AVX-512 ones: 0 (nothing done) for another
+ * geometry. Only where nnt_cpu_vec_avx2. */
+int nnt_win_im2col_avx2(const struct nnt_conv_geom *g, size_t n, size_t r0, size_t r1,
+                        const float *x, size_t in, float *col);
+int nnt_win_col2im_set_avx2(const struct nnt_conv_geom *g, size_t n, size_t c0, size_t c1,
+                            const float *col, float *dx, size_t in);
 int nnt_cpu_bn_fwd_train(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                          const float *x, const float *gamma, const float *beta, float eps,
                          float *mean, float *var, float *invstd, float *xhat, float *y);

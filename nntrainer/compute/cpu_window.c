@@ -145,7 +145,9 @@ static void im2col_part(void *p, size_t r0, size_t r1) {
   const win_job *j = p;
   const nnt_conv_geom *g = j->g;
   size_t plane = (size_t)g->oh * g->ow, in = nnt_conv_img_stride(g);
-  if (nnt_cpu_vec_avx512() && nnt_win_im2col_avx512(g, j->n, r0, r1, j->in, in, j->out))
+  if (nnt_cpu_vec_avx512() ? nnt_win_im2col_avx512(g, j->n, r0, r1, j->in, in, j->out)
+                            : nnt_cpu_vec_avx2() &&
+                                  nnt_win_im2col_avx2(g, j->n, r0, r1, j->in, in, j->out))
     return;
   for (size_t i = 0; i < j->n; i++)
     im2col1(g, r0, r1, j->in + i * in, j->out + i * plane, j->n * plane);
@@ -236,7 +238,9 @@ static void col2im_set_part(void *p, size_t c0, size_t c1) {
   const win_job *j = p;
   const nnt_conv_geom *g = j->g;
   size_t hw = (size_t)g->h * g->w, in = nnt_conv_img_stride(g);
-  if (nnt_cpu_vec_avx512() && nnt_win_col2im_set_avx512(g, j->n, c0, c1, j->in, j->out, in))
+  if (nnt_cpu_vec_avx512() ? nnt_win_col2im_set_avx512(g, j->n, c0, c1, j->in, j->out, in)
+                            : nnt_cpu_vec_avx2() &&
+                                  nnt_win_col2im_set_avx2(g, j->n, c0, c1, j->in, j->out, in))
     return;
   for (size_t i = 0; i < j->n; i++)
     memset(j->out + i * in + c0 * hw, 0, (c1 - c0) * hw * sizeof(float));

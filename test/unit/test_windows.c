@@ -73,7 +73,8 @@ static void test_windows(void **state) {
       geom(2, 5, 41, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1),
       geom(1, 7, 72, 3, 3, 2, 2, 2, 2, 2, 1, 3, 2),
       /* 1x1 windows with stride 2 across and rows of at least 8 outputs
-       * (ResNet-18's shortcuts: even values moved out of two vectors): 9
+       * (ResNet-18's shortcuts: even values moved out of two vectors; the
+       * 8x8 -> 4x4 one above on AVX2, rows of 4 outputs): 9
        * outputs whose last reads the input row's last value, 16, and 17
        * (a vector and one more) with stride 3 down */
       geom(3, 5, 17, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0),
@@ -117,9 +118,11 @@ static void test_windows(void **state) {
     for (size_t i = 0; i < nx * NI; i++)
       rhs += (double)x[i] * ((double)dx[i] - dx0[i]);
     tu_expect1("col2im adjoint", rhs, lhs, 1e-5);
-    { /* the plain C loops give the same bits as the AVX-512 code, where the
-       * CPU has it (the same values copied, the same adds in the same order) */
-      int was = nnt_cpu_vec_path(NNT_BLAS_SSE);
+    /* the plain C loops, then the AVX2 code, give the same bits as the
+     * widest path the CPU takes (the same values copied, the same adds in
+     * the same order) */
+    for (int path = NNT_BLAS_SSE; path <= NNT_BLAS_AVX2; path += NNT_BLAS_AVX2) {
+      int was = nnt_cpu_vec_path(path);
       float *colc = malloc(ncol * 4), *dxc = tu_dup(dx0, nx * NI);
       K->im2col(K, g, NI, x, colc);
       K->col2im(K, g, NI, cr, dxc);
@@ -136,8 +139,8 @@ static void test_windows(void **state) {
         crz[i] = -0.0f;
       memset(want, 0, nx * NI * 4);
       K->col2im(K, g, NI, crz, want);
-      for (int path = 0; path < 2; path++) {
-        int was = path ? nnt_cpu_vec_path(NNT_BLAS_SSE) : 0;
+      for (int path = 0; path < 3; path++) { /* the widest, plain C, AVX2 */
+        int was = path ? nnt_cpu_vec_path(path == 1 ? NNT_BLAS_SSE : NNT_BLAS_AVX2) : 0;
         for (size_t i = 0; i < nx * NI; i++)
           set[i] = NAN;
         assert_int_equal(K->col2im_set(K, g, NI, crz, set), NNT_OK);
