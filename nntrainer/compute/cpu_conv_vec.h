@@ -92,8 +92,11 @@ NNT_CV_AVX2 static inline __m256 nnt_cv_loadm256(const float *row, long off, __m
   return _mm256_maskload_ps((const float *)((uintptr_t)row + (uintptr_t)off * 4u), m);
 }
 /* Plain stores of 8, 4, 2 and 1 lanes: a masked store (vmaskmovps) is
- * microcoded on AMD's Zen 2, many times a plain store's cost. */
-NNT_CV_AVX2 static inline void nnt_cv_storen256(float *p, __m256 v, unsigned nl) {
+ * microcoded on AMD's Zen 2, many times a plain store's cost. AVX2 alone
+ * (no FMA), so that the Winograd and window code built for AVX2 inlines
+ * it too (cpu_winograd_avx2.c, cpu_window_avx2.c). */
+#define NNT_CV_AVX2_ONLY __attribute__((target("avx2")))
+NNT_CV_AVX2_ONLY static inline void nnt_cv_storen256(float *p, __m256 v, unsigned nl) {
   if (nl >= 8) {
     _mm256_storeu_ps(p, v);
     return;

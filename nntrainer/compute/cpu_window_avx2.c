@@ -6,6 +6,7 @@
  * microcoded on AMD's Zen 2). Every value is copied as is, and each of
  * dX's is its column value + 0.0f, as the plain loops add it onto a zero:
  * the same bits (test_windows runs every geometry on each path). */
+#include "nntrainer/compute/cpu_conv_vec.h"
 #include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/compute/kernels.h"
 
@@ -18,27 +19,6 @@
 static WIN_AVX2 __m256i first_lanes(size_t n) {
   const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 8 ? n : 8)), idx);
-}
-
-/* The first n (<= 8) of v's values to p by plain stores. */
-static WIN_AVX2 void store_first(float *p, __m256 v, size_t n) {
-  if (n >= 8) {
-    _mm256_storeu_ps(p, v);
-    return;
-  }
-  __m128 lo = _mm256_castps256_ps128(v);
-  if (n >= 4) {
-    _mm_storeu_ps(p, lo);
-    lo = _mm256_extractf128_ps(v, 1);
-    p += 4, n -= 4;
-  }
-  if (n >= 2) {
-    _mm_storel_pi((__m64 *)(void *)p, lo);
-    lo = _mm_movehl_ps(lo, lo);
-    p += 2, n -= 2;
-  }
-  if (n)
-    _mm_store_ss(p, lo);
 }
 
 /* n (<= 8) values from p, zeros past them; plain loads where 8 are there. */
@@ -73,7 +53,7 @@ WIN_AVX2 int nnt_win_im2col_avx2(const nnt_conv_geom *g, size_t n, size_t r0, si
           /* the even values: (a0 a2 b0 b2 | a4 a6 b4 b6), then a's before b's */
           __m256 e = _mm256_shuffle_ps(a, b, 0x88);
           e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8));
-          store_first(r + ox, e, k);
+          nnt_cv_storen256(r + ox, e, (unsigned)k);
         }
       }
     }
@@ -98,7 +78,7 @@ WIN_AVX2 int nnt_win_col2im_set_avx2(const nnt_conv_geom *g, size_t n, size_t c0
       for (size_t iy = 0; iy < g->h; iy++, d += w) {
         if (iy % g->sh || iy / g->sh >= g->oh) { /* no window's row */
           for (size_t x = 0; x < w; x += 8)
-            store_first(d + x, zero, w - x);
+            nnt_cv_storen256(d + x, zero, (unsigned)(w - x < 8 ? w - x : 8));
           continue;
         }
         const float *r = src + iy / g->sh * g->ow;
@@ -106,9 +86,11 @@ WIN_AVX2 int nnt_win_col2im_set_avx2(const nnt_conv_geom *g, size_t n, size_t c0
           size_t k = g->ow - ox < 8 ? g->ow - ox : 8, left = w - 2 * ox;
           __m256 v = _mm256_add_ps(load_first(r + ox, k), zero);
           __m256 lo = _mm256_unpacklo_ps(v, zero), hi = _mm256_unpackhi_ps(v, zero);
-          store_first(d + 2 * ox, _mm256_permute2f128_ps(lo, hi, 0x20), left);
+          nnt_cv_storen256(d + 2 * ox, _mm256_permute2f128_ps(lo, hi, 0x20),
+                           (unsigned)(left < 8 ? left : 8));
           if (left > 8)
-            store_first(d + 2 * ox + 8, _mm256_permute2f128_ps(lo, hi, 0x31), left - 8);
+            nnt_cv_storen256(d + 2 * ox + 8, _mm256_permute2f128_ps(lo, hi, 0x31),
+                             (unsigned)(left - 8 < 8 ? left - 8 : 8));
         }
       }
     }

@@ -5,6 +5,7 @@
  * (test_conv_wino runs every case on each path). The plain C loops run
  * along a tile row, which in ResNet-18's stages 3 and 4 is 4 and 2 tiles
  * long: there they were mostly loop overhead (docs/performance.md). */
+#include "nntrainer/compute/cpu_conv_vec.h"
 #include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/compute/cpu_winograd.h"
 
@@ -43,34 +44,11 @@ static WINO_AVX2 void evens_odds(__m256 a, __m256 b, __m256 *e, __m256 *d) {
       _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));
 }
 
-/* The first n of v's 8 values to p: plain stores of 4, 2 and 1 (a
- * masked store, vmaskmovps, is microcoded on AMD's Zen 2: there it took
- * most of the input transform's time). */
-static WINO_AVX2 void store_n(float *p, __m256 v, size_t n) {
-  if (n >= 8) {
-    _mm256_storeu_ps(p, v);
-    return;
-  }
-  __m128 lo = _mm256_castps256_ps128(v);
-  if (n >= 4) {
-    _mm_storeu_ps(p, lo);
-    lo = _mm256_extractf128_ps(v, 1);
-    p += 4, n -= 4;
-  }
-  if (n >= 2) {
-    _mm_storel_pi((__m64 *)(void *)p, lo);
-    lo = _mm_movehl_ps(lo, lo);
-    p += 2, n -= 2;
-  }
-  if (n)
-    _mm_store_ss(p, lo);
-}
-
 /* A row's 4 slices (NULL: not in the pass), the first nt tiles. */
 static WINO_AVX2 void store4(float *const o[4], unsigned nt, const __m256 v[4]) {
   for (int k = 0; k < 4; k++)
     if (o[k])
-      store_n(o[k], v[k], nt);
+      nnt_cv_storen256(o[k], v[k], nt);
 }
 
 /* v_row's arithmetic for up to 8 tiles at once, every tile alike (the
@@ -184,9 +162,9 @@ WINO_AVX2 void nnt_wino_y_part_avx2(void *arg, size_t f0, size_t f1) {
             if (cols > 8)
               r1 = _mm256_add_ps(_mm256_maskload_ps(yr + 8, m1), r1);
           }
-          store_n(yr, r0, cols);
+          nnt_cv_storen256(yr, r0, (unsigned)(cols < 8 ? cols : 8));
           if (cols > 8)
-            store_n(yr + 8, r1, cols - 8);
+            nnt_cv_storen256(yr + 8, r1, (unsigned)(cols - 8));
         }
       }
     }
