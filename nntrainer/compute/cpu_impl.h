@@ -62,9 +62,10 @@ int nnt_cpu_vec_avx2(void);
 void nnt_cpu_wino_taps(const float *w, int flip, size_t f, size_t nf, size_t c, size_t c0,
                        size_t nc, size_t ld, float *g);
 /* The Winograd products M[k] = U[k] V[k] ([f, c] x [c, t], k in [k0, k1),
- * slices laid out one after another) as one-thread OpenBLAS sgemms. */
-void nnt_cpu_wino_products(size_t f, size_t t, size_t c, const float *u, const float *v,
-                           float *m, size_t k0, size_t k1);
+ * slices laid out one after another), rows [f0, f1) of each, as
+ * one-thread OpenBLAS sgemms. */
+void nnt_cpu_wino_products(size_t f, size_t f0, size_t f1, size_t t, size_t c, const float *u,
+                           const float *v, float *m, size_t k0, size_t k1);
 /* im2col and col2im's AVX-512 code (cpu_window_avx512.c; the same bits as
  * cpu_window.c's loops), where nnt_cpu_vec_avx512: the first two do rows
  * [r0, r1) or channels [c0, c1) of n images (x or dx in images in floats

@@ -312,17 +312,18 @@ static void v_part(void *arg, size_t c0, size_t c1) {
   v_part_c(arg, c0, c1);
 }
 
-void nnt_cpu_wino_products(size_t f, size_t t, size_t c, const float *u, const float *v,
-                           float *m, size_t k0, size_t k1) {
+void nnt_cpu_wino_products(size_t f, size_t f0, size_t f1, size_t t, size_t c, const float *u,
+                           const float *v, float *m, size_t k0, size_t k1) {
   for (size_t k = k0; k < k1; k++)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)f, (int)t, (int)c, 1.0f,
-                u + k * f * c, (int)c, v + k * c * t, (int)t, 0.0f, m + k * f * t, (int)t);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(f1 - f0), (int)t, (int)c, 1.0f,
+                u + (k * f + f0) * c, (int)c, v + k * c * t, (int)t, 0.0f, m + (k * f + f0) * t,
+                (int)t);
 }
 
 /* The products M[k] = U[k] V[k] of slices [k0, k1) of the pass. */
 static void m_part(void *arg, size_t k0, size_t k1) {
   const wino_job *j = arg;
-  nnt_cpu_wino_products(j->f, j->tc, j->c, j->u, j->v, j->m, k0, k1);
+  nnt_cpu_wino_products(j->f, 0, j->f, j->tc, j->c, j->u, j->v, j->m, k0, k1);
 }
 
 /* The one-region forward's products and outputs in WINO_FPARTS fixed
@@ -343,11 +344,7 @@ static void my_part(void *arg, size_t p0, size_t p1) {
   const wino_job *j = arg;
   for (size_t p = p0; p < p1; p++) {
     size_t f0 = p * j->f / WINO_FPARTS, f1 = (p + 1) * j->f / WINO_FPARTS;
-    for (size_t k = 0; k < j->kg; k++)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(f1 - f0), (int)j->tc,
-                  (int)j->c, 1.0f, j->u + (k * j->f + f0) * j->c, (int)j->c,
-                  j->v + k * j->c * j->tc, (int)j->tc, 0.0f, j->m + (k * j->f + f0) * j->tc,
-                  (int)j->tc);
+    nnt_cpu_wino_products(j->f, f0, f1, j->tc, j->c, j->u, j->v, j->m, 0, j->kg);
     y_part(arg, f0, f1);
   }
 }

@@ -373,7 +373,7 @@ static void w4_slot_part(void *arg, size_t s0, size_t s1) {
     for (size_t q = r->chunks * s / W4_SLOTS; q < r->chunks * (s + 1) / W4_SLOTS; q++) {
       w4_chunk_at(r, q, &j);
       v_part(&j, 0, j.c);
-      nnt_cpu_wino_products(j.f, j.tc, j.c, j.u, j.v, j.m, 0, 36);
+      nnt_cpu_wino_products(j.f, 0, j.f, j.tc, j.c, j.u, j.v, j.m, 0, 36);
       y_part(&j, 0, j.f);
     }
   }
@@ -389,11 +389,7 @@ static void w4_my_part(void *arg, size_t p0, size_t p1) {
   const w4_job *j = arg;
   for (size_t p = p0; p < p1; p++) {
     size_t f0 = p * j->f / W4_FPARTS, f1 = (p + 1) * j->f / W4_FPARTS;
-    for (size_t k = 0; k < 36; k++)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(f1 - f0), (int)j->tc,
-                  (int)j->c, 1.0f, j->u + (k * j->f + f0) * j->c, (int)j->c,
-                  j->v + k * j->c * j->tc, (int)j->tc, 0.0f, j->m + (k * j->f + f0) * j->tc,
-                  (int)j->tc);
+    nnt_cpu_wino_products(j->f, f0, f1, j->tc, j->c, j->u, j->v, j->m, 0, 36);
     y_part(arg, f0, f1);
   }
 }
