@@ -82,40 +82,56 @@ static void im2col_flat_row(const nnt_conv_geom *g, const float *xc, unsigned a,
   }
 }
 
-/* im2col of rows [r0, r1) (row (c, a, b): channel c's tap (a, b)) of one
- * image x into the rows of col whose stride is ld. */
-static void im2col1(const nnt_conv_geom *g, size_t r0, size_t r1, const float *x, float *col,
-                    size_t ld) {
+/* im2col of rows [r0, r1) (row (c, a, b): channel c's tap (a, b)) of
+ * the n images at x (in floats apart) into col, image i's part of a row at
+ * i * plane. A row's tap and valid columns are found once for all the
+ * images (their divisions cost more than a small plane's copies: ResNet-18's
+ * res4a_c1, 4x4 outputs, took 1.15 ms a group of 11 images when they were
+ * found per image). */
+static void im2col_rows(const nnt_conv_geom *g, size_t n, size_t r0, size_t r1, const float *x,
+                        size_t in, float *col) {
   int flat = im2col_flat(g);
-  size_t taps = (size_t)g->kh * g->kw;
+  size_t taps = (size_t)g->kh * g->kw, hw = (size_t)g->h * g->w, ow = g->ow;
+  size_t plane = (size_t)g->oh * ow, ld = n * plane;
+  unsigned c = (unsigned)(r0 / taps), a = (unsigned)(r0 % taps / g->kw),
+           b = (unsigned)(r0 % g->kw);
   for (size_t rr = r0; rr < r1; rr++) {
-    unsigned c = (unsigned)(rr / taps), a = (unsigned)(rr % taps / g->kw),
-             b = (unsigned)(rr % g->kw);
-    float *row = col + rr * ld;
     long off = (long)b * g->dw - g->pl;
     unsigned lo, hi;
     nnt_cpu_valid_cols(g, off, &lo, &hi);
-    if (flat) {
-      im2col_flat_row(g, x + (size_t)c * g->h * g->w, a, off, lo, hi, row);
-      continue;
-    }
-    for (unsigned oy = 0; oy < g->oh; oy++) {
-      long iy = (long)oy * g->sh - g->pt + (long)a * g->dh;
-      float *r = row + (size_t)oy * g->ow;
-      if (iy < 0 || iy >= (long)g->h) {
-        memset(r, 0, g->ow * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+      const float *xc = x + i * in + c * hw;
+      float *row = col + rr * ld + i * plane;
+      if (flat) {
+        im2col_flat_row(g, xc, a, off, lo, hi, row);
         continue;
       }
-      const float *xr = x + ((size_t)c * g->h + (size_t)iy) * g->w + off;
-      for (unsigned ox = 0; ox < lo; ox++)
-        r[ox] = 0.0f;
-      if (g->sw == 1)
-        memcpy(r + lo, xr + lo, (hi - lo) * sizeof(float));
-      else
-        for (unsigned ox = lo; ox < hi; ox++)
-          r[ox] = xr[(size_t)ox * g->sw];
-      for (unsigned ox = hi; ox < g->ow; ox++)
-        r[ox] = 0.0f;
+      for (unsigned oy = 0; oy < g->oh; oy++) {
+        long iy = (long)oy * g->sh - g->pt + (long)a * g->dh;
+        float *r = row + (size_t)oy * ow;
+        if (iy < 0 || iy >= (long)g->h) {
+          memset(r, 0, ow * sizeof(float));
+          continue;
+        }
+        const float *xr = xc + (size_t)iy * g->w + off;
+        for (unsigned ox = 0; ox < lo; ox++)
+          r[ox] = 0.0f;
+        if (g->sw == 1)
+          memcpy(r + lo, xr + lo, (hi - lo) * sizeof(float));
+        else if (g->sw == 2)
+          for (unsigned ox = lo; ox < hi; ox++)
+            r[ox] = xr[2 * (size_t)ox];
+        else
+          for (unsigned ox = lo; ox < hi; ox++)
+            r[ox] = xr[(size_t)ox * g->sw];
+        for (unsigned ox = hi; ox < ow; ox++)
+          r[ox] = 0.0f;
+      }
+    }
+    if (++b == g->kw) {
+      b = 0;
+      if (++a == g->kh)
+        a = 0, c++;
     }
   }
 }
@@ -144,13 +160,12 @@ static size_t win_min_channels(const nnt_conv_geom *g, size_t n) {
 static void im2col_part(void *p, size_t r0, size_t r1) {
   const win_job *j = p;
   const nnt_conv_geom *g = j->g;
-  size_t plane = (size_t)g->oh * g->ow, in = nnt_conv_img_stride(g);
+  size_t in = nnt_conv_img_stride(g);
   if (nnt_cpu_vec_avx512() ? nnt_win_im2col_avx512(g, j->n, r0, r1, j->in, in, j->out)
                             : nnt_cpu_vec_avx2() &&
                                   nnt_win_im2col_avx2(g, j->n, r0, r1, j->in, in, j->out))
     return;
-  for (size_t i = 0; i < j->n; i++)
-    im2col1(g, r0, r1, j->in + i * in, j->out + i * plane, j->n * plane);
+  im2col_rows(g, j->n, r0, r1, j->in, in, j->out);
 }
 
 int nnt_cpu_im2col(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n,
@@ -163,14 +178,19 @@ int nnt_cpu_im2col(const struct nnt_kernels *self, const nnt_conv_geom *g, size_
   return NNT_OK;
 }
 
-/* col2im of the columns (row stride ld) of one image onto channels
- * [c0, c1) of dx; even: a stride-2 geometry whose rows take
- * nnt_win_even_add_avx512 (the same adds in the same order). Always
+/* col2im of the columns (image i's part of a row at i * plane) of the n
+ * images onto channels [c0, c1) of their dx (in floats apart); even: a
+ * stride-2 geometry whose rows take nnt_win_even_add_avx512 (the same
+ * adds in the same order). A row's valid columns are found once for all
+ * the images (as im2col_rows), and each image's values of dx take their
+ * adds in the order of the rows, as one image at a time did. Always
  * inlined, and called with even a constant: each caller gets its own loop
  * (a flag tested inside one loop made the scalar one 5-15% slower). */
-static inline __attribute__((always_inline)) void col2im1(const nnt_conv_geom *g, size_t c0,
-                                                          size_t c1, const float *col,
-                                                          size_t ld, float *dx, int even) {
+static inline __attribute__((always_inline)) void col2im_rows(const nnt_conv_geom *g, size_t n,
+                                                              size_t c0, size_t c1,
+                                                              const float *col, float *dx,
+                                                              size_t in, int even) {
+  size_t plane = (size_t)g->oh * g->ow, ld = n * plane;
   for (unsigned c = (unsigned)c0; c < c1; c++)
     for (unsigned a = 0; a < g->kh; a++)
       for (unsigned b = 0; b < g->kw; b++) {
@@ -178,41 +198,41 @@ static inline __attribute__((always_inline)) void col2im1(const nnt_conv_geom *g
         long off = (long)b * g->dw - g->pl;
         unsigned lo, hi;
         nnt_cpu_valid_cols(g, off, &lo, &hi);
-        for (unsigned oy = 0; oy < g->oh; oy++) {
-          long iy = (long)oy * g->sh - g->pt + (long)a * g->dh;
-          if (iy < 0 || iy >= (long)g->h)
-            continue;
-          float *xr = dx + ((size_t)c * g->h + (size_t)iy) * g->w + off;
-          const float *r = row + (size_t)oy * g->ow;
-          if (even) {
-            if (hi > lo)
-              nnt_win_even_add_avx512(xr + 2 * (size_t)lo, r + lo, hi - lo);
-          } else if (g->sw == 1) {
-            for (unsigned ox = lo; ox < hi; ox++)
-              xr[ox] += r[ox];
-          } else {
-            for (unsigned ox = lo; ox < hi; ox++)
-              xr[(size_t)ox * g->sw] += r[ox];
+        for (size_t i = 0; i < n; i++)
+          for (unsigned oy = 0; oy < g->oh; oy++) {
+            long iy = (long)oy * g->sh - g->pt + (long)a * g->dh;
+            if (iy < 0 || iy >= (long)g->h)
+              continue;
+            float *xr = dx + i * in + ((size_t)c * g->h + (size_t)iy) * g->w + off;
+            const float *r = row + i * plane + (size_t)oy * g->ow;
+            if (even) {
+              if (hi > lo)
+                nnt_win_even_add_avx512(xr + 2 * (size_t)lo, r + lo, hi - lo);
+            } else if (g->sw == 1) {
+              for (unsigned ox = lo; ox < hi; ox++)
+                xr[ox] += r[ox];
+            } else if (g->sw == 2) {
+              for (unsigned ox = lo; ox < hi; ox++)
+                xr[2 * (size_t)ox] += r[ox];
+            } else {
+              for (unsigned ox = lo; ox < hi; ox++)
+                xr[(size_t)ox * g->sw] += r[ox];
+            }
           }
-        }
       }
 }
 
 static void col2im_part(void *p, size_t c0, size_t c1) {
   const win_job *j = p;
   const nnt_conv_geom *g = j->g;
-  size_t plane = (size_t)g->oh * g->ow, in = nnt_conv_img_stride(g);
+  size_t in = nnt_conv_img_stride(g);
   int avx512 = nnt_cpu_vec_avx512(), even = avx512 && g->sw == 2 && g->ow >= WIN_EVEN_MIN;
   if (avx512 && nnt_win_col2im_avx512(g, j->n, c0, c1, j->in, j->out, in))
     return;
-  for (size_t i = 0; i < j->n; i++) {
-    const float *col = j->in + i * plane;
-    float *dx = j->out + i * in;
-    if (even)
-      col2im1(g, c0, c1, col, j->n * plane, dx, 1);
-    else
-      col2im1(g, c0, c1, col, j->n * plane, dx, 0);
-  }
+  if (even)
+    col2im_rows(g, j->n, c0, c1, j->in, j->out, in, 1);
+  else
+    col2im_rows(g, j->n, c0, c1, j->in, j->out, in, 0);
 }
 
 /* col2im or col2im_set (part) over the input channels on the threads. */
