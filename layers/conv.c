@@ -135,6 +135,13 @@
  * two threads split 2 + 1. More threads than slots share the images of a
  * call as far as they go. */
 #define CONV_PAR_IMAGES 2
+/* A downsampling layer whose forward takes groups of images (nb > 1)
+ * holds this many groups' columns and outputs, each group's im2col,
+ * product, bias and permute run whole on one of the compute threads: a
+ * group's product split over two threads had each core read columns the
+ * other wrote (ResNet-18's res3a_c1, 11 groups of 3 images: its forward
+ * took 16.8 ms on one thread and 13.8 on two, docs/performance.md). */
+#define CONV_PAR_GROUPS 2
 
 static int is_1d(const nnt_layer *l) { return l->ops == &nnt_layer_conv1d; }
 
@@ -439,6 +446,7 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   p->dnb = 1;
   p->fwd4 = 0;
   p->pnb = 1;
+  p->pgr = 1;
   p->gparts = 1;
   int gpu = ctx->engine == NNT_ENGINE_GPU;
   if (!is_pointwise(g)) {
@@ -469,7 +477,9 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
       for (p->pnb = in.b < CONV_PAR_IMAGES ? in.b : CONV_PAR_IMAGES; p->pnb > 1; p->pnb--)
         if (p->pnb * ((size_t)patch * plane * sizeof(float)) <= CONV_GROUP_BYTES)
           break;
-    unsigned fcols = plane * p->nb * p->pnb; /* the forward's columns */
+    if (!gpu && p->nb > 1 && strided(g) && !direct_geom(p))
+      p->pgr = CONV_PAR_GROUPS;
+    unsigned fcols = plane * p->nb * p->pnb * p->pgr; /* the forward's columns */
     size_t wfwd = gpu ? 0 : wino_fwd_scratch(p, in);
     nnt_fctx_add_scratch(ctx,
                          wfwd > (size_t)patch * fcols ? nnt_dim_make(1, 1, 1, (unsigned)wfwd)
@@ -484,7 +494,8 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
                                     : nnt_dim_make(1, 1, p->bc * taps, bcols),
                          NNT_SCRATCH_BWD);
     if (p->nb > 1) /* the permute's, and the in-place forward's stage of a group */
-      nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->filters, (unsigned)(plane * p->wnb)),
+      nnt_fctx_add_scratch(ctx,
+                           nnt_dim_make(1, 1, p->filters, (unsigned)(plane * p->wnb * p->pgr)),
                            NNT_SCRATCH_FWD);
     if (p->bnb > 1)
       nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->filters, (unsigned)(plane * p->bnb)),
@@ -603,7 +614,7 @@ static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
     return conv_forward_inplace(p, ctx);
   const nnt_conv_geom *g = &p->g;
   const nnt_kernels *k = ctx->k;
-  size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
+  size_t plane = (size_t)g->oh * g->ow;
   size_t in_len = nnt_dim_feature_len(ctx->in[0].dim), out_len = p->filters * plane;
   int pw = is_pointwise(g);
   unsigned batch = ctx->in[0].dim.b;
@@ -618,25 +629,16 @@ static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
     return wino_fwd(p, ctx, batch, ctx->in[0].data, ctx->out[0].data);
   if (!wino && p->nb == 1 && (pw || p->pnb > 1)) /* whole images on the threads */
     return nnt_conv_fwd_images(p, ctx, batch, pw ? batch : p->pnb);
+  if (!wino && p->pgr > 1) /* whole groups on the threads */
+    return nnt_conv_fwd_groups(p, ctx, batch);
   unsigned grp = wino ? p->wnb : p->nb;
   for (unsigned b = 0; b < batch; b += grp) {
     unsigned n = batch - b < grp ? batch - b : grp;
-    float *y = ctx->out[0].data + b * out_len, *col = ctx->in[0].data + b * in_len;
-    if (wino) {
-      NNT_TRY(wino_fwd(p, ctx, n, col, y));
-      continue;
-    }
-    float *gy = p->nb > 1 ? ctx->scratch[2].data : y; /* [filters, n*plane] */
-    if (!pw) {
-      col = ctx->scratch[0].data;
-      NNT_TRY(k->im2col(k, g, n, ctx->in[0].data + b * in_len, col));
-    }
-    NNT_TRY(k->gemm(k, 0, 0, p->filters, n * plane, patch, 1.0f, ctx->w[0].data, patch, col,
-                    n * plane, 0.0f, gy, n * plane));
-    if (ctx->n_w > 1)
-      NNT_TRY(k->add_col_vec(k, p->filters, n * plane, ctx->w[1].data, gy));
-    if (p->nb > 1)
-      NNT_TRY(nnt_conv_swap_outer(k, p->filters, n, plane, gy, y));
+    if (wino)
+      NNT_TRY(wino_fwd(p, ctx, n, ctx->in[0].data + b * in_len, ctx->out[0].data + b * out_len));
+    else
+      NNT_TRY(nnt_conv_group_fwd(p, ctx, b, n, ctx->scratch[0].data,
+                                 p->nb > 1 ? ctx->scratch[2].data : NULL));
   }
   return NNT_OK;
 }

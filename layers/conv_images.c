@@ -47,6 +47,58 @@ static void fwd_images(void *arg, size_t i0, size_t i1) {
   }
 }
 
+int nnt_conv_group_fwd(const conv_priv *p, nnt_run_ctx *ctx, unsigned b, unsigned n, float *col,
+                       float *gy) {
+  const nnt_conv_geom *g = &p->g;
+  const nnt_kernels *k = ctx->k;
+  size_t patch = (size_t)g->c * g->kh * g->kw, plane = (size_t)g->oh * g->ow;
+  float *y = ctx->out[0].data + (size_t)b * p->filters * plane;
+  const float *x = ctx->in[0].data + (size_t)b * nnt_conv_img_stride(g);
+  if (p->nb == 1)
+    gy = y;
+  if (!is_pointwise(g)) {
+    NNT_TRY(k->im2col(k, g, n, x, col));
+    x = col;
+  }
+  NNT_TRY(k->gemm(k, 0, 0, p->filters, n * plane, patch, 1.0f, ctx->w[0].data, patch, x,
+                  n * plane, 0.0f, gy, n * plane));
+  if (ctx->n_w > 1)
+    NNT_TRY(k->add_col_vec(k, p->filters, n * plane, ctx->w[1].data, gy));
+  if (p->nb > 1)
+    NNT_TRY(nnt_conv_swap_outer(k, p->filters, n, plane, gy, y));
+  return NNT_OK;
+}
+
+/* Groups [i0, i1) of a call: group b0 / nb + i in slot i. */
+static void fwd_groups(void *arg, size_t i0, size_t i1) {
+  img_job *j = arg;
+  const conv_priv *p = j->p;
+  unsigned batch = j->ctx->in[0].dim.b;
+  size_t cols = (size_t)p->nb * j->plane;
+  for (size_t i = i0; i < i1 && !atomic_load(&j->rc); i++) {
+    unsigned b = j->b0 + (unsigned)i * p->nb, n = batch - b < p->nb ? batch - b : p->nb;
+    img_job_fail(j, nnt_conv_group_fwd(p, j->ctx, b, n,
+                                       j->ctx->scratch[0].data + i * j->patch * cols,
+                                       j->ctx->scratch[2].data + i * p->filters * cols));
+  }
+}
+
+int nnt_conv_fwd_groups(const conv_priv *p, nnt_run_ctx *ctx, unsigned batch) {
+  const nnt_conv_geom *g = &p->g;
+  size_t plane = (size_t)g->oh * g->ow;
+  img_job j = {p, ctx, ctx->k, (size_t)g->c * g->kh * g->kw, plane, nnt_conv_img_stride(g),
+               p->filters * plane, 0, NNT_OK};
+  unsigned groups = (batch + p->nb - 1) / p->nb;
+  for (unsigned gi = 0; gi < groups && !atomic_load(&j.rc); gi += p->pgr) {
+    j.b0 = gi * p->nb;
+    if (groups - gi == 1) /* alone: its ops over the threads */
+      fwd_groups(&j, 0, 1);
+    else
+      nnt_kernels_parallel(ctx->k, groups - gi < p->pgr ? groups - gi : p->pgr, fwd_groups, &j);
+  }
+  return atomic_load(&j.rc);
+}
+
 /* fn over the batch in calls of per images (the last may be smaller). */
 static int per_images(const conv_priv *p, nnt_run_ctx *ctx, unsigned batch, unsigned per,
                       void (*fn)(void *, size_t, size_t)) {

@@ -18,6 +18,7 @@ typedef struct conv_priv {
   unsigned dnb; /* images per group in that scratch */
   unsigned fwd4; /* the forward's groups and scratch are F(4x4, 3x3)'s (wino4_tiles) */
   unsigned pnb;  /* nb = 1: images whose columns the forward's scratch holds (CONV_PAR_IMAGES) */
+  unsigned pgr;  /* nb > 1: groups whose columns and outputs it holds (CONV_PAR_GROUPS) */
   unsigned gparts; /* the weight gradient's parts (conv_chan_parts; 1 on a GPU) */
 } conv_priv;
 
@@ -96,6 +97,15 @@ int nnt_conv_derivative(nnt_layer *l, nnt_run_ctx *ctx);
  * into dX), each image whole on one thread (k->parallel), per images a
  * call; the first failing op's code. */
 int nnt_conv_fwd_images(const conv_priv *p, nnt_run_ctx *ctx, unsigned batch, unsigned per);
+/* The forward of the n images from image b as one group of im2col (into
+ * col unless pointwise), product (into gy where nb > 1, else y), bias
+ * and the permute into y (nb > 1); and the forward of the batch in its
+ * groups of nb images, pgr groups at a time, each whole on one thread
+ * (k->parallel) in its own slot of scratch 0 and 2, a last lone group
+ * split over the threads as conv_forward's loop splits every group. */
+int nnt_conv_group_fwd(const conv_priv *p, nnt_run_ctx *ctx, unsigned b, unsigned n, float *col,
+                       float *gy);
+int nnt_conv_fwd_groups(const conv_priv *p, nnt_run_ctx *ctx, unsigned batch);
 int nnt_conv_deriv_images(const conv_priv *p, nnt_run_ctx *ctx, unsigned batch, unsigned per);
 
 #endif
