@@ -33,6 +33,12 @@
  * of pnb images' columns (CONV_PAR_IMAGES); a pointwise layer needs no
  * slot. Each image's ops are those of the loop over images, so the
  * results are bitwise the same at any thread count and on any kernels.
+ * A downsampling layer whose forward takes groups of images (nb > 1) runs
+ * whole groups on the threads the same way, CONV_PAR_GROUPS of them at a
+ * time, each in its own slot of the columns and of the permute scratch
+ * (nnt_conv_fwd_groups): the loop's groups and products, so one thread
+ * gives the loop's bits; a last group alone splits its ops over the
+ * threads as the loop splits every group.
  * A pointwise convolution (1x1 window, stride 1, no padding) has columns
  * equal to the image itself ([c, h*w]): it skips im2col and col2im, runs
  * one image's gemms on the input and on dX directly, and asks for no
