@@ -42,6 +42,7 @@ typedef void (*rw_fn)(const rw_job *j, const float *xp, unsigned pw, const float
 typedef struct rw_kind {
   unsigned lanes, ov, ar;
   rw_fn fn[2]; /* K = 3, 5 */
+  int vec_lay; /* dY laid out 8 x 8 at a time by AVX2 (lay8_avx2) */
 } rw_kind;
 
 #define RW_DEF(NAME, ATTR, VEC, LANES, ZERO, LOAD, STORE, SET1, FMA, K, AR, OV)                   \
@@ -81,7 +82,7 @@ typedef struct rw_kind {
 NNT_CV_PORTABLE(rw, RW_LANES_C)
 RW_DEF(rw_c_3, , rw_vec, RW_LANES_C, rw_zero(), rw_load, rw_store, rw_set1, rw_madd, 3, 1, 1)
 RW_DEF(rw_c_5, , rw_vec, RW_LANES_C, rw_zero(), rw_load, rw_store, rw_set1, rw_madd, 5, 1, 1)
-static const rw_kind rw_c = {RW_LANES_C, 1, 1, {rw_c_3, rw_c_5}};
+static const rw_kind rw_c = {RW_LANES_C, 1, 1, {rw_c_3, rw_c_5}, 0};
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 /* AVX-512: 32 registers, 18 accumulators for 3x3 (32 filters a block), 25
@@ -93,14 +94,65 @@ RW_DEF(rw_512_3n, NNT_CV_AVX512, __m512, 16, _mm512_setzero_ps(), _mm512_loadu_p
        _mm512_set1_ps, _mm512_fmadd_ps, 3, 3, 1)
 RW_DEF(rw_512_5, NNT_CV_AVX512, __m512, 16, _mm512_setzero_ps(), _mm512_loadu_ps, _mm512_storeu_ps,
        _mm512_set1_ps, _mm512_fmadd_ps, 5, 5, 1)
-static const rw_kind rw_512[2] = {{16, 2, 3, {rw_512_3, NULL}}, {16, 1, 5, {NULL, rw_512_5}}};
-static const rw_kind rw_512n = {16, 1, 3, {rw_512_3n, NULL}}; /* 3x3, at most 16 filters */
+static const rw_kind rw_512[2] = {{16, 2, 3, {rw_512_3, NULL}, 1}, {16, 1, 5, {NULL, rw_512_5}, 1}};
+static const rw_kind rw_512n = {16, 1, 3, {rw_512_3n, NULL}, 1}; /* 3x3, at most 16 filters */
 RW_DEF(rw_256_3, NNT_CV_AVX2, __m256, 8, _mm256_setzero_ps(), _mm256_loadu_ps, _mm256_storeu_ps,
        _mm256_set1_ps, _mm256_fmadd_ps, 3, 3, 1)
 RW_DEF(rw_256_5, NNT_CV_AVX2, __m256, 8, _mm256_setzero_ps(), _mm256_loadu_ps, _mm256_storeu_ps,
        _mm256_set1_ps, _mm256_fmadd_ps, 5, 2, 1)
-static const rw_kind rw_256[2] = {{8, 1, 3, {rw_256_3, NULL}}, {8, 1, 2, {NULL, rw_256_5}}};
+static const rw_kind rw_256[2] = {{8, 1, 3, {rw_256_3, NULL}, 1}, {8, 1, 2, {NULL, rw_256_5}, 1}};
+
+/* dY rows f8..f8+7 of an image (plane floats apart) into lanes [f8, f8 +
+ * 8) of dt's positions [0, q1) (fbw floats a position), q1 a multiple of
+ * 8: an 8 x 8 transpose at a time (the scalar copy, one value at a time
+ * into a lane, took as long as the Fashion-MNIST CNN's c1 products). */
+NNT_CV_AVX2 static void lay8_avx2(const float *dy, size_t plane, size_t q1, unsigned fbw,
+                                  float *dt) {
+  for (size_t q = 0; q < q1; q += 8) {
+    __m256 r[8], t[8], u[8];
+    for (unsigned i = 0; i < 8; i++)
+      r[i] = _mm256_loadu_ps(dy + i * plane + q);
+    for (unsigned i = 0; i < 8; i += 2) {
+      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (unsigned i = 0; i < 8; i += 4) {
+      u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+      u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+      u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+      u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (unsigned i = 0; i < 4; i++) {
+      _mm256_storeu_ps(dt + (q + i) * fbw, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+      _mm256_storeu_ps(dt + (q + i + 4) * fbw, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+    }
+  }
+}
 #endif
+
+/* An image's dY of filters [f0, f0 + nf) (dy: filter f0's plane) as
+ * [position][fbw] into dt, zeros past the nf filters. */
+static void lay_dy(const rw_kind *kd, const float *dy, size_t plane, size_t nf, unsigned fbw,
+                   float *dt) {
+  for (size_t f = 0; f < fbw; f++) {
+    size_t q = 0;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (kd->vec_lay && f % 8 == 0 && f + 8 <= nf) {
+      q = plane / 8 * 8;
+      lay8_avx2(dy + f * plane, plane, q, fbw, dt + f);
+      for (size_t g8 = f; g8 < f + 8; g8++)
+        for (size_t r = q; r < plane; r++)
+          dt[r * fbw + g8] = dy[g8 * plane + r];
+      f += 7;
+      continue;
+    }
+#else
+    (void)kd;
+#endif
+    for (; q < plane; q++)
+      dt[q * fbw + f] = f < nf ? dy[f * plane + q] : 0.0f;
+  }
+}
 
 /* The kind of a path for a k x k window and the filters, or NULL where
  * this CPU cannot run the path. */
@@ -122,6 +174,25 @@ static const rw_kind *rw_kind_of(int path, unsigned k, size_t filters) {
   return &rw_c;
 }
 
+/* The channel's plane xc with its padding around it into xp (ph rows of
+ * pw): each row's values copied whole, zeros around them (a test per
+ * value took as long as the products on the Fashion-MNIST CNN's c2). */
+static void pad_plane(const nnt_conv_geom *g, const float *xc, unsigned pw, unsigned ph,
+                      float *xp) {
+  unsigned lo = g->pl < pw ? g->pl : pw, n = g->w < pw - lo ? g->w : pw - lo;
+  for (unsigned r = 0; r < ph; r++) {
+    long sy = (long)r - (long)g->pt;
+    float *row = xp + (size_t)r * pw;
+    if (sy < 0 || sy >= (long)g->h) {
+      memset(row, 0, pw * sizeof *row);
+      continue;
+    }
+    memset(row, 0, lo * sizeof *row);
+    memcpy(row + lo, xc + (size_t)sy * g->w, n * sizeof *row);
+    memset(row + lo + n, 0, (pw - lo - n) * sizeof *row);
+  }
+}
+
 /* A part: channels [u0, u1) of every filter block, RW_MAX_CB at a time. */
 static void rw_part(void *p, size_t u0, size_t u1) {
   const rw_job *j = p;
@@ -140,22 +211,10 @@ static void rw_part(void *p, size_t u0, size_t u1) {
       size_t nf = j->filters - f0 < fbw ? j->filters - f0 : fbw;
       memset(acc, 0, nc * per * sizeof *acc);
       for (size_t i = 0; i < j->n; i++) {
-        const float *dy = j->dy + (i * j->filters + f0) * plane;
-        for (size_t f = 0; f < fbw; f++)
-          for (size_t q = 0; q < plane; q++)
-            dt[q * fbw + f] = f < nf ? dy[f * plane + q] : 0.0f;
+        lay_dy(kd, j->dy + (i * j->filters + f0) * plane, plane, nf, fbw, dt);
         for (unsigned c = 0; c < nc; c++) {
           const float *xc = j->x + (i * g->c + c0 + c) * hw;
-          for (unsigned r = 0; r < ph; r++) {
-            long sy = (long)r - (long)g->pt;
-            float *row = xp + (size_t)r * pw;
-            for (unsigned q = 0; q < pw; q++) {
-              long sx = (long)q - (long)g->pl;
-              row[q] = sy >= 0 && sy < (long)g->h && sx >= 0 && sx < (long)g->w
-                           ? xc[(size_t)sy * g->w + (size_t)sx]
-                           : 0.0f;
-            }
-          }
+          pad_plane(g, xc, pw, ph, xp);
           for (unsigned a0 = 0; a0 < k; a0 += kd->ar)
             fn(j, xp, pw, dt, a0, acc + c * per + (size_t)a0 * k * fbw);
         }
