@@ -6,7 +6,9 @@
  * mask's bits past n zero, other activations refused; the SGD update
  * (subnormal results flushed to +0); the non-finite scan
  * (nnt_first_nonfinite) with one NaN or infinity at every position of
- * lengths around the vector widths. */
+ * lengths around the vector widths, and on the compute threads (long
+ * tensors, scanned a run a thread) at the runs' edges, found there and
+ * named at its first position. */
 #include "test_util.h"
 
 #include <float.h>
@@ -136,12 +138,51 @@ static void test_first_nonfinite(void **state) {
   }
 }
 
+/* Long enough to be scanned over two threads (train_check.c's SCAN_PART,
+ * 16384 values a run at least): a value that is not finite in either
+ * thread's run, at its edges, and two of them (the first is named). */
+static void test_first_nonfinite_threads(void **state) {
+  (void)state;
+  static const size_t lens[] = {32768, 32769, 70001};
+  nnt_err e = {0};
+  assert_int_equal(nnt_cpu_set_threads(2, &e), NNT_OK);
+  nnt_cpu_pool_hold();
+  if (nnt_cpu_pool_start(&e))
+    fail_msg("%s", e.msg);
+  assert_int_equal(nnt_cpu_pool_threads(), 2);
+  for (size_t li = 0; li < NNT_ARRAY_LEN(lens); li++) {
+    size_t n = lens[li], h = n / 2;
+    float *x = malloc(n * sizeof *x);
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++)
+      x[i] = i % 3 == 0 ? FLT_MAX : i % 3 == 1 ? -0.0f : 1e-40f;
+    unsigned long jobs = nnt_cpu_pool_jobs();
+    assert_int_equal(nnt_first_nonfinite(x, n), n);
+    assert_true(nnt_cpu_pool_jobs() > jobs); /* it was split */
+    const size_t at[] = {0, 1, h - 1, h, h + 1, n - 2, n - 1};
+    for (size_t a = 0; a < NNT_ARRAY_LEN(at); a++) {
+      float keep = x[at[a]];
+      x[at[a]] = a % 2 ? NAN : -INFINITY;
+      if (nnt_first_nonfinite(x, n) != at[a])
+        fail_msg("n %zu: bad value at %zu found at %zu", n, at[a], nnt_first_nonfinite(x, n));
+      x[at[a]] = keep;
+    }
+    x[n - 1] = NAN; /* two: the first is named */
+    x[h - 1] = INFINITY;
+    assert_int_equal(nnt_first_nonfinite(x, n), h - 1);
+    free(x);
+  }
+  nnt_cpu_pool_release();
+  assert_int_equal(nnt_cpu_set_threads(1, &e), NNT_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_select),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_sgd),
       cmocka_unit_test(test_first_nonfinite),
+      cmocka_unit_test(test_first_nonfinite_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
