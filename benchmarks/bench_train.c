@@ -11,7 +11,13 @@
  * batch's upload and the wait for its end included, and the JSON adds
  * its dispatches and barriers per step; with NNTRAINER_VULKAN_PROFILE=1
  * the timed steps' GPU time per shader goes to stderr. cpu_ms is the
- * process's CPU time (user + system) per timed step, every thread's. */
+ * process's CPU time (user + system) per timed step, every thread's.
+ * BENCH_WARMUP_MS and BENCH_MIN_MS (as benchmarks/torch_models.py takes
+ * them) make the warm-up last at least that many milliseconds and the
+ * timed steps as many as fill that many: a model of about a millisecond a
+ * step ran slower over its first 100 ms at two threads (the MLP's steps
+ * 1.6 -> 1.25 ms over its first 80 steps, cores apart), and 3 + 20 steps
+ * timed that start. "steps" in the JSON is how many were timed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,11 +99,29 @@ int main(int argc, char **argv) {
   /* as a run does before it computes (the CPU's compute threads start here) */
   if (m->k->prepare && m->k->prepare(m->k, &e))
     goto fail;
-  double *ms = malloc(sizeof(double) * (size_t)steps), cpu0 = 0.0;
+  const char *wm = getenv("BENCH_WARMUP_MS"), *mm = getenv("BENCH_MIN_MS");
+  double warm_ms = wm ? atof(wm) : 0.0, min_ms = mm ? atof(mm) : 0.0, t_start = now_ms();
+  double t_timed = 0.0;
+  if (steps < 1)
+    steps = 1;
+  size_t cap = (size_t)steps;
+  double *ms = malloc(sizeof(double) * cap), cpu0 = 0.0;
+  if (!ms) {
+    fprintf(stderr, "nnt_bench_train: out of memory\n");
+    nnt_model_destroy(m);
+    return 1;
+  }
 #ifdef NNT_HAVE_VULKAN
   nnt_vulkan_counters vc0 = {0}, vc1 = {0};
 #endif
-  for (int s = 0; s < warmup + steps; s++) {
+  /* warm-up: at least warmup steps and warm_ms; then at least steps steps
+   * and min_ms of them (at most a million) */
+  int timed = 0;
+  for (int s = 0;; s++) {
+    if (s >= warmup && timed == 0 && now_ms() - t_start < warm_ms)
+      warmup = s + 1;
+    if (s >= warmup && timed >= steps && (t_timed >= min_ms || timed >= 1000000))
+      break;
     if (s == warmup) {
       cpu0 = cpu_ms();
 #ifdef NNT_HAVE_VULKAN
@@ -114,9 +138,24 @@ int main(int argc, char **argv) {
                   : nnt_model_train_step(m, ds, &loss, &e))
       goto fail;
     m->iter++;
-    if (s >= warmup)
-      ms[s - warmup] = now_ms() - t0;
+    if (s >= warmup) {
+      double d = now_ms() - t0;
+      if ((size_t)timed == cap) {
+        double *more = realloc(ms, sizeof(double) * cap * 2);
+        if (!more) {
+          free(ms);
+          fprintf(stderr, "nnt_bench_train: out of memory\n");
+          nnt_model_destroy(m);
+          return 1;
+        }
+        ms = more;
+        cap *= 2;
+      }
+      ms[timed++] = d;
+      t_timed += d;
+    }
   }
+  steps = timed;
   double cpu_step = (cpu_ms() - cpu0) / steps;
   qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
   char gpu[96] = "";
@@ -140,10 +179,11 @@ int main(int argc, char **argv) {
   nnt_cpu_blas_describe(blas, sizeof blas);
   printf("{\"backend\":\"%s\",\"blas\":\"%s\",\"batch\":%u,\"ms_median\":%.3f,"
          "\"ms_min\":%.3f,\"ms_max\":%.3f,\"peak_rss_kb\":%ld,\"arena_bytes\":%zu,"
-         "\"lower_bound_bytes\":%zu,\"total_planned_bytes\":%zu,\"cpu_ms\":%.3f%s}\n",
+         "\"lower_bound_bytes\":%zu,\"total_planned_bytes\":%zu,\"cpu_ms\":%.3f,"
+         "\"steps\":%d,\"warmup\":%d%s}\n",
          m->be->name, blas, batch, ms[steps / 2], ms[0], ms[steps - 1], ru.ru_maxrss,
          g->arena_bytes, g->lower_bound, g->arena_bytes + wbytes + nnt_model_opt_bytes(m, slots),
-         cpu_step, gpu);
+         cpu_step, steps, warmup, gpu);
   free(ms);
   nnt_model_destroy(m);
   return 0;

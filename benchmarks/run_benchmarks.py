@@ -6,7 +6,7 @@ loading is timed or runs beside the steps).
 
 Usage (after `bash scripts/build.sh build`):
     /usr/bin/python3 benchmarks/run_benchmarks.py [--reps 3] [--threads 2] [--out FILE]
-        [--keep-coretype]
+        [--warmup 3] [--steps 20] [--warmup-ms 500] [--min-ms 1000] [--keep-coretype]
 Writes a markdown table (default benchmarks/results.md) and prints it.
 
 OPENBLAS_CORETYPE is removed from both programs' environment unless
@@ -58,12 +58,17 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20)
+    # and at least this long: a model of a millisecond a step is still
+    # speeding up over its first 100 ms at two threads
+    ap.add_argument("--warmup-ms", type=float, default=500.0)
+    ap.add_argument("--min-ms", type=float, default=1000.0)
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results.md"))
     ap.add_argument("--keep-coretype", action="store_true")
     args = ap.parse_args()
     t = str(args.threads)
     env = dict(os.environ, OPENBLAS_NUM_THREADS=t, OMP_NUM_THREADS=t, NNTRAINER_THREADS=t,
-               BENCH_THREADS=t)
+               BENCH_THREADS=t, BENCH_WARMUP_MS=str(args.warmup_ms),
+               BENCH_MIN_MS=str(args.min_ms))
     if not args.keep_coretype:
         env.pop("OPENBLAS_CORETYPE", None)
     rows = []
@@ -99,9 +104,10 @@ def main():
     lines = [
         f"Measured {datetime.date.today()} on {platform.machine()} "
         f"({os.cpu_count()} cores), {args.threads} threads each, "
-        f"{args.reps} alternating runs of {args.steps} steps after {args.warmup} "
-        "warm-up steps; ms/step is the median of the runs' medians, the spread is "
-        "min-max of the runs' medians.",
+        f"{args.reps} alternating runs of at least {args.steps} steps and "
+        f"{args.min_ms:.0f} ms after at least {args.warmup} warm-up steps and "
+        f"{args.warmup_ms:.0f} ms; ms/step is the median of the runs' medians, the spread "
+        "is min-max of the runs' medians.",
         f"CPU: {cpu_name()}. OPENBLAS_CORETYPE: {env.get('OPENBLAS_CORETYPE', 'unset')}.",
         f"nntrainer's BLAS: {rows[0][10].get('blas', 'not reported')}.",
         (f"Core-to-core round trip (nnt_bench_c2c, before each pair of runs): "

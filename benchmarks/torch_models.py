@@ -4,7 +4,9 @@ as nnt_bench_train: random data, SGD, warm-up steps excluded, median ms per
 step, peak RSS. Usage: torch_models.py MODEL [WARMUP] [STEPS]; prints JSON.
 BENCH_DEVICE=cuda runs on the GPU in FP32 (TF32 off, as the Vulkan backend
 computes), timing each step to its cuda synchronize; BENCH_BATCH overrides
-the batch size."""
+the batch size. BENCH_WARMUP_MS and BENCH_MIN_MS, as nnt_bench_train takes
+them: the warm-up lasts at least that long, and the timed steps fill at
+least that long ("steps" in the JSON: how many were timed)."""
 import json
 import os
 import resource
@@ -94,8 +96,18 @@ def main():
     loss_fn = nn.CrossEntropyLoss()
     x = torch.randn(*shape).to(dev)
     y = torch.randint(0, classes, (shape[0],)).to(dev)
-    times = []
-    for s in range(warmup + steps):
+    warm_ms = float(os.environ.get("BENCH_WARMUP_MS", "0"))
+    min_ms = float(os.environ.get("BENCH_MIN_MS", "0"))
+    times, timed_ms = [], 0.0
+    t_start = time.perf_counter()
+    s = -1
+    while True:
+        s += 1
+        if s >= warmup and not times and (time.perf_counter() - t_start) * 1e3 < warm_ms:
+            warmup = s + 1
+        if s >= warmup and len(times) >= steps and (timed_ms >= min_ms or
+                                                     len(times) >= 1000000):
+            break
         if cuda:
             torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -107,10 +119,11 @@ def main():
             torch.cuda.synchronize()
         if s >= warmup:
             times.append((time.perf_counter() - t0) * 1e3)
+            timed_ms += times[-1]
     times.sort()
     print(json.dumps({"device": str(dev), "batch": shape[0],
                       "ms_median": times[len(times) // 2], "ms_min": times[0],
-                      "ms_max": times[-1],
+                      "ms_max": times[-1], "steps": len(times), "warmup": warmup,
                       "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 
 
