@@ -191,13 +191,36 @@ int nnt_cpu_conv_fwd(const struct nnt_kernels *self, const nnt_conv_geom *g, siz
   return NNT_ERR_INVAL;
 }
 
+/* Whether this kernel takes g (the row kernel aside). */
+static int dc_takes(const nnt_conv_geom *g) {
+  return g && (!g->cs || g->cs == g->c) && g->ow <= 256 &&
+         (size_t)g->c * g->kh * g->kw <= NNT_CONV_DIRECT_MAX_PATCH;
+}
+
+/* Whether this kernel, not the row kernel that takes g, runs it on the
+ * AVX2 path: where the rows' output fills less than 3/4 of its vectors of
+ * 8 columns and the filters fill this kernel's blocks. LeNet-5's c2
+ * (16 filters, rows of 10 columns: 10 of 16 lanes), one thread on a Zen 2,
+ * three alternating runs of nnt_bench_kernels: 34.8-35.4 GFLOP/s on the
+ * row kernel, 58.1-59.1 here (0.53 -> 0.86 of a bare sgemm). Where the
+ * rows fill their vectors the row kernel stays ahead: the CNN's c2 (32
+ * filters, rows of 14) 51.9-54.2 against 46.8-47.6, its c1 (one channel)
+ * 23.7-24.1 against 15.6-16.4. On AVX-512 the row kernel was measured at
+ * or above 0.8 on all of them (docs/performance.md). Both sum the taps in
+ * the same order from zero and add the bias last: without padding, the
+ * same bits. */
+static int dc_beats_rows(int path, const nnt_conv_geom *g, size_t filters) {
+  size_t vec = 8, cols = ((size_t)g->ow + vec - 1) / vec * vec;
+  return path == NNT_BLAS_AVX2 && filters % DC_BLK == 0 && 4 * (size_t)g->ow < 3 * cols &&
+         dc_takes(g);
+}
+
 int nnt_cpu_conv_fwd_path(int path, const nnt_conv_geom *g, size_t n, size_t filters,
                           const float *w, const float *bias, const float *x, float *y) {
-  if (nnt_conv_rows_take(g, g ? g->c : 0, filters))
+  if (nnt_conv_rows_take(g, g ? g->c : 0, filters) && !dc_beats_rows(path, g, filters))
     return nnt_cpu_conv_rows(path, g, n, filters, 0, w, bias, x, y);
   dc_row_fn row = dc_row_of(path);
-  if (!row || !g || (g->cs && g->cs != g->c) || g->ow > 256 ||
-      (size_t)g->c * g->kh * g->kw > NNT_CONV_DIRECT_MAX_PATCH)
+  if (!row || !dc_takes(g))
     return NNT_ERR_INVAL;
   dc_job j = {.g = g,
               .filters = filters,

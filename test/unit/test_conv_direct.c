@@ -426,6 +426,37 @@ static void test_rows_against_naive(void **state) {
   assert_int_equal(nnt_cpu_conv_rows(NNT_BLAS_SSE, &g, 1, 1, 0, v, NULL, v, v), NNT_ERR_INVAL);
 }
 
+/* LeNet-5's c2 on the AVX2 path: conv_fwd hands it to the filter-vector
+ * kernel rather than the row kernel (its rows of 10 fill 10 of 16 lanes),
+ * and the two sum the same taps in the same order: the same bits as the
+ * row kernel's, on one thread and on two. */
+static void test_rows_or_direct_same_bits(void **state) {
+  (void)state;
+  const dcase *d = &CASES[0]; /* LeNet-5's c2: no padding */
+  nnt_conv_geom g = geom(d);
+  size_t patch = (size_t)d->c * d->kh * d->kw, plane = (size_t)g.oh * g.ow;
+  size_t in = (size_t)d->c * d->h * d->w, ny = d->n * d->filters * plane;
+  nnt_rng r;
+  nnt_rng_seed(&r, 21);
+  float *w = rnd(&r, d->filters * patch), *b = rnd(&r, d->filters), *x = rnd(&r, d->n * in);
+  float *y = malloc(ny * sizeof *y), *y2 = malloc(ny * sizeof *y2);
+  if (!nnt_cpu_conv_rows(NNT_BLAS_AVX2, &g, d->n, d->filters, 0, w, b, x, y)) {
+    for (unsigned t = 1; t <= 2; t++) {
+      if (t == 2)
+        tu_two_threads();
+      memset(y2, 0xff, ny * sizeof *y2);
+      assert_int_equal(nnt_cpu_conv_fwd_path(NNT_BLAS_AVX2, &g, d->n, d->filters, w, b, x, y2),
+                       NNT_OK);
+      if (t == 2)
+        tu_one_thread();
+      assert_memory_equal(y, y2, ny * sizeof *y);
+    }
+  } else {
+    print_message("no AVX2 on this CPU: nothing to compare\n");
+  }
+  free(w), free(b), free(x), free(y), free(y2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_naive),
@@ -434,6 +465,7 @@ int main(void) {
       cmocka_unit_test(test_bwd_refusals),
       cmocka_unit_test(test_rows_against_naive),
       cmocka_unit_test(test_rows_dw),
+      cmocka_unit_test(test_rows_or_direct_same_bits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
