@@ -144,12 +144,7 @@ static void test_first_nonfinite(void **state) {
 static void test_first_nonfinite_threads(void **state) {
   (void)state;
   static const size_t lens[] = {32768, 32769, 70001};
-  nnt_err e = {0};
-  assert_int_equal(nnt_cpu_set_threads(2, &e), NNT_OK);
-  nnt_cpu_pool_hold();
-  if (nnt_cpu_pool_start(&e))
-    fail_msg("%s", e.msg);
-  assert_int_equal(nnt_cpu_pool_threads(), 2);
+  tu_two_threads();
   for (size_t li = 0; li < NNT_ARRAY_LEN(lens); li++) {
     size_t n = lens[li], h = n / 2;
     float *x = malloc(n * sizeof *x);
@@ -172,8 +167,7 @@ static void test_first_nonfinite_threads(void **state) {
     assert_int_equal(nnt_first_nonfinite(x, n), h - 1);
     free(x);
   }
-  nnt_cpu_pool_release();
-  assert_int_equal(nnt_cpu_set_threads(1, &e), NNT_OK);
+  tu_one_thread();
 }
 
 int main(void) {
