@@ -159,11 +159,18 @@ static int strided(const nnt_conv_geom *g) { return g->sh > 1 || g->sw > 1; }
 static int direct_geom(const conv_priv *p) {
   const nnt_conv_geom *g = &p->g;
   size_t patch = (size_t)g->c * g->kh * g->kw;
-  return conv_rows(p, 0) ||
+  return conv_rows(p, 0) || conv_sub(p) ||
          (!is_pointwise(g) && g->c <= CONV_DIRECT_MAX_C && g->ow <= 256 &&
           patch >= CONV_DIRECT_MIN_PATCH && patch <= NNT_CONV_DIRECT_MAX_PATCH &&
           p->filters >= CONV_DIRECT_MIN_FILTERS);
 }
+
+/* Whether the plan leaves out the forward's im2col groups for conv_fwd:
+ * not for a subsampling 1x1 layer, whose conv_fwd depends on the CPU
+ * (conv_sub): its im2col scratch is planned on every machine (and its
+ * derivative runs whole images on the threads in it), so a model's plan
+ * is the same on every CPU. */
+static int direct_planned(const conv_priv *p) { return direct_geom(p) && !conv_sub(p); }
 
 /* Whether conv_wino may take the layer's forward (nnt_conv_use_wino's widths). */
 static int wino_widths(const conv_priv *p) {
@@ -478,12 +485,12 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
     unsigned taps = g->kh * g->kw;
     p->gparts = gpu ? 1 : conv_chan_parts(p->bc, taps);
     p->wnb = p->nb;
-    if (!gpu && p->nb == 1 && (patch <= p->filters || strided(g)) && !direct_geom(p) &&
+    if (!gpu && p->nb == 1 && (patch <= p->filters || strided(g)) && !direct_planned(p) &&
         !wino_widths(p))
       for (p->pnb = in.b < CONV_PAR_IMAGES ? in.b : CONV_PAR_IMAGES; p->pnb > 1; p->pnb--)
         if (p->pnb * ((size_t)patch * plane * sizeof(float)) <= CONV_GROUP_BYTES)
           break;
-    if (!gpu && p->nb > 1 && strided(g) && !direct_geom(p))
+    if (!gpu && p->nb > 1 && strided(g) && !direct_planned(p))
       p->pgr = CONV_PAR_GROUPS;
     unsigned fcols = plane * p->nb * p->pnb * p->pgr; /* the forward's columns */
     size_t wfwd = gpu ? 0 : wino_fwd_scratch(p, in);

@@ -47,6 +47,14 @@ static inline int conv_rows(const conv_priv *p, int deriv) {
                                            : nnt_conv_rows_take(g, g->c, p->filters));
 }
 
+/* A subsampling 1x1 layer (ResNet's shortcuts) runs its forward on the
+ * CPU's own product in conv_fwd where that takes it on this machine
+ * (nnt_conv_sub_runs); its backward stays on im2col, col2im and gemm
+ * (our products measured no faster there, docs/performance.md). */
+static inline int conv_sub(const conv_priv *p) {
+  return nnt_conv_sub_take(&p->g, p->filters) && nnt_conv_sub_runs();
+}
+
 /* The weight gradient runs a group of images in CONV_CHAN_PARTS parts,
  * each a run of the channels in blocks of bc / CONV_CHAN_PARTS, where a
  * part's block has at least CONV_CHAN_MIN_COLS columns (taps each

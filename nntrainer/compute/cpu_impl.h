@@ -138,6 +138,12 @@ int nnt_cpu_conv_bwd_x_path(int path, const struct nnt_conv_geom *g, size_t n, s
                             const float *w, const float *dy, float *dx);
 int nnt_cpu_conv_bwd_w_path(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
                             const float *x, const float *dy, float *dw);
+/* The subsampling 1x1 convolution's forward (cpu_conv_sub.c) on one code
+ * path (as nnt_cpu_conv_fwd_path): conv_fwd's y; NNT_ERR_INVAL where
+ * nnt_conv_sub_take says no or the CPU cannot run the path. conv_fwd takes
+ * it where nnt_conv_sub_take says yes. */
+int nnt_cpu_conv_sub_fwd(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
+                         const float *w, const float *bias, const float *x, float *y);
 /* A stride-1, dilation-1 convolution of a 3x3 or 5x5 window along output
  * rows (cpu_conv_rows.c) on one code path (as nnt_cpu_conv_fwd_path):
  * deriv 0, conv_fwd's y from x (and bias, or NULL); deriv 1, conv_bwd_x's

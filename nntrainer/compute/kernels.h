@@ -135,6 +135,24 @@ static inline int nnt_conv_rows_take(const struct nnt_conv_geom *g, size_t in_c,
          in_c * g->kh * g->kw <= NNT_CONV_ROWS_MAX_TAPS &&
          4 * out_c >= 3 * ob * ((out_c + ob - 1) / ob);
 }
+/* The most input channels of the CPU's subsampling 1x1 forward
+ * (cpu_conv_sub.c: a packed panel of 16 positions of each on the
+ * stack). */
+#define NNT_CONV_SUB_MAX_C 512
+/* Whether the CPU's conv_fwd takes g with its subsampling 1x1 product
+ * (cpu_conv_sub.c): a 1x1 window with a stride (ResNet's shortcuts), no
+ * padding, at most NNT_CONV_SUB_MAX_C channels. Where it does, no other
+ * limit of conv_fwd applies. */
+static inline int nnt_conv_sub_take(const struct nnt_conv_geom *g, size_t filters) {
+  return g && (!g->cs || g->cs == g->c) && g->kh == 1 && g->kw == 1 &&
+         (g->sh > 1 || g->sw > 1) && !g->pt && !g->pb && !g->pl && !g->pr && g->c &&
+         g->c <= NNT_CONV_SUB_MAX_C && filters;
+}
+/* 1 where a layer should hand what nnt_conv_sub_take takes to conv_fwd on
+ * this machine: its widest code path is AVX2 (measured against im2col and
+ * OpenBLAS there, docs/performance.md; on AVX-512, where OpenBLAS runs
+ * twice as wide, and without AVX2, im2col and the BLAS stay). */
+int nnt_conv_sub_runs(void);
 /* The narrowest and the widest kernel and the most filters x kh x kw
  * that conv_bwd_x and conv_bwd_w take (beside nnt_conv_rows_take's and
  * nnt_conv_rows_dw_take's). */

@@ -27,6 +27,13 @@ static const dcase CASES[] = {
     {2, 9, 17, 3, 2, 1, 3, 2, 2, 2, 0, 3, 1, 5, 1, 1},    /* dilation, uneven padding */
     {4, 7, 40, 2, 5, 1, 1, 1, 1, 0, 1, 0, 2, 33, 2, 1},   /* wide row, 3 blocks */
     {1, 3, 3, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 16, 1, 1},    /* every window leaves */
+    /* 1x1 windows with a stride (the subsampling product, cpu_conv_sub.c):
+     * ResNet's shortcut shape with filters a partial block of 6, images
+     * two threads split; strides 2 and 3 on odd sizes (positions a partial
+     * tile of 16), no bias; 200 channels (two chunks of 32 positions) */
+    {64, 32, 32, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 13, 2, 1},
+    {5, 9, 7, 1, 1, 2, 3, 1, 1, 0, 0, 0, 0, 7, 3, 0},
+    {200, 12, 11, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 6, 2, 1},
 };
 
 static nnt_conv_geom geom(const dcase *d) {
@@ -124,6 +131,24 @@ static void test_refusals(void **state) {
   g = geom(&one);
   g.cs = 3; /* a block of channels: not taken */
   assert_int_equal(k->conv_fwd(k, &g, 1, 1, v, NULL, v, v), NNT_ERR_INVAL);
+  /* the subsampling 1x1 product: a stride, no padding, at most 512
+   * channels; 513 (a patch above 512) is refused by every kernel */
+  dcase sub = {4, 6, 6, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 3, 1, 0};
+  g = geom(&sub);
+  assert_true(nnt_conv_sub_take(&g, 3));
+  g.cs = 5;
+  assert_false(nnt_conv_sub_take(&g, 3));
+  sub.sh = sub.sw = 1; /* pointwise: im2col is the image itself */
+  g = geom(&sub);
+  assert_false(nnt_conv_sub_take(&g, 3));
+  dcase padded = {4, 6, 6, 1, 1, 2, 2, 1, 1, 1, 0, 0, 0, 3, 1, 0};
+  g = geom(&padded);
+  assert_false(nnt_conv_sub_take(&g, 3));
+  dcase many = {513, 4, 4, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 3, 1, 0};
+  g = geom(&many);
+  assert_false(nnt_conv_sub_take(&g, 3));
+  assert_int_equal(nnt_cpu_conv_sub_fwd(NNT_BLAS_SSE, &g, 1, 3, v, NULL, v, v), NNT_ERR_INVAL);
+  assert_int_equal(k->conv_fwd(k, &g, 1, 3, v, NULL, v, v), NNT_ERR_INVAL);
 }
 
 /* Stride 1, dilation 1: c, h, w, kh, kw, pt, pb, pl, pr, filters, n. */

@@ -36,6 +36,10 @@ static void test_conv2d(void **state) {
   const char *d[] = {"filters", "4", "kernel_size", "1", "weight_regularizer", "l2norm",
                      "weight_regularizer_constant", "0.01", NULL};
   fd("conv2d", d, D(2, 3, 3, 2), D(2, 4, 3, 2), 1e-2f);
+  /* 1x1 kernel with strides 2 and 3 (ResNet's shortcuts; the CPU's
+   * forward on its subsampling product where nnt_conv_sub_runs says) */
+  const char *sc[] = {"filters", "7", "kernel_size", "1", "stride", "2,3", NULL};
+  fd("conv2d", sc, D(2, 5, 7, 9), D(2, 7, 4, 3), 1e-2f);
   /* stride 1 with a kernel 4 or 5 wide: the direct backward on the CPU
    * (conv_bwd_w; conv_bwd_x from 4 input channels) */
   const char *e5[] = {"filters", "3", "kernel_size", "5,5", "padding", "same", NULL};
