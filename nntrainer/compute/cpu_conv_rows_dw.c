@@ -33,11 +33,12 @@ typedef struct rw_job {
   const struct rw_kind *kind;
 } rw_job;
 
-/* One image's taps of kernel rows [a0, a0 + AR) of one channel: xp the
- * padded plane (pw floats a row), dt the image's dY as [position][FBW],
- * acc the saved accumulators [AR][K][OV] of LANES floats. */
+/* One image's taps of kernel rows [a0, a0 + AR) of one channel over the
+ * output rows [y0, y1): xp the padded plane (pw floats a row), dt those
+ * rows' dY as [position][FBW], acc the saved accumulators [AR][K][OV] of
+ * LANES floats. */
 typedef void (*rw_fn)(const rw_job *j, const float *xp, unsigned pw, const float *dt,
-                      unsigned a0, float *acc);
+                      unsigned a0, unsigned y0, unsigned y1, float *acc);
 
 typedef struct rw_kind {
   unsigned lanes, ov, ar;
@@ -47,7 +48,7 @@ typedef struct rw_kind {
 
 #define RW_DEF(NAME, ATTR, VEC, LANES, ZERO, LOAD, STORE, SET1, FMA, K, AR, OV)                   \
   ATTR static void NAME(const rw_job *j, const float *xp, unsigned pw, const float *dt,          \
-                        unsigned a0, float *acc) {                                                \
+                        unsigned a0, unsigned y0, unsigned y1, float *acc) {                      \
     const nnt_conv_geom *g = j->g;                                                                \
     unsigned nr = (K)-a0 < (AR) ? (K)-a0 : (AR);                                                  \
     VEC s[AR][K][OV];                                                                             \
@@ -55,9 +56,9 @@ typedef struct rw_kind {
         _Pragma("GCC unroll 8") for (unsigned b = 0; b < (K); b++)                               \
             _Pragma("GCC unroll 4") for (unsigned v = 0; v < (OV); v++) s[r][b][v] =             \
                 LOAD(acc + ((r * (K) + b) * (OV) + v) * (LANES));                                 \
-    for (unsigned y = 0; y < g->oh; y++) {                                                        \
+    for (unsigned y = y0; y < y1; y++) {                                                          \
       const float *xr = xp + (size_t)(y + a0) * pw;                                               \
-      const float *dr = dt + (size_t)y * g->ow * (OV) * (LANES);                                  \
+      const float *dr = dt + (size_t)(y - y0) * g->ow * (OV) * (LANES);                           \
       for (unsigned x = 0; x < g->ow; x++, xr++, dr += (OV) * (LANES)) {                          \
         VEC d[OV];                                                                                \
         _Pragma("GCC unroll 4") for (unsigned v = 0; v < (OV); v++) d[v] =                       \
@@ -130,18 +131,20 @@ NNT_CV_AVX2 static void lay8_avx2(const float *dy, size_t plane, size_t q1, unsi
 }
 #endif
 
-/* An image's dY of filters [f0, f0 + nf) (dy: filter f0's plane) as
- * [position][fbw] into dt, zeros past the nf filters. */
-static void lay_dy(const rw_kind *kd, const float *dy, size_t plane, size_t nf, unsigned fbw,
-                   float *dt) {
+/* Positions [q0, q0 + nq) of an image's dY of filters [f0, f0 + nf) (dy:
+ * filter f0's plane, plane floats a filter) as [position][fbw] into dt,
+ * zeros past the nf filters. */
+static void lay_dy(const rw_kind *kd, const float *dy, size_t plane, size_t q0, size_t nq,
+                   size_t nf, unsigned fbw, float *dt) {
+  dy += q0;
   for (size_t f = 0; f < fbw; f++) {
     size_t q = 0;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     if (kd->vec_lay && f % 8 == 0 && f + 8 <= nf) {
-      q = plane / 8 * 8;
+      q = nq / 8 * 8;
       lay8_avx2(dy + f * plane, plane, q, fbw, dt + f);
       for (size_t g8 = f; g8 < f + 8; g8++)
-        for (size_t r = q; r < plane; r++)
+        for (size_t r = q; r < nq; r++)
           dt[r * fbw + g8] = dy[g8 * plane + r];
       f += 7;
       continue;
@@ -149,7 +152,7 @@ static void lay_dy(const rw_kind *kd, const float *dy, size_t plane, size_t nf, 
 #else
     (void)kd;
 #endif
-    for (; q < plane; q++)
+    for (; q < nq; q++)
       dt[q * fbw + f] = f < nf ? dy[f * plane + q] : 0.0f;
   }
 }
@@ -193,38 +196,46 @@ static void pad_plane(const nnt_conv_geom *g, const float *xc, unsigned pw, unsi
   }
 }
 
-/* A part: channels [u0, u1) of every filter block, RW_MAX_CB at a time. */
+/* A part: units [u0, u1), a unit a (filter block, channel) pair, filter
+ * block major, RW_MAX_CB channels of a block at a time; each image's dY
+ * laid out in bands of output rows that fill at most
+ * NNT_CONV_ROWS_DW_MAX_DY floats (the sums keep their order). */
 static void rw_part(void *p, size_t u0, size_t u1) {
   const rw_job *j = p;
   const nnt_conv_geom *g = j->g;
   const rw_kind *kd = j->kind;
   unsigned k = g->kh, fbw = kd->ov * kd->lanes, pw = g->ow + k - 1, ph = g->oh + k - 1;
+  unsigned band = NNT_CONV_ROWS_DW_MAX_DY / (g->ow * fbw);
   size_t plane = (size_t)g->oh * g->ow, hw = (size_t)g->h * g->w, taps = (size_t)k * k;
   size_t per = taps * fbw; /* accumulator floats of one channel */
   rw_fn fn = kd->fn[k == 5];
   float dt[NNT_CONV_ROWS_DW_MAX_DY], xp[NNT_CONV_ROWS_DW_MAX_PAD];
   float acc[RW_MAX_CB * 25 * 16];
-  for (size_t u = u0; u < u1; u += RW_MAX_CB) {
-    unsigned c0 = (unsigned)u;
-    unsigned nc = u1 - u < RW_MAX_CB ? (unsigned)(u1 - u) : RW_MAX_CB;
-    for (size_t f0 = 0; f0 < j->filters; f0 += fbw) {
-      size_t nf = j->filters - f0 < fbw ? j->filters - f0 : fbw;
-      memset(acc, 0, nc * per * sizeof *acc);
-      for (size_t i = 0; i < j->n; i++) {
-        lay_dy(kd, j->dy + (i * j->filters + f0) * plane, plane, nf, fbw, dt);
+  for (size_t u = u0; u < u1;) {
+    size_t f0 = u / g->c * fbw;
+    unsigned c0 = (unsigned)(u % g->c), nc = g->c - c0 < RW_MAX_CB ? g->c - c0 : RW_MAX_CB;
+    if (nc > u1 - u)
+      nc = (unsigned)(u1 - u);
+    size_t nf = j->filters - f0 < fbw ? j->filters - f0 : fbw;
+    memset(acc, 0, nc * per * sizeof *acc);
+    for (size_t i = 0; i < j->n; i++)
+      for (unsigned y0 = 0; y0 < g->oh; y0 += band) {
+        unsigned y1 = g->oh - y0 < band ? g->oh : y0 + band;
+        lay_dy(kd, j->dy + (i * j->filters + f0) * plane, plane, (size_t)y0 * g->ow,
+               (size_t)(y1 - y0) * g->ow, nf, fbw, dt);
         for (unsigned c = 0; c < nc; c++) {
           const float *xc = j->x + (i * g->c + c0 + c) * hw;
           pad_plane(g, xc, pw, ph, xp);
           for (unsigned a0 = 0; a0 < k; a0 += kd->ar)
-            fn(j, xp, pw, dt, a0, acc + c * per + (size_t)a0 * k * fbw);
+            fn(j, xp, pw, dt, a0, y0, y1, acc + c * per + (size_t)a0 * k * fbw);
         }
       }
-      /* acc[c][a][b][filter] -> dW[f0 + filter][c0 + c][a][b] */
-      for (unsigned c = 0; c < nc; c++)
-        for (size_t t = 0; t < taps; t++)
-          for (size_t f = 0; f < nf; f++)
-            j->dw[((f0 + f) * g->c + c0 + c) * taps + t] = acc[c * per + t * fbw + f];
-    }
+    /* acc[c][a][b][filter] -> dW[f0 + filter][c0 + c][a][b] */
+    for (unsigned c = 0; c < nc; c++)
+      for (size_t t = 0; t < taps; t++)
+        for (size_t f = 0; f < nf; f++)
+          j->dw[((f0 + f) * g->c + c0 + c) * taps + t] = acc[c * per + t * fbw + f];
+    u += nc;
   }
 }
 
@@ -238,9 +249,12 @@ int nnt_cpu_conv_rows_dw(int path, const nnt_conv_geom *g, size_t n, size_t filt
   rw_job j = {.g = g, .n = n, .filters = filters, .x = x, .dy = dy, .dw = dw, .kind = kd};
   if (!g->c)
     return NNT_OK;
-  /* parts of half the channels (at most RW_MAX_CB): each lays out every
-   * image's dY once per RW_MAX_CB channels */
-  size_t half = (g->c + 1) / 2;
-  nnt_cpu_pool_for(g->c, 1, half < RW_MAX_CB ? half : RW_MAX_CB, rw_part, &j);
+  /* (filter block, channel) units, parts of half of them (at most
+   * RW_MAX_CB): a part lays out each image's dY of its blocks once per
+   * RW_MAX_CB channels, and a layer of one channel (the Fashion-MNIST
+   * CNN's c1) still splits by its filter blocks */
+  unsigned fbw = kd->ov * kd->lanes;
+  size_t units = (filters + fbw - 1) / fbw * g->c, half = (units + 1) / 2;
+  nnt_cpu_pool_for(units, 1, half < RW_MAX_CB ? half : RW_MAX_CB, rw_part, &j);
   return NNT_OK;
 }

@@ -160,21 +160,29 @@ int nnt_conv_sub_runs(void);
 #define NNT_CONV_BWD_MAX_KW 5
 #define NNT_CONV_BWD_MAX_FTAPS 1024
 
-/* The most floats of one image's dY laid out for a block of filters, and
- * of one padded input plane, in the CPU's filter-lane weight gradient. */
-#define NNT_CONV_ROWS_DW_MAX_DY 8192
+/* The most floats of a band of one image's dY laid out for a block of
+ * filters (a band holds at least one output row: at most 128 columns at
+ * 32 filters a block), and of one padded input plane, in the CPU's
+ * filter-lane weight gradient. */
+#define NNT_CONV_ROWS_DW_MAX_DY 4096
 #define NNT_CONV_ROWS_DW_MAX_PAD 1024
+/* The most output positions of a 5x5 window's plane it takes: LeNet-5's
+ * c1 (784, one block of 6 filters: one part) ran slower on two threads
+ * than on the row-vector kernel, which splits its filters. */
+#define NNT_CONV_ROWS_DW_MAX_PLANE5 512
 
 /* Whether the CPU's conv_bwd_w takes g and filters with its filter-lane
  * kernel (cpu_conv_rows_dw.c): stride 1, dilation 1, a 3x3 or 5x5
- * window, an output plane whose dY fills at most NNT_CONV_ROWS_DW_MAX_DY
- * floats in blocks of 32 filters (3x3) or 16 (5x5) and a padded input
- * plane of at most NNT_CONV_ROWS_DW_MAX_PAD. Where it does, no other
- * limit of conv_bwd_w applies. */
+ * window, an output row whose dY fills at most NNT_CONV_ROWS_DW_MAX_DY
+ * floats in blocks of 32 filters (3x3) or 16 (5x5), at most
+ * NNT_CONV_ROWS_DW_MAX_PLANE5 positions for 5x5 and a padded input plane
+ * of at most NNT_CONV_ROWS_DW_MAX_PAD. Where it does, no other limit of
+ * conv_bwd_w applies. */
 static inline int nnt_conv_rows_dw_take(const struct nnt_conv_geom *g, size_t filters) {
   return g && filters && (!g->cs || g->cs == g->c) && g->sh == 1 && g->sw == 1 &&
          g->dh == 1 && g->dw == 1 && g->kh == g->kw && (g->kh == 3 || g->kh == 5) &&
-         (size_t)g->oh * g->ow * (g->kh == 3 ? 32 : 16) <= NNT_CONV_ROWS_DW_MAX_DY &&
+         (size_t)g->ow * (g->kh == 3 ? 32 : 16) <= NNT_CONV_ROWS_DW_MAX_DY &&
+         (g->kh == 3 || (size_t)g->oh * g->ow <= NNT_CONV_ROWS_DW_MAX_PLANE5) &&
          (size_t)(g->oh + g->kh - 1) * (g->ow + g->kw - 1) <= NNT_CONV_ROWS_DW_MAX_PAD;
 }
 

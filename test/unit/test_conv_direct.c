@@ -319,12 +319,17 @@ static void rows_dw_check(const bcase *d, const nnt_conv_geom *g, const float *w
 
 /* Cases for the weight gradient alone: 3x3 with 16 filters (one vector)
  * and 37 (a block of 32 and one of 5), 5x5 with 17 (16 and 1), 19
- * channels (more than a part's 8), a 1-wide plane. */
+ * channels (more than a part's 8), a 1-wide plane; planes whose dY is laid
+ * out in bands of rows (the Fashion-MNIST CNN's c1 on every path: one
+ * channel, parts by filter blocks; 5x5 at 22x22, 484 positions, where a
+ * block holds 16 filters). */
 static const bcase DWCASES[] = {
     {3, 9, 10, 3, 3, 1, 1, 1, 1, 16, 2},
     {2, 6, 7, 3, 3, 0, 2, 1, 0, 37, 3},
     {19, 8, 6, 5, 5, 2, 2, 2, 2, 17, 2},
     {4, 12, 1, 3, 3, 1, 1, 1, 1, 9, 2},
+    {1, 22, 22, 5, 5, 2, 2, 2, 2, 6, 2},
+    {1, 28, 28, 3, 3, 1, 1, 1, 1, 16, 3},
 };
 
 static void test_rows_dw(void **state) {
@@ -347,10 +352,12 @@ static void test_rows_dw(void **state) {
     check_bwd(d, &g, w, x, dy, NULL, dw, ci, NNT_ARRAY_LEN(paths));
     free(w), free(x), free(dy), free(dw);
   }
-  /* refusals: a plane whose dY takes more than 8192 floats (LeNet-5's c1),
-   * a padded plane of more than 1024 floats, a 4x4 window */
+  /* refusals: a row whose dY takes more than 4096 floats at 32 filters,
+   * a 5x5 plane of more than 512 positions (LeNet-5's c1), a padded plane
+   * of more than 1024 floats, a 4x4 window */
   const bcase bad[] = {
-      {1, 28, 28, 5, 5, 0, 0, 0, 0, 6, 1},
+      {1, 3, 300, 3, 3, 0, 0, 0, 0, 1, 1},
+      {1, 28, 28, 5, 5, 2, 2, 2, 2, 6, 1},
       {1, 1, 516, 5, 5, 2, 2, 0, 0, 1, 1}, /* 512 positions, padded 5 x 516 */
       {1, 8, 8, 4, 4, 0, 0, 0, 0, 1, 1},
   };
