@@ -5,7 +5,7 @@
  * own panels; here the subsampled values go straight into the panels the
  * micro-kernel reads, and the input's rows for the next panels are
  * fetched while the products run (ResNet-18's shortcuts on one thread of
- * a Zen 2: 0.62-0.82 of a bare sgemm of the same size -> 0.66-0.88,
+ * a Zen 2: 0.54-0.83 of a bare sgemm of the same size -> 0.71-0.90,
  * docs/performance.md).
  *
  * y[i] = W x sub(x[i]) is a sum of tiles of SUB_MR filters by SUB_NR
