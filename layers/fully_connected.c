@@ -115,6 +115,17 @@ static int fc_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   return NNT_OK;
 }
 
+/* dW's rows [r0, r0 + nr) = X's columns [r0, r0 + nr) times dY, on
+ * gemm_rows where the backend has it: the whole gradient then has the
+ * bits of its blocks (fused updates, nntrainer/schedule.c fused_rows) */
+static int weight_rows(const nnt_run_ctx *ctx, size_t r0, size_t nr, size_t rows, size_t k,
+                       size_t n) {
+  const nnt_kernels *kt = ctx->k;
+  return (kt->gemm_rows ? kt->gemm_rows : kt->gemm)(kt, 1, 0, nr, n, rows, 1.0f,
+                                                    ctx->in[0].data + r0, k, ctx->d_out[0].data,
+                                                    n, 0.0f, ctx->gw[0].data, n);
+}
+
 static int fc_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   const nnt_tensor *x = &ctx->in[0], *dy = &ctx->d_out[0];
   size_t rows = nnt_tensor_len(x) / x->dim.w, k = x->dim.w, n = dy->dim.w;
@@ -127,13 +138,11 @@ static int fc_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
     size_t t = ctx->gw[0].dim.h;
     for (size_t r0 = 0; r0 < k; r0 += t) {
       size_t nr = k - r0 < t ? k - r0 : t;
-      NNT_TRY(ctx->k->gemm(ctx->k, 1, 0, nr, n, rows, 1.0f, x->data + r0, k, dy->data, n, 0.0f,
-                           ctx->gw[0].data, n));
+      NNT_TRY(weight_rows(ctx, r0, nr, rows, k, n));
       NNT_TRY(ctx->grad_rows(ctx, 0, r0 * n, nr * n, ctx->gw[0].data));
     }
   } else if (ctx->gw[0].data) {
-    NNT_TRY(ctx->k->gemm(ctx->k, 1, 0, k, n, rows, 1.0f, x->data, k, dy->data, n, 0.0f,
-                         ctx->gw[0].data, n));
+    NNT_TRY(weight_rows(ctx, 0, k, rows, k, n));
   }
   if (p->lora_rank) {
     size_t r = p->lora_rank;
@@ -177,4 +186,5 @@ const nnt_layer_ops nnt_layer_fully_connected = {
     .calc_gradient = fc_gradient,
     .calc_derivative = fc_derivative,
     .kops = NNT_KOP_BIT(GEMM) | NNT_KOP_BIT(ADD_ROW_VEC) | NNT_KOP_BIT(SUM_ROWS),
+    .opt_kops = NNT_KOP_BIT(GEMM_ROWS),
 };

@@ -53,13 +53,13 @@ static int has_backward(const nnt_model *m, size_t i) {
  * of 48 (docs/memory.md, "Updates fused with the gradient"). */
 #define FUSED_BLOCK_BYTES 65536
 /* Blocks are a multiple of this many rows: a product of a block of rows
- * then gives each value the bits of the whole product on OpenBLAS 0.3.21's
- * x86-64 kernels, measured: its AVX2 ones (Haswell, Zen) compute rows in
- * runs of 24, so blocks of 16, 32, 64 or 128 rows changed bits of every
- * product tried and multiples of 24 none; its AVX-512 and SSE3 ones none
- * at any multiple of 8. 48 is also a multiple of every other run length
- * 16 or below. */
-#define FUSED_ROWS 48
+ * on gemm_rows then gives each value the bits of the whole product on
+ * OpenBLAS 0.3.21's x86-64 kernels, measured: its AVX2 ones (Haswell, Zen)
+ * compute rows in runs of 24, so blocks of 16, 32, 64 or 128 rows changed
+ * bits of every product tried and multiples of 24 none; its AVX-512, AVX
+ * and SSE ones none at any multiple of 8 (nnt_cpu_blas_row_quantum). 48
+ * is also a multiple of every other run length 16 or below. */
+#define FUSED_ROWS NNT_GEMM_ROW_BLOCK
 
 /* Rows of a block of node i's weight w when its update follows each block
  * inside calc_gradient, so that the whole gradient never exists; 0 when
@@ -68,17 +68,18 @@ static int has_backward(const nnt_model *m, size_t i) {
  * (l2norm and weight decay read the weight's gradient whole in train.c),
  * clip_grad_by_norm needs every gradient before any update, the backend
  * is not the CPU's or the state not in host memory, the CPU's products
- * may give a block of rows other bits than the whole product
- * (nnt_cpu_blas_split_exact: OpenBLAS's AVX2 kernels, whose products
- * split over threads change bits, at one thread not at multiples of 24
- * rows; the results would then differ from memory_optimization=false's
- * in their last bits), a block would be the whole gradient, or
+ * may give a block of rows other bits than the whole product (OpenBLAS's
+ * kernels on a core whose row quantum, nnt_cpu_blas_row_quantum, was not
+ * measured; the results would then differ from memory_optimization=false's
+ * in their last bits: the layer makes both on gemm_rows, which cuts rows
+ * at that quantum only), a block would be the whole gradient, or
  * memory_optimization=false keeps every tensor. */
 static unsigned fused_rows(const nnt_model *m, size_t i, unsigned w) {
   const nnt_node *nd = &m->nodes[i];
   const nnt_buffer_type *st = m->be ? nnt_model_state_buft(m) : NULL;
   if (!m->memory_optimization || m->fuse_off || m->clip_grad_norm > 0 || !m->opt || !m->be ||
-      m->be != nnt_backend_cpu() || !nnt_cpu_blas_split_exact() || !st->is_host(st) ||
+      m->be != nnt_backend_cpu() || !nnt_cpu_blas_row_quantum() ||
+      FUSED_ROWS % nnt_cpu_blas_row_quantum() || !st->is_host(st) ||
       !nd->do_grad || nd->grad_sum != i || nd->grad_apply != i ||
       !(nd->fc.grad_tiles >> w & 1u) || !nd->fc.w[w].trainable)
     return 0;
@@ -92,15 +93,26 @@ static unsigned fused_rows(const nnt_model *m, size_t i, unsigned w) {
   /* a product over the input's rows (k): where the whole one splits over
    * two compute threads, so does a block (else the gradient would run on
    * one thread: the benchmark MLP at two threads took 0.70-0.75 -> 0.88-0.91
-   * ms a step with blocks of 48 rows) */
+   * ms a step with blocks of 48 rows), each thread's part twice the least
+   * (every block is a product and an update on the threads: on a Zen 2 at
+   * two threads the MLP's step took 0.92 ms with whole gradients, 0.99-1.07
+   * with parts of 1.2 million multiply-adds, 0.94-0.96 with 2.4) */
   nnt_dim in = nd->fc.in_dim[0];
   size_t k = (size_t)in.b * in.c * in.h, two = 2 * NNT_CPU_GEMM_MIN_PART;
   if (k && rows * width * k >= two) {
-    size_t need = (two + width * k - 1) / (width * k);
+    size_t need = (2 * two + width * k - 1) / (width * k);
     need = (need + FUSED_ROWS - 1) / FUSED_ROWS * FUSED_ROWS;
     per = per > need ? per : need;
   }
-  return per < rows ? (unsigned)per : 0;
+  /* a fused node runs its derivative first (it reads the weight before
+   * the blocks update it), so its input's derivative then lives beside
+   * its input: where that is larger than the gradient's rows a block
+   * leaves out, the plan would grow (Applications/CharLM/lstm.ini's
+   * output layer, a 2.75 MiB derivative for 192 KiB of gradient: arena
+   * 15.00 -> 15.49 MiB) */
+  if (per >= rows || (nd->do_deriv && nnt_dim_len(in) > (rows - per) * width))
+    return 0;
+  return (unsigned)per;
 }
 
 /* Training: every node forwards in graph order; then, walking back from

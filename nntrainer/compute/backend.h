@@ -75,7 +75,8 @@ struct nnt_buffer {
  * kernel table. A layer type lists those it uses (nnt_layer_ops.kops), and
  * compile asks the backend's supports gate for each. */
 #define NNT_KOP_LIST(X)                                                                   \
-  X(GEMM, gemm) X(FILL, fill) X(COPY, copy) X(SCALE, scale) X(AXPY, axpy) X(ADD, add)     \
+  X(GEMM, gemm) X(GEMM_ROWS, gemm_rows) X(FILL, fill) X(COPY, copy) X(SCALE, scale)        \
+  X(AXPY, axpy) X(ADD, add)                                                               \
   X(SUB, sub) X(MUL, mul) X(DOT, dot) X(SUM, sum) X(ADD_ROW_VEC, add_row_vec)             \
   X(ADD_COL_VEC, add_col_vec) X(SUM_COLS, sum_cols) X(SUM_ROWS, sum_rows)                 \
   X(ACT_FWD, act_fwd) X(ACT_BWD, act_bwd) X(ACT_MASK, act_mask)                           \

@@ -110,6 +110,22 @@ static void choose_core(void) {
 
 void nnt_cpu_blas_choose_core(void) { pthread_once(&core_once, choose_core); }
 
+size_t nnt_cpu_blas_row_quantum(void) {
+  static const struct {
+    const char *name;
+    size_t rows;
+  } measured[] = {{"Haswell", 24}, {"Zen", 24}, {"Sandybridge", 8}, {"Prescott", 8},
+                  {"Nehalem", 8}};
+  nnt_cpu_blas_choose_core(); /* the kernels the products will run */
+  const char *core = openblas_get_corename();
+  if (nnt_blas_core_rank(core) == NNT_BLAS_AVX512)
+    return 8;
+  for (size_t i = 0; core && i < sizeof measured / sizeof measured[0]; i++)
+    if (!strcasecmp(core, measured[i].name))
+      return measured[i].rows;
+  return 0;
+}
+
 const char *nnt_cpu_blas_first_core(void) {
   nnt_cpu_blas_choose_core();
   return core_first[0] ? core_first : NULL;

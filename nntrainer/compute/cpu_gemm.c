@@ -96,11 +96,15 @@ static int split_rows(size_t m, size_t n, size_t rmin, size_t cmin) {
 
 /* beta == 0 overwrites C without reading it (OpenBLAS does the same, so a
  * NaN left in a reused buffer does not leak through). Empty products are
- * handled here so OpenBLAS never sees a zero leading dimension. */
-int nnt_cpu_gemm(const struct nnt_kernels *self, int ta, int tb, size_t m, size_t n, size_t k,
-                 float alpha, const float *a, size_t lda, const float *b, size_t ldb, float beta,
-                 float *c, size_t ldc) {
-  (void)self;
+ * handled here so OpenBLAS never sees a zero leading dimension.
+ * keep_rows (gemm_rows): where a split may change bits
+ * (nnt_cpu_blas_split_exact is 0), C is cut by rows only, at multiples
+ * of nnt_cpu_blas_row_quantum, so that every row has the bits of one
+ * whole product on one thread, and so has a block of rows asked for at
+ * a multiple of NNT_GEMM_ROW_BLOCK. */
+static int gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a,
+                size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc,
+                int keep_rows) {
   if (!m || !n)
     return NNT_OK;
   NEED(c && m <= NNT_GEMM_DIM_MAX && n <= NNT_GEMM_DIM_MAX && ldc >= n &&
@@ -135,9 +139,26 @@ int nnt_cpu_gemm(const struct nnt_kernels *self, int ta, int tb, size_t m, size_
   int direct = plain && n % 4 == 0 && m * n * k < GEMM_DIRECT_MNK;
   size_t min_part = plain && !direct ? GEMM_DIRECT_MNK : GEMM_MIN_PART;
   size_t cols = (min_part + m * k - 1) / (m * k), rows = (min_part + n * k - 1) / (n * k);
-  if (split_rows(m, n, rows, cols))
+  size_t quantum = keep_rows && !nnt_cpu_blas_split_exact() ? nnt_cpu_blas_row_quantum() : 0;
+  if (quantum)
+    nnt_cpu_pool_for_products(m, quantum, rows, gemm_rows_part, &j);
+  else if (split_rows(m, n, rows, cols))
     nnt_cpu_pool_for_products(m, GEMM_ROWS, rows, gemm_rows_part, &j);
   else
     nnt_cpu_pool_for_products(n, GEMM_COLS, cols, gemm_part, &j);
   return NNT_OK;
+}
+
+int nnt_cpu_gemm(const struct nnt_kernels *self, int ta, int tb, size_t m, size_t n, size_t k,
+                 float alpha, const float *a, size_t lda, const float *b, size_t ldb, float beta,
+                 float *c, size_t ldc) {
+  (void)self;
+  return gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 0);
+}
+
+int nnt_cpu_gemm_rows(const struct nnt_kernels *self, int ta, int tb, size_t m, size_t n,
+                      size_t k, float alpha, const float *a, size_t lda, const float *b,
+                      size_t ldb, float beta, float *c, size_t ldc) {
+  (void)self;
+  return gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 1);
 }

@@ -225,6 +225,10 @@ void nnt_cpu_parallel(const struct nnt_kernels *self, size_t n, nnt_pool_fn fn, 
 int nnt_cpu_gemm(const struct nnt_kernels *self, int ta, int tb, size_t m, size_t n, size_t k,
                  float alpha, const float *a, size_t lda, const float *b, size_t ldb, float beta,
                  float *c, size_t ldc);
+/* The kernel table's gemm_rows (cpu_gemm.c). */
+int nnt_cpu_gemm_rows(const struct nnt_kernels *self, int ta, int tb, size_t m, size_t n,
+                      size_t k, float alpha, const float *a, size_t lda, const float *b,
+                      size_t ldb, float beta, float *c, size_t ldc);
 /* The largest part nnt_cpu_pool_for_products would cut [0, n) into now
  * (n when it would not split it). */
 size_t nnt_cpu_pool_largest_part(size_t n, size_t align, size_t min_part);

@@ -732,6 +732,7 @@ const nnt_kernels nnt_cpu_kernel_table = {
     .name = "cpu",
     .prepare = k_prepare,
     .gemm = nnt_cpu_gemm,
+    .gemm_rows = nnt_cpu_gemm_rows,
     .fill = k_fill,
     .copy = k_copy,
     .scale = k_scale,

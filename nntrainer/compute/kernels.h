@@ -63,6 +63,9 @@ static inline size_t nnt_conv_img_stride(const nnt_conv_geom *g) {
 /* The largest m, n, k or leading dimension gemm takes (OpenBLAS's
  * cblas_sgemm takes int); layers refuse larger products at finalize. */
 #define NNT_GEMM_DIM_MAX ((size_t)INT_MAX)
+/* The rows of gemm_rows' blocks (below): a multiple of every row quantum
+ * of the CPU's kernels (nnt_cpu_blas_row_quantum: 8 and 24). */
+#define NNT_GEMM_ROW_BLOCK 48
 
 /* conv_wino: the geometry it takes (a 3x3 window, stride 1, dilation 1,
  * padding at most 2 on each side, every channel of the images) and the
@@ -237,6 +240,15 @@ typedef struct nnt_kernels {
   int (*gemm)(const struct nnt_kernels *self, int trans_a, int trans_b, size_t m, size_t n,
               size_t k, float alpha, const float *a, size_t lda, const float *b, size_t ldb,
               float beta, float *c, size_t ldc);
+  /* gemm whose rows keep their bits: rows [r0, r1) of C, for r0 a multiple
+   * of NNT_GEMM_ROW_BLOCK, come out bitwise as the same rows of the product
+   * over all of op(A)'s rows, at any thread count, where the backend can
+   * promise it (the CPU's: nnt_cpu_blas_row_quantum). A layer whose
+   * gradient is handed over a block of rows at a time makes the whole
+   * gradient with it too. Optional: NULL runs gemm. */
+  int (*gemm_rows)(const struct nnt_kernels *self, int trans_a, int trans_b, size_t m, size_t n,
+                   size_t k, float alpha, const float *a, size_t lda, const float *b,
+                   size_t ldb, float beta, float *c, size_t ldc);
 
   int (*fill)(const struct nnt_kernels *self, size_t n, float v, float *y);
   int (*copy)(const struct nnt_kernels *self, size_t n, const float *x,
@@ -583,6 +595,15 @@ void nnt_cpu_blas_choose_core(void);
  * whatever columns it is given (its AVX-512 paths, measured): the compute
  * threads' split products are then bitwise the whole product. */
 int nnt_cpu_blas_split_exact(void);
+/* The rows at whose multiples a product over OpenBLAS's present kernels
+ * may be cut by rows of C, every row keeping the bits it has in the
+ * whole product (one call, one thread), measured on 0.3.21: 8 on its
+ * AVX-512 (SkylakeX, Cooperlake, SapphireRapids), AVX (Sandybridge) and
+ * SSE (Prescott, Nehalem) kernels, 24 on its AVX2 ones (Haswell, Zen),
+ * which compute rows in runs of 24 (a cut elsewhere moves the remainder
+ * rows onto other kernels); 0 on any other core (not measured). A cut
+ * by columns changes bits on the AVX2 kernels at any multiple. */
+size_t nnt_cpu_blas_row_quantum(void);
 /* The core OpenBLAS had picked itself when it was switched, else NULL. */
 const char *nnt_cpu_blas_first_core(void);
 

@@ -236,6 +236,11 @@ F(gemm, (int ta, int tb, size_t m, size_t n, size_t k, float al, cf a, size_t ld
   (C(a, mat(ta ? k : m, ta ? m : k, lda)) C(b, mat(tb ? n : k, tb ? k : n, ldb))
    C(c, mat(m, n, ldc))),
   (ta, tb, m, n, k, al, H(a), lda, H(b), ldb, be, H(c), ldc))
+F(gemm_rows, (int ta, int tb, size_t m, size_t n, size_t k, float al, cf a, size_t lda, cf b,
+              size_t ldb, float be, float *c, size_t ldc),
+  (C(a, mat(ta ? k : m, ta ? m : k, lda)) C(b, mat(tb ? n : k, tb ? k : n, ldb))
+   C(c, mat(m, n, ldc))),
+  (ta, tb, m, n, k, al, H(a), lda, H(b), ldb, be, H(c), ldc))
 F(fill, (size_t n, float v, float *y), (C(y, n)), (n, v, H(y)))
 F(copy, (size_t n, cf x, float *y), (C(x, n) C(y, n)), (n, H(x), H(y)))
 F(copy2d, (size_t r, size_t c, cf x, size_t ldx, float *y, size_t ldy),

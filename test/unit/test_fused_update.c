@@ -111,8 +111,9 @@ static void test_blocks_planned(void **state) {
   (void)state;
   feed f = {0};
   nnt_err e = {0};
-  int exact = nnt_cpu_blas_split_exact();
-  print_message("kernels: %s, split exact: %d\n", openblas_get_corename(), exact);
+  size_t q = nnt_cpu_blas_row_quantum();
+  int exact = q && NNT_GEMM_ROW_BLOCK % q == 0;
+  print_message("kernels: %s, row quantum: %zu\n", openblas_get_corename(), q);
   nnt_model *m = make("adam", 0, NULL, &f, NULL), *w = make("adam", 1, NULL, &f, NULL);
   const nnt_node *fc1 = tu_node(m, "fc1");
   assert_int_equal(fc1->gtile[0], exact ? 240 : 0);
@@ -133,6 +134,13 @@ static void test_blocks_planned(void **state) {
   assert_true(m->mgr[NNT_MODE_TRAIN].lower_bound <= w->mgr[NNT_MODE_TRAIN].lower_bound);
   nnt_model_destroy(m);
   nnt_model_destroy(w);
+  /* batches of 256: fc1's input derivative (256 x 300) outweighs the
+   * gradient rows a block leaves out (60 x 64), and it would live beside
+   * the input in the derivative-first order */
+  const char *b256[] = {"batch_size", "256", NULL};
+  m = make("adam", 0, b256, &f, NULL);
+  assert_int_equal(tu_node(m, "fc1")->gtile[0], 0);
+  nnt_model_destroy(m);
   const char *const off[][3] = {{"clip_grad_by_norm", "1", NULL},
                                 {"fc1.weight_regularizer", "l2norm", NULL},
                                 {"memory_optimization", "false", NULL}};
@@ -203,7 +211,7 @@ static void test_not_finite(void **state) {
   feed f = {0};
   nnt_model *m = big(0, 1.25e19f, &f);
   const nnt_node *fc1 = tu_node(m, "fc1");
-  if (nnt_cpu_blas_split_exact())
+  if (nnt_cpu_blas_row_quantum())
     assert_true(fc1->gtile[0] > 0);
   size_t w1 = fc1->w_first;
   float *w = tu_dup(m->w[w1].data, 300 * 64), *bias = tu_dup(m->w[w1 + 1].data, 64);
@@ -218,12 +226,55 @@ static void test_not_finite(void **state) {
   nnt_model_destroy(m);
 }
 
+/* Batches of 256 and fc1 of 512 units: fc1's gradient (300 x 512 x 256
+ * multiply-adds) and its blocks of 48 rows split over two compute threads
+ * (the blocks leave out more than fc1's input derivative). The fused
+ * model's weights bitwise those of whole gradients with Adam, on every
+ * kernel path of OpenBLAS this CPU has (on its AVX2 kernels a product cut
+ * by columns, or by rows off a multiple of 24, changes bits: gemm_rows
+ * cuts fc1's products by rows at multiples of 24 only). */
+static void two_threads_once(void) {
+  const char *x[] = {"batch_size", "256", "fc1.unit", "512", NULL};
+  feed fa = {.per_epoch = 512}, fb = {.per_epoch = 512};
+  nnt_model *a = make("adam", 0, x, &fa, NULL), *b = make("adam", 1, x, &fb, NULL);
+  assert_int_equal(tu_node(a, "fc1")->gtile[0], 48);
+  assert_int_equal(tu_node(b, "fc1")->gtile[0], 0);
+  nnt_err e = {0};
+  unsigned long jobs = nnt_cpu_pool_jobs();
+  if (nnt_model_train(a, NULL, NULL, &e) || nnt_model_train(b, NULL, NULL, &e))
+    fail_msg("%s", e.msg);
+  assert_true(nnt_cpu_pool_jobs() > jobs); /* the threads ran */
+  assert_memory_equal(a->wpool, b->wpool, a->wpool_floats * sizeof(float));
+  nnt_model_destroy(a);
+  nnt_model_destroy(b);
+}
+
+static void test_two_threads(void **state) {
+  (void)state;
+  nnt_err e = {0};
+  assert_int_equal(nnt_cpu_set_threads(2, &e), NNT_OK);
+  print_message("kernels: %s\n", openblas_get_corename());
+  two_threads_once();
+  if (nnt_blas_cpu_rank() >= NNT_BLAS_AVX2) {
+    assert_int_equal(nnt_blas_switch_core("Haswell"), 0);
+    print_message("kernels: %s\n", openblas_get_corename());
+    two_threads_once();
+  }
+  if (nnt_blas_cpu_rank() == NNT_BLAS_AVX512) {
+    assert_int_equal(nnt_blas_switch_core("SkylakeX"), 0);
+    print_message("kernels: %s\n", openblas_get_corename());
+    two_threads_once();
+  }
+  assert_int_equal(nnt_cpu_set_threads(1, &e), NNT_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_blocks_planned),
       cmocka_unit_test(test_bitwise),
       cmocka_unit_test(test_bound_no_room),
       cmocka_unit_test(test_not_finite),
+      cmocka_unit_test(test_two_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

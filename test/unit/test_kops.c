@@ -37,6 +37,9 @@ typedef const struct nnt_conv_geom *cg;
 V(GEMM, gemm, (int ta, int tb, size_t m, size_t n, size_t k, float al, cf a, size_t lda, cf b,
                size_t ldb, float be, float *c, size_t ldc),
   (ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc))
+V(GEMM_ROWS, gemm_rows, (int ta, int tb, size_t m, size_t n, size_t k, float al, cf a,
+                         size_t lda, cf b, size_t ldb, float be, float *c, size_t ldc),
+  (ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc))
 V(FILL, fill, (size_t n, float v, float *y), (n, v, y))
 V(COPY, copy, (size_t n, cf x, float *y), (n, x, y))
 V(COPY2D, copy2d, (size_t r, size_t c, cf x, size_t ldx, float *y, size_t ldy),

@@ -279,12 +279,44 @@ static void test_start_thread_fails(void **state) {
  * (NN with alpha 1 and beta 0: above its direct size). Bitwise where a
  * split keeps every element's sum (nnt_cpu_blas_split_exact), else close
  * and the same bits at every run. */
+typedef struct gemm_case {
+  int ta, tb;
+  size_t m, n, k;
+  float beta;
+} gemm_case;
+
+/* gemm_rows (split by rows at the kernels' row quantum only): the whole
+ * product and its blocks of NNT_GEMM_ROW_BLOCK rows (and of three such,
+ * split on the threads) bitwise one thread's one call (c1), where
+ * OpenBLAS's split products differ on its AVX2 kernels. c is scratch. */
+static void rows_keep_bits(const gemm_case *gc, const float *a, const float *b, const float *c1,
+                           float *c) {
+  const nnt_kernels *k = nnt_kernels_cpu();
+  size_t m = gc->m, n = gc->n, kk = gc->k, lda = gc->ta ? m : kk, ldb = gc->tb ? kk : n;
+  for (size_t block = m; block; block = block == m ? 3 * NNT_GEMM_ROW_BLOCK
+                                                   : block > NNT_GEMM_ROW_BLOCK
+                                                         ? NNT_GEMM_ROW_BLOCK : 0) {
+    for (size_t j = 0; j < m * n; j++)
+      c[j] = (float)(j % 13) / 13.0f;
+    for (size_t r0 = 0; r0 < m; r0 += block) {
+      size_t nr = m - r0 < block ? m - r0 : block;
+      assert_int_equal(k->gemm_rows(k, gc->ta, gc->tb, nr, n, kk, 1.0f,
+                                    a + (gc->ta ? r0 : r0 * lda), lda, b, ldb, gc->beta,
+                                    c + r0 * n, n),
+                       NNT_OK);
+    }
+    size_t diff = 0;
+    for (size_t j = 0; j < m * n; j++)
+      diff += memcmp(&c1[j], &c[j], sizeof(float)) != 0;
+    if (diff)
+      fail_msg("gemm_rows %d%d %zu x %zu x %zu in blocks of %zu rows (quantum %zu): %zu of %zu "
+               "elements differ from one thread's one product", gc->ta, gc->tb, m, n, kk, block,
+               nnt_cpu_blas_row_quantum(), diff, m * n);
+  }
+}
+
 static void gemm_splits(void) {
-  static const struct {
-    int ta, tb;
-    size_t m, n, k;
-    float beta;
-  } cases[] = {
+  static const gemm_case cases[] = {
       {0, 0, 512, 32, 1024, 0.0f}, {0, 0, 32, 1024, 512, 0.0f}, {0, 1, 256, 32, 256, 1.0f},
       {0, 1, 32, 256, 256, 1.0f},  {1, 0, 256, 32, 256, 0.0f},  {1, 0, 32, 256, 256, 0.0f},
       /* OpenBLAS's direct path on AVX-512 (and its parts) */
@@ -325,6 +357,8 @@ static void gemm_splits(void) {
       fail_msg("case %zu (%d%d %zu x %zu x %zu): %zu of %zu elements differ from one thread's", i,
                ta, tb, m, n, kk, diff, m * n);
     tu_expect_close(c2, c1, m * n, 1e-4, "2 threads against 1");
+    if (nnt_cpu_blas_row_quantum())
+      rows_keep_bits(&cases[i], a, b, c1, c3);
     free(a);
     free(b);
     free(c1);
