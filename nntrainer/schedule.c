@@ -49,7 +49,7 @@ static int has_backward(const nnt_model *m, size_t i) {
 /* The bytes of a block of a gradient applied as it is made, at most (but
  * FUSED_ROWS rows at least, and enough for two compute threads where the
  * whole product has that: fused_rows): 64 KiB. The Fashion-MNIST MLP's
- * fc1 gradient (784 x 256) at batch 64 in blocks of 144 rows, at batch 1
+ * fc1 gradient (784 x 256) at batch 64 in blocks of 288 rows, at batch 1
  * of 48 (docs/memory.md, "Updates fused with the gradient"). */
 #define FUSED_BLOCK_BYTES 65536
 /* Blocks are a multiple of this many rows: a product of a block of rows
