@@ -49,7 +49,7 @@ static int has_backward(const nnt_model *m, size_t i) {
 /* The bytes of a block of a gradient applied as it is made, at most (but
  * FUSED_ROWS rows at least, and enough for two compute threads where the
  * whole product has that: fused_rows): 64 KiB. The Fashion-MNIST MLP's
- * fc1 gradient (784 x 256) at batch 64 in blocks of 288 rows, at batch 1
+ * fc1 gradient (784 x 256) at batch 64 in blocks of 144 rows, at batch 1
  * of 48 (docs/memory.md, "Updates fused with the gradient"). */
 #define FUSED_BLOCK_BYTES 65536
 /* Blocks are a multiple of this many rows: a product of a block of rows
@@ -93,14 +93,15 @@ static unsigned fused_rows(const nnt_model *m, size_t i, unsigned w) {
   /* a product over the input's rows (k): where the whole one splits over
    * two compute threads, so does a block (else the gradient would run on
    * one thread: the benchmark MLP at two threads took 0.70-0.75 -> 0.88-0.91
-   * ms a step with blocks of 48 rows), each thread's part twice the least
-   * (every block is a product and an update on the threads: on a Zen 2 at
-   * two threads the MLP's step took 0.92 ms with whole gradients, 0.99-1.07
-   * with parts of 1.2 million multiply-adds, 0.94-0.96 with 2.4) */
+   * ms a step with blocks of 48 rows). Every block is then a product and
+   * an update on the threads: on a Zen 2 at two threads the MLP's step took
+   * 0.92 ms with whole gradients and 0.99-1.07 with its blocks of 144 rows,
+   * 0.94-0.96 with blocks of 288; the larger blocks would add 144 KiB to
+   * the plans where blocks were fused before (AVX-512), so not taken */
   nnt_dim in = nd->fc.in_dim[0];
   size_t k = (size_t)in.b * in.c * in.h, two = 2 * NNT_CPU_GEMM_MIN_PART;
   if (k && rows * width * k >= two) {
-    size_t need = (2 * two + width * k - 1) / (width * k);
+    size_t need = (two + width * k - 1) / (width * k);
     need = (need + FUSED_ROWS - 1) / FUSED_ROWS * FUSED_ROWS;
     per = per > need ? per : need;
   }
