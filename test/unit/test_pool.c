@@ -272,13 +272,6 @@ static void test_start_thread_fails(void **state) {
   nnt_cpu_pool_release();
 }
 
-/* The products at two threads against one thread's: split by rows of C
- * (too few columns to split: 32), by columns (too few rows: 32), each in
- * the three transpose cases the layers use (forward NN, gradient NT with
- * beta 1, derivative TN), at sizes that take OpenBLAS's blocked path
- * (NN with alpha 1 and beta 0: above its direct size). Bitwise where a
- * split keeps every element's sum (nnt_cpu_blas_split_exact), else close
- * and the same bits at every run. */
 typedef struct gemm_case {
   int ta, tb;
   size_t m, n, k;
@@ -293,9 +286,9 @@ static void rows_keep_bits(const gemm_case *gc, const float *a, const float *b, 
                            float *c) {
   const nnt_kernels *k = nnt_kernels_cpu();
   size_t m = gc->m, n = gc->n, kk = gc->k, lda = gc->ta ? m : kk, ldb = gc->tb ? kk : n;
-  for (size_t block = m; block; block = block == m ? 3 * NNT_GEMM_ROW_BLOCK
-                                                   : block > NNT_GEMM_ROW_BLOCK
-                                                         ? NNT_GEMM_ROW_BLOCK : 0) {
+  const size_t blocks[] = {m, 3 * NNT_GEMM_ROW_BLOCK, NNT_GEMM_ROW_BLOCK};
+  for (size_t bi = 0; bi < NNT_ARRAY_LEN(blocks); bi++) {
+    size_t block = blocks[bi];
     for (size_t j = 0; j < m * n; j++)
       c[j] = (float)(j % 13) / 13.0f;
     for (size_t r0 = 0; r0 < m; r0 += block) {
@@ -315,6 +308,13 @@ static void rows_keep_bits(const gemm_case *gc, const float *a, const float *b, 
   }
 }
 
+/* The products at two threads against one thread's: split by rows of C
+ * (too few columns to split: 32), by columns (too few rows: 32), each in
+ * the three transpose cases the layers use (forward NN, gradient NT with
+ * beta 1, derivative TN), at sizes that take OpenBLAS's blocked path
+ * (NN with alpha 1 and beta 0: above its direct size). Bitwise where a
+ * split keeps every element's sum (nnt_cpu_blas_split_exact), else close
+ * and the same bits at every run. */
 static void gemm_splits(void) {
   static const gemm_case cases[] = {
       {0, 0, 512, 32, 1024, 0.0f}, {0, 0, 32, 1024, 512, 0.0f}, {0, 1, 256, 32, 256, 1.0f},
