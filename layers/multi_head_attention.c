@@ -186,6 +186,13 @@ static int mha_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   p->s_bwd = (int)nnt_fctx_add_scratch(ctx, nnt_dim_make(q.b, 1, 1, (unsigned)bwd),
                                        NNT_SCRATCH_BWD);
   ctx->flags = NNT_LF_BWD_READS_INPUT;
+  /* A derivative added into a sum (query, key and value from one layer:
+   * self-attention) is made in dO's and dA's regions, spent by then, where
+   * each fits (mha_derivative); a mask's (input 3) is made earlier. */
+  size_t spent = q.b * (ao_len(p) + aw_len(p));
+  if (ctx->n_in == 3 && (size_t)q.b * q.h * q.w <= spent && (size_t)k.b * k.h * k.w <= spent &&
+      (size_t)v.b * v.h * v.w <= spent)
+    ctx->flags |= NNT_LF_DERIV_ADDS;
   return NNT_OK;
 }
 
@@ -357,9 +364,13 @@ static int mha_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
                        (size_t)p->heads * p->dv};
   for (int i = 0; i < 3; i++) {
     size_t in = ctx->in[i].dim.w;
-    if (ctx->d_in[i].data)
-      NNT_TRY(ctx->k->gemm(ctx->k, 0, 1, rows[i], in, n[i], 1.0f, dp[i], n[i],
-                           ctx->w[p->widx[wi[i]]].data, n[i], 0.0f, ctx->d_in[i].data, in));
+    float *dx = ctx->d_in[i].data, *to = ctx->d_add >> i & 1 ? m.dao : dx;
+    if (!dx)
+      continue;
+    NNT_TRY(ctx->k->gemm(ctx->k, 0, 1, rows[i], in, n[i], 1.0f, dp[i], n[i],
+                         ctx->w[p->widx[wi[i]]].data, n[i], 0.0f, to, in));
+    if (to != dx) /* the sum's next term, as train.c adds one */
+      NNT_TRY(ctx->k->add(ctx->k, rows[i] * in, dx, to, dx));
   }
   return NNT_OK;
 }

@@ -140,6 +140,14 @@ enum {
    * input(s), only calc_gradient does (fully_connected, conv2d: dX needs
    * the weights and dY alone), so they live to calc_gradient's step */
   NNT_LF_DERIV_SKIPS_INPUT = 1u << 7,
+  /* calc_derivative adds its derivative into d_in[k] where ctx->d_add
+   * has bit k (d_in[k] then holds the sum of the derivatives of the
+   * input's consumers after this one): an input that several layers read
+   * then needs no temporary of its size for this layer's part of the sum.
+   * The layer must add it as train.c would, an add of the whole
+   * derivative (computed as it would have been into d_in[k]) into the
+   * sum, input by input in order, so that the sum keeps its bits. */
+  NNT_LF_DERIV_ADDS = 1u << 8,
 };
 
 typedef struct nnt_finalize_ctx {
@@ -191,6 +199,7 @@ typedef struct nnt_run_ctx {
   nnt_tensor *out;      /* forward outputs */
   nnt_tensor *d_out;    /* backward: derivative of the loss wrt each output */
   nnt_tensor *d_in;     /* backward: calc_derivative writes (overwrites) these */
+  unsigned d_add;       /* ... or adds into d_in[k] where bit k is set (NNT_LF_DERIV_ADDS) */
   nnt_tensor *w;        /* weights */
   nnt_tensor *gw;       /* calc_gradient writes (overwrites); NULL data: frozen */
   nnt_tensor *scratch;

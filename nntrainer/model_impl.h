@@ -28,6 +28,7 @@ typedef enum nnt_dmode {
   NNT_D_DIRECT = 0,
   NNT_D_COPY, /* fan-out, memory_optimization=false: the first, copied in */
   NNT_D_ADD,  /* fan-out: a later consumer: a temporary, added in */
+  NNT_D_ACCUM, /* fan-out: a later consumer that adds into the sum (NNT_LF_DERIV_ADDS) */
 } nnt_dmode;
 
 /* What a step of the schedule runs. */

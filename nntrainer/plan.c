@@ -191,7 +191,8 @@ static int request_backward(nnt_model *m, nnt_mgr *g, nnt_err *e) {
    * by several consumers) gets a sum, its d_out: with memory_optimization
    * the first consumer in backward order (the last in forward) writes it
    * directly (NNT_D_DIRECT), as the first value of the sum is its
-   * derivative; each later one writes a temporary that train.c adds in.
+   * derivative; each later one writes a temporary that train.c adds in,
+   * or adds into the sum itself where its layer can (NNT_D_ACCUM).
    * Without it every consumer keeps its own derivative (a temporary that
    * the first copies into the sum), the reference that --dump reads. */
   for (size_t i = 0; i < m->n_nodes; i++)
@@ -228,6 +229,10 @@ static int request_backward(nnt_model *m, nnt_mgr *g, nnt_err *e) {
             continue;
           }
           c->dmode[k] = NNT_D_COPY;
+        } else if (opt && (c->fc.flags & NNT_LF_DERIV_ADDS)) {
+          c->dmode[k] = NNT_D_ACCUM; /* the layer adds into the sum itself */
+          c->t_din[k] = p->t_dout[pi];
+          continue;
         } else {
           c->dmode[k] = NNT_D_ADD;
         }
@@ -473,6 +478,10 @@ static void bind_contexts(nnt_model *m, nnt_mode mode) {
     c->in = nd->in;
     c->out = nd->out;
     c->d_in = nd->din;
+    c->d_add = 0;
+    for (unsigned k = 0; k < nd->n_in; k++)
+      if (nd->dmode[k] == NNT_D_ACCUM)
+        c->d_add |= 1u << k;
     c->d_out = nd->dout;
     c->w = m->w + nd->w_first;
     c->gw = nd->gw;

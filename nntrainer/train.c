@@ -186,7 +186,7 @@ static int clip_and_apply(nnt_model *m, nnt_err *e) {
 static int sum_derivatives(nnt_model *m, nnt_mgr *g, nnt_node *nd) {
   int rc = NNT_OK;
   for (unsigned k = 0; k < nd->n_in && !rc; k++) {
-    if (nd->dmode[k] == NNT_D_DIRECT || !nd->din[k].data)
+    if (nd->dmode[k] == NNT_D_DIRECT || nd->dmode[k] == NNT_D_ACCUM || !nd->din[k].data)
       continue;
     float *sum = nnt_mgr_data(g, nd->t_dsum[k]);
     size_t n = nnt_dim_len(nd->din[k].dim);

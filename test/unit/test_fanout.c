@@ -86,6 +86,17 @@ static void assert_direct(const nnt_node *c, unsigned k, const nnt_node *p) {
   assert_int_equal(c->t_dsum[k], -1);
 }
 
+/* Consumer c's input k adds into producer p's d_out itself
+ * (NNT_LF_DERIV_ADDS). */
+static void assert_accum(const nnt_node *c, unsigned k, const nnt_node *p) {
+  assert_true(c->fc.flags & NNT_LF_DERIV_ADDS);
+  assert_int_equal(c->dmode[k], NNT_D_ACCUM);
+  assert_true(p->t_dout[0] >= 0);
+  assert_int_equal(c->t_din[k], p->t_dout[0]);
+  assert_int_equal(c->t_dsum[k], -1);
+  assert_true(c->ctx.d_add >> k & 1);
+}
+
 /* Consumer c's input k writes a temporary that mode adds or copies in. */
 static void assert_temporary(const nnt_node *c, unsigned k, const nnt_node *p, nnt_dmode mode) {
   assert_int_equal(c->dmode[k], mode);
@@ -156,7 +167,10 @@ static unsigned check_fanouts(const nnt_model *m, const nnt_node **first) {
       for (unsigned k = 0; k < c->n_in; k++) {
         if (c->in_node[k] != pi || c->in_idx[k] != 0 || !c->do_deriv)
           continue;
-        if (c != fc || k != fk)
+        if ((c != fc || k != fk) && m->memory_optimization &&
+            (c->fc.flags & NNT_LF_DERIV_ADDS))
+          assert_accum(c, k, p);
+        else if (c != fc || k != fk)
           assert_temporary(c, k, p, NNT_D_ADD);
         else if (m->memory_optimization)
           assert_direct(c, k, p);
@@ -250,6 +264,46 @@ static void test_cases_bitwise(void **state) {
   train_alike(on, off);
 }
 
+/* Self-attention: query, key and value are a's output. With the
+ * residual addition after it (first in backward) all three add into a's
+ * sum themselves; without it the query writes the sum and the key and
+ * value add into it in the same calc_derivative. No temporary either way,
+ * and the weights of memory_optimization=false bit for bit. */
+#define ATTN(RESIDUAL)                                                                         \
+  HEAD("4")                                                                                    \
+  "[in]\ntype = input\ninput_shape = 1:8:16\n"                                                 \
+  "[a]\ntype = fully_connected\nunit = 16\n"                                                   \
+  "[att]\ntype = multi_head_attention\nnum_heads = 2\ninput_layers = a, a, a\n" RESIDUAL     \
+  "[out]\ntype = fully_connected\nunit = 3\n"
+static const char ATTN_RES[] = ATTN("[add]\ntype = addition\ninput_layers = a, att\n");
+static const char ATTN_ONLY[] = ATTN("");
+
+static void test_attention_adds(void **state) {
+  (void)state;
+  for (int res = 0; res < 2; res++) {
+    const char *text = res ? ATTN_RES : ATTN_ONLY, *name = res ? "attn_res.ini" : "attn.ini";
+    nnt_model *on = load(name, text, 1, 1), *off = load(name, text, 0, 0);
+    const nnt_mgr *g = &on->mgr[NNT_MODE_TRAIN];
+    const nnt_node *a = tu_node(on, "a"), *att = tu_node(on, "att"), *first[8];
+    assert_int_equal(a->n_consumers[0], res ? 4 : 3);
+    assert_int_equal(check_fanouts(on, first), 1);
+    assert_ptr_equal(first[0], res ? tu_node(on, "add") : att);
+    if (res)
+      assert_accum(att, 0, a);
+    else
+      assert_direct(att, 0, a);
+    assert_accum(att, 1, a);
+    assert_accum(att, 2, a);
+    assert_false(has_tensor(g, "att:d_in0"));
+    assert_false(has_tensor(g, "att:d_in1"));
+    assert_false(has_tensor(g, "att:d_in2"));
+    assert_int_equal(check_fanouts(off, first), 1);
+    assert_true(has_tensor(&off->mgr[NNT_MODE_TRAIN], "att:d_in2"));
+    assert_int_equal(tu_node(off, "att")->ctx.d_add, 0);
+    train_alike(on, off);
+  }
+}
+
 /* A relu whose output the next layer's calc_gradient reads: the training
  * plan keeps its bit mask (smaller than keeping the output to the relu's
  * own derivative), so the output ends at that read; a fully_connected
@@ -289,6 +343,7 @@ int main(void) {
       cmocka_unit_test(test_residual_plan),
       cmocka_unit_test(test_cases_bitwise),
       cmocka_unit_test(test_lifetimes_end_at_the_last_read),
+      cmocka_unit_test(test_attention_adds),
   };
   return cmocka_run_group_tests(tests, tu_dir_setup, tu_dir_teardown);
 }
