@@ -190,8 +190,8 @@ static int mha_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
    * self-attention) is made in dO's and dA's regions, spent by then, where
    * each fits (mha_derivative); a mask's (input 3) is made earlier. */
   size_t spent = q.b * (ao_len(p) + aw_len(p));
-  if (ctx->n_in == 3 && (size_t)q.b * q.h * q.w <= spent && (size_t)k.b * k.h * k.w <= spent &&
-      (size_t)v.b * v.h * v.w <= spent)
+  if (ctx->n_in == 3 && nnt_dim_len(q) <= spent && nnt_dim_len(k) <= spent &&
+      nnt_dim_len(v) <= spent)
     ctx->flags |= NNT_LF_DERIV_ADDS;
   return NNT_OK;
 }

@@ -479,7 +479,7 @@ static void bind_contexts(nnt_model *m, nnt_mode mode) {
     c->out = nd->out;
     c->d_in = nd->din;
     c->d_add = 0;
-    for (unsigned k = 0; k < nd->n_in; k++)
+    for (unsigned k = 0; k < nd->n_in && mode == NNT_MODE_TRAIN; k++)
       if (nd->dmode[k] == NNT_D_ACCUM)
         c->d_add |= 1u << k;
     c->d_out = nd->dout;
