@@ -4,7 +4,8 @@
  * net, ResNet-18's four stages) and a 1x1 one, each against one bare
  * cblas_sgemm of the same FLOPs (conv: the whole batch's im2col product in
  * one gemm, transposed as the layer's). Prints JSON lines with GFLOP/s and
- * their ratio (median of 21 runs each, 11 for conv). With
+ * their ratio (medians of 21 runs each: three blocks of 7 of the layer's
+ * op alternating with three of the sgemm's, time_pair). With
  * NNTRAINER_THREADS=T > 1 the layer runs as a model's step does, its ops
  * split over the compute pool's T threads (OpenBLAS on one thread inside
  * each part: cpu_pool.c), and the bare sgemm on OpenBLAS's own T threads
@@ -47,76 +48,92 @@ enum { OP_FWD, OP_GRAD, OP_DERIV };
 #define WARM_S 0.1
 static int warming(double t0, int r) { return r < 2 || now_s() - t0 < WARM_S; }
 
-/* Median seconds of `reps` runs of a layer's forward, calc_gradient or
- * calc_derivative (op). */
-static double time_layer_op(const char *type, const char *const *props, nnt_dim in, int op,
-                            int reps) {
+/* A layer ready to time: its weights, tensors and run context. */
+typedef struct lay_bench {
   nnt_layer *l;
+  nnt_finalize_ctx fc;
+  nnt_tensor x, dx, y, dy, w[2], gw[2], s[NNT_MAX_SCRATCH];
+  nnt_run_ctx c;
+  const char *type;
+} lay_bench;
+
+static void lay_setup(lay_bench *lb, const char *type, const char *const *props, nnt_dim in) {
   nnt_err e = {0};
-  if (nnt_layer_create(type, &l, &e))
+  memset(lb, 0, sizeof *lb);
+  lb->type = type;
+  if (nnt_layer_create(type, &lb->l, &e))
     exit(1);
   for (size_t i = 0; props[i]; i += 2)
-    nnt_layer_set_property(l, props[i], props[i + 1], &e);
-  nnt_finalize_ctx fc = {0};
-  fc.n_in = fc.n_out = 1, fc.in_dim[0] = in, fc.batch = in.b;
-  fc.trainable = 1; /* as in a model that trains the layer */
-  if (l->ops->finalize(l, &fc, &e)) {
+    if (nnt_layer_set_property(lb->l, props[i], props[i + 1], &e)) {
+      fprintf(stderr, "%s\n", e.msg);
+      exit(1);
+    }
+  nnt_finalize_ctx *fc = &lb->fc;
+  fc->n_in = fc->n_out = 1, fc->in_dim[0] = in, fc->batch = in.b;
+  fc->trainable = 1; /* as in a model that trains the layer */
+  if (lb->l->ops->finalize(lb->l, fc, &e)) {
     fprintf(stderr, "%s\n", e.msg);
     exit(1);
   }
-  nnt_tensor x = {.dim = in, .data = rnd(nnt_dim_len(in))};
-  nnt_tensor dx = {.dim = in, .data = rnd(nnt_dim_len(in))};
-  nnt_tensor y = {.dim = fc.out_dim[0], .data = rnd(nnt_dim_len(fc.out_dim[0]))};
-  nnt_tensor dy = {.dim = fc.out_dim[0], .data = rnd(nnt_dim_len(fc.out_dim[0]))};
-  nnt_tensor w[2], gw[2], s[NNT_MAX_SCRATCH];
-  for (unsigned i = 0; i < fc.n_w; i++) {
-    w[i] = (nnt_tensor){.dim = fc.w[i].dim, .data = rnd(nnt_dim_len(fc.w[i].dim))};
-    gw[i] = (nnt_tensor){.dim = fc.w[i].dim, .data = rnd(nnt_dim_len(fc.w[i].dim))};
+  lb->x = (nnt_tensor){.dim = in, .data = rnd(nnt_dim_len(in))};
+  lb->dx = (nnt_tensor){.dim = in, .data = rnd(nnt_dim_len(in))};
+  lb->y = (nnt_tensor){.dim = fc->out_dim[0], .data = rnd(nnt_dim_len(fc->out_dim[0]))};
+  lb->dy = (nnt_tensor){.dim = fc->out_dim[0], .data = rnd(nnt_dim_len(fc->out_dim[0]))};
+  for (unsigned i = 0; i < fc->n_w; i++) {
+    lb->w[i] = (nnt_tensor){.dim = fc->w[i].dim, .data = rnd(nnt_dim_len(fc->w[i].dim))};
+    lb->gw[i] = (nnt_tensor){.dim = fc->w[i].dim, .data = rnd(nnt_dim_len(fc->w[i].dim))};
   }
-  for (unsigned i = 0; i < fc.n_scratch; i++)
-    s[i] = (nnt_tensor){.dim = fc.scratch_dim[i], .data = rnd(nnt_dim_len(fc.scratch_dim[i]))};
-  nnt_run_ctx c = {.k = nnt_kernels_cpu(), .n_in = 1, .n_out = 1, .n_w = fc.n_w,
-                   .n_scratch = fc.n_scratch, .in = &x, .out = &y, .d_in = &dx, .d_out = &dy,
-                   .w = w, .gw = gw, .scratch = s, .training = 1};
+  for (unsigned i = 0; i < fc->n_scratch; i++)
+    lb->s[i] = (nnt_tensor){.dim = fc->scratch_dim[i],
+                            .data = rnd(nnt_dim_len(fc->scratch_dim[i]))};
+  lb->c = (nnt_run_ctx){.k = nnt_kernels_cpu(), .n_in = 1, .n_out = 1, .n_w = fc->n_w,
+                        .n_scratch = fc->n_scratch, .in = &lb->x, .out = &lb->y,
+                        .d_in = &lb->dx, .d_out = &lb->dy, .w = lb->w, .gw = lb->gw,
+                        .scratch = lb->s, .training = 1};
+}
+
+static void lay_free(lay_bench *lb) {
+  free(lb->x.data), free(lb->y.data), free(lb->dx.data), free(lb->dy.data);
+  for (unsigned i = 0; i < lb->fc.n_w; i++)
+    free(lb->w[i].data), free(lb->gw[i].data);
+  for (unsigned i = 0; i < lb->fc.n_scratch; i++)
+    free(lb->s[i].data);
+  nnt_layer_destroy(lb->l);
+}
+
+/* Seconds of `reps` runs of the layer's forward, calc_gradient or
+ * calc_derivative (op), into t, after the untimed warm-up. */
+static void lay_time(lay_bench *lb, int op, int reps, double *t) {
+  nnt_err e = {0};
   if (nnt_cpu_pool_start(&e)) { /* T - 1 workers, as a run's prepare starts */
     fprintf(stderr, "%s\n", e.msg);
     exit(1);
   }
-  double t[21], w0 = now_s();
+  nnt_layer *l = lb->l;
+  double w0 = now_s();
   /* r < 0: untimed (WARM_S) */
   for (int r = -1, w = 0; r < reps; r++) {
     if (r < 0 && warming(w0, w++))
       r = -2; /* one more untimed run */
     double t0 = now_s();
-    int rc = op == OP_FWD    ? l->ops->forward(l, &c)
-             : op == OP_GRAD ? l->ops->calc_gradient(l, &c)
-                             : l->ops->calc_derivative(l, &c);
+    int rc = op == OP_FWD    ? l->ops->forward(l, &lb->c)
+             : op == OP_GRAD ? l->ops->calc_gradient(l, &lb->c)
+                             : l->ops->calc_derivative(l, &lb->c);
     if (r >= 0)
       t[r] = now_s() - t0;
     if (rc) {
-      fprintf(stderr, "%s: op %d failed: %s\n", type, op, nnt_strerror(rc));
+      fprintf(stderr, "%s: op %d failed: %s\n", lb->type, op, nnt_strerror(rc));
       exit(1);
     }
   }
   nnt_cpu_pool_stop(); /* OpenBLAS's own threads again, for the bare sgemm */
-  qsort(t, reps, sizeof *t, cmp_double);
-  free(x.data), free(y.data), free(dx.data), free(dy.data);
-  for (unsigned i = 0; i < fc.n_w; i++)
-    free(w[i].data), free(gw[i].data);
-  for (unsigned i = 0; i < fc.n_scratch; i++)
-    free(s[i].data);
-  nnt_layer_destroy(l);
-  return t[reps / 2];
 }
 
-static double time_layer(const char *type, const char *const *props, nnt_dim in) {
-  return time_layer_op(type, props, in, OP_FWD, 21);
-}
-
-/* Median seconds of `reps` sgemms op(A) op(B), m x n x k. */
-static double time_gemm_t(int ta, int tb, size_t m, size_t n, size_t k, int reps) {
+/* Seconds of `reps` sgemms op(A) op(B), m x n x k, into t, after the
+ * warm-up. */
+static void gemm_time(int ta, int tb, size_t m, size_t n, size_t k, int reps, double *t) {
   float *a = rnd(m * k), *b = rnd(k * n), *c = rnd(m * n);
-  double t[21], w0 = now_s();
+  double w0 = now_s();
   for (int r = -1, w = 0; r < reps; r++) {
     if (r < 0 && warming(w0, w++))
       r = -2;
@@ -127,9 +144,31 @@ static double time_gemm_t(int ta, int tb, size_t m, size_t n, size_t k, int reps
     if (r >= 0)
       t[r] = now_s() - t0;
   }
-  qsort(t, reps, sizeof *t, cmp_double);
   free(a), free(b), free(c);
-  return t[reps / 2];
+}
+
+/* The layer's op and its bare sgemm (op(A) op(B), m x n x k) timed in
+ * ROUNDS alternating blocks of `reps` runs each: the VM's speed drifts
+ * over seconds (a bare sgemm measured 66 to 92 GFLOP/s within a minute
+ * on the Zen 2), and one block of each would compare two different
+ * machines. The medians of all runs of each, in *tl and *tg. */
+#define ROUNDS 3
+#define MAX_REPS 7
+static void time_pair(const char *type, const char *const *props, nnt_dim in, int op, int reps,
+                      int ta, int tb, size_t m, size_t n, size_t k, double *tl, double *tg) {
+  double l[ROUNDS * MAX_REPS], g[ROUNDS * MAX_REPS];
+  if (reps > MAX_REPS)
+    reps = MAX_REPS;
+  lay_bench lb;
+  lay_setup(&lb, type, props, in);
+  for (int i = 0; i < ROUNDS; i++) {
+    lay_time(&lb, op, reps, l + i * reps);
+    gemm_time(ta, tb, m, n, k, reps, g + i * reps);
+  }
+  lay_free(&lb);
+  qsort(l, ROUNDS * reps, sizeof *l, cmp_double);
+  qsort(g, ROUNDS * reps, sizeof *g, cmp_double);
+  *tl = l[ROUNDS * reps / 2], *tg = g[ROUNDS * reps / 2];
 }
 
 /* Median seconds of `times` back-to-back sgemms of m x n x k. */
@@ -171,8 +210,9 @@ int main(void) {
     char unit[16], name[64];
     snprintf(unit, sizeof unit, "%u", fc[i][1]);
     const char *p[] = {"unit", unit, NULL};
-    double tl = time_layer("fully_connected", p, nnt_dim_make(64, 1, 1, fc[i][0]));
-    double tg = time_gemm(64, fc[i][1], fc[i][0], 1);
+    double tl, tg;
+    time_pair("fully_connected", p, nnt_dim_make(64, 1, 1, fc[i][0]), OP_FWD, 7, 0, 0, 64,
+              fc[i][1], fc[i][0], &tl, &tg);
     snprintf(name, sizeof name, "fc %ux%u batch 64", fc[i][0], fc[i][1]);
     report(name, 2.0 * 64 * fc[i][0] * fc[i][1], tl, tg);
   }
@@ -210,10 +250,14 @@ int main(void) {
     const char *p[] = {"filters", filters, "kernel_size", ks, "padding", pd, "stride", sd, NULL};
     size_t np = (size_t)32 * o * o, patch = (size_t)c * k * k;
     for (int op = 0; op < 3; op++) {
-      double tl = time_layer_op("conv2d", p, nnt_dim_make(32, c, hw, hw), op, 11);
-      double tg = op == OP_FWD    ? time_gemm_t(0, 0, f, np, patch, 11)
-                  : op == OP_GRAD ? time_gemm_t(0, 1, f, patch, np, 11)
-                                  : time_gemm_t(1, 0, patch, np, f, 11);
+      double tl, tg;
+      nnt_dim in = nnt_dim_make(32, c, hw, hw);
+      if (op == OP_FWD)
+        time_pair("conv2d", p, in, op, 7, 0, 0, f, np, patch, &tl, &tg);
+      else if (op == OP_GRAD)
+        time_pair("conv2d", p, in, op, 7, 0, 1, f, patch, np, &tl, &tg);
+      else
+        time_pair("conv2d", p, in, op, 7, 1, 0, patch, np, f, &tl, &tg);
       snprintf(name, sizeof name, "conv2d %s %ux%u%s %u->%u %ux%u batch 32 %s", cv[i].model, k,
                k, st > 1 ? " stride 2" : "", c, f, hw, hw, opname[op]);
       report(name, 2.0 * np * f * patch, tl, tg);
