@@ -128,7 +128,8 @@ def main():
             f"{n_rss / 1024:.1f} MiB | {p_rss / 1024:.1f} MiB | {n_rss / p_rss:.2f} | "
             f"{plan['arena_bytes'] / 2**20:.2f} / {plan['lower_bound_bytes'] / 2**20:.2f} MiB | "
             f"{plan['total_planned_bytes'] / 2**20:.2f} MiB | {crt} |")
-    lines += ["", "Kernel efficiency (median of 21 runs; ratio = layer GFLOP/s / bare sgemm GFLOP/s):",
+    lines += ["", ("Kernel efficiency (medians of 21 runs each, in three alternating blocks "
+               "of 7; ratio = layer GFLOP/s / bare sgemm GFLOP/s):"),
               "", "| kernel | layer GFLOP/s | sgemm GFLOP/s | ratio |", "|---|---|---|---|"]
     for k in kern:
         lines.append(f"| {k['kernel']} | {k['layer_gflops']:.1f} | {k['sgemm_gflops']:.1f} | "
