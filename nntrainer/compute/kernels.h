@@ -166,9 +166,16 @@ int nnt_conv_sub_runs(void);
 /* The most floats of a band of one image's dY laid out for a block of
  * filters (a band holds at least one output row: at most 128 columns at
  * 32 filters a block), and of one padded input plane, in the CPU's
- * filter-lane weight gradient. */
+ * filter-lane weight gradient (both on the stack of each part: 34 KiB).
+ * The plane's bound takes a 64x64 image with a 3x3 window (66 x 66 =
+ * 4,356 floats): the first layers of conv-BN-ReLU (3 -> 32 channels) and
+ * ResNet-18 (3 -> 64, 32x32), which at 1,024 went to im2col and products
+ * of 27 columns that one thread ran alone; their gradients 8.2-8.3 ->
+ * 6.5-6.8 ms and 3.35-3.45 -> 2.44-2.57 ms at one thread, 5.6-6.5 -> 3.7-3.8
+ * and 3.45-3.55 -> 1.87-1.93 at two (docs/performance.md, twenty-fourth
+ * round). */
 #define NNT_CONV_ROWS_DW_MAX_DY 4096
-#define NNT_CONV_ROWS_DW_MAX_PAD 1024
+#define NNT_CONV_ROWS_DW_MAX_PAD 4608
 /* The most output positions of a 5x5 window's plane it takes: LeNet-5's
  * c1 (784, one block of 6 filters: one part) ran slower on two threads
  * than on the row-vector kernel, which splits its filters. */

@@ -330,6 +330,10 @@ static const bcase DWCASES[] = {
     {4, 12, 1, 3, 3, 1, 1, 1, 1, 9, 2},
     {1, 22, 22, 5, 5, 2, 2, 2, 2, 6, 2},
     {1, 28, 28, 3, 3, 1, 1, 1, 1, 16, 3},
+    /* padded planes past 1,024 floats: ResNet-18's conv0 (34 x 34) and
+     * conv-BN-ReLU's c1 (66 x 66, near the bound of 4,608) */
+    {3, 32, 32, 3, 3, 1, 1, 1, 1, 64, 2},
+    {3, 64, 64, 3, 3, 1, 1, 1, 1, 32, 1},
 };
 
 static void test_rows_dw(void **state) {
@@ -354,11 +358,13 @@ static void test_rows_dw(void **state) {
   }
   /* refusals: a row whose dY takes more than 4096 floats at 32 filters,
    * a 5x5 plane of more than 512 positions (LeNet-5's c1), a padded plane
-   * of more than 1024 floats, a 4x4 window */
+   * of more than 4608 floats (70 x 70; its rows' dY 2,176 floats), a 4x4
+   * window */
   const bcase bad[] = {
       {1, 3, 300, 3, 3, 0, 0, 0, 0, 1, 1},
       {1, 28, 28, 5, 5, 2, 2, 2, 2, 6, 1},
       {1, 1, 516, 5, 5, 2, 2, 0, 0, 1, 1}, /* 512 positions, padded 5 x 516 */
+      {1, 68, 68, 3, 3, 1, 1, 1, 1, 1, 1},
       {1, 8, 8, 4, 4, 0, 0, 0, 0, 1, 1},
   };
   float v[4] = {0};
