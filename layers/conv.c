@@ -330,7 +330,11 @@ static size_t wino_bwd_scratch(const conv_priv *p, nnt_dim in) {
  * 1.09-1.24 at two, where this scratch held conv_wino's passes of 4
  * slices in 6 MiB before (docs/performance.md, sixteenth round); groups
  * of 2, 4 and 8 images ran slower (0.70, 0.76-0.83, 0.84-0.85 on one
- * thread). */
+ * thread). Where conv_wino's filter blocks (kernels.h nnt_wino_fb_scratch)
+ * fit in the same bound, the scratch is theirs instead (dwino): stage 4's
+ * 128 tiles and blocks of 128 filters, exactly the 9 MiB gradient's size;
+ * its three derivatives 107 -> 92-102 ms of the one-thread step, the
+ * planned arenas the same (docs/performance.md, twenty-fifth round). */
 static size_t deriv_scratch(conv_priv *p, nnt_dim in, int trainable) {
   const nnt_conv_geom *g = &p->g;
   if (!trainable || !nnt_wino_geom_ok(g) || g->c < CONV_WINO_MIN_C ||
@@ -349,6 +353,20 @@ static size_t deriv_scratch(conv_priv *p, nnt_dim in, int trainable) {
   if (dnb * one > UINT32_MAX)
     return 0;
   p->dnb = (unsigned)dnb;
+  p->dwino = 0;
+  /* conv_wino in filter blocks where they fit in the same bound */
+  nnt_conv_geom d = nnt_conv_wino_dgeom(p);
+  size_t dt = (size_t)in.b * ((d.oh + 1) / 2) * ((d.ow + 1) / 2), v = 16 * p->filters * dt;
+  size_t per = 16 * (p->filters + dt), most = grad > v ? (grad - v) / per : 0;
+  if (dt <= NNT_WINO_FB_MAX_TILES && most >= NNT_WINO_FB_MIN &&
+      16 * (size_t)p->filters * g->c > grad) {
+    size_t nb = (g->c + most - 1) / most, need = nnt_wino_fb_scratch(p->filters, dt,
+                                                                        (g->c + nb - 1) / nb);
+    if (need > dnb * one && need <= UINT32_MAX) {
+      p->dwino = 1;
+      return need;
+    }
+  }
   return dnb * one;
 }
 
@@ -456,6 +474,7 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   p->nb = p->wnb = p->bnb = 1;
   p->bc = g->c;
   p->dsc = ~0u;
+  p->dwino = 0;
   p->dnb = 1;
   p->fwd4 = 0;
   p->pnb = 1;

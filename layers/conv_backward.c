@@ -187,8 +187,15 @@ int nnt_conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
                          ctx->d_in[0].data);
   float *col = ctx->scratch[1].data;
   int rc;
-  if (p->dsc != ~0u && ctx->scratch[p->dsc].data) /* planned in training only */
+  if (p->dsc != ~0u && ctx->scratch[p->dsc].data) { /* planned in training only */
+    if (p->dwino && k->conv_wino) {
+      nnt_conv_geom d = nnt_conv_wino_dgeom(p);
+      return k->conv_wino(k, &d, batch, g->c, 1, ctx->w[0].data, NULL, ctx->d_out[0].data,
+                          ctx->d_in[0].data, ctx->scratch[p->dsc].data,
+                          nnt_tensor_len(&ctx->scratch[p->dsc]));
+    }
     return deriv_own(p, ctx, batch);
+  }
   if (nnt_wino_geom_ok(g)) {
     nnt_conv_geom d = nnt_conv_wino_dgeom(p);
     if (nnt_conv_use_wino(k->conv_wino != NULL, &d, p->filters, g->c, batch, &ctx->scratch[1],

@@ -123,6 +123,7 @@ void nnt_cpu_wino_taps(const float *w, int flip, size_t f, size_t nf, size_t c, 
 static void u_part(void *arg, size_t f0, size_t f1) {
   const wino_job *j = arg;
   float g[9][UB], t[3][UB];
+  size_t rows = j->u_rows ? j->u_rows : j->f;
   for (size_t f = f0; f < f1; f++)
     for (size_t c0 = 0; c0 < j->c; c0 += UB) {
       size_t nc = j->c - c0 < UB ? j->c - c0 : UB;
@@ -132,9 +133,16 @@ static void u_part(void *arg, size_t f0, size_t f1) {
           g_row(i, g[b], g[3 + b], g[6 + b], t[b], nc);
         for (unsigned k = 4 * i; k < 4 * i + 4; k++)
           if (k >= j->k0 && k < j->k0 + j->kg) /* times column k % 4 of G^T */
-            g_row(k % 4, t[0], t[1], t[2], j->u + ((k - j->k0) * j->f + f) * j->c + c0, nc);
+            g_row(k % 4, t[0], t[1], t[2],
+                  j->u + ((k - j->k0) * rows + f - j->u_f0) * j->c + c0, nc);
       }
     }
+}
+
+/* u_part over filters [u_f0 + f0, u_f0 + f1) of the block. */
+static void u_block_part(void *arg, size_t f0, size_t f1) {
+  const wino_job *j = arg;
+  u_part(arg, j->u_f0 + f0, j->u_f0 + f1);
 }
 
 /* The chunk's segments (at most WINO_MAX_TILES: one per tile at worst). */
@@ -402,7 +410,8 @@ static void y_part(void *arg, size_t f0, size_t f1) {
         const float *m[16];
         for (unsigned k = 0; k < 16; k++)
           m[k] = k >= j->k0 && k < j->k0 + j->kg
-                     ? j->m + ((k - j->k0) * j->f + f) * j->tc + tl + b
+                     ? j->m + ((k - j->k0) * nnt_wino_m_rows(j) + nnt_wino_m_row(j, f)) * j->tc +
+                           tl + b
                      : zero;
         at_m_a(m, nt, o[0], o[1]);
         size_t ox = 2 * (tx + b), cols = 2 * nt;
@@ -495,6 +504,67 @@ static void chunks_part(void *arg, size_t r0, size_t r1) {
   }
 }
 
+/* Filter blocks (flip 0 or 1; kernels.h nnt_wino_fb_scratch): where U's
+ * 16 slices of every filter do not fit the scratch but V of every tile
+ * does (ResNet-18's stage 4, 512 channels of 4x4 planes, 128 tiles: U
+ * would be 16 MiB against its forward's 10 MiB of columns), one pass: V
+ * of all tiles once, then per block of filters its U and M (16 slices
+ * each), the 16 products, the output transform. Passes of slices instead
+ * transform the input, the filters and the output once a pass, with
+ * narrower products (two passes of 64-tile chunks at stage 4: 30-31 ms
+ * against 26-27 in ResNet-18's one-thread step, docs/performance.md).
+ * Blocks are as even as they go and depend on the sizes alone; the
+ * products split over slices, the output transform over filters: the
+ * same bits at any thread count. */
+_Static_assert(NNT_WINO_FB_MAX_TILES <= WINO_MAX_TILES, "a block's chunk is every tile");
+
+static int fblocks_plan(size_t c, size_t f, size_t tiles, size_t len, size_t *fb, size_t *nb) {
+  if (tiles > NNT_WINO_FB_MAX_TILES || !tiles || (size_t)16 * c * f < len)
+    return 0; /* all of U fits: the passes' plan takes one pass */
+  size_t v = (size_t)16 * c * tiles, per = (size_t)16 * (c + tiles);
+  if (v >= len || (len - v) / per < NNT_WINO_FB_MIN)
+    return 0;
+  size_t most = (len - v) / per;
+  *nb = (f + most - 1) / most;
+  *fb = (f + *nb - 1) / *nb;
+  return 1;
+}
+
+/* Slices [k0, k1) of the block's products: M[k] rows of its filters. */
+static void fb_products(void *arg, size_t k0, size_t k1) {
+  const wino_job *j = arg;
+  for (size_t k = k0; k < k1; k++)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)j->u_rows, (int)j->tc,
+                (int)j->c, 1.0f, j->u + k * j->u_rows * j->c, (int)j->c,
+                j->v + k * j->c * j->tc, (int)j->tc, 0.0f,
+                j->m + k * j->u_rows * j->tc, (int)j->tc);
+}
+
+/* y_part over filters [u_f0 + f0, u_f0 + f1) of the block. */
+static void fb_y(void *arg, size_t f0, size_t f1) {
+  const wino_job *j = arg;
+  y_part(arg, j->u_f0 + f0, j->u_f0 + f1);
+}
+
+static void conv_wino_fblocks(wino_job *j, size_t tiles, size_t fb, size_t nb,
+                              float *scratch) {
+  wino_seg seg[WINO_MAX_TILES];
+  j->kg = 16, j->k0 = 0, j->first = 1, j->regions = 1, j->per_img = 0, j->nch = 1;
+  j->v = scratch;
+  j->u = j->v + (size_t)16 * j->c * tiles;
+  j->m = j->u + (size_t)16 * fb * j->c;
+  j->seg = seg;
+  chunk_at(j, tiles, 0);
+  nnt_cpu_pool_for(j->c, 1, 1, v_part, j);
+  for (size_t b = 0; b < nb; b++) {
+    j->u_f0 = b * j->f / nb;
+    j->u_rows = (b + 1) * j->f / nb - j->u_f0;
+    nnt_cpu_pool_for(j->u_rows, 1, 1, u_block_part, j);
+    nnt_cpu_pool_for_products(16, 1, 1, fb_products, j);
+    nnt_cpu_pool_for(j->u_rows, 1, 1, fb_y, j);
+  }
+}
+
 int nnt_cpu_conv_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
                       size_t filters, int flip, const float *w, const float *bias,
                       const float *x, float *y, float *scratch, size_t scratch_len) {
@@ -507,6 +577,11 @@ int nnt_cpu_conv_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
   size_t tiles = n * j.th * j.tw;
   if (!tiles)
     return NNT_OK;
+  size_t fb, nb;
+  if (fblocks_plan(j.c, j.f, tiles, scratch_len, &fb, &nb)) {
+    conv_wino_fblocks(&j, tiles, fb, nb, scratch);
+    return NNT_OK;
+  }
   if (!wino_layout(&j, tiles, scratch, scratch_len, WINO_REGIONS, NNT_WINO_FEWEST_SLICES))
     return NNT_ERR_INVAL;
   chunk_plan(&j);

@@ -14,6 +14,9 @@ typedef struct wino_job {
   const float *w, *bias, *x;
   float *y;
   float *u, *v, *m; /* kg slices: [kg][f][c], [kg][c][tc], [kg][f][tc] */
+  /* filter blocks (u_rows > 0): U and M hold filters [u_f0, u_f0 + u_rows)
+   * only, [kg][u_rows][c] and [kg][u_rows][tc]; u_rows 0: all f */
+  size_t u_f0, u_rows;
   unsigned k0, kg;
   size_t t0, tc; /* the chunk: tiles [t0, t0 + tc); tc is also V's, M's row length */
   unsigned regions; /* chunks at once, each in its own V and M */
@@ -42,6 +45,10 @@ static inline void nnt_wino_slices(const wino_job *j, float *base, size_t rows, 
            : junk                          ? junk + k * junk_len
                                            : NULL;
 }
+
+/* M's rows a slice and the row of filter f (the forward's output transform). */
+static inline size_t nnt_wino_m_rows(const wino_job *j) { return j->u_rows ? j->u_rows : j->f; }
+static inline size_t nnt_wino_m_row(const wino_job *j, size_t f) { return f - j->u_f0; }
 
 /* The input transform V and dY's transform (conv_wino_dw) of the job's
  * chunk on AVX-512, as the pool's parts over channels or filters: the bits

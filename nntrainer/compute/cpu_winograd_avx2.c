@@ -122,7 +122,8 @@ WINO_AVX2 void nnt_wino_y_part_avx2(void *arg, size_t f0, size_t f1) {
       for (size_t b = 0; b < len; b += 8) {
         size_t nt = len - b < 8 ? len - b : 8;
         float *mk[16];
-        nnt_wino_slices(j, j->m, j->f, f, tl + b, NULL, 0, mk);
+        nnt_wino_slices(j, j->m, nnt_wino_m_rows(j), nnt_wino_m_row(j, f), tl + b, NULL, 0,
+                        mk);
         __m256i k = lanes(0, (long)nt);
         __m256 v[16];
         for (int q = 0; q < 16; q++)

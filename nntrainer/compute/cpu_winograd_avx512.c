@@ -110,7 +110,8 @@ WINO_AVX512 void nnt_wino_y_part_avx512(void *arg, size_t f0, size_t f1) {
       for (size_t b = 0; b < len; b += 16) {
         size_t nt = len - b < 16 ? len - b : 16;
         float *mk[16];
-        nnt_wino_slices(j, j->m, j->f, f, tl + b, NULL, 0, mk);
+        nnt_wino_slices(j, j->m, nnt_wino_m_rows(j), nnt_wino_m_row(j, f), tl + b, NULL, 0,
+                        mk);
         __mmask16 k = (__mmask16)(nt >= 16 ? 0xffffu : (1u << nt) - 1);
         __m512 v[16];
         for (int q = 0; q < 16; q++)

@@ -119,6 +119,16 @@ static inline size_t nnt_wino_min_scratch(size_t c, size_t f, size_t t) {
   return nnt_wino_scratch(NNT_WINO_MIN_SLICES, 1, c, f, t);
 }
 
+/* conv_wino in filter blocks (cpu_winograd.c): where U's 16 slices of
+ * every filter do not fit but the input transform of all t tiles (at most
+ * NNT_WINO_FB_MAX_TILES) and U and M of NNT_WINO_FB_MIN filters do, one
+ * pass over the input and the output, fb filters a block. */
+#define NNT_WINO_FB_MIN 32
+#define NNT_WINO_FB_MAX_TILES 256
+static inline size_t nnt_wino_fb_scratch(size_t c, size_t t, size_t fb) {
+  return 16 * (c * t + fb * (c + t));
+}
+
 /* The largest patch (c * kh * kw) conv_fwd takes. */
 #define NNT_CONV_DIRECT_MAX_PATCH 512
 /* The most in_c * k * k (source channels by window) of the CPU's row

@@ -168,6 +168,67 @@ static void test_against_naive(void **state) {
   print_message("largest error / terms' magnitude: %.3g (F(4, 3) in %u runs)\n", worst, f4);
 }
 
+/* Filter blocks (cpu_winograd.c conv_wino_fblocks): scratch for the
+ * input transform of every tile and U and M of 32 or 40 filters, less
+ * than passes of the fewest slices take (so without the blocks the call
+ * is refused), forward and flipped, against the naive sums; the same bits
+ * on two threads and on each copy of the transforms. */
+static void test_fblocks_against_naive(void **state) {
+  (void)state;
+  static const wcase FB[] = {
+      {32, 4, 4, 1, 1, 1, 1, 256, 2, 1}, /* ResNet-18's stage 4, narrower */
+      {24, 5, 3, 1, 0, 1, 1, 200, 3, 0}, /* odd sizes, uneven padding */
+  };
+  const nnt_kernels *k = nnt_kernels_cpu();
+  nnt_rng r;
+  nnt_rng_seed(&r, 19);
+  unsigned runs = 0;
+  for (size_t ci = 0; ci < NNT_ARRAY_LEN(FB); ci++) {
+    const wcase *d = &FB[ci];
+    nnt_conv_geom g = geom(d);
+    size_t plane = (size_t)g.oh * g.ow, in = (size_t)d->c * d->h * d->w;
+    size_t tiles = (size_t)d->n * ((g.oh + 1) / 2) * ((g.ow + 1) / 2);
+    size_t ylen = d->n * d->filters * plane, wlen = (size_t)d->filters * d->c * 9;
+    float *w = rnd(&r, wlen), *b = rnd(&r, d->filters), *x = rnd(&r, d->n * in);
+    float *y = malloc(ylen * sizeof *y), *y2 = malloc(ylen * sizeof *y2);
+    size_t fbs[] = {NNT_WINO_FB_MIN, 40};
+    for (int flip = 0; flip < 2; flip++)
+      for (size_t fi = 0; fi < NNT_ARRAY_LEN(fbs); fi++) {
+        size_t len = nnt_wino_fb_scratch(d->c, tiles, fbs[fi]);
+        assert_true(len < nnt_wino_scratch(NNT_WINO_FEWEST_SLICES, 1, d->c, d->filters, tiles));
+        float *s = malloc(len * sizeof *s);
+        tu_fill_uniform(&r, y, ylen, 100.0f, 200.0f); /* written whole */
+        assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w, d->bias ? b : NULL,
+                                      x, y, s, len),
+                         NNT_OK);
+        check_naive(d, &g, flip, w, b, x, y, "conv_wino filter blocks");
+        tu_two_threads();
+        assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w, d->bias ? b : NULL,
+                                      x, y2, s, len),
+                         NNT_OK);
+        assert_true(tu_one_thread() > 0);
+        assert_memory_equal(y, y2, ylen * sizeof *y);
+        for (int path = NNT_BLAS_SSE; path <= NNT_BLAS_AVX2; path += NNT_BLAS_AVX2) {
+          int was = nnt_cpu_vec_path(path);
+          memset(y2, 0, ylen * sizeof *y2);
+          assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w,
+                                        d->bias ? b : NULL, x, y2, s, len),
+                           NNT_OK);
+          nnt_cpu_vec_path(was);
+          assert_memory_equal(y, y2, ylen * sizeof *y);
+        }
+        /* one float less than the least block: refused */
+        assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w, NULL, x, y2, s,
+                                      nnt_wino_fb_scratch(d->c, tiles, NNT_WINO_FB_MIN) - 1),
+                         NNT_ERR_INVAL);
+        free(s);
+        runs++;
+      }
+    free(w), free(b), free(x), free(y), free(y2);
+  }
+  assert_int_equal(runs, 8);
+}
+
 /* conv_wino_dw's dw against a double-precision sum over images and
  * positions of dY times the input under each tap. */
 static double check_dw_tol(const wcase *d, const nnt_conv_geom *g, const float *dy,
@@ -607,6 +668,7 @@ static int counting_wino_dw(const nnt_kernels *self, const nnt_conv_geom *g, siz
  * or at all; calls: how many of the three run Winograd, f4: how many of
  * those take F(4x4, 3x3) in the scratch the layer planned. Where the
  * output fits in the input, the forward in place too (bitwise the same). */
+#define FB_CASE 13 /* the derivative's filter blocks (below) */
 static void test_layer(void **state) {
   (void)state;
   static const struct {
@@ -639,6 +701,11 @@ static void test_layer(void **state) {
        * the backward's blocks). At 8 images (32 tiles) none. */
       {"256", "1", 256, 4, 4, 32, 1, 0},
       {"256", "1", 256, 4, 4, 8, 0, 0},
+      /* at 16 images the derivative's own scratch (as large as the
+       * 2.25 MiB gradient) holds conv_wino's filter blocks: the input
+       * transform of its 64 tiles and 64 filters' U and M a block
+       * (ResNet-18's stage 4: 128 tiles, blocks of 128) */
+      {"256", "1", 256, 4, 4, 16, 1, 0},
       /* 16 tiles of 4x4 an image (16x16), channels = filters: the forward
        * over groups of 5 images (as even as 4 or more go into 18) and the
        * backward on F(4x4, 3x3), their scratch within 1.5 and 1.25 times
@@ -691,6 +758,8 @@ static void test_layer(void **state) {
     if (phases != L[i].calls)
       fail_msg("case %zu: %u of forward, derivative, gradient through Winograd, not %u", i,
                phases, L[i].calls);
+    if (i == FB_CASE && !wino_calls[1])
+      fail_msg("case %zu: the derivative not through Winograd", i);
     unsigned phases4 = !!wino4_calls[0] + !!wino4_calls[1] + !!wino4_calls[2];
     if (phases4 != L[i].f4)
       fail_msg("case %zu: %u of them on F(4x4, 3x3), not %u", i, phases4, L[i].f4);
@@ -731,13 +800,13 @@ static void test_layer(void **state) {
     free(y), free(dx), free(dw), free(db);
     fd_teardown(&h);
   }
-  assert_int_equal(owns, 1); /* case 11 */
-  assert_int_equal(inplace, 12); /* all but cases 1 and 7 (more filters than channels) */
+  assert_int_equal(owns, 2); /* cases 11 and 13 */
+  assert_int_equal(inplace, 13); /* all but cases 1 and 7 (more filters than channels) */
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_against_naive),
+      cmocka_unit_test(test_against_naive), cmocka_unit_test(test_fblocks_against_naive),
       cmocka_unit_test(test_dw_against_naive),
       cmocka_unit_test(test_batch_as_groups), cmocka_unit_test(test_f4_against_naive),
       cmocka_unit_test(test_f4_whole_images), cmocka_unit_test(test_f4_dw_against_naive),
