@@ -101,6 +101,29 @@ static double check_naive(const wcase *d, const nnt_conv_geom *g, int flip, cons
   return check_naive_tol(d, g, flip, w, b, x, y, what, TOL);
 }
 
+/* conv_wino's y (made on one thread) again on two threads, then on the
+ * transforms' plain C and their AVX2 code where the CPU has it: the same
+ * bits each time (y2 is overwritten). */
+static void same_bits(const nnt_kernels *k, const wcase *d, const nnt_conv_geom *g, int flip,
+                      const float *w, const float *b, const float *x, const float *y,
+                      float *y2, float *s, size_t len) {
+  size_t ylen = (size_t)d->n * d->filters * g->oh * g->ow;
+  tu_two_threads();
+  assert_int_equal(
+      k->conv_wino(k, g, d->n, d->filters, flip, w, d->bias ? b : NULL, x, y2, s, len), NNT_OK);
+  assert_true(tu_one_thread() > 0);
+  assert_memory_equal(y, y2, ylen * sizeof *y);
+  for (int path = NNT_BLAS_SSE; path <= NNT_BLAS_AVX2; path += NNT_BLAS_AVX2) {
+    int was = nnt_cpu_vec_path(path);
+    memset(y2, 0, ylen * sizeof *y2);
+    assert_int_equal(
+        k->conv_wino(k, g, d->n, d->filters, flip, w, d->bias ? b : NULL, x, y2, s, len),
+        NNT_OK);
+    nnt_cpu_vec_path(was);
+    assert_memory_equal(y, y2, ylen * sizeof *y);
+  }
+}
+
 static void test_against_naive(void **state) {
   (void)state;
   const nnt_kernels *k = nnt_kernels_cpu();
@@ -141,24 +164,7 @@ static void test_against_naive(void **state) {
           double e = check_naive(d, &g, flip, w, b, x, y, "conv_wino");
           worst = e > worst ? e : worst;
         }
-        /* the same bits on two threads */
-        tu_two_threads();
-        assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w, d->bias ? b : NULL,
-                                      x, y2, s, lens[li]),
-                         NNT_OK);
-        assert_true(tu_one_thread() > 0);
-        assert_memory_equal(y, y2, ylen * sizeof *y);
-        /* the transforms' plain C, then their AVX2 code where the CPU
-         * has it, give the bits of the widest path this CPU takes */
-        for (int path = NNT_BLAS_SSE; path <= NNT_BLAS_AVX2; path += NNT_BLAS_AVX2) {
-          int was = nnt_cpu_vec_path(path);
-          memset(y2, 0, ylen * sizeof *y2);
-          assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w,
-                                        d->bias ? b : NULL, x, y2, s, lens[li]),
-                           NNT_OK);
-          nnt_cpu_vec_path(was);
-          assert_memory_equal(y, y2, ylen * sizeof *y);
-        }
+        same_bits(k, d, &g, flip, w, b, x, y, y2, s, lens[li]);
         free(s);
         runs++;
       }
@@ -202,21 +208,7 @@ static void test_fblocks_against_naive(void **state) {
                                       x, y, s, len),
                          NNT_OK);
         check_naive(d, &g, flip, w, b, x, y, "conv_wino filter blocks");
-        tu_two_threads();
-        assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w, d->bias ? b : NULL,
-                                      x, y2, s, len),
-                         NNT_OK);
-        assert_true(tu_one_thread() > 0);
-        assert_memory_equal(y, y2, ylen * sizeof *y);
-        for (int path = NNT_BLAS_SSE; path <= NNT_BLAS_AVX2; path += NNT_BLAS_AVX2) {
-          int was = nnt_cpu_vec_path(path);
-          memset(y2, 0, ylen * sizeof *y2);
-          assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w,
-                                        d->bias ? b : NULL, x, y2, s, len),
-                           NNT_OK);
-          nnt_cpu_vec_path(was);
-          assert_memory_equal(y, y2, ylen * sizeof *y);
-        }
+        same_bits(k, d, &g, flip, w, b, x, y, y2, s, len);
         /* one float less than the least block: refused */
         assert_int_equal(k->conv_wino(k, &g, d->n, d->filters, flip, w, NULL, x, y2, s,
                                       nnt_wino_fb_scratch(d->c, tiles, NNT_WINO_FB_MIN) - 1),
