@@ -354,12 +354,13 @@ static size_t deriv_scratch(conv_priv *p, nnt_dim in, int trainable) {
     return 0;
   p->dnb = (unsigned)dnb;
   p->dwino = 0;
-  /* conv_wino in filter blocks where they fit in the same bound */
+  /* conv_wino in filter blocks where they fit in the same bound (all of
+   * U, 16 f c floats, never does: the bound is 9 f c) */
   nnt_conv_geom d = nnt_conv_wino_dgeom(p);
-  size_t dt = (size_t)in.b * ((d.oh + 1) / 2) * ((d.ow + 1) / 2), v = 16 * p->filters * dt;
-  size_t per = 16 * (p->filters + dt), most = grad > v ? (grad - v) / per : 0;
-  if (dt <= NNT_WINO_FB_MAX_TILES && most >= NNT_WINO_FB_MIN &&
-      16 * (size_t)p->filters * g->c > grad) {
+  size_t dt = (size_t)in.b * ((d.oh + 1) / 2) * ((d.ow + 1) / 2);
+  size_t v = 16 * (size_t)p->filters * dt, per = 16 * (p->filters + dt);
+  size_t most = grad > v ? (grad - v) / per : 0;
+  if (dt <= NNT_WINO_FB_MAX_TILES && most >= NNT_WINO_FB_MIN) {
     size_t nb = (g->c + most - 1) / most, need = nnt_wino_fb_scratch(p->filters, dt,
                                                                         (g->c + nb - 1) / nb);
     if (need > dnb * one && need <= UINT32_MAX) {
