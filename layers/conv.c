@@ -358,11 +358,9 @@ static size_t deriv_scratch(conv_priv *p, nnt_dim in, int trainable) {
    * U, 16 f c floats, never does: the bound is 9 f c) */
   nnt_conv_geom d = nnt_conv_wino_dgeom(p);
   size_t dt = (size_t)in.b * ((d.oh + 1) / 2) * ((d.ow + 1) / 2);
-  size_t v = 16 * (size_t)p->filters * dt, per = 16 * (p->filters + dt);
-  size_t most = grad > v ? (grad - v) / per : 0;
-  if (dt <= NNT_WINO_FB_MAX_TILES && most >= NNT_WINO_FB_MIN) {
-    size_t nb = (g->c + most - 1) / most, need = nnt_wino_fb_scratch(p->filters, dt,
-                                                                        (g->c + nb - 1) / nb);
+  size_t fb, nb;
+  if (nnt_wino_fb_blocks(p->filters, g->c, dt, grad, &fb, &nb)) {
+    size_t need = nnt_wino_fb_scratch(p->filters, dt, fb);
     if (need > dnb * one && need <= UINT32_MAX) {
       p->dwino = 1;
       return need;

@@ -519,15 +519,9 @@ static void chunks_part(void *arg, size_t r0, size_t r1) {
 _Static_assert(NNT_WINO_FB_MAX_TILES <= WINO_MAX_TILES, "a block's chunk is every tile");
 
 static int fblocks_plan(size_t c, size_t f, size_t tiles, size_t len, size_t *fb, size_t *nb) {
-  if (tiles > NNT_WINO_FB_MAX_TILES || !tiles || (size_t)16 * c * f < len)
+  if ((size_t)16 * c * f < len)
     return 0; /* all of U fits: the passes' plan takes one pass */
-  size_t v = (size_t)16 * c * tiles, per = (size_t)16 * (c + tiles);
-  if (v >= len || (len - v) / per < NNT_WINO_FB_MIN)
-    return 0;
-  size_t most = (len - v) / per;
-  *nb = (f + most - 1) / most;
-  *fb = (f + *nb - 1) / *nb;
-  return 1;
+  return nnt_wino_fb_blocks(c, f, tiles, len, fb, nb);
 }
 
 /* Slices [k0, k1) of the block's products: M[k] rows of its filters. */

@@ -128,6 +128,20 @@ static inline size_t nnt_wino_min_scratch(size_t c, size_t f, size_t t) {
 static inline size_t nnt_wino_fb_scratch(size_t c, size_t t, size_t fb) {
   return 16 * (c * t + fb * (c + t));
 }
+/* The blocks of f filters over c channels and t tiles in len floats of
+ * scratch: 1 with nb blocks of at most fb filters (as even as they go,
+ * each at least NNT_WINO_FB_MIN), 0 where they do not fit. The kernel
+ * cuts its blocks with it, and a layer sizes its scratch with it. */
+static inline int nnt_wino_fb_blocks(size_t c, size_t f, size_t t, size_t len, size_t *fb,
+                                     size_t *nb) {
+  size_t v = 16 * c * t, per = 16 * (c + t);
+  if (!t || t > NNT_WINO_FB_MAX_TILES || v >= len || (len - v) / per < NNT_WINO_FB_MIN)
+    return 0;
+  size_t most = (len - v) / per;
+  *nb = (f + most - 1) / most;
+  *fb = (f + *nb - 1) / *nb;
+  return 1;
+}
 
 /* The largest patch (c * kh * kw) conv_fwd takes. */
 #define NNT_CONV_DIRECT_MAX_PATCH 512
