@@ -129,9 +129,10 @@ static inline size_t nnt_wino_fb_scratch(size_t c, size_t t, size_t fb) {
   return 16 * (c * t + fb * (c + t));
 }
 /* The blocks of f filters over c channels and t tiles in len floats of
- * scratch: 1 with nb blocks of at most fb filters (as even as they go,
- * each at least NNT_WINO_FB_MIN), 0 where they do not fit. The kernel
- * cuts its blocks with it, and a layer sizes its scratch with it. */
+ * scratch: 1 with nb blocks of at most fb filters (as few as fit, then as
+ * even as they go), 0 where len has no room for NNT_WINO_FB_MIN filters.
+ * The kernel cuts its blocks with it, and a layer sizes its scratch with
+ * it. */
 static inline int nnt_wino_fb_blocks(size_t c, size_t f, size_t t, size_t len, size_t *fb,
                                      size_t *nb) {
   size_t v = 16 * c * t, per = 16 * (c + t);

@@ -62,6 +62,20 @@ static float *rnd(nnt_rng *r, size_t n) {
 
 /* y against a double-precision convolution; flip: W[f][ch] is w[ch][f]
  * turned by 180 degrees. */
+/* A case's random weights, bias and input, and two outputs of ylen. */
+typedef struct wbufs {
+  float *w, *b, *x, *y, *y2;
+  size_t ylen;
+} wbufs;
+static wbufs case_bufs(nnt_rng *r, const wcase *d, const nnt_conv_geom *g) {
+  size_t in = (size_t)d->c * d->h * d->w;
+  wbufs u = {.ylen = (size_t)d->n * d->filters * g->oh * g->ow};
+  u.w = rnd(r, (size_t)d->filters * d->c * 9), u.b = rnd(r, d->filters);
+  u.x = rnd(r, d->n * in);
+  u.y = malloc(u.ylen * sizeof *u.y), u.y2 = malloc(u.ylen * sizeof *u.y2);
+  return u;
+}
+
 static double check_naive_tol(const wcase *d, const nnt_conv_geom *g, int flip, const float *w,
                               const float *b, const float *x, const float *y, const char *what,
                               double tol) {
@@ -134,11 +148,10 @@ static void test_against_naive(void **state) {
   for (size_t ci = 0; ci < NNT_ARRAY_LEN(CASES); ci++) {
     const wcase *d = &CASES[ci];
     nnt_conv_geom g = geom(d);
-    size_t plane = (size_t)g.oh * g.ow, in = (size_t)d->c * d->h * d->w;
     size_t tiles = (size_t)d->n * ((g.oh + 1) / 2) * ((g.ow + 1) / 2);
-    size_t ylen = d->n * d->filters * plane, wlen = (size_t)d->filters * d->c * 9;
-    float *w = rnd(&r, wlen), *b = rnd(&r, d->filters), *x = rnd(&r, d->n * in);
-    float *y = malloc(ylen * sizeof *y), *y2 = malloc(ylen * sizeof *y2);
+    wbufs u = case_bufs(&r, d, &g);
+    float *w = u.w, *b = u.b, *x = u.x, *y = u.y, *y2 = u.y2;
+    size_t ylen = u.ylen;
     /* the fewest slices (4 a pass: four passes) with one and two chunks
      * at once, the least conv2d plans (8 slices a pass, so two passes,
      * chunks of up to 64 tiles), 16 slices in such chunks, 16 with every
@@ -174,6 +187,35 @@ static void test_against_naive(void **state) {
   print_message("largest error / terms' magnitude: %.3g (F(4, 3) in %u runs)\n", worst, f4);
 }
 
+/* nnt_wino_fb_blocks: the blocks it gives fit the scratch they were
+ * given, are as few as fit and as even as they go: a scratch
+ * of exactly nnt_wino_fb_scratch(c, t, fb) gives blocks of fb for an f
+ * that fb divides, one float less narrower ones, and less than the
+ * least block none. */
+static void test_fb_blocks(void **state) {
+  (void)state;
+  static const size_t shapes[][3] = {{512, 512, 128}, {256, 200, 64}, {24, 200, 3}};
+  for (size_t si = 0; si < NNT_ARRAY_LEN(shapes); si++) {
+    size_t c = shapes[si][0], f = shapes[si][1], t = shapes[si][2], fb = 0, nb = 0;
+    for (size_t want = NNT_WINO_FB_MIN; want <= f; want += 8) {
+      size_t len = nnt_wino_fb_scratch(c, t, want);
+      assert_true(nnt_wino_fb_blocks(c, f, t, len, &fb, &nb));
+      assert_true(fb <= want && nb == (f + want - 1) / want);
+      assert_true(nb * fb >= f && (nb - 1) * fb < f);
+      assert_true(nnt_wino_fb_scratch(c, t, fb) <= len);
+      if (f % want == 0)
+        assert_int_equal(fb, want);
+      if (want > NNT_WINO_FB_MIN && nnt_wino_fb_blocks(c, f, t, len - 1, &fb, &nb))
+        assert_true(fb < want);
+    }
+    assert_false(nnt_wino_fb_blocks(c, f, t, nnt_wino_fb_scratch(c, t, NNT_WINO_FB_MIN) - 1,
+                                    &fb, &nb));
+  }
+  size_t fb, nb; /* too many tiles, none */
+  assert_false(nnt_wino_fb_blocks(8, 64, NNT_WINO_FB_MAX_TILES + 1, (size_t)1 << 30, &fb, &nb));
+  assert_false(nnt_wino_fb_blocks(8, 64, 0, (size_t)1 << 30, &fb, &nb));
+}
+
 /* Filter blocks (cpu_winograd.c conv_wino_fblocks): scratch for the
  * input transform of every tile and U and M of 32 or 40 filters, less
  * than passes of the fewest slices take (so without the blocks the call
@@ -192,11 +234,10 @@ static void test_fblocks_against_naive(void **state) {
   for (size_t ci = 0; ci < NNT_ARRAY_LEN(FB); ci++) {
     const wcase *d = &FB[ci];
     nnt_conv_geom g = geom(d);
-    size_t plane = (size_t)g.oh * g.ow, in = (size_t)d->c * d->h * d->w;
     size_t tiles = (size_t)d->n * ((g.oh + 1) / 2) * ((g.ow + 1) / 2);
-    size_t ylen = d->n * d->filters * plane, wlen = (size_t)d->filters * d->c * 9;
-    float *w = rnd(&r, wlen), *b = rnd(&r, d->filters), *x = rnd(&r, d->n * in);
-    float *y = malloc(ylen * sizeof *y), *y2 = malloc(ylen * sizeof *y2);
+    wbufs u = case_bufs(&r, d, &g);
+    float *w = u.w, *b = u.b, *x = u.x, *y = u.y, *y2 = u.y2;
+    size_t ylen = u.ylen;
     size_t fbs[] = {NNT_WINO_FB_MIN, 40};
     for (int flip = 0; flip < 2; flip++)
       for (size_t fi = 0; fi < NNT_ARRAY_LEN(fbs); fi++) {
@@ -799,6 +840,7 @@ static void test_layer(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_naive), cmocka_unit_test(test_fblocks_against_naive),
+      cmocka_unit_test(test_fb_blocks),
       cmocka_unit_test(test_dw_against_naive),
       cmocka_unit_test(test_batch_as_groups), cmocka_unit_test(test_f4_against_naive),
       cmocka_unit_test(test_f4_whole_images), cmocka_unit_test(test_f4_dw_against_naive),
