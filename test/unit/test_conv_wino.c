@@ -60,8 +60,6 @@ static float *rnd(nnt_rng *r, size_t n) {
 /* F(4x4, 3x3)'s bound (see test_f4_against_naive). */
 #define TOL4 2e-5
 
-/* y against a double-precision convolution; flip: W[f][ch] is w[ch][f]
- * turned by 180 degrees. */
 /* A case's random weights, bias and input, and two outputs of ylen. */
 typedef struct wbufs {
   float *w, *b, *x, *y, *y2;
@@ -76,6 +74,8 @@ static wbufs case_bufs(nnt_rng *r, const wcase *d, const nnt_conv_geom *g) {
   return u;
 }
 
+/* y against a double-precision convolution; flip: W[f][ch] is w[ch][f]
+ * turned by 180 degrees. */
 static double check_naive_tol(const wcase *d, const nnt_conv_geom *g, int flip, const float *w,
                               const float *b, const float *x, const float *y, const char *what,
                               double tol) {
