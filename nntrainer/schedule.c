@@ -100,6 +100,8 @@ static unsigned fused_rows(const nnt_model *m, size_t i, unsigned w) {
    * the plans where blocks were fused before (AVX-512), so not taken */
   nnt_dim in = nd->fc.in_dim[0];
   size_t k = (size_t)in.b * in.c * in.h, two = 2 * NNT_CPU_GEMM_MIN_PART;
+  size_t least = nnt_gemm_rows_least(rows, width, k); /* the whole product's bits */
+  per = per > least ? per : least;
   if (k && rows * width * k >= two) {
     size_t need = (two + width * k - 1) / (width * k);
     need = (need + FUSED_ROWS - 1) / FUSED_ROWS * FUSED_ROWS;

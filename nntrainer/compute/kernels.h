@@ -622,6 +622,20 @@ void nnt_cpu_blas_choose_core(void);
 /* The fewest multiply-adds of a part of a product the compute threads
  * split (cpu_gemm.c): above OpenBLAS's small-matrix size, 10^6. */
 #define NNT_CPU_GEMM_MIN_PART ((size_t)1000001)
+/* The fewest rows (a multiple of NNT_GEMM_ROW_BLOCK) a block of an
+ * m x n x k product needs for gemm_rows to give it the whole product's
+ * bits: a whole above OpenBLAS's small-matrix size needs blocks above it
+ * too (below it OpenBLAS 0.3.21's AVX-512 kernels take their small-matrix
+ * kernel, which rounds otherwise: on an Emerald Rapids, 465 of 8,192
+ * values of a 256 x 32 x 256 product in blocks of 48 rows, test_pool). */
+static inline size_t nnt_gemm_rows_least(size_t m, size_t n, size_t k) {
+  size_t nk = n * k, rows = NNT_GEMM_ROW_BLOCK;
+  if (nk && m * nk >= NNT_CPU_GEMM_MIN_PART) {
+    size_t need = (NNT_CPU_GEMM_MIN_PART + nk - 1) / nk;
+    rows = (need + NNT_GEMM_ROW_BLOCK - 1) / NNT_GEMM_ROW_BLOCK * NNT_GEMM_ROW_BLOCK;
+  }
+  return rows;
+}
 
 /* 1 when OpenBLAS's kernels now give a product's columns the same bits
  * whatever columns it is given (its AVX-512 paths, measured): the compute

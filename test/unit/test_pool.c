@@ -279,14 +279,16 @@ typedef struct gemm_case {
 } gemm_case;
 
 /* gemm_rows (split by rows at the kernels' row quantum only): the whole
- * product and its blocks of NNT_GEMM_ROW_BLOCK rows (and of three such,
- * split on the threads) bitwise one thread's one call (c1), where
+ * product and its blocks of the fewest rows nnt_gemm_rows_least allows
+ * (and of three times that, split on the threads) bitwise one thread's
+ * one call (c1), where
  * OpenBLAS's split products differ on its AVX2 kernels. c is scratch. */
 static void rows_keep_bits(const gemm_case *gc, const float *a, const float *b, const float *c1,
                            float *c) {
   const nnt_kernels *k = nnt_kernels_cpu();
   size_t m = gc->m, n = gc->n, kk = gc->k, lda = gc->ta ? m : kk, ldb = gc->tb ? kk : n;
-  const size_t blocks[] = {m, 3 * NNT_GEMM_ROW_BLOCK, NNT_GEMM_ROW_BLOCK};
+  size_t least = nnt_gemm_rows_least(m, n, kk);
+  const size_t blocks[] = {m, 3 * least, least};
   for (size_t bi = 0; bi < NNT_ARRAY_LEN(blocks); bi++) {
     size_t block = blocks[bi];
     for (size_t j = 0; j < m * n; j++)
