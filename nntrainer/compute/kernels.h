@@ -273,11 +273,13 @@ typedef struct nnt_kernels {
               size_t k, float alpha, const float *a, size_t lda, const float *b, size_t ldb,
               float beta, float *c, size_t ldc);
   /* gemm whose rows keep their bits: rows [r0, r1) of C, for r0 a multiple
-   * of NNT_GEMM_ROW_BLOCK, come out bitwise as the same rows of the product
-   * over all of op(A)'s rows, at any thread count, where the backend can
-   * promise it (the CPU's: nnt_cpu_blas_row_quantum). A layer whose
-   * gradient is handed over a block of rows at a time makes the whole
-   * gradient with it too. Optional: NULL runs gemm. */
+   * of NNT_GEMM_ROW_BLOCK and a block of at least nnt_gemm_rows_least
+   * rows (the last block of the product may be shorter), come out bitwise
+   * as the same rows of the product over all of op(A)'s rows, at any
+   * thread count, where the backend can promise it (the CPU's:
+   * nnt_cpu_blas_row_quantum). A layer whose gradient is handed over a
+   * block of rows at a time makes the whole gradient with it too.
+   * Optional: NULL runs gemm. */
   int (*gemm_rows)(const struct nnt_kernels *self, int trans_a, int trans_b, size_t m, size_t n,
                    size_t k, float alpha, const float *a, size_t lda, const float *b,
                    size_t ldb, float beta, float *c, size_t ldc);
