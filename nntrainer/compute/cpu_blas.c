@@ -172,7 +172,7 @@ int nnt_cpu_set_threads(unsigned n, nnt_err *e) {
     if (!room_for(need)) {
       char what[96];
       snprintf(what, sizeof what, "%u more BLAS thread%s%s", n - now, n - now > 1 ? "s" : "",
-               blas_main_ready ? "" : " and the calling thread's work buffer");
+               blas_main_ready ? "" : " and OpenBLAS's work buffer for the calling thread");
       rc = no_room(which, limit, need, what, e);
     } else {
       openblas_set_num_threads((int)n);

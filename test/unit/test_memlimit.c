@@ -198,11 +198,12 @@ static void test_producer_thread_cannot_start(void **state) {
 }
 
 #ifndef __SANITIZE_ADDRESS__
-/* The tool under `ulimit -v KIB` with env; stdout and stderr in out. */
+/* The tool under `ulimit -v KIB` with env (and neither thread variable
+ * of the caller's: the test's own defaults); stdout and stderr in out. */
 static int run_cli(unsigned long kib, const char *env, char *out, size_t n) {
   char cmd[4096];
   snprintf(cmd, sizeof cmd,
-           "ulimit -v %lu; env -u OPENBLAS_NUM_THREADS %s timeout -k 5 60 %s train %s 2>&1", kib,
+           "ulimit -v %lu; env -u OPENBLAS_NUM_THREADS -u NNTRAINER_THREADS %s timeout -k 5 60 %s train %s 2>&1", kib,
            env, NNT_CLI_PATH, ini);
   FILE *p = popen(cmd, "r");
   assert_non_null(p);
