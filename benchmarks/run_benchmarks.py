@@ -7,7 +7,16 @@ loading is timed or runs beside the steps).
 Usage (after `bash scripts/build.sh build`):
     /usr/bin/python3 benchmarks/run_benchmarks.py [--reps 3] [--threads 2] [--out FILE]
         [--warmup 3] [--steps 20] [--warmup-ms 500] [--min-ms 1000] [--keep-coretype]
+        [--only KEY[,KEY...]] [--no-kernels]
 Writes a markdown table (default benchmarks/results.md) and prints it.
+--only runs the named models (mlp, lenet5, fmnist_cnn, convbn, resnet18)
+and --no-kernels leaves out the kernel table: for many pairs of one model.
+
+Two ratios: "ratio" is the median of nntrainer's runs over the median of
+PyTorch's; "pair ratios" are each nntrainer run over the PyTorch run right
+after it (median, min-max). On a VM whose speed drifts between minutes the
+pairs' median is the steadier figure: both runs of a pair see the same
+machine.
 
 OPENBLAS_CORETYPE is removed from both programs' environment unless
 --keep-coretype is given: a user's environment does not set it, and a value
@@ -64,7 +73,14 @@ def main():
     ap.add_argument("--min-ms", type=float, default=1000.0)
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results.md"))
     ap.add_argument("--keep-coretype", action="store_true")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--no-kernels", action="store_true")
     args = ap.parse_args()
+    only = [k for k in args.only.split(",") if k]
+    unknown = [k for k in only if k not in [m[1] for m in MODELS]]
+    if unknown:
+        ap.error(f"--only: unknown model {unknown[0]!r} (one of "
+                 f"{', '.join(m[1] for m in MODELS)})")
     t = str(args.threads)
     env = dict(os.environ, OPENBLAS_NUM_THREADS=t, OMP_NUM_THREADS=t, NNTRAINER_THREADS=t,
                BENCH_THREADS=t, BENCH_WARMUP_MS=str(args.warmup_ms),
@@ -81,6 +97,8 @@ def main():
             into.append(r["round_trip_ns"])
 
     for title, key, ini, batch in MODELS:
+        if only and key not in only:
+            continue
         nn, pt, cm = [], [], []
         for _ in range(args.reps):  # alternate, so drift hits both alike
             probe(cm)
@@ -88,6 +106,7 @@ def main():
                                 str(args.warmup), str(args.steps)], env))
             pt.append(run_json(["/usr/bin/python3", "benchmarks/torch_models.py", key,
                                 str(args.warmup), str(args.steps)], env))
+        pairs = [a["ms_median"] / b["ms_median"] for a, b in zip(nn, pt)]
         n_ms = statistics.median(r["ms_median"] for r in nn)
         p_ms = statistics.median(r["ms_median"] for r in pt)
         n_rss = max(r["peak_rss_kb"] for r in nn)
@@ -96,9 +115,10 @@ def main():
                      max(r["ms_median"] for r in nn), p_ms,
                      min(r["ms_median"] for r in pt), max(r["ms_median"] for r in pt),
                      n_rss, p_rss, nn[0],
-                     f"{min(cm):.0f}-{max(cm):.0f}" if cm else "-"))
+                     f"{min(cm):.0f}-{max(cm):.0f}" if cm else "-",
+                     f"{statistics.median(pairs):.2f} ({min(pairs):.2f}-{max(pairs):.2f})"))
         print(f"{title}: nntrainer {n_ms:.2f} ms, PyTorch {p_ms:.2f} ms", file=sys.stderr)
-    kern = [json.loads(l) for l in subprocess.run(
+    kern = [] if args.no_kernels else [json.loads(l) for l in subprocess.run(
         [os.path.join(ROOT, "build", "nnt_bench_kernels")], cwd=ROOT, env=env,
         capture_output=True, text=True, check=True).stdout.splitlines()]
     lines = [
@@ -117,20 +137,21 @@ def main():
          if c2c else "Core-to-core round trip: one CPU."),
         "",
         "| model | batch | nntrainer ms/step (spread) | PyTorch ms/step (spread) | ratio | "
-        "nntrainer peak RSS | PyTorch peak RSS | RSS ratio | arena / lower bound | total planned | "
-        "core round trip ns |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "pair ratios | nntrainer peak RSS | PyTorch peak RSS | RSS ratio | arena / lower bound | "
+        "total planned | core round trip ns |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for (title, batch, n_ms, n_lo, n_hi, p_ms, p_lo, p_hi, n_rss, p_rss, plan, crt) in rows:
+    for (title, batch, n_ms, n_lo, n_hi, p_ms, p_lo, p_hi, n_rss, p_rss, plan, crt, pr) in rows:
         lines.append(
             f"| {title} | {batch} | {n_ms:.2f} ({n_lo:.2f}-{n_hi:.2f}) | "
-            f"{p_ms:.2f} ({p_lo:.2f}-{p_hi:.2f}) | {n_ms / p_ms:.2f} | "
+            f"{p_ms:.2f} ({p_lo:.2f}-{p_hi:.2f}) | {n_ms / p_ms:.2f} | {pr} | "
             f"{n_rss / 1024:.1f} MiB | {p_rss / 1024:.1f} MiB | {n_rss / p_rss:.2f} | "
             f"{plan['arena_bytes'] / 2**20:.2f} / {plan['lower_bound_bytes'] / 2**20:.2f} MiB | "
             f"{plan['total_planned_bytes'] / 2**20:.2f} MiB | {crt} |")
-    lines += ["", ("Kernel efficiency (medians of 21 runs each, in three alternating blocks "
+    if kern:
+        lines += ["", ("Kernel efficiency (medians of 21 runs each, in three alternating blocks "
                "of 7; ratio = layer GFLOP/s / bare sgemm GFLOP/s):"),
-              "", "| kernel | layer GFLOP/s | sgemm GFLOP/s | ratio |", "|---|---|---|---|"]
+                  "", "| kernel | layer GFLOP/s | sgemm GFLOP/s | ratio |", "|---|---|---|---|"]
     for k in kern:
         lines.append(f"| {k['kernel']} | {k['layer_gflops']:.1f} | {k['sgemm_gflops']:.1f} | "
                      f"{k['ratio']:.2f} |")
