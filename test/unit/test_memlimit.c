@@ -203,8 +203,9 @@ static void test_producer_thread_cannot_start(void **state) {
 static int run_cli(unsigned long kib, const char *env, char *out, size_t n) {
   char cmd[4096];
   snprintf(cmd, sizeof cmd,
-           "ulimit -v %lu; env -u OPENBLAS_NUM_THREADS -u NNTRAINER_THREADS %s timeout -k 5 60 %s train %s 2>&1", kib,
-           env, NNT_CLI_PATH, ini);
+           "ulimit -v %lu; env -u OPENBLAS_NUM_THREADS -u NNTRAINER_THREADS %s "
+           "timeout -k 5 60 %s train %s 2>&1",
+           kib, env, NNT_CLI_PATH, ini);
   FILE *p = popen(cmd, "r");
   assert_non_null(p);
   size_t got = fread(out, 1, n - 1, p);
