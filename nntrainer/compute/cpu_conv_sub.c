@@ -5,17 +5,19 @@
  * own panels; here the subsampled values go straight into the panels the
  * micro-kernel reads, and the input's rows for the next panels are
  * fetched while the products run (ResNet-18's shortcuts on one thread of
- * a Zen 2: 0.54-0.83 of a bare sgemm of the same size -> 0.71-0.90,
- * docs/performance.md).
+ * a Zen 2: 0.54-0.83 of a bare sgemm of the same size -> 0.71-0.90; of an
+ * Emerald Rapids, AVX-512: 0.67-0.76 -> 0.84-1.02, docs/performance.md).
  *
- * y[i] = W x sub(x[i]) is a sum of tiles of SUB_MR filters by SUB_NR
- * output positions: for every input channel k in order, SUB_MR weights
- * (W's rows, read where they lie) broadcast times a packed row of SUB_NR
- * subsampled input values, added into the tile's accumulators from zero;
- * the bias added last. A part is an image, its outputs written by it
- * alone: the same bits on any number of threads, within rounding of
- * im2col and gemm. The code is chosen by the CPU's features (AVX2 with
- * FMA, else portable C). */
+ * y[i] = W x sub(x[i]) is a sum of tiles of mr filters by SUB_NR output
+ * positions (AVX-512: two such tiles at once): for every input channel k
+ * in order, mr weights (W's rows, read where they lie) broadcast times a
+ * packed row of SUB_NR subsampled input values, added into the tile's
+ * accumulators from zero; the bias added last. A chunk packs as many
+ * tiles as fit, an image's positions from a tile of their own; a part is
+ * an image, its outputs written by it alone: the same bits on any number
+ * of threads, and on AVX-512 as on AVX2, within rounding of im2col and
+ * gemm. The code is chosen by the CPU's features (AVX-512, AVX2 with FMA,
+ * else portable C). */
 #include <string.h>
 
 #include "nntrainer/compute/cpu_impl.h"
@@ -24,12 +26,51 @@
 
 #define SUB_MR 6
 #define SUB_NR 16
+/* The most rows and tiles of any micro-kernel (the AVX-512 one's). */
+#define SUB_MAX_MR 8
+#define SUB_MAX_NT 2
+/* The tiles a chunk packs: at most SUB_PACK floats and SUB_MAX_TILES. */
+#define SUB_MAX_TILES 64
 
-/* t[SUB_MR][SUB_NR] = the sum over k < kn, in order, of a[r][k] *
- * b[k][SUB_NR]. */
-typedef void (*sub_mk_fn)(size_t kn, const float *const *a, const float *b, float *t);
+/* Where a kernel's sums go: tile v's row r (filter f0 + r) to
+ * y[v] + r * ld, its first nq[v] positions, for rows r < fr and tiles
+ * whose y is not NULL; bias (f0's, or NULL) added to each sum. */
+typedef struct sub_out {
+  float *y[SUB_MAX_NT];
+  size_t ld;
+  unsigned nq[SUB_MAX_NT], fr;
+  const float *bias;
+} sub_out;
 
-static void sub_mk_c(size_t kn, const float *const *a, const float *b, float *t) {
+/* For tile v (of the kernel's nt, its packed rows at b + v * bs) and row
+ * r: the sum over k < kn, in order, of a[r][k] times the tile's row k,
+ * each product added into its sum from zero by a fused multiply-add where
+ * the code has vectors (the same bits on each of them), then the bias;
+ * stored as out says. bs 0: the tiles past the first repeat it (computed,
+ * not stored). */
+typedef void (*sub_mk_fn)(size_t kn, const float *const *a, const float *b, size_t bs,
+                          const sub_out *out);
+
+/* out's rows from t[v][r][SUB_NR] (mr rows a tile). */
+static void sub_store(const float *t, unsigned mr, const sub_out *out) {
+  for (unsigned v = 0; v < SUB_MAX_NT; v++)
+    for (unsigned r = 0; out->y[v] && r < out->fr; r++) {
+      float *yr = out->y[v] + r * out->ld;
+      const float *tr = t + (v * mr + r) * SUB_NR;
+      if (out->bias)
+        for (unsigned q = 0; q < out->nq[v]; q++)
+          yr[q] = tr[q] + out->bias[r];
+      else if (out->nq[v] == SUB_NR)
+        memcpy(yr, tr, SUB_NR * sizeof *yr); /* fixed size: plain moves */
+      else
+        for (unsigned q = 0; q < out->nq[v]; q++)
+          yr[q] = tr[q];
+    }
+}
+
+static void sub_mk_c(size_t kn, const float *const *a, const float *b, size_t bs,
+                     const sub_out *out) {
+  (void)bs;
   float acc[SUB_MR][SUB_NR] = {{0}};
   for (size_t k = 0; k < kn; k++, b += SUB_NR)
     for (unsigned r = 0; r < SUB_MR; r++) {
@@ -37,7 +78,7 @@ static void sub_mk_c(size_t kn, const float *const *a, const float *b, float *t)
       for (unsigned j = 0; j < SUB_NR; j++)
         acc[r][j] += x * b[j];
     }
-  memcpy(t, acc, sizeof acc);
+  sub_store(&acc[0][0], SUB_MR, out);
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -47,8 +88,23 @@ static void sub_mk_c(size_t kn, const float *const *a, const float *b, float *t)
     c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0);                                                  \
     c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);                                                  \
   } while (0)
-NNT_CV_AVX2 static void sub_mk_avx2(size_t kn, const float *const *a, const float *b,
-                                    float *t) {
+/* Row r's sums into out's one tile: plain stores (a masked store is
+ * microcoded on AMD's Zen 2). */
+#define SUB_ST256(r)                                                                            \
+  do {                                                                                          \
+    if ((r) < out->fr) {                                                                        \
+      __m256 bv = _mm256_set1_ps(out->bias ? out->bias[r] : 0.0f);                              \
+      __m256 v0 = out->bias ? _mm256_add_ps(c##r##0, bv) : c##r##0;                             \
+      __m256 v1 = out->bias ? _mm256_add_ps(c##r##1, bv) : c##r##1;                             \
+      float *yr = out->y[0] + (r) * out->ld;                                                    \
+      nnt_cv_storen256(yr, v0, nq);                                                             \
+      if (nq > 8)                                                                               \
+        nnt_cv_storen256(yr + 8, v1, nq - 8);                                                   \
+    }                                                                                           \
+  } while (0)
+NNT_CV_AVX2 static void sub_mk_avx2(size_t kn, const float *const *a, const float *b, size_t bs,
+                                    const sub_out *out) {
+  (void)bs;
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
@@ -61,26 +117,109 @@ NNT_CV_AVX2 static void sub_mk_avx2(size_t kn, const float *const *a, const floa
     SUB_FMA2(4);
     SUB_FMA2(5);
   }
-  _mm256_storeu_ps(t, c00), _mm256_storeu_ps(t + 8, c01);
-  _mm256_storeu_ps(t + 16, c10), _mm256_storeu_ps(t + 24, c11);
-  _mm256_storeu_ps(t + 32, c20), _mm256_storeu_ps(t + 40, c21);
-  _mm256_storeu_ps(t + 48, c30), _mm256_storeu_ps(t + 56, c31);
-  _mm256_storeu_ps(t + 64, c40), _mm256_storeu_ps(t + 72, c41);
-  _mm256_storeu_ps(t + 80, c50), _mm256_storeu_ps(t + 88, c51);
+  unsigned nq = out->nq[0];
+  SUB_ST256(0);
+  SUB_ST256(1);
+  SUB_ST256(2);
+  SUB_ST256(3);
+  SUB_ST256(4);
+  SUB_ST256(5);
+}
+
+/* AVX-512: 8 rows by two tiles of 16 positions, one vector each: 16 sums
+ * in registers, 10 loads (two tiles' rows, eight broadcasts) for 16
+ * multiply-adds, two k a pass; the sums stored from the registers. */
+#define SUB_FMA512(r, k)                                                                        \
+  do {                                                                                          \
+    __m512 x = _mm512_set1_ps(a##r[k]);                                                         \
+    c##r##0 = _mm512_fmadd_ps(x, b0, c##r##0);                                                  \
+    c##r##1 = _mm512_fmadd_ps(x, b1, c##r##1);                                                  \
+  } while (0)
+#define SUB_STEP512(k)                                                                          \
+  do {                                                                                          \
+    __m512 b0 = _mm512_loadu_ps(b + (k) * SUB_NR), b1 = _mm512_loadu_ps(b2 + (k) * SUB_NR);    \
+    SUB_FMA512(0, k);                                                                           \
+    SUB_FMA512(1, k);                                                                           \
+    SUB_FMA512(2, k);                                                                           \
+    SUB_FMA512(3, k);                                                                           \
+    SUB_FMA512(4, k);                                                                           \
+    SUB_FMA512(5, k);                                                                           \
+    SUB_FMA512(6, k);                                                                           \
+    SUB_FMA512(7, k);                                                                           \
+  } while (0)
+#define SUB_ST512(r)                                                                            \
+  do {                                                                                          \
+    if ((r) < out->fr) {                                                                        \
+      __m512 bv = _mm512_set1_ps(out->bias ? out->bias[r] : 0.0f);                              \
+      if (out->y[0])                                                                            \
+        _mm512_mask_storeu_ps(out->y[0] + (r) * out->ld, m0,                                   \
+                              out->bias ? _mm512_add_ps(c##r##0, bv) : c##r##0);                \
+      if (out->y[1])                                                                            \
+        _mm512_mask_storeu_ps(out->y[1] + (r) * out->ld, m1,                                   \
+                              out->bias ? _mm512_add_ps(c##r##1, bv) : c##r##1);                \
+    }                                                                                           \
+  } while (0)
+NNT_CV_AVX512 static void sub_mk_avx512(size_t kn, const float *const *a, const float *b,
+                                        size_t bs, const sub_out *out) {
+  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  __m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+  const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
+  const float *a6 = a[6], *a7 = a[7], *b2 = b + bs;
+  size_t o = 0;
+  for (; o + 2 <= kn; o += 2) {
+    SUB_STEP512(0);
+    SUB_STEP512(1);
+    a0 += 2, a1 += 2, a2 += 2, a3 += 2, a4 += 2, a5 += 2, a6 += 2, a7 += 2;
+    b += 2 * SUB_NR, b2 += 2 * SUB_NR;
+  }
+  if (o < kn)
+    SUB_STEP512(0);
+  __mmask16 m0 = nnt_cv_mask512(0, out->nq[0]), m1 = nnt_cv_mask512(0, out->nq[1]);
+  SUB_ST512(0);
+  SUB_ST512(1);
+  SUB_ST512(2);
+  SUB_ST512(3);
+  SUB_ST512(4);
+  SUB_ST512(5);
+  SUB_ST512(6);
+  SUB_ST512(7);
 }
 #endif
 
-/* The micro-kernel of a path, or NULL when this CPU cannot run it. */
-static sub_mk_fn sub_mk_of(int path) {
+/* A micro-kernel and its tile: mr rows (filters) by nt tiles. */
+typedef void (*sub_pack_fn)(const nnt_conv_geom *g, const float *xi, size_t p0, size_t np,
+                            float *b);
+static void sub_pack_x(const nnt_conv_geom *g, const float *xi, size_t p0, size_t np, float *b);
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+static void sub_pack_x512(const nnt_conv_geom *g, const float *xi, size_t p0, size_t np,
+                          float *b);
+#endif
+
+/* A micro-kernel, its tile (mr rows, filters, by nt tiles) and the
+ * packing of its positions. */
+typedef struct sub_mk {
+  sub_mk_fn fn;
+  unsigned mr, nt;
+  sub_pack_fn pack;
+} sub_mk;
+
+/* The micro-kernel of a path; fn NULL when this CPU cannot run it. */
+static sub_mk sub_mk_of(int path) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
+  if (path >= NNT_BLAS_AVX512)
+    return (sub_mk){__builtin_cpu_supports("avx512f") ? sub_mk_avx512 : NULL, 8, 2,
+                    sub_pack_x512};
   if (path >= NNT_BLAS_AVX2)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? sub_mk_avx2 : NULL;
+    return (sub_mk){__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? sub_mk_avx2
+                                                                                     : NULL,
+                    SUB_MR, 1, sub_pack_x};
 #else
   if (path >= NNT_BLAS_AVX2)
-    return NULL;
+    return (sub_mk){NULL, SUB_MR, 1, sub_pack_x};
 #endif
-  return sub_mk_c;
+  return (sub_mk){sub_mk_c, SUB_MR, 1, sub_pack_x};
 }
 
 typedef struct sub_job {
@@ -88,29 +227,18 @@ typedef struct sub_job {
   size_t n, filters, plane, in_len;
   const float *w, *bias, *x;
   float *y;
-  sub_mk_fn mk;
+  sub_mk mk;
 } sub_job;
 
 /* Packed panels on the stack: at most SUB_PACK floats (32 KiB). */
 #define SUB_PACK 8192
 
-/* The rows of A from row r0 of mr: row r at base + (r0 + r) * rs, the
+/* The kn rows of A from row r0 of mr: row r at base + (r0 + r) * rs, the
  * rows past mr repeating the last (computed, not stored). */
-static void sub_rows(const float *base, size_t r0, unsigned mr, size_t rs, const float **a) {
-  for (unsigned r = 0; r < SUB_MR; r++)
+static void sub_rows(const float *base, size_t r0, unsigned mr, unsigned kn, size_t rs,
+                     const float **a) {
+  for (unsigned r = 0; r < kn; r++)
     a[r] = base + (r0 + (r < mr ? r : mr - 1)) * rs;
-}
-
-/* dst[k] = src[k] for k < n <= SUB_NR (a whole row: a copy of fixed size,
- * which compilers make plain moves; a variable memcpy became rep movsq,
- * slow for 64 bytes). */
-static inline void sub_copy(float *dst, const float *src, size_t n) {
-  if (n == SUB_NR) {
-    memcpy(dst, src, SUB_NR * sizeof *dst);
-    return;
-  }
-  for (size_t k = 0; k < n; k++)
-    dst[k] = src[k];
 }
 
 /* dst[k] = src[k * s] for k < n. */
@@ -123,10 +251,32 @@ static inline void sub_take(const float *src, size_t s, size_t n, float *dst) {
       dst[k] = src[k * s];
 }
 
+typedef void (*sub_take_fn)(const float *src, size_t s, size_t n, float *dst);
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* sub_take on AVX-512, n <= SUB_NR: at stride 2 the even lanes of two
+ * vectors (their lanes past src[2 * (n - 1)] not read). */
+NNT_CV_AVX512 static inline void sub_take512(const float *src, size_t s, size_t n, float *dst) {
+  if (s != 2 || !n) {
+    sub_take(src, s, n, dst);
+    return;
+  }
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  unsigned last = 2 * (unsigned)n - 1; /* values read */
+  __m512 lo = nnt_cv_loadm512(src, 0, nnt_cv_mask512(0, last < 16 ? last : 16));
+  __m512 hi = last > 16 ? nnt_cv_loadm512(src, 16, nnt_cv_mask512(0, last - 16))
+                        : _mm512_setzero_ps();
+  nnt_cv_storen512(dst, _mm512_permutex2var_ps(lo, even, hi), (unsigned)n);
+}
+#endif
+
 /* Positions [p0, p0 + np) of image xi (all g->c channels) packed as tiles
- * [tile][c][SUB_NR]: a channel's positions read along its rows; the
- * columns of a last tile past np zero. */
-static void sub_pack_x(const nnt_conv_geom *g, const float *xi, size_t p0, size_t np, float *b) {
+ * [tile][c][SUB_NR]: a channel's positions read along its rows by take;
+ * the columns of a last tile past np zero. Inlined into each caller,
+ * which gives take. */
+static inline __attribute__((always_inline)) void
+sub_pack_with(const nnt_conv_geom *g, const float *xi, size_t p0, size_t np, float *b,
+              sub_take_fn take) {
   size_t hw = (size_t)g->h * g->w, c = g->c, pad = (SUB_NR - np % SUB_NR) % SUB_NR;
   for (size_t ch = 0; ch < c; ch++) {
     const float *xc = xi + ch * hw;
@@ -137,8 +287,8 @@ static void sub_pack_x(const nnt_conv_geom *g, const float *xi, size_t p0, size_
         run = g->ow - ow;
       if (run > np - q)
         run = np - q;
-      sub_take(xc + oh * g->sh * g->w + ow * g->sw, g->sw, run,
-               b + q / SUB_NR * c * SUB_NR + ch * SUB_NR + q % SUB_NR);
+      take(xc + oh * g->sh * g->w + ow * g->sw, g->sw, run,
+           b + q / SUB_NR * c * SUB_NR + ch * SUB_NR + q % SUB_NR);
       q += run, ow += run;
       if (ow == g->ow)
         ow = 0, oh++;
@@ -147,6 +297,41 @@ static void sub_pack_x(const nnt_conv_geom *g, const float *xi, size_t p0, size_
       b[q / SUB_NR * c * SUB_NR + ch * SUB_NR + q % SUB_NR] = 0.0f;
   }
 }
+
+static void sub_pack_x(const nnt_conv_geom *g, const float *xi, size_t p0, size_t np, float *b) {
+  sub_pack_with(g, xi, p0, np, b, sub_take);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* sub_pack_x on AVX-512. Where an output row is shorter than a tile
+ * (stage 3's and 4's shortcuts: 8 and 4 positions) each tile's channel is
+ * one gather, by offsets worked out once a tile, its lanes past np zero. */
+NNT_CV_AVX512 static void sub_pack_x512(const nnt_conv_geom *g, const float *xi, size_t p0,
+                                        size_t np, float *b) {
+  if (g->ow > SUB_NR || (size_t)g->h * g->w > INT32_MAX) {
+    sub_pack_with(g, xi, p0, np, b, sub_take512);
+    return;
+  }
+  size_t hw = (size_t)g->h * g->w, c = g->c, nt = (np + SUB_NR - 1) / SUB_NR;
+  __m512i idx[SUB_MAX_TILES];
+  __mmask16 m[SUB_MAX_TILES];
+  for (size_t t = 0; t < nt; t++) {
+    int32_t off[SUB_NR] = {0};
+    size_t nq = np - t * SUB_NR < SUB_NR ? np - t * SUB_NR : SUB_NR;
+    for (size_t q = 0; q < nq; q++) {
+      size_t pq = p0 + t * SUB_NR + q;
+      off[q] = (int32_t)(pq / g->ow * g->sh * g->w + pq % g->ow * g->sw);
+    }
+    idx[t] = _mm512_loadu_si512(off), m[t] = nnt_cv_mask512(0, (unsigned)nq);
+  }
+  for (size_t ch = 0; ch < c; ch++) {
+    const float *xc = xi + ch * hw;
+    for (size_t t = 0; t < nt; t++)
+      _mm512_storeu_ps(b + (t * c + ch) * SUB_NR,
+                       _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m[t], idx[t], xc, 4));
+  }
+}
+#endif
 
 /* The lines of the input rows that the next chunk reads (output rows
  * [oh0, oh1) of image xi), fetched a few at a time while this chunk's
@@ -185,40 +370,68 @@ static inline void sub_pf_some(sub_pf *f) {
   }
 }
 
+
+/* Positions [p0, p0 + np) of image i, packed from tile t0 on. */
+typedef struct sub_seg {
+  size_t i, p0, np, t0;
+} sub_seg;
+
+/* Tile u's image, first position and positions (of at most SUB_NR), from
+ * the segment *s on (u no lower than the last call's). */
+static void sub_tile(const sub_seg *seg, size_t *s, size_t u, size_t *i, size_t *p, size_t *nq) {
+  while (u >= seg[*s].t0 + (seg[*s].np + SUB_NR - 1) / SUB_NR)
+    ++*s;
+  size_t q = (u - seg[*s].t0) * SUB_NR;
+  *i = seg[*s].i, *p = seg[*s].p0 + q;
+  *nq = seg[*s].np - q < SUB_NR ? seg[*s].np - q : SUB_NR;
+}
+
+/* A chunk holds as many tiles as fit, each image's positions from a tile
+ * of their own (a small plane, as stage 4's 4x4, shares a chunk with the
+ * next images: the two-tile kernel finds its pairs). */
 static void sub_fwd_part(void *arg, size_t i0, size_t i1) {
   const sub_job *j = arg;
   const nnt_conv_geom *g = j->g;
-  size_t c = g->c, pc = SUB_PACK / (c * SUB_NR) * SUB_NR;
-  float b[SUB_PACK], t[SUB_MR * SUB_NR];
-  const float *a[SUB_MR];
-  for (size_t i = i0; i < i1; i++) {
-    float *yi = j->y + i * j->filters * j->plane;
-    for (size_t p0 = 0; p0 < j->plane; p0 += pc) {
-      size_t np = j->plane - p0 < pc ? j->plane - p0 : pc;
-      sub_pack_x(g, j->x + i * j->in_len, p0, np, b);
-      sub_pf pf; /* the next chunk: of this image, else of the next */
-      size_t n2 = p0 + np < j->plane ? i : i + 1, p2 = n2 == i ? p0 + np : 0;
-      size_t np2 = j->plane - p2 < pc ? j->plane - p2 : pc;
-      sub_pf_start(&pf, g, n2 < i1 ? j->x + n2 * j->in_len : NULL, p2, np2,
-                   (np + SUB_NR - 1) / SUB_NR * ((j->filters + SUB_MR - 1) / SUB_MR));
-      for (size_t q0 = 0; q0 < np; q0 += SUB_NR) {
-        size_t nq = np - q0 < SUB_NR ? np - q0 : SUB_NR;
-        for (size_t f0 = 0; f0 < j->filters; f0 += SUB_MR) {
-          unsigned mr = j->filters - f0 < SUB_MR ? (unsigned)(j->filters - f0) : SUB_MR;
-          sub_rows(j->w, f0, mr, c, a);
-          j->mk(c, a, b + q0 * c, t);
-          sub_pf_some(&pf);
-          for (unsigned r = 0; r < mr; r++) {
-            float *yr = yi + (f0 + r) * j->plane + p0 + q0;
-            const float *tr = t + r * SUB_NR;
-            float bias = j->bias ? j->bias[f0 + r] : 0.0f;
-            if (j->bias)
-              for (size_t q = 0; q < nq; q++)
-                yr[q] = tr[q] + bias;
-            else
-              sub_copy(yr, tr, nq);
-          }
-        }
+  size_t c = g->c, tiles = SUB_PACK / (c * SUB_NR), mr = j->mk.mr, nt = j->mk.nt;
+  if (tiles > SUB_MAX_TILES)
+    tiles = SUB_MAX_TILES;
+  float b[SUB_PACK];
+  const float *a[SUB_MAX_MR];
+  sub_seg seg[SUB_MAX_TILES];
+  for (size_t i = i0, p = 0; i < i1;) {
+    size_t ns = 0, used = 0;
+    while (i < i1 && used < tiles) {
+      size_t np = j->plane - p < (tiles - used) * SUB_NR ? j->plane - p : (tiles - used) * SUB_NR;
+      j->mk.pack(g, j->x + i * j->in_len, p, np, b + used * c * SUB_NR);
+      seg[ns++] = (sub_seg){i, p, np, used};
+      used += (np + SUB_NR - 1) / SUB_NR, p += np;
+      if (p == j->plane)
+        i++, p = 0;
+    }
+    sub_pf pf; /* the next chunk's first image */
+    size_t np2 = j->plane - p < tiles * SUB_NR ? j->plane - p : tiles * SUB_NR;
+    sub_pf_start(&pf, g, i < i1 ? j->x + i * j->in_len : NULL, p, np2,
+                 (used + nt - 1) / nt * ((j->filters + mr - 1) / mr));
+    size_t s = 0;
+    for (size_t u0 = 0; u0 < used; u0 += nt) {
+      size_t un = used - u0 < nt ? used - u0 : nt;
+      sub_out out = {.ld = j->plane};
+      float *y0[SUB_MAX_NT] = {NULL}; /* the tiles' outputs at filter 0 */
+      for (size_t v = 0; v < un; v++) {
+        size_t ii, pp, nq;
+        sub_tile(seg, &s, u0 + v, &ii, &pp, &nq);
+        y0[v] = j->y + ii * j->filters * j->plane + pp, out.nq[v] = (unsigned)nq;
+      }
+      const float *bu = b + u0 * c * SUB_NR;
+      size_t bs = un > 1 ? c * SUB_NR : 0;
+      for (size_t f0 = 0; f0 < j->filters; f0 += mr) {
+        out.fr = j->filters - f0 < mr ? (unsigned)(j->filters - f0) : (unsigned)mr;
+        out.bias = j->bias ? j->bias + f0 : NULL;
+        for (size_t v = 0; v < un; v++)
+          out.y[v] = y0[v] + f0 * j->plane;
+        sub_rows(j->w, f0, out.fr, (unsigned)mr, c, a);
+        j->mk.fn(c, a, bu, bs, &out);
+        sub_pf_some(&pf);
       }
     }
   }
@@ -229,8 +442,8 @@ static size_t sub_min_part(size_t per) { return per >= 65536 ? 1 : 65536 / (per 
 
 static int sub_job_init(int path, const nnt_conv_geom *g, size_t n, size_t filters,
                         sub_job *j) {
-  sub_mk_fn mk = sub_mk_of(path);
-  if (!mk || !nnt_conv_sub_take(g, filters))
+  sub_mk mk = sub_mk_of(path);
+  if (!mk.fn || !nnt_conv_sub_take(g, filters))
     return NNT_ERR_INVAL;
   *j = (sub_job){.g = g,
                  .n = n,
@@ -253,5 +466,5 @@ int nnt_cpu_conv_sub_fwd(int path, const nnt_conv_geom *g, size_t n, size_t filt
 }
 
 int nnt_conv_sub_runs(void) {
-  return nnt_blas_cpu_rank() == NNT_BLAS_AVX2; /* AVX2 with FMA: sub_mk_avx2 runs */
+  return nnt_blas_cpu_rank() >= NNT_BLAS_AVX2; /* AVX-512's or AVX2's kernel runs */
 }

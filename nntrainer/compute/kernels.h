@@ -177,9 +177,9 @@ static inline int nnt_conv_sub_take(const struct nnt_conv_geom *g, size_t filter
          g->c <= NNT_CONV_SUB_MAX_C && filters;
 }
 /* 1 where a layer should hand what nnt_conv_sub_take takes to conv_fwd on
- * this machine: its widest code path is AVX2 (measured against im2col and
- * OpenBLAS there, docs/performance.md; on AVX-512, where OpenBLAS runs
- * twice as wide, and without AVX2, im2col and the BLAS stay). */
+ * this machine: its widest code path is AVX2 or AVX-512 (measured against
+ * im2col and OpenBLAS on both, docs/performance.md; without AVX2, im2col
+ * and the BLAS stay). */
 int nnt_conv_sub_runs(void);
 /* The narrowest and the widest kernel and the most filters x kh x kw
  * that conv_bwd_x and conv_bwd_w take (beside nnt_conv_rows_take's and

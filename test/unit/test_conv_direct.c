@@ -30,10 +30,13 @@ static const dcase CASES[] = {
     /* 1x1 windows with a stride (the subsampling product, cpu_conv_sub.c):
      * ResNet's shortcut shape with filters a partial block of 6, images
      * two threads split; strides 2 and 3 on odd sizes (positions a partial
-     * tile of 16), no bias; 200 channels (two chunks of 32 positions) */
+     * tile of 16), no bias; 200 channels (two tiles a chunk: an image's
+     * last tile shares one with the next image's first); output rows of 19
+     * (AVX-512 packs rows longer than a tile in runs, shorter by gathers) */
     {64, 32, 32, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 13, 2, 1},
     {5, 9, 7, 1, 1, 2, 3, 1, 1, 0, 0, 0, 0, 7, 3, 0},
     {200, 12, 11, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 6, 2, 1},
+    {3, 40, 38, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 11, 3, 1},
 };
 
 static nnt_conv_geom geom(const dcase *d) {
@@ -495,6 +498,38 @@ static void test_rows_or_direct_same_bits(void **state) {
   free(w), free(b), free(x), free(y), free(y2);
 }
 
+/* The subsampling 1x1 product gives the same bits on AVX-512 (8 filters by
+ * two tiles, its own packing) as on AVX2 (6 filters by one tile): each
+ * output is the same chain of fused multiply-adds over the channels. */
+static void test_sub_paths_same_bits(void **state) {
+  (void)state;
+  if (!cpu_runs(NNT_BLAS_AVX512)) {
+    print_message("no AVX-512 on this CPU: nothing to compare\n");
+    return;
+  }
+  nnt_rng r;
+  nnt_rng_seed(&r, 33);
+  unsigned compared = 0;
+  for (size_t ci = 0; ci < NNT_ARRAY_LEN(CASES); ci++) {
+    const dcase *d = &CASES[ci];
+    nnt_conv_geom g = geom(d);
+    if (!nnt_conv_sub_take(&g, d->filters))
+      continue;
+    size_t in = (size_t)d->c * d->h * d->w, ny = d->n * d->filters * (size_t)g.oh * g.ow;
+    float *w = rnd(&r, d->filters * d->c), *b = rnd(&r, d->filters), *x = rnd(&r, d->n * in);
+    float *y = malloc(ny * sizeof *y), *y2 = malloc(ny * sizeof *y2);
+    const float *bias = d->bias ? b : NULL;
+    assert_int_equal(nnt_cpu_conv_sub_fwd(NNT_BLAS_AVX512, &g, d->n, d->filters, w, bias, x, y),
+                     NNT_OK);
+    assert_int_equal(nnt_cpu_conv_sub_fwd(NNT_BLAS_AVX2, &g, d->n, d->filters, w, bias, x, y2),
+                     NNT_OK);
+    assert_memory_equal(y, y2, ny * sizeof *y);
+    compared++;
+    free(w), free(b), free(x), free(y), free(y2);
+  }
+  assert_int_equal(compared, 4);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_naive),
@@ -504,6 +539,7 @@ int main(void) {
       cmocka_unit_test(test_rows_against_naive),
       cmocka_unit_test(test_rows_dw),
       cmocka_unit_test(test_rows_or_direct_same_bits),
+      cmocka_unit_test(test_sub_paths_same_bits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
