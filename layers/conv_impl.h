@@ -50,10 +50,16 @@ static inline int conv_rows(const conv_priv *p, int deriv) {
 
 /* A subsampling 1x1 layer (ResNet's shortcuts) runs its forward on the
  * CPU's own product in conv_fwd where that takes it on this machine
- * (nnt_conv_sub_runs); its backward stays on im2col, col2im and gemm
- * (our products measured no faster there, docs/performance.md). */
+ * (nnt_conv_sub_runs); its weight gradient stays on im2col and gemm, and
+ * its derivative on gemm and col2im but where conv_sub_dx says (our
+ * products measured no faster on AVX2, docs/performance.md). */
 static inline int conv_sub(const conv_priv *p) {
   return nnt_conv_sub_take(&p->g, p->filters) && nnt_conv_sub_runs();
+}
+/* Its derivative likewise runs on the CPU's own product (conv_bwd_x)
+ * where nnt_conv_sub_dx_runs: on AVX-512 CPUs. */
+static inline int conv_sub_dx(const conv_priv *p) {
+  return nnt_conv_sub_dx_take(&p->g, p->filters) && nnt_conv_sub_dx_runs();
 }
 
 /* The weight gradient runs a group of images in CONV_CHAN_PARTS parts,

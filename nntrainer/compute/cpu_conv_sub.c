@@ -40,6 +40,12 @@ typedef struct sub_out {
   size_t ld;
   unsigned nq[SUB_MAX_NT], fr;
   const float *bias;
+  /* The derivative (AVX-512 only): a tile row's 16 sums spread over four
+   * vectors of dX stored at y + xoff[q], lane l the sum xidx[q][l] (16 and
+   * above: zero), instead of the above. */
+  int expand;
+  size_t xoff[4];
+  int32_t xidx[4][SUB_NR];
 } sub_out;
 
 /* For tile v (of the kernel's nt, its packed rows at b + v * bs) and row
@@ -128,16 +134,18 @@ NNT_CV_AVX2 static void sub_mk_avx2(size_t kn, const float *const *a, const floa
 
 /* AVX-512: 8 rows by two tiles of 16 positions, one vector each: 16 sums
  * in registers, 10 loads (two tiles' rows, eight broadcasts) for 16
- * multiply-adds, two k a pass; the sums stored from the registers. */
+ * multiply-adds, two k a pass; the sums stored from the registers. Row r's
+ * k-th weight at a[r][k * lda], tile row k at b + k * ldb (the forward:
+ * W's rows, packed tiles; the derivative: W's columns, dY's rows). */
 #define SUB_FMA512(r, k)                                                                        \
   do {                                                                                          \
-    __m512 x = _mm512_set1_ps(a##r[k]);                                                         \
+    __m512 x = _mm512_set1_ps(a##r[(k)*lda]);                                                   \
     c##r##0 = _mm512_fmadd_ps(x, b0, c##r##0);                                                  \
     c##r##1 = _mm512_fmadd_ps(x, b1, c##r##1);                                                  \
   } while (0)
 #define SUB_STEP512(k)                                                                          \
   do {                                                                                          \
-    __m512 b0 = _mm512_loadu_ps(b + (k) * SUB_NR), b1 = _mm512_loadu_ps(b2 + (k) * SUB_NR);    \
+    __m512 b0 = _mm512_loadu_ps(b + (k)*ldb), b1 = _mm512_loadu_ps(b2 + (k)*ldb);              \
     SUB_FMA512(0, k);                                                                           \
     SUB_FMA512(1, k);                                                                           \
     SUB_FMA512(2, k);                                                                           \
@@ -152,15 +160,27 @@ NNT_CV_AVX2 static void sub_mk_avx2(size_t kn, const float *const *a, const floa
     if ((r) < out->fr) {                                                                        \
       __m512 bv = _mm512_set1_ps(out->bias ? out->bias[r] : 0.0f);                              \
       if (out->y[0])                                                                            \
-        _mm512_mask_storeu_ps(out->y[0] + (r) * out->ld, m0,                                   \
+        _mm512_mask_storeu_ps(out->y[0] + (r)*out->ld, m0,                                     \
                               out->bias ? _mm512_add_ps(c##r##0, bv) : c##r##0);                \
       if (out->y[1])                                                                            \
-        _mm512_mask_storeu_ps(out->y[1] + (r) * out->ld, m1,                                   \
+        _mm512_mask_storeu_ps(out->y[1] + (r)*out->ld, m1,                                     \
                               out->bias ? _mm512_add_ps(c##r##1, bv) : c##r##1);                \
     }                                                                                           \
   } while (0)
-NNT_CV_AVX512 static void sub_mk_avx512(size_t kn, const float *const *a, const float *b,
-                                        size_t bs, const sub_out *out) {
+#define SUB_EX512(r)                                                                            \
+  do {                                                                                          \
+    for (unsigned q = 0; (r) < out->fr && q < 4; q++) {                                         \
+      if (out->y[0])                                                                            \
+        _mm512_storeu_ps(out->y[0] + (r)*out->ld + out->xoff[q],                               \
+                         _mm512_permutex2var_ps(c##r##0, xi[q], zero));                         \
+      if (out->y[1])                                                                            \
+        _mm512_storeu_ps(out->y[1] + (r)*out->ld + out->xoff[q],                               \
+                         _mm512_permutex2var_ps(c##r##1, xi[q], zero));                         \
+    }                                                                                           \
+  } while (0)
+static inline __attribute__((always_inline)) NNT_CV_AVX512 void
+sub_mk512(size_t kn, const float *const *a, size_t lda, const float *b, size_t ldb, size_t bs,
+          const sub_out *out) {
   __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   __m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00;
@@ -170,11 +190,27 @@ NNT_CV_AVX512 static void sub_mk_avx512(size_t kn, const float *const *a, const 
   for (; o + 2 <= kn; o += 2) {
     SUB_STEP512(0);
     SUB_STEP512(1);
-    a0 += 2, a1 += 2, a2 += 2, a3 += 2, a4 += 2, a5 += 2, a6 += 2, a7 += 2;
-    b += 2 * SUB_NR, b2 += 2 * SUB_NR;
+    a0 += 2 * lda, a1 += 2 * lda, a2 += 2 * lda, a3 += 2 * lda;
+    a4 += 2 * lda, a5 += 2 * lda, a6 += 2 * lda, a7 += 2 * lda;
+    b += 2 * ldb, b2 += 2 * ldb;
   }
   if (o < kn)
     SUB_STEP512(0);
+  if (out->expand) {
+    __m512 zero = _mm512_setzero_ps();
+    __m512i xi[4];
+    for (unsigned q = 0; q < 4; q++)
+      xi[q] = _mm512_loadu_si512(out->xidx[q]);
+    SUB_EX512(0);
+    SUB_EX512(1);
+    SUB_EX512(2);
+    SUB_EX512(3);
+    SUB_EX512(4);
+    SUB_EX512(5);
+    SUB_EX512(6);
+    SUB_EX512(7);
+    return;
+  }
   __mmask16 m0 = nnt_cv_mask512(0, out->nq[0]), m1 = nnt_cv_mask512(0, out->nq[1]);
   SUB_ST512(0);
   SUB_ST512(1);
@@ -184,6 +220,10 @@ NNT_CV_AVX512 static void sub_mk_avx512(size_t kn, const float *const *a, const 
   SUB_ST512(5);
   SUB_ST512(6);
   SUB_ST512(7);
+}
+NNT_CV_AVX512 static void sub_mk_avx512(size_t kn, const float *const *a, const float *b,
+                                        size_t bs, const sub_out *out) {
+  sub_mk512(kn, a, 1, b, SUB_NR, bs, out);
 }
 #endif
 
@@ -467,4 +507,96 @@ int nnt_cpu_conv_sub_fwd(int path, const nnt_conv_geom *g, size_t n, size_t filt
 
 int nnt_conv_sub_runs(void) {
   return nnt_blas_cpu_rank() >= NNT_BLAS_AVX2; /* AVX-512's or AVX2's kernel runs */
+}
+
+/* ---- The derivative on AVX-512: dX = W^T dY spread over the even rows'
+ * even columns, zeros elsewhere, for a stride of 2 whose input is its
+ * output's size twice over (ResNet's shortcuts). Tiles of 16 output
+ * positions of one image, two at a time (an image's last beside the
+ * next's first), by 8 input channels; dY's rows and W's columns are read
+ * where they lie, and each tile row's 16 sums go out as four vectors of
+ * dX (its output rows' stretch of the input: 64 floats when a row fills
+ * 16 positions or fewer, else two half rows of 32, with the odd rows
+ * after them) by a permutation with zeros. Every dX value is written
+ * once, by one part: the same bits on any number of threads. Measured
+ * against gemm and col2im in docs/performance.md. */
+int nnt_conv_sub_dx_take(const nnt_conv_geom *g, size_t filters) {
+  if (!nnt_conv_sub_take(g, filters) || g->sh != 2 || g->sw != 2 ||
+      g->h != 2 * (size_t)g->oh || g->w != 2 * (size_t)g->ow)
+    return 0;
+  return (size_t)g->oh * g->ow % SUB_NR == 0 && (g->ow % SUB_NR == 0 || SUB_NR % g->ow == 0);
+}
+
+int nnt_conv_sub_dx_runs(void) { return nnt_blas_cpu_rank() >= NNT_BLAS_AVX512; }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+typedef struct sub_dx_job {
+  const nnt_conv_geom *g;
+  size_t filters, plane, hw;
+  const float *w, *dy;
+  float *dx;
+  sub_out tmpl; /* expand, xoff and xidx */
+} sub_dx_job;
+
+NNT_CV_AVX512 static void sub_dx_part(void *arg, size_t i0, size_t i1) {
+  const sub_dx_job *j = arg;
+  const nnt_conv_geom *g = j->g;
+  size_t c = g->c, tpi = j->plane / SUB_NR, total = (i1 - i0) * tpi;
+  const float *a[SUB_MAX_MR];
+  for (size_t u = 0; u < total; u += SUB_MAX_NT) {
+    size_t un = total - u < SUB_MAX_NT ? total - u : SUB_MAX_NT;
+    const float *bt[SUB_MAX_NT] = {NULL};
+    float *y0[SUB_MAX_NT] = {NULL};
+    for (size_t v = 0; v < un; v++) {
+      size_t i = i0 + (u + v) / tpi, p0 = (u + v) % tpi * SUB_NR;
+      bt[v] = j->dy + i * j->filters * j->plane + p0;
+      y0[v] = j->dx + i * c * j->hw + 2 * (p0 / g->ow) * g->w + 2 * (p0 % g->ow);
+    }
+    sub_out out = j->tmpl;
+    out.ld = j->hw;
+    for (size_t c0 = 0; c0 < c; c0 += SUB_MAX_MR) {
+      out.fr = c - c0 < SUB_MAX_MR ? (unsigned)(c - c0) : SUB_MAX_MR;
+      for (size_t v = 0; v < un; v++)
+        out.y[v] = y0[v] + c0 * j->hw;
+      sub_rows(j->w, c0, out.fr, SUB_MAX_MR, 1, a); /* W's columns c0 + r */
+      sub_mk512(j->filters, a, c, bt[0], j->plane, un > 1 ? (size_t)(bt[1] - bt[0]) : 0, &out);
+    }
+  }
+}
+#endif
+
+int nnt_cpu_conv_sub_dx(int path, const nnt_conv_geom *g, size_t n, size_t filters,
+                        const float *w, const float *dy, float *dx) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  if (path < NNT_BLAS_AVX512 || !__builtin_cpu_supports("avx512f") ||
+      !nnt_conv_sub_dx_take(g, filters))
+    return NNT_ERR_INVAL;
+  sub_dx_job j = {.g = g,
+                  .filters = filters,
+                  .plane = (size_t)g->oh * g->ow,
+                  .hw = (size_t)g->h * g->w,
+                  .w = w,
+                  .dy = dy,
+                  .dx = dx,
+                  .tmpl = {.expand = 1}};
+  /* lane l of vector q: dX value e = 16 q + l of the tile's stretch (of a
+   * half row when rows are longer than a tile) */
+  for (unsigned q = 0; q < 4; q++) {
+    int half = g->ow % SUB_NR == 0; /* tiles of a half row: its even row, then its odd */
+    j.tmpl.xoff[q] = half ? (q / 2) * (size_t)g->w + (q % 2) * SUB_NR : q * (size_t)SUB_NR;
+    for (unsigned l = 0; l < SUB_NR; l++) {
+      size_t e = (half ? (q % 2) : q) * SUB_NR + l;
+      size_t row = half ? q / 2 : e / g->w, col = half ? e : e % g->w;
+      j.tmpl.xidx[q][l] =
+          row % 2 || col % 2 ? SUB_NR : (int32_t)((half ? 0 : row / 2 * g->ow) + col / 2);
+    }
+  }
+  if (n && g->c)
+    nnt_cpu_pool_for(n, 1, sub_min_part(j.plane * filters * g->c), sub_dx_part, &j);
+  return NNT_OK;
+#else
+  (void)path, (void)g, (void)n, (void)filters, (void)w, (void)dy, (void)dx;
+  return NNT_ERR_INVAL;
+#endif
 }

@@ -181,6 +181,14 @@ static inline int nnt_conv_sub_take(const struct nnt_conv_geom *g, size_t filter
  * im2col and OpenBLAS on both, docs/performance.md; without AVX2, im2col
  * and the BLAS stay). */
 int nnt_conv_sub_runs(void);
+/* Whether the CPU's conv_bwd_x takes g with its subsampling derivative
+ * (cpu_conv_sub.c): what nnt_conv_sub_take takes, at stride 2 with an
+ * input twice the output's rows and columns, whose output rows fill
+ * tiles of 16 positions evenly (ResNet's shortcuts); and 1 where a layer
+ * should hand it those (an AVX-512 CPU: measured against gemm and col2im,
+ * docs/performance.md). */
+int nnt_conv_sub_dx_take(const struct nnt_conv_geom *g, size_t filters);
+int nnt_conv_sub_dx_runs(void);
 /* The narrowest and the widest kernel and the most filters x kh x kw
  * that conv_bwd_x and conv_bwd_w take (beside nnt_conv_rows_take's and
  * nnt_conv_rows_dw_take's). */

@@ -530,6 +530,75 @@ static void test_sub_paths_same_bits(void **state) {
   assert_int_equal(compared, 4);
 }
 
+/* The subsampling derivative (nnt_cpu_conv_sub_dx, conv_bwd_x's choice for
+ * a stride-2 1x1 window on AVX-512) against naive sums, every dX value
+ * written (zeros off the even rows' even columns), the same bits on two
+ * threads; and the shapes it refuses. */
+static void test_sub_dx(void **state) {
+  (void)state;
+  const nnt_kernels *k = nnt_kernels_cpu();
+  /* output rows of 16 (a tile a row), 8 and 4 (rows a tile; stage 4's
+   * pairs across images, an odd tile count), filters and channels not
+   * blocks of 8 */
+  static const dcase sub[] = {
+      {13, 32, 32, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 20, 3, 0},
+      {9, 16, 16, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 11, 2, 0},
+      {10, 8, 8, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 17, 3, 0},
+      {3, 64, 64, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 5, 1, 0},
+  };
+  nnt_rng r;
+  nnt_rng_seed(&r, 34);
+  int avx512 = cpu_runs(NNT_BLAS_AVX512);
+  for (size_t ci = 0; ci < NNT_ARRAY_LEN(sub); ci++) {
+    const dcase *d = &sub[ci];
+    nnt_conv_geom g = geom(d);
+    assert_true(nnt_conv_sub_dx_take(&g, d->filters));
+    size_t plane = (size_t)g.oh * g.ow, hw = (size_t)d->h * d->w, nx = d->n * d->c * hw;
+    float *w = rnd(&r, d->filters * d->c), *dy = rnd(&r, d->n * d->filters * plane);
+    float *dx = malloc(nx * sizeof *dx), *dx2 = malloc(nx * sizeof *dx2);
+    assert_int_equal(nnt_cpu_conv_sub_dx(NNT_BLAS_AVX2, &g, d->n, d->filters, w, dy, dx),
+                     NNT_ERR_INVAL);
+    if (!avx512) {
+      free(w), free(dy), free(dx), free(dx2);
+      continue;
+    }
+    for (size_t q = 0; q < nx; q++)
+      dx[q] = NAN;
+    assert_int_equal(k->conv_bwd_x(k, &g, d->n, d->filters, w, dy, dx), NNT_OK);
+    for (size_t i = 0; i < d->n; i++)
+      for (size_t c = 0; c < d->c; c++)
+        for (size_t iy = 0; iy < d->h; iy++)
+          for (size_t ix = 0; ix < d->w; ix++) {
+            double want = 0, size = 0;
+            for (size_t f = 0; iy % 2 == 0 && ix % 2 == 0 && f < d->filters; f++) {
+              double t = (double)w[f * d->c + c] *
+                         dy[(i * d->filters + f) * plane + iy / 2 * g.ow + ix / 2];
+              want += t, size += fabs(t);
+            }
+            float got = dx[(i * d->c + c) * hw + iy * d->w + ix];
+            if (!(fabs(got - want) <= 1e-5 * (size > 1 ? size : 1)))
+              fail_msg("case %zu: dx[%zu][%zu][%zu][%zu] %g, want %g", ci, i, c, iy, ix,
+                       (double)got, want);
+          }
+    tu_two_threads();
+    assert_int_equal(k->conv_bwd_x(k, &g, d->n, d->filters, w, dy, dx2), NNT_OK);
+    tu_one_thread();
+    assert_memory_equal(dx, dx2, nx * sizeof *dx);
+    free(w), free(dy), free(dx), free(dx2);
+  }
+  /* an odd input (h != 2 oh), a stride of 3, planes not of whole tiles */
+  static const dcase no[] = {
+      {4, 33, 32, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 3, 1, 0},
+      {4, 48, 48, 1, 1, 3, 3, 1, 1, 0, 0, 0, 0, 3, 1, 0},
+      {4, 12, 12, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 3, 1, 0},
+      {4, 40, 40, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 3, 1, 0},
+  };
+  for (size_t ci = 0; ci < NNT_ARRAY_LEN(no); ci++) {
+    nnt_conv_geom g = geom(&no[ci]);
+    assert_false(nnt_conv_sub_dx_take(&g, no[ci].filters));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_naive),
@@ -540,6 +609,7 @@ int main(void) {
       cmocka_unit_test(test_rows_dw),
       cmocka_unit_test(test_rows_or_direct_same_bits),
       cmocka_unit_test(test_sub_paths_same_bits),
+      cmocka_unit_test(test_sub_dx),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
