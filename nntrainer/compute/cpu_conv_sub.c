@@ -291,32 +291,10 @@ static inline void sub_take(const float *src, size_t s, size_t n, float *dst) {
       dst[k] = src[k * s];
 }
 
-typedef void (*sub_take_fn)(const float *src, size_t s, size_t n, float *dst);
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-/* sub_take on AVX-512, n <= SUB_NR: at stride 2 the even lanes of two
- * vectors (their lanes past src[2 * (n - 1)] not read). */
-NNT_CV_AVX512 static inline void sub_take512(const float *src, size_t s, size_t n, float *dst) {
-  if (s != 2 || !n) {
-    sub_take(src, s, n, dst);
-    return;
-  }
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  unsigned last = 2 * (unsigned)n - 1; /* values read */
-  __m512 lo = nnt_cv_loadm512(src, 0, nnt_cv_mask512(0, last < 16 ? last : 16));
-  __m512 hi = last > 16 ? nnt_cv_loadm512(src, 16, nnt_cv_mask512(0, last - 16))
-                        : _mm512_setzero_ps();
-  nnt_cv_storen512(dst, _mm512_permutex2var_ps(lo, even, hi), (unsigned)n);
-}
-#endif
-
 /* Positions [p0, p0 + np) of image xi (all g->c channels) packed as tiles
- * [tile][c][SUB_NR]: a channel's positions read along its rows by take;
- * the columns of a last tile past np zero. Inlined into each caller,
- * which gives take. */
-static inline __attribute__((always_inline)) void
-sub_pack_with(const nnt_conv_geom *g, const float *xi, size_t p0, size_t np, float *b,
-              sub_take_fn take) {
+ * [tile][c][SUB_NR]: a channel's positions read along its rows; the
+ * columns of a last tile past np zero. */
+static void sub_pack_x(const nnt_conv_geom *g, const float *xi, size_t p0, size_t np, float *b) {
   size_t hw = (size_t)g->h * g->w, c = g->c, pad = (SUB_NR - np % SUB_NR) % SUB_NR;
   for (size_t ch = 0; ch < c; ch++) {
     const float *xc = xi + ch * hw;
@@ -327,8 +305,8 @@ sub_pack_with(const nnt_conv_geom *g, const float *xi, size_t p0, size_t np, flo
         run = g->ow - ow;
       if (run > np - q)
         run = np - q;
-      take(xc + oh * g->sh * g->w + ow * g->sw, g->sw, run,
-           b + q / SUB_NR * c * SUB_NR + ch * SUB_NR + q % SUB_NR);
+      sub_take(xc + oh * g->sh * g->w + ow * g->sw, g->sw, run,
+               b + q / SUB_NR * c * SUB_NR + ch * SUB_NR + q % SUB_NR);
       q += run, ow += run;
       if (ow == g->ow)
         ow = 0, oh++;
@@ -338,10 +316,6 @@ sub_pack_with(const nnt_conv_geom *g, const float *xi, size_t p0, size_t np, flo
   }
 }
 
-static void sub_pack_x(const nnt_conv_geom *g, const float *xi, size_t p0, size_t np, float *b) {
-  sub_pack_with(g, xi, p0, np, b, sub_take);
-}
-
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 /* sub_pack_x on AVX-512. Where an output row is shorter than a tile
  * (stage 3's and 4's shortcuts: 8 and 4 positions) each tile's channel is
@@ -349,7 +323,7 @@ static void sub_pack_x(const nnt_conv_geom *g, const float *xi, size_t p0, size_
 NNT_CV_AVX512 static void sub_pack_x512(const nnt_conv_geom *g, const float *xi, size_t p0,
                                         size_t np, float *b) {
   if (g->ow > SUB_NR || (size_t)g->h * g->w > INT32_MAX) {
-    sub_pack_with(g, xi, p0, np, b, sub_take512);
+    sub_pack_x(g, xi, p0, np, b);
     return;
   }
   size_t hw = (size_t)g->h * g->w, c = g->c, nt = (np + SUB_NR - 1) / SUB_NR;
