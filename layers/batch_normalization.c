@@ -86,6 +86,8 @@ static int bn_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   nnt_fctx_add_scratch(ctx, d, NNT_SCRATCH_SAVED);                      /* xhat */
   nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, 1, ch), NNT_SCRATCH_ITER); /* 1/std */
   nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, 2, ch), NNT_SCRATCH_FWD);  /* mean, var */
+  /* the means of dy and dy xhat, from calc_gradient to calc_derivative */
+  nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, 2, ch), NNT_SCRATCH_BWD);
   ctx->flags = NNT_LF_INPLACE;
   return NNT_OK;
 }
@@ -126,20 +128,32 @@ static int bn_forward_saved(nnt_layer *l, nnt_run_ctx *ctx) {
   return NNT_OK;
 }
 
+/* The sums over dy and dy xhat that both backward steps need are made
+ * once where the backend has bn_bwd_means: calc_gradient keeps their means
+ * in BWD scratch, and calc_derivative, when it follows it in the same
+ * iteration (ctx->grad_done), reads them instead of summing again (the
+ * same bits). */
 static int bn_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   bn_priv *p = l->priv;
-  NNT_TRY(ctx->k->bn_bwd(ctx->k, p->outer, p->ch, p->inner, ctx->d_out[0].data,
-                         ctx->scratch[0].data, ctx->scratch[1].data, ctx->w[2].data, NULL,
-                         ctx->gw[2].data, ctx->gw[3].data));
-  return NNT_OK;
+  const nnt_kernels *k = ctx->k;
+  if (k->bn_bwd_means && ctx->scratch[3].data)
+    return k->bn_bwd_means(k, p->outer, p->ch, p->inner, ctx->d_out[0].data,
+                           ctx->scratch[0].data, ctx->scratch[1].data, ctx->w[2].data, NULL,
+                           ctx->gw[2].data, ctx->gw[3].data, ctx->scratch[3].data);
+  return k->bn_bwd(k, p->outer, p->ch, p->inner, ctx->d_out[0].data, ctx->scratch[0].data,
+                   ctx->scratch[1].data, ctx->w[2].data, NULL, ctx->gw[2].data,
+                   ctx->gw[3].data);
 }
 
 static int bn_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   bn_priv *p = l->priv;
-  NNT_TRY(ctx->k->bn_bwd(ctx->k, p->outer, p->ch, p->inner, ctx->d_out[0].data,
-                         ctx->scratch[0].data, ctx->scratch[1].data, ctx->w[2].data,
-                         ctx->d_in[0].data, NULL, NULL));
-  return NNT_OK;
+  const nnt_kernels *k = ctx->k;
+  if (k->bn_bwd_means && ctx->grad_done && ctx->scratch[3].data)
+    return k->bn_bwd_means(k, p->outer, p->ch, p->inner, ctx->d_out[0].data,
+                           ctx->scratch[0].data, ctx->scratch[1].data, ctx->w[2].data,
+                           ctx->d_in[0].data, NULL, NULL, ctx->scratch[3].data);
+  return k->bn_bwd(k, p->outer, p->ch, p->inner, ctx->d_out[0].data, ctx->scratch[0].data,
+                   ctx->scratch[1].data, ctx->w[2].data, ctx->d_in[0].data, NULL, NULL);
 }
 
 const nnt_layer_ops nnt_layer_batch_normalization = {
@@ -156,4 +170,5 @@ const nnt_layer_ops nnt_layer_batch_normalization = {
             NNT_KOP_BIT(SCALE) | NNT_KOP_BIT(AXPY),
     .forward_saved = bn_forward_saved,
     .saved_kops = NNT_KOP_BIT(BN_AFFINE),
+    .opt_kops = NNT_KOP_BIT(BN_BWD_MEANS),
 };

@@ -213,6 +213,10 @@ typedef struct nnt_run_ctx {
    * same inputs, same outputs, but no side effect a second time (batch
    * normalization's moving statistics) */
   int recompute;
+  /* calc_derivative: 1 when this node's calc_gradient ran after its last
+   * forward (in this iteration: what calc_gradient left in BWD scratch is
+   * still there); 0 otherwise, and wherever a caller does not say */
+  int grad_done;
   /* For dropout and similar: the key and stream of the counter-based
    * generator (nntrainer/philox.h). seed is the model's seed; stream is
    * (iteration << 20) | node index, unique per (iteration, node) for graphs

@@ -225,6 +225,7 @@ static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt
       nd->ctx.training = training;
       nd->ctx.stream = nnt_run_stream(m->iter, steps[s].node);
       nd->ctx.recompute = s >= fwd_end; /* memory_budget: a second forward */
+      nd->ctx.grad_done = 0;
       /* the default plan's cheap recomputation: from what forward kept */
       if ((rc = nd->ctx.recompute && nd->recompute_saved
                     ? nd->layer->ops->forward_saved(nd->layer, &nd->ctx)
@@ -240,6 +241,7 @@ static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt
       } else if ((rc = nd->layer->ops->calc_gradient(nd->layer, &nd->ctx))) {
         return pass_failed(nd, "calc_gradient", rc, e);
       }
+      nd->ctx.grad_done = 1;
       if ((rc = regularize(m, nd, e)))
         return rc;
       /* before the gradient enters the global norm or an update */

@@ -40,6 +40,10 @@ typedef struct nnt_cpu_bn_args {
   float eps;
   float *mean, *var, *invstd, *xhat, *y, *dx, *dgamma, *dbeta;
   double *part, *chan; /* the split over images' sums (cpu_norm.c) */
+  /* the backward: the means of dy and dy xhat ([2][ch]) given (dx only)
+   * or to be written (the sums' results) */
+  const float *means_in;
+  float *means_out;
 } nnt_cpu_bn_args;
 enum { NNT_BN_FWD_TRAIN, NNT_BN_FWD_INFER, NNT_BN_BWD, NNT_BN_AFFINE };
 /* Op BN_* on one code path: NNT_BLAS_AVX2 or (below) plain C; NNT_ERR_INVAL
@@ -101,6 +105,10 @@ int nnt_cpu_bn_affine(const struct nnt_kernels *self, size_t outer, size_t ch, s
 int nnt_cpu_bn_bwd(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                    const float *dy, const float *xhat, const float *invstd, const float *gamma,
                    float *dx, float *dgamma, float *dbeta);
+int nnt_cpu_bn_bwd_means(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                         const float *dy, const float *xhat, const float *invstd,
+                         const float *gamma, float *dx, float *dgamma, float *dbeta,
+                         float *means);
 
 int nnt_cpu_copy2d(const struct nnt_kernels *self, size_t rows, size_t cols, const float *x,
                    size_t ldx, float *y, size_t ldy);

@@ -766,6 +766,7 @@ const nnt_kernels nnt_cpu_kernel_table = {
     .bn_fwd_train = nnt_cpu_bn_fwd_train,
     .bn_fwd_infer = nnt_cpu_bn_fwd_infer,
     .bn_bwd = nnt_cpu_bn_bwd,
+    .bn_bwd_means = nnt_cpu_bn_bwd_means,
     .bn_affine = nnt_cpu_bn_affine,
     .conv_fwd = nnt_cpu_conv_fwd,
     .conv_bwd_x = nnt_cpu_conv_bwd_x,

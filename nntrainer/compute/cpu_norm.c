@@ -151,22 +151,29 @@ static int bn_run(int path, int op, bn_job *j) {
     }
     img_for(path, IMG_NORM, j);
   } else if (op == NNT_BN_BWD) {
-    img_for(path, IMG_DYSUM, j);
-    for (size_t c = 0; c < ch; c++) {
-      double sdy = 0, sdyx = 0;
-      for (size_t o = 0; o < outer; o++) {
-        sdy += part[2 * (o * ch + c)];
-        sdyx += part[2 * (o * ch + c) + 1];
+    float means[BN_IMG_PAIRS / 2]; /* 2 ch: by_images took 2 outer ch <= BN_IMG_PAIRS */
+    const float *given = j->means_in;
+    if (!given) {
+      img_for(path, IMG_DYSUM, j);
+      for (size_t c = 0; c < ch; c++) {
+        double sdy = 0, sdyx = 0;
+        for (size_t o = 0; o < outer; o++) {
+          sdy += part[2 * (o * ch + c)];
+          sdyx += part[2 * (o * ch + c) + 1];
+        }
+        if (j->dgamma)
+          j->dgamma[c] = (float)sdyx;
+        if (j->dbeta)
+          j->dbeta[c] = (float)sdy;
+        means[c] = (float)(sdy / n), means[ch + c] = (float)(sdyx / n);
+        if (j->means_out)
+          j->means_out[c] = means[c], j->means_out[ch + c] = means[ch + c];
       }
-      if (j->dgamma)
-        j->dgamma[c] = (float)sdyx;
-      if (j->dbeta)
-        j->dbeta[c] = (float)sdy;
-      chan[2 * c] = sdy;
-      chan[2 * c + 1] = sdyx;
+      j->means_in = means;
     }
     if (j->dx)
       img_for(path, IMG_DX, j);
+    j->means_in = given;
   } else {
     img_for(path, op == NNT_BN_FWD_INFER ? IMG_INFER : IMG_AFFINE, j);
   }
@@ -207,6 +214,24 @@ int nnt_cpu_bn_bwd(const struct nnt_kernels *self, size_t outer, size_t ch, size
   (void)self;
   bn_job j = {.outer = outer, .ch = ch, .inner = inner, .dy = dy, .xhat_in = xhat,
               .invstd_in = invstd, .gamma = gamma, .dx = dx, .dgamma = dgamma, .dbeta = dbeta};
+  return bn_run(bn_best(), NNT_BN_BWD, &j);
+}
+
+/* bn_bwd in two calls (kernels.h): with dx NULL the sums, dgamma, dbeta
+ * and the means; with dx the means read and dx written. */
+int nnt_cpu_bn_bwd_means(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                         const float *dy, const float *xhat, const float *invstd,
+                         const float *gamma, float *dx, float *dgamma, float *dbeta,
+                         float *means) {
+  (void)self;
+  if (!means)
+    return NNT_ERR_INVAL;
+  bn_job j = {.outer = outer, .ch = ch, .inner = inner, .dy = dy, .xhat_in = xhat,
+              .invstd_in = invstd, .gamma = gamma, .dx = dx};
+  if (dx)
+    j.means_in = means;
+  else
+    j.dgamma = dgamma, j.dbeta = dbeta, j.means_out = means;
   return bn_run(bn_best(), NNT_BN_BWD, &j);
 }
 

@@ -135,35 +135,43 @@ static void NL(bwd_part)(void *p, size_t c0, size_t c1) {
   float *dx = j->dx, *dgamma = j->dgamma, *dbeta = j->dbeta;
   double n = (double)outer * inner;
   for (size_t c = c0; c < c1; c++) {
-    double sdy = 0, sdyx = 0;
-    size_t o = 0;
-    for (; o + 4 <= outer; o += 4) { /* four images' blocks at once */
-      const float *d4[4], *x4[4];
-      double a[4], b[4];
-      for (int q = 0; q < 4; q++) {
-        d4[q] = dy + ((o + q) * ch + c) * inner;
-        x4[q] = xhat + ((o + q) * ch + c) * inner;
+    float mdy, mdyx;
+    if (j->means_in) {
+      mdy = j->means_in[c], mdyx = j->means_in[ch + c];
+    } else {
+      double sdy = 0, sdyx = 0;
+      size_t o = 0;
+      for (; o + 4 <= outer; o += 4) { /* four images' blocks at once */
+        const float *d4[4], *x4[4];
+        double a[4], b[4];
+        for (int q = 0; q < 4; q++) {
+          d4[q] = dy + ((o + q) * ch + c) * inner;
+          x4[q] = xhat + ((o + q) * ch + c) * inner;
+        }
+        NL(dsum_dy4)(d4, x4, inner, a, b);
+        for (int q = 0; q < 4; q++) {
+          sdy += a[q];
+          sdyx += b[q];
+        }
       }
-      NL(dsum_dy4)(d4, x4, inner, a, b);
-      for (int q = 0; q < 4; q++) {
-        sdy += a[q];
-        sdyx += b[q];
+      for (; o < outer; o++) {
+        size_t off = (o * ch + c) * inner;
+        double a, b;
+        NL(dsum_dy)(dy + off, xhat + off, inner, &a, &b);
+        sdy += a;
+        sdyx += b;
       }
+      if (dgamma)
+        dgamma[c] = (float)sdyx;
+      if (dbeta)
+        dbeta[c] = (float)sdy;
+      mdy = (float)(sdy / n), mdyx = (float)(sdyx / n);
+      if (j->means_out)
+        j->means_out[c] = mdy, j->means_out[ch + c] = mdyx;
     }
-    for (; o < outer; o++) {
-      size_t off = (o * ch + c) * inner;
-      double a, b;
-      NL(dsum_dy)(dy + off, xhat + off, inner, &a, &b);
-      sdy += a;
-      sdyx += b;
-    }
-    if (dgamma)
-      dgamma[c] = (float)sdyx;
-    if (dbeta)
-      dbeta[c] = (float)sdy;
     if (!dx)
       continue;
-    float k = gamma[c] * invstd[c], mdy = (float)(sdy / n), mdyx = (float)(sdyx / n);
+    float k = gamma[c] * invstd[c];
     for (size_t o = 0; o < outer; o++) {
       size_t off = (o * ch + c) * inner;
       for (size_t i = 0; i < inner; i++)
@@ -190,8 +198,8 @@ static void NL(affine_part)(void *p, size_t c0, size_t c1) {
 /* ---- split over images (cpu_norm.c: the same arithmetic as above, the
  * sums over images added by the caller in image order). j->part holds a
  * sum (two for the backward) per (image, channel), j->chan per channel:
- * the mean (double) for sqdev_img_part, the sums of dy and of dy * xhat
- * for dx_img_part. */
+ * the mean (double) for sqdev_img_part; dx_img_part reads the means of dy
+ * and of dy * xhat from j->means_in. */
 
 static void NL(sum_img_part)(void *p, size_t o0, size_t o1) {
   const bn_job *j = p;
@@ -266,11 +274,10 @@ static void NL(dysum_img_part)(void *p, size_t o0, size_t o1) {
 static void NL(dx_img_part)(void *p, size_t o0, size_t o1) {
   const bn_job *j = p;
   size_t inner = j->inner;
-  double n = (double)j->outer * inner;
   for (size_t o = o0; o < o1; o++)
     for (size_t c = 0; c < j->ch; c++) {
-      float k = j->gamma[c] * j->invstd_in[c], mdy = (float)(j->chan[2 * c] / n),
-            mdyx = (float)(j->chan[2 * c + 1] / n);
+      float k = j->gamma[c] * j->invstd_in[c], mdy = j->means_in[c],
+            mdyx = j->means_in[j->ch + c];
       size_t off = (o * j->ch + c) * inner;
       const float *dy = j->dy + off, *xhat = j->xhat_in + off;
       float *dx = j->dx + off;

@@ -566,6 +566,16 @@ typedef struct nnt_kernels {
    * and adds. */
   int (*col2im_set)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                     const float *col, float *dx);
+  /* bn_bwd in two calls that sum dy and dy xhat once: with dx NULL it
+   * writes dgamma and dbeta as bn_bwd does (either may be NULL) and the
+   * per-channel means that its dx uses, mean(dy) into means[0, ch) and
+   * mean(dy xhat) into means[ch, 2 ch); with dx it reads those means and
+   * writes dx only, bitwise bn_bwd's (dx may alias dy). Batch norm's
+   * calc_gradient and calc_derivative share the means this way. Optional,
+   * like conv_fwd: NULL where a backend has none (bn_bwd in each call). */
+  int (*bn_bwd_means)(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                      const float *dy, const float *xhat, const float *invstd,
+                      const float *gamma, float *dx, float *dgamma, float *dbeta, float *means);
 } nnt_kernels;
 
 /* k->parallel where the backend has it, else fn(arg, 0, n). */

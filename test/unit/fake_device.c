@@ -302,6 +302,11 @@ F(bn_bwd, (size_t o, size_t ch, size_t in, cf dy, cf xhat, cf invstd, cf g, floa
   (C(dy, o * ch * in) C(xhat, o * ch * in) C(invstd, ch) C(g, ch) C(dx, o * ch * in)
    C(dg, ch) C(db, ch)),
   (o, ch, in, H(dy), H(xhat), H(invstd), H(g), H(dx), H(dg), H(db)))
+F(bn_bwd_means, (size_t o, size_t ch, size_t in, cf dy, cf xhat, cf invstd, cf g, float *dx,
+                 float *dg, float *db, float *means),
+  (C(dy, o * ch * in) C(xhat, o * ch * in) C(invstd, ch) C(g, ch) C(dx, o * ch * in)
+   C(dg, ch) C(db, ch) C(means, 2 * ch)),
+  (o, ch, in, H(dy), H(xhat), H(invstd), H(g), H(dx), H(dg), H(db), H(means)))
 F(bn_affine, (size_t o, size_t ch, size_t in, cf xhat, cf g, cf b, float *y),
   (C(xhat, o * ch * in) C(g, ch) C(b, ch) C(y, o * ch * in)),
   (o, ch, in, H(xhat), H(g), H(b), H(y)))

@@ -277,6 +277,18 @@ static void test_bn_paths(void **state) {
                              .xhat_in = xh, .invstd_in = o + 2 * ch, .gamma = g, .dx = y + n,
                              .dgamma = o + 3 * ch, .dbeta = o + 4 * ch};
         assert_int_equal(nnt_cpu_bn_path(path, NNT_BN_BWD, &d), NNT_OK);
+        /* the same backward in two calls that share the means (bn_bwd_means):
+         * the sums' call, then dx's from the means: the same bits */
+        float *m2 = malloc(2 * ch * 4), *s2 = malloc((2 * ch + n) * 4);
+        nnt_cpu_bn_args d2 = d, d3 = d;
+        d2.dx = NULL, d2.dgamma = s2, d2.dbeta = s2 + ch, d2.means_out = m2;
+        assert_int_equal(nnt_cpu_bn_path(path, NNT_BN_BWD, &d2), NNT_OK);
+        d3.dgamma = d3.dbeta = NULL, d3.means_in = m2, d3.dx = s2 + 2 * ch;
+        assert_int_equal(nnt_cpu_bn_path(path, NNT_BN_BWD, &d3), NNT_OK);
+        assert_ptr_equal(d3.means_in, m2);
+        assert_memory_equal(s2, o + 3 * ch, 2 * ch * 4);
+        assert_memory_equal(s2 + 2 * ch, y + n, n * 4);
+        free(m2), free(s2);
         nnt_cpu_bn_args f = {.outer = outer, .ch = ch, .inner = inner, .x = x, .gamma = g,
                              .beta = b, .mean_in = mv, .var_in = mv + ch, .eps = 1e-3f,
                              .y = y + 2 * n};

@@ -140,6 +140,9 @@ V(COL2IM_SET, col2im_set, (const struct nnt_conv_geom *g, size_t n, cf col, floa
 V(CONV_WINO_DW, conv_wino_dw, (const struct nnt_conv_geom *g, size_t n, size_t f, cf dy, cf x,
                                float *dw, float *s, size_t sl),
   (g, n, f, dy, x, dw, s, sl))
+V(BN_BWD_MEANS, bn_bwd_means, (size_t o, size_t ch, size_t in, cf dy, cf xhat, cf invstd, cf g,
+                               float *dx, float *dg, float *db, float *means),
+  (o, ch, in, dy, xhat, invstd, g, dx, dg, db, means))
 
 /* The CPU's table with every op of NNT_KOP_LIST replaced by its wrapper. */
 static nnt_kernels rec_table(void) {
@@ -327,7 +330,7 @@ static void test_kops_cover_calls(void **state) {
        NNT_KOP_BIT(GEMM) | NNT_KOP_BIT(ADD_ROW_VEC) | NNT_KOP_BIT(SUM_ROWS)},
       {&nnt_layer_conv2d, NNT_KOP_BIT(IM2COL) | NNT_KOP_BIT(COL2IM_SET) | NNT_KOP_BIT(GEMM)},
       {&nnt_layer_batch_normalization,
-       NNT_KOP_BIT(BN_FWD_TRAIN) | NNT_KOP_BIT(BN_FWD_INFER) | NNT_KOP_BIT(BN_BWD)},
+       NNT_KOP_BIT(BN_FWD_TRAIN) | NNT_KOP_BIT(BN_FWD_INFER) | NNT_KOP_BIT(BN_BWD_MEANS)},
       {&nnt_layer_dropout, NNT_KOP_BIT(DROPOUT_MASK) | NNT_KOP_BIT(COPY)},
       {&nnt_layer_pooling2d, NNT_KOP_BIT(POOL_FWD) | NNT_KOP_BIT(POOL_BWD)},
   };
