@@ -42,8 +42,11 @@ static size_t bn_min_channels(const bn_job *j) {
 #pragma GCC pop_options
 #pragma GCC push_options
 #pragma GCC target("avx512f")
+#include <immintrin.h>
 #define NL(name) name##_avx512
+#define BN_LOOPS_AVX512 1
 #include "nntrainer/compute/cpu_norm_loops.h"
+#undef BN_LOOPS_AVX512
 #undef NL
 #pragma GCC pop_options
 #endif

@@ -51,6 +51,54 @@ static void NL(dsum_dy)(const float *dy, const float *xh, size_t n, double *sdy,
   *sdyx = t;
 }
 
+/* The tails and lane sums of dsum_dy4 below: a[q], b[q] hold block q's
+ * NNT_LANES partial sums over its first i values. */
+static void NL(dsum_dy4_end)(const float *const dy[4], const float *const xh[4], size_t i,
+                             size_t n, double a[4][NNT_LANES], double b[4][NNT_LANES],
+                             double *sdy, double *sdyx) {
+  for (int q = 0; q < 4; q++) {
+    for (size_t k = i; k < n; k++) {
+      a[q][0] += dy[q][k];
+      b[q][0] += (double)dy[q][k] * xh[q][k];
+    }
+    double s = 0, t = 0;
+    for (int l = 0; l < NNT_LANES; l++) {
+      s += a[q][l];
+      t += b[q][l];
+    }
+    sdy[q] = s;
+    sdyx[q] = t;
+  }
+}
+
+#ifdef BN_LOOPS_AVX512
+_Static_assert(NNT_LANES == 8, "dsum_dy4's AVX-512 copy holds a block's lanes in one register");
+/* dsum_dy4 on AVX-512: each block's NNT_LANES (8) partial sums of dy and
+ * of dy * xhat in one register each, both in one pass: every lane adds
+ * the same values in the same order as the loops below (a product of two
+ * floats is exact in double), so the same bits; gcc kept the loops' sums
+ * on the stack, a store and a load per add. */
+static void NL(dsum_dy4)(const float *const dy[4], const float *const xh[4], size_t n,
+                         double *sdy, double *sdyx) {
+  __m512d va[4], vb[4];
+  for (int q = 0; q < 4; q++)
+    va[q] = vb[q] = _mm512_setzero_pd();
+  size_t i = 0;
+  for (; i + NNT_LANES <= n; i += NNT_LANES)
+    for (int q = 0; q < 4; q++) {
+      __m512d d = _mm512_cvtps_pd(_mm256_loadu_ps(dy[q] + i));
+      __m512d h = _mm512_cvtps_pd(_mm256_loadu_ps(xh[q] + i));
+      va[q] = _mm512_add_pd(va[q], d);
+      vb[q] = _mm512_add_pd(vb[q], _mm512_mul_pd(d, h));
+    }
+  double a[4][NNT_LANES], b[4][NNT_LANES];
+  for (int q = 0; q < 4; q++) {
+    _mm512_storeu_pd(a[q], va[q]);
+    _mm512_storeu_pd(b[q], vb[q]);
+  }
+  NL(dsum_dy4_end)(dy, xh, i, n, a, b, sdy, sdyx);
+}
+#else
 /* dsum_dy of four blocks at once, each with dsum_dy's own arithmetic (the
  * same bits): one block's lane sums are one chain of adds whose latency
  * set dsum_dy's pace; four independent chains keep the adder busy. */
@@ -66,20 +114,9 @@ static void NL(dsum_dy4)(const float *const dy[4], const float *const xh[4], siz
     for (int q = 0; q < 4; q++)
       for (int l = 0; l < NNT_LANES; l++)
         b[q][l] += (double)dy[q][k + l] * xh[q][k + l];
-  for (int q = 0; q < 4; q++) {
-    for (size_t k = i; k < n; k++) {
-      a[q][0] += dy[q][k];
-      b[q][0] += (double)dy[q][k] * xh[q][k];
-    }
-    double s = 0, t = 0;
-    for (int l = 0; l < NNT_LANES; l++) {
-      s += a[q][l];
-      t += b[q][l];
-    }
-    sdy[q] = s;
-    sdyx[q] = t;
-  }
+  NL(dsum_dy4_end)(dy, xh, i, n, a, b, sdy, sdyx);
 }
+#endif
 
 static void NL(fwd_train_part)(void *p, size_t c0, size_t c1) {
   const bn_job *j = p;
