@@ -34,15 +34,17 @@ static size_t bn_min_channels(const bn_job *j) {
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define BN_HAVE_AVX2 1
+#include <immintrin.h>
 #pragma GCC push_options
 #pragma GCC target("avx2")
 #define NL(name) name##_avx2
+#define BN_LOOPS_AVX2 1
 #include "nntrainer/compute/cpu_norm_loops.h"
+#undef BN_LOOPS_AVX2
 #undef NL
 #pragma GCC pop_options
 #pragma GCC push_options
 #pragma GCC target("avx512f")
-#include <immintrin.h>
 #define NL(name) name##_avx512
 #define BN_LOOPS_AVX512 1
 #include "nntrainer/compute/cpu_norm_loops.h"

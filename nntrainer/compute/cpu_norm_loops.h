@@ -98,6 +98,35 @@ static void NL(dsum_dy4)(const float *const dy[4], const float *const xh[4], siz
   }
   NL(dsum_dy4_end)(dy, xh, i, n, a, b, sdy, sdyx);
 }
+#elif defined(BN_LOOPS_AVX2)
+_Static_assert(NNT_LANES == 8, "dsum_dy4's AVX2 copy holds a block's lanes in two registers");
+/* dsum_dy4 on AVX2, as the AVX-512 copy above: a block's 8 lane sums of
+ * dy and of dy * xhat in two registers each, two blocks a pass (eight
+ * registers of sums), the same bits as the loops below. */
+static void NL(dsum_dy4)(const float *const dy[4], const float *const xh[4], size_t n,
+                         double *sdy, double *sdyx) {
+  double a[4][NNT_LANES], b[4][NNT_LANES];
+  size_t i = 0;
+  for (int q0 = 0; q0 < 4; q0 += 2) {
+    __m256d va[2][2], vb[2][2];
+    for (int q = 0; q < 2; q++)
+      va[q][0] = va[q][1] = vb[q][0] = vb[q][1] = _mm256_setzero_pd();
+    for (i = 0; i + NNT_LANES <= n; i += NNT_LANES)
+      for (int q = 0; q < 2; q++)
+        for (int h = 0; h < 2; h++) {
+          __m256d d = _mm256_cvtps_pd(_mm_loadu_ps(dy[q0 + q] + i + 4 * h));
+          __m256d x = _mm256_cvtps_pd(_mm_loadu_ps(xh[q0 + q] + i + 4 * h));
+          va[q][h] = _mm256_add_pd(va[q][h], d);
+          vb[q][h] = _mm256_add_pd(vb[q][h], _mm256_mul_pd(d, x));
+        }
+    for (int q = 0; q < 2; q++)
+      for (int h = 0; h < 2; h++) {
+        _mm256_storeu_pd(a[q0 + q] + 4 * h, va[q][h]);
+        _mm256_storeu_pd(b[q0 + q] + 4 * h, vb[q][h]);
+      }
+  }
+  NL(dsum_dy4_end)(dy, xh, i, n, a, b, sdy, sdyx);
+}
 #else
 /* dsum_dy of four blocks at once, each with dsum_dy's own arithmetic (the
  * same bits): one block's lane sums are one chain of adds whose latency
