@@ -1,7 +1,9 @@
 /* CPU batch-normalization kernels. The loops (cpu_norm_loops.h) are
  * compiled three times on x86-64, for the baseline ISA, for AVX2 and for
- * AVX-512, and each op runs the widest copy this CPU has: the same C, so
- * the same bits (test_kernels_ops checks the paths against each other),
+ * AVX-512, and each op runs the widest copy this CPU has: the same
+ * arithmetic (the C, or for the backward's sums on AVX2 and AVX-512 the
+ * same adds in intrinsics), so the same bits (test_kernels_ops checks the
+ * paths against each other),
  * about 1.6x faster on AVX2 than on the baseline (docs/performance.md).
  * Work is split over channels on one thread's pool-less runs and for
  * large batch norms, over images on two or more compute threads

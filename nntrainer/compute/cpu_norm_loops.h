@@ -1,10 +1,12 @@
 /* The batch-normalization loops of cpu_norm.c, included there once per
  * code path: NL(name) gives each copy its own names, and the includer sets
- * the target (plain x86-64 or AVX2) around the include. No include guard:
- * it is meant to be included more than once. The loops keep their order of
- * operations on every path (NNT_LANES partial sums added in a fixed order;
- * ISO C with no contraction into fused multiply-adds), so the paths give
- * the same bits; only the vector width the compiler picks differs. */
+ * the target (plain x86-64, AVX2 or AVX-512) around the include, with
+ * BN_LOOPS_AVX2 or BN_LOOPS_AVX512 defined for the copies whose backward
+ * sums (dsum_dy4) are written in intrinsics. No include guard: it is meant
+ * to be included more than once. The loops keep their order of operations
+ * on every path (NNT_LANES partial sums added in a fixed order; ISO C with
+ * no contraction into fused multiply-adds; the intrinsics add lane by lane
+ * in the same order), so the paths give the same bits. */
 
 static double NL(dsum_sqdev)(const float *p, size_t n, double mu) {
   double acc[NNT_LANES] = {0};
