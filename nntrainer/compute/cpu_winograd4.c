@@ -30,10 +30,24 @@
  * (A) and 1/24 (G), so errors grow with the values' spread more than
  * F(2, 3)'s (docs/performance.md gives what was measured against im2col). */
 #include <cblas.h>
+#include <stdint.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#endif
 
 #include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/compute/kernels.h"
+
+/* A run of tiles' six rows of inputs for gather6e: the channel's plane
+ * (w columns, h rows), the run's first input row y0 and column x0 (from
+ * the padding: negative at the top and left edges), and the run's columns
+ * [lo, hi) (of 4 tiles + 2) that lie inside the image. */
+typedef struct w4_span {
+  const float *plane;
+  size_t w, h;
+  long y0, x0, lo, hi;
+} w4_span;
 
 /* The transform loops (cpu_winograd4_loops.h) in plain x86-64, AVX2 and
  * AVX-512 copies; w4_pick chooses by the CPU and nnt_cpu_vec_path. */
@@ -50,9 +64,11 @@
 #pragma GCC pop_options
 #pragma GCC push_options
 #pragma GCC target("avx512f")
+#define W4_LOOPS_AVX512 1
 #define NL(name) name##_avx512
 #include "nntrainer/compute/cpu_winograd4_loops.h"
 #undef NL
+#undef W4_LOOPS_AVX512
 #pragma GCC pop_options
 #endif
 
@@ -61,8 +77,7 @@ typedef struct w4_loops {
               const float *restrict, const float *restrict, const float *restrict,
               float *restrict, float *restrict, float *restrict, float *restrict,
               float *restrict, float *restrict);
-  void (*gather6)(size_t, const float *restrict, float *restrict, float *restrict,
-                  float *restrict, float *restrict, float *restrict, float *restrict);
+  void (*gather6e)(size_t, const struct w4_span *, float *, size_t);
   void (*scatter4)(size_t, const float *restrict, const float *restrict,
                    const float *restrict, const float *restrict, float, float *restrict);
   void (*at6)(size_t, const float *restrict, const float *restrict, const float *restrict,
@@ -71,8 +86,7 @@ typedef struct w4_loops {
   void (*a4)(size_t, const float *restrict, const float *restrict, const float *restrict,
              const float *restrict, float *restrict, float *restrict, float *restrict,
              float *restrict, float *restrict, float *restrict);
-  void (*gather4)(size_t, const float *restrict, float *restrict, float *restrict,
-                  float *restrict, float *restrict);
+  void (*gather4e)(size_t, const struct w4_span *, float *, size_t);
   void (*g3)(size_t, const float *restrict, const float *restrict, const float *restrict,
              float *restrict, float *restrict, float *restrict, float *restrict,
              float *restrict, float *restrict);
@@ -80,13 +94,13 @@ typedef struct w4_loops {
 
 /* The widest copy the CPU runs and nnt_cpu_vec_path allows. */
 static const w4_loops *w4_pick(void) {
-  static const w4_loops c = {bt6_loop_c, gather6_c, scatter4_c, at6_loop_c,
-                             a4_loop_c,  gather4_c, g3_loop_c};
+  static const w4_loops c = {bt6_loop_c, gather6e_c, scatter4_c, at6_loop_c,
+                             a4_loop_c,  gather4e_c, g3_loop_c};
 #ifdef W4_HAVE_AVX
-  static const w4_loops avx2 = {bt6_loop_avx2, gather6_avx2, scatter4_avx2,
-                                at6_loop_avx2, a4_loop_avx2,   gather4_avx2, g3_loop_avx2};
-  static const w4_loops avx512 = {bt6_loop_avx512, gather6_avx512, scatter4_avx512,
-                                  at6_loop_avx512, a4_loop_avx512, gather4_avx512, g3_loop_avx512};
+  static const w4_loops avx2 = {bt6_loop_avx2, gather6e_avx2, scatter4_avx2,
+                                at6_loop_avx2, a4_loop_avx2,   gather4e_avx2, g3_loop_avx2};
+  static const w4_loops avx512 = {bt6_loop_avx512, gather6e_avx512, scatter4_avx512,
+                                  at6_loop_avx512, a4_loop_avx512, gather4e_avx512, g3_loop_avx512};
   if (nnt_cpu_vec_avx512())
     return &avx512;
   if (nnt_cpu_vec_avx2())
@@ -97,9 +111,14 @@ static const w4_loops *w4_pick(void) {
 
 /* The most tiles of a chunk. */
 #define W4_MAX_TILES NNT_WINO4_MAX_TILES
-/* A row of the transforms' stack buffers: padded so that their rows do
- * not fall on the same cache sets (1 KB apart, every fourth did). */
-#define W4_ROW (W4_MAX_TILES + 16)
+/* The transforms run over blocks of W4_VB of a chunk's tiles, so that
+ * their stack buffers (36 rows at most of a block each) stay in L1 where
+ * whole chunks of them did not; a row is padded so that the rows do not
+ * fall on the same cache sets. */
+#ifndef W4_VB
+#define W4_VB 32
+#endif
+#define W4_VROW (W4_VB + 16)
 
 typedef struct w4_job {
   const nnt_conv_geom *g;
@@ -153,7 +172,8 @@ static void bt6(const w4_job *j, const float *const d[6], float *const o[6], siz
 
 
 
-/* A run of the chunk's tiles along one tile row, from its tile tl: the
+/* A run of the chunk's tiles along one tile row, from its tile tl and
+ * before its tile end: the
  * image, tile row and tile column of its first tile, its length, the rows
  * of outputs its tiles hold (4 but at the bottom edge) and how many of its
  * tiles hold 4 columns of outputs (all but one at the right edge). */
@@ -161,71 +181,55 @@ typedef struct w4_run {
   size_t img, ty, tx, len, rows, full;
 } w4_run;
 
-static w4_run run_at(const w4_job *j, size_t tl) {
+static w4_run run_at(const w4_job *j, size_t tl, size_t end) {
   const nnt_conv_geom *g = j->g;
   size_t tile = j->t0 + tl, per = j->th * j->tw, at = tile % per;
   w4_run r = {.img = tile / per, .ty = at / j->tw, .tx = at % j->tw};
-  r.len = j->tw - r.tx < j->tc - tl ? j->tw - r.tx : j->tc - tl;
+  r.len = j->tw - r.tx < end - tl ? j->tw - r.tx : end - tl;
   r.rows = g->oh - 4 * r.ty < 4 ? g->oh - 4 * r.ty : 4;
   r.full = (g->ow - 4 * r.tx) / 4 < r.len ? (g->ow - 4 * r.tx) / 4 : r.len;
   return r;
 }
 
 /* V of channels [c0, c1) for the chunk: each tile's 6x6 inputs gathered
- * into 36 rows over the chunk's tiles (zeros outside the image), then B^T
- * down each tile's rows and along its columns, each step a loop over the
- * chunk's tiles. */
+ * into 36 rows over the chunk's tiles (zeros outside the image; a run's
+ * row at a time, gather6e), then B^T down each tile's rows and along its
+ * columns, each step a loop over the chunk's tiles. */
 static void v_part(void *arg, size_t c0, size_t c1) {
   const w4_job *j = arg;
   const nnt_conv_geom *g = j->g;
-  float d[6][6][W4_ROW], t[6][6][W4_ROW];
+  float d[6][6][W4_VROW], t[6][6][W4_VROW];
   size_t n = j->tc;
-  for (size_t c = c0; c < c1; c++) {
-    for (size_t tl = 0; tl < n;) { /* a run of tiles along one tile row */
-      w4_run ru = run_at(j, tl);
-      size_t len = ru.len;
-      const float *xc = j->x + (ru.img * j->c + c) * g->h * g->w;
-      long y0 = 4 * (long)ru.ty - (long)g->pt, x0 = 4 * (long)ru.tx - (long)g->pl;
-      /* the tiles [q0, q1) of the run whose six columns lie inside */
-      long lo = x0 < 0 ? -x0 : 0, hi = (long)g->w - x0;
-      size_t q0 = (size_t)(lo + 3) / 4, q1 = hi >= 6 ? (size_t)(hi - 6) / 4 + 1 : 0;
-      if (q1 > len)
-        q1 = len;
-      if (q1 < q0)
-        q1 = q0;
-      for (int r = 0; r < 6; r++) {
-        long iy = y0 + r;
-        int in_row = iy >= 0 && iy < (long)g->h;
-        const float *row = xc + iy * (long)g->w + x0;
-        if (in_row && q1 > q0)
-          j->lp->gather6(q1 - q0, row + 4 * q0, d[r][0] + tl + q0, d[r][1] + tl + q0,
-                  d[r][2] + tl + q0, d[r][3] + tl + q0, d[r][4] + tl + q0, d[r][5] + tl + q0);
-        for (size_t q = 0; q < len; q++) {
-          if (in_row && q == q0 && q1 > q0)
-            q = q1;
-          if (q >= len)
-            break;
-          for (int p = 0; p < 6; p++) {
-            long col = 4 * (long)q + p;
-            d[r][p][tl + q] = in_row && col >= lo && col < hi ? row[col] : 0.0f;
-          }
-        }
+  for (size_t c = c0; c < c1; c++)
+    for (size_t b0 = 0; b0 < n; b0 += W4_VB) { /* a block of the chunk's tiles */
+      size_t nb = n - b0 < W4_VB ? n - b0 : W4_VB;
+      for (size_t tl = b0; tl < b0 + nb;) { /* a run of tiles along one tile row */
+        w4_run ru = run_at(j, tl, b0 + nb);
+        size_t len = ru.len, at = tl - b0;
+        w4_span sp = {.plane = j->x + (ru.img * j->c + c) * g->h * g->w, .w = g->w, .h = g->h,
+                      .y0 = 4 * (long)ru.ty - (long)g->pt, .x0 = 4 * (long)ru.tx - (long)g->pl};
+        sp.lo = sp.x0 < 0 ? -sp.x0 : 0;
+        sp.hi = (long)g->w - sp.x0;
+        if (sp.hi > 4 * (long)len + 2)
+          sp.hi = 4 * (long)len + 2;
+        if (sp.hi < sp.lo)
+          sp.hi = sp.lo;
+        j->lp->gather6e(len, &sp, (float *)d + at, W4_VROW);
+        tl += len;
       }
-      tl += len;
+      for (int p = 0; p < 6; p++) { /* B^T d: down the rows, per column */
+        const float *in[6] = {d[0][p], d[1][p], d[2][p], d[3][p], d[4][p], d[5][p]};
+        float *o[6] = {t[0][p], t[1][p], t[2][p], t[3][p], t[4][p], t[5][p]};
+        bt6(j, in, o, nb);
+      }
+      for (int a = 0; a < 6; a++) { /* (B^T d) B: along the columns */
+        const float *in[6] = {t[a][0], t[a][1], t[a][2], t[a][3], t[a][4], t[a][5]};
+        float *o[6];
+        for (int b = 0; b < 6; b++)
+          o[b] = j->v + ((size_t)(6 * a + b) * j->c + c) * n + b0;
+        bt6(j, in, o, nb);
+      }
     }
-    for (int p = 0; p < 6; p++) { /* B^T d: down the rows, per column */
-      const float *in[6] = {d[0][p], d[1][p], d[2][p], d[3][p], d[4][p], d[5][p]};
-      float *o[6] = {t[0][p], t[1][p], t[2][p], t[3][p], t[4][p], t[5][p]};
-      bt6(j, in, o, n);
-    }
-    for (int a = 0; a < 6; a++) { /* (B^T d) B: along the columns */
-      const float *in[6] = {t[a][0], t[a][1], t[a][2], t[a][3], t[a][4], t[a][5]};
-      float *o[6];
-      for (int b = 0; b < 6; b++)
-        o[b] = j->v + ((size_t)(6 * a + b) * j->c + c) * n;
-      bt6(j, in, o, n);
-    }
-  }
 }
 
 /* A^T applied to six rows into four: A^T's rows are (1, 1, 1, 1, 1, 0),
@@ -242,33 +246,37 @@ static void y_part(void *arg, size_t f0, size_t f1) {
   const w4_job *j = arg;
   const nnt_conv_geom *g = j->g;
   size_t plane = (size_t)g->oh * g->ow, n = j->tc;
-  float s[4][6][W4_ROW], o[4][4][W4_ROW];
+  float s[4][6][W4_VROW], o[4][4][W4_VROW];
   for (size_t f = f0; f < f1; f++) {
     float bias = j->bias ? j->bias[f] : 0.0f;
-    for (int b = 0; b < 6; b++) { /* A^T M: down the rows */
-      const float *m[6];
-      for (int a = 0; a < 6; a++)
-        m[a] = j->m + ((size_t)(6 * a + b) * j->f + f) * n;
-      float *os[4] = {s[0][b], s[1][b], s[2][b], s[3][b]};
-      at6(j, m, os, n);
-    }
-    for (int i = 0; i < 4; i++) { /* (A^T M) A: along the columns */
-      const float *m[6] = {s[i][0], s[i][1], s[i][2], s[i][3], s[i][4], s[i][5]};
-      float *os[4] = {o[i][0], o[i][1], o[i][2], o[i][3]};
-      at6(j, m, os, n);
-    }
-    for (size_t tl = 0; tl < n;) { /* a run of tiles along one tile row */
-      w4_run ru = run_at(j, tl);
-      float *yt = j->y + (ru.img * j->f + f) * plane + 4 * ru.ty * g->ow + 4 * ru.tx;
-      for (size_t i = 0; i < ru.rows; i++) { /* the inner tiles, then the last */
-        float *yr = yt + i * g->ow;
-        j->lp->scatter4(ru.full, o[i][0] + tl, o[i][1] + tl, o[i][2] + tl, o[i][3] + tl, bias,
-                        yr);
-        for (size_t q = ru.full; q < ru.len; q++)
-          for (size_t c = 0; c < 4 && 4 * (ru.tx + q) + c < g->ow; c++)
-            yr[4 * q + c] = o[i][c][tl + q] + bias;
+    for (size_t b0 = 0; b0 < n; b0 += W4_VB) { /* a block of the chunk's tiles */
+      size_t nb = n - b0 < W4_VB ? n - b0 : W4_VB;
+      for (int b = 0; b < 6; b++) { /* A^T M: down the rows */
+        const float *m[6];
+        for (int a = 0; a < 6; a++)
+          m[a] = j->m + ((size_t)(6 * a + b) * j->f + f) * n + b0;
+        float *os[4] = {s[0][b], s[1][b], s[2][b], s[3][b]};
+        at6(j, m, os, nb);
       }
-      tl += ru.len;
+      for (int i = 0; i < 4; i++) { /* (A^T M) A: along the columns */
+        const float *m[6] = {s[i][0], s[i][1], s[i][2], s[i][3], s[i][4], s[i][5]};
+        float *os[4] = {o[i][0], o[i][1], o[i][2], o[i][3]};
+        at6(j, m, os, nb);
+      }
+      for (size_t tl = b0; tl < b0 + nb;) { /* a run of tiles along one tile row */
+        w4_run ru = run_at(j, tl, b0 + nb);
+        size_t at = tl - b0;
+        float *yt = j->y + (ru.img * j->f + f) * plane + 4 * ru.ty * g->ow + 4 * ru.tx;
+        for (size_t i = 0; i < ru.rows; i++) { /* the inner tiles, then the last */
+          float *yr = yt + i * g->ow;
+          j->lp->scatter4(ru.full, o[i][0] + at, o[i][1] + at, o[i][2] + at, o[i][3] + at,
+                          bias, yr);
+          for (size_t q = ru.full; q < ru.len; q++)
+            for (size_t c = 0; c < 4 && 4 * (ru.tx + q) + c < g->ow; c++)
+              yr[4 * q + c] = o[i][c][at + q] + bias;
+        }
+        tl += ru.len;
+      }
     }
   }
 }
@@ -458,36 +466,32 @@ static void dyt_part(void *arg, size_t f0, size_t f1) {
   const w4_job *j = arg;
   const nnt_conv_geom *g = j->g;
   size_t plane = (size_t)g->oh * g->ow, n = j->tc;
-  float d[4][4][W4_ROW], s[6][4][W4_ROW];
-  for (size_t f = f0; f < f1; f++) {
-    for (size_t tl = 0; tl < n;) { /* a run of tiles along one tile row */
-      w4_run ru = run_at(j, tl);
-      const float *yt = j->dy + (ru.img * j->f + f) * plane + 4 * ru.ty * g->ow + 4 * ru.tx;
-      for (size_t r = 0; r < 4; r++) {
-        if (r < ru.rows)
-          j->lp->gather4(ru.full, yt + r * g->ow, d[r][0] + tl, d[r][1] + tl, d[r][2] + tl,
-                         d[r][3] + tl);
-        for (size_t q = r < ru.rows ? ru.full : 0; q < ru.len; q++)
-          for (size_t c = 0; c < 4; c++)
-            d[r][c][tl + q] = r < ru.rows && 4 * (ru.tx + q) + c < g->ow
-                                  ? yt[r * g->ow + 4 * q + c]
-                                  : 0.0f;
+  float d[4][4][W4_VROW], s[6][4][W4_VROW];
+  for (size_t f = f0; f < f1; f++)
+    for (size_t b0 = 0; b0 < n; b0 += W4_VB) { /* a block of the chunk's tiles */
+      size_t nb = n - b0 < W4_VB ? n - b0 : W4_VB;
+      for (size_t tl = b0; tl < b0 + nb;) { /* a run of tiles along one tile row */
+        w4_run ru = run_at(j, tl, b0 + nb);
+        size_t at = tl - b0;
+        w4_span sp = {.plane = j->dy + (ru.img * j->f + f) * plane, .w = g->ow, .h = g->oh,
+                      .y0 = 4 * (long)ru.ty, .x0 = 4 * (long)ru.tx};
+        sp.hi = (long)g->ow - sp.x0 < 4 * (long)ru.len ? (long)g->ow - sp.x0 : 4 * (long)ru.len;
+        j->lp->gather4e(ru.len, &sp, (float *)d + at, W4_VROW);
+        tl += ru.len;
       }
-      tl += ru.len;
+      for (int x = 0; x < 4; x++) { /* A dY: down the rows, per column */
+        const float *in[4] = {d[0][x], d[1][x], d[2][x], d[3][x]};
+        float *o[6] = {s[0][x], s[1][x], s[2][x], s[3][x], s[4][x], s[5][x]};
+        a4(j, in, o, nb);
+      }
+      for (int i = 0; i < 6; i++) { /* (A dY) A^T: along the columns */
+        const float *in[4] = {s[i][0], s[i][1], s[i][2], s[i][3]};
+        float *o[6];
+        for (int e = 0; e < 6; e++)
+          o[e] = j->m + ((size_t)(6 * i + e) * j->f + f) * n + b0;
+        a4(j, in, o, nb);
+      }
     }
-    for (int x = 0; x < 4; x++) { /* A dY: down the rows, per column */
-      const float *in[4] = {d[0][x], d[1][x], d[2][x], d[3][x]};
-      float *o[6] = {s[0][x], s[1][x], s[2][x], s[3][x], s[4][x], s[5][x]};
-      a4(j, in, o, n);
-    }
-    for (int i = 0; i < 6; i++) { /* (A dY) A^T: along the columns */
-      const float *in[4] = {s[i][0], s[i][1], s[i][2], s[i][3]};
-      float *o[6];
-      for (int e = 0; e < 6; e++)
-        o[e] = j->m + ((size_t)(6 * i + e) * j->f + f) * n;
-      a4(j, in, o, n);
-    }
-  }
 }
 
 /* dU[k] (+)= dYt[k] V[k]^T for slices [k0, k1): the first chunk stores. */

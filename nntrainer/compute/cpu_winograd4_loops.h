@@ -3,6 +3,8 @@
  * target (plain x86-64, AVX2 or AVX-512) around the include. No include
  * guard: it is meant to be included more than once. ISO C with no
  * contraction into fused multiply-adds: every copy gives the same bits.
+ * The AVX-512 copy (W4_LOOPS_AVX512 defined) gathers a run's inputs with
+ * intrinsics instead (gather6e): data movement only, the same values.
  * The arrays are restrict parameters: gcc vectorizes a loop over them
  * without checking them for overlap (restrict on local pointers it does
  * not honour, and twelve arrays pass its limit of ten checks). */
@@ -25,6 +27,7 @@ static void NL(bt6_loop)(size_t n, const float *restrict d0, const float *restri
   }
 }
 
+#ifndef W4_LOOPS_AVX512
 /* Columns 4q .. 4q + 5 of row for tiles q in [0, n) into d0..d5 (the
  * inner tiles of a run: no edge). */
 static void NL(gather6)(size_t n, const float *restrict row, float *restrict d0,
@@ -35,6 +38,79 @@ static void NL(gather6)(size_t n, const float *restrict row, float *restrict d0,
     d3[q] = row[4 * q + 3], d4[q] = row[4 * q + 4], d5[q] = row[4 * q + 5];
   }
 }
+#endif
+
+/* A run's six rows of inputs (w4_span) for tiles q in [0, n): column p
+ * of tile q in row r into d[(6 r + p) ld + q], zeros outside the image. */
+#ifdef W4_LOOPS_AVX512
+/* Eight tiles a step: their 34 columns in three masked loads (lanes
+ * outside [lo, hi) read as zeros and touch no memory), columns p, p + 4,
+ * ... picked by one two-register permute each (p + 4 from the loads moved
+ * along by four lanes), and eight lanes stored. */
+static void NL(gather6e)(size_t n, const w4_span *sp, float *d, size_t ld) {
+  const __m512i i0 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+  const __m512i i1 = _mm512_add_epi32(i0, _mm512_set1_epi32(1));
+  const __m512i i2 = _mm512_add_epi32(i0, _mm512_set1_epi32(2));
+  const __m512i i3 = _mm512_add_epi32(i0, _mm512_set1_epi32(3));
+  __mmask16 in[3 * ((4 * NNT_WINO4_MAX_TILES + 47) / 32)];
+  for (size_t q = 0, k = 0; q < n; q += 8) /* the loads' masks, the same for every row */
+    for (int b = 0; b < 3; b++, k++) {
+      long c = 4 * (long)q + 16 * b, a = sp->lo - c, e = sp->hi - c;
+      a = a < 0 ? 0 : a > 16 ? 16 : a;
+      e = e < 0 ? 0 : e > 16 ? 16 : e;
+      in[k] = (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1));
+    }
+  for (int r = 0; r < 6; r++) {
+    long iy = sp->y0 + r;
+    float *dr = d + (size_t)(6 * r) * ld;
+    if (iy < 0 || iy >= (long)sp->h) {
+      for (int p = 0; p < 6; p++)
+        memset(dr + p * ld, 0, n * sizeof *dr);
+      continue;
+    }
+    /* the address by integers: column x0 may lie before the row */
+    uintptr_t row = (uintptr_t)(sp->plane + (size_t)iy * sp->w) + (uintptr_t)(sp->x0 * 4);
+    for (size_t q = 0, k = 0; q < n; q += 8, k += 3) {
+      __mmask16 out = (__mmask16)(n - q < 8 ? (1u << (n - q)) - 1 : 0xff);
+      __m512 r0 = _mm512_maskz_loadu_ps(in[k], (const float *)(row + 16 * q));
+      __m512 r1 = _mm512_maskz_loadu_ps(in[k + 1], (const float *)(row + 16 * q + 64));
+      __m512 r2 = _mm512_maskz_loadu_ps(in[k + 2], (const float *)(row + 16 * q + 128));
+      __m512 s0 = _mm512_castsi512_ps(
+          _mm512_alignr_epi32(_mm512_castps_si512(r1), _mm512_castps_si512(r0), 4));
+      __m512 s1 = _mm512_castsi512_ps(
+          _mm512_alignr_epi32(_mm512_castps_si512(r2), _mm512_castps_si512(r1), 4));
+      float *o = dr + q;
+      _mm512_mask_storeu_ps(o, out, _mm512_permutex2var_ps(r0, i0, r1));
+      _mm512_mask_storeu_ps(o + ld, out, _mm512_permutex2var_ps(r0, i1, r1));
+      _mm512_mask_storeu_ps(o + 2 * ld, out, _mm512_permutex2var_ps(r0, i2, r1));
+      _mm512_mask_storeu_ps(o + 3 * ld, out, _mm512_permutex2var_ps(r0, i3, r1));
+      _mm512_mask_storeu_ps(o + 4 * ld, out, _mm512_permutex2var_ps(s0, i0, s1));
+      _mm512_mask_storeu_ps(o + 5 * ld, out, _mm512_permutex2var_ps(s0, i1, s1));
+    }
+  }
+}
+#else
+/* Each row: gather6 from the row where the whole run lies inside it,
+ * else from the row copied into a zero-padded one. */
+static void NL(gather6e)(size_t n, const w4_span *sp, float *d, size_t ld) {
+  size_t cols = 4 * n + 2;
+  float pad[4 * NNT_WINO4_MAX_TILES + 2];
+  for (int r = 0; r < 6; r++) {
+    long iy = sp->y0 + r;
+    const float *row = iy >= 0 && iy < (long)sp->h ? sp->plane + (size_t)iy * sp->w : NULL;
+    const float *src = pad;
+    float *dr = d + (size_t)(6 * r) * ld;
+    if (row && sp->lo == 0 && sp->hi == (long)cols) {
+      src = row + sp->x0;
+    } else {
+      memset(pad, 0, cols * sizeof *pad);
+      if (row && sp->hi > sp->lo)
+        memcpy(pad + sp->lo, row + sp->x0 + sp->lo, (size_t)(sp->hi - sp->lo) * sizeof *pad);
+    }
+    NL(gather6)(n, src, dr, dr + ld, dr + 2 * ld, dr + 3 * ld, dr + 4 * ld, dr + 5 * ld);
+  }
+}
+#endif
 
 /* Row i of n tiles' 4x4 outputs (o0..o3 their columns) plus bias into
  * 4 n values of y. */
@@ -80,6 +156,7 @@ static void NL(a4_loop)(size_t n, const float *restrict d0, const float *restric
   }
 }
 
+#ifndef W4_LOOPS_AVX512
 /* Columns 4q .. 4q + 3 of row for tiles q in [0, n) into d0..d3 (the
  * inner tiles of a run of dY: no edge). */
 static void NL(gather4)(size_t n, const float *restrict row, float *restrict d0,
@@ -89,6 +166,60 @@ static void NL(gather4)(size_t n, const float *restrict row, float *restrict d0,
     d2[q] = row[4 * q + 2], d3[q] = row[4 * q + 3];
   }
 }
+#endif
+
+/* A run's four rows of dY (w4_span, lo 0) for tiles q in [0, n): column p
+ * of tile q in row r into d[(4 r + p) ld + q], zeros past the output's
+ * edges. */
+#ifdef W4_LOOPS_AVX512
+/* Eight tiles a step: two masked loads, one permute a column. */
+static void NL(gather4e)(size_t n, const w4_span *sp, float *d, size_t ld) {
+  const __m512i i0 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+  const __m512i i1 = _mm512_add_epi32(i0, _mm512_set1_epi32(1));
+  const __m512i i2 = _mm512_add_epi32(i0, _mm512_set1_epi32(2));
+  const __m512i i3 = _mm512_add_epi32(i0, _mm512_set1_epi32(3));
+  for (int r = 0; r < 4; r++) {
+    long iy = sp->y0 + r;
+    float *dr = d + (size_t)(4 * r) * ld;
+    if (iy >= (long)sp->h) {
+      for (int p = 0; p < 4; p++)
+        memset(dr + p * ld, 0, n * sizeof *dr);
+      continue;
+    }
+    const float *row = sp->plane + (size_t)iy * sp->w + sp->x0;
+    for (size_t q = 0; q < n; q += 8) {
+      __mmask16 out = (__mmask16)(n - q < 8 ? (1u << (n - q)) - 1 : 0xff);
+      long e0 = sp->hi - 4 * (long)q, e1 = e0 - 16;
+      e0 = e0 < 0 ? 0 : e0 > 16 ? 16 : e0;
+      e1 = e1 < 0 ? 0 : e1 > 16 ? 16 : e1;
+      __m512 r0 = _mm512_maskz_loadu_ps((__mmask16)((1u << e0) - 1), row + 4 * q);
+      __m512 r1 = _mm512_maskz_loadu_ps((__mmask16)((1u << e1) - 1), row + 4 * q + 16);
+      float *o = dr + q;
+      _mm512_mask_storeu_ps(o, out, _mm512_permutex2var_ps(r0, i0, r1));
+      _mm512_mask_storeu_ps(o + ld, out, _mm512_permutex2var_ps(r0, i1, r1));
+      _mm512_mask_storeu_ps(o + 2 * ld, out, _mm512_permutex2var_ps(r0, i2, r1));
+      _mm512_mask_storeu_ps(o + 3 * ld, out, _mm512_permutex2var_ps(r0, i3, r1));
+    }
+  }
+}
+#else
+/* Each row: gather4 for the tiles whose four columns lie inside, then
+ * the rest one by one. */
+static void NL(gather4e)(size_t n, const w4_span *sp, float *d, size_t ld) {
+  size_t full = (size_t)sp->hi / 4 < n ? (size_t)sp->hi / 4 : n;
+  for (int r = 0; r < 4; r++) {
+    long iy = sp->y0 + r;
+    float *dr = d + (size_t)(4 * r) * ld;
+    int in = iy < (long)sp->h;
+    const float *row = in ? sp->plane + (size_t)iy * sp->w + sp->x0 : NULL;
+    if (in)
+      NL(gather4)(full, row, dr, dr + ld, dr + 2 * ld, dr + 3 * ld);
+    for (size_t q = in ? full : 0; q < n; q++)
+      for (size_t c = 0; c < 4; c++)
+        dr[c * ld + q] = in && (long)(4 * q + c) < sp->hi ? row[4 * q + c] : 0.0f;
+  }
+}
+#endif
 
 /* G down three rows a, b, c into six o0..o5 (see g3 in cpu_winograd4.c). */
 static void NL(g3_loop)(size_t n, const float *restrict a, const float *restrict b,
