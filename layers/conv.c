@@ -575,9 +575,13 @@ static int use_wino_fwd(const nnt_kernels *k, const conv_priv *p, const nnt_run_
          nnt_conv_use_wino(k->conv_wino != NULL, &p->g, p->g.c, p->filters, p->wnb,
                            &ctx->scratch[0], NNT_WINO_MIN_SLICES);
 }
-static int wino_fwd(const conv_priv *p, nnt_run_ctx *ctx, unsigned n, const float *x, float *y) {
+/* later: a group after the first of this forward, whose call may take
+ * the transformed filters the first left in the scratch (NNT_WINO_KEEP_U:
+ * nothing else writes scratch[0] between the groups' calls). */
+static int wino_fwd(const conv_priv *p, nnt_run_ctx *ctx, unsigned n, const float *x, float *y,
+                    int later) {
   const nnt_kernels *k = ctx->k;
-  return k->conv_wino(k, &p->g, n, p->filters, 0, ctx->w[0].data,
+  return k->conv_wino(k, &p->g, n, p->filters, later ? NNT_WINO_KEEP_U : 0, ctx->w[0].data,
                       ctx->n_w > 1 ? ctx->w[1].data : NULL, x, y, ctx->scratch[0].data,
                       nnt_tensor_len(&ctx->scratch[0]));
 }
@@ -611,7 +615,7 @@ static int conv_forward_inplace(conv_priv *p, nnt_run_ctx *ctx) {
       continue;
     }
     if (wino) {
-      NNT_TRY(wino_fwd(p, ctx, n, x, stage));
+      NNT_TRY(wino_fwd(p, ctx, n, x, stage, b > 0));
       NNT_TRY(k->copy(k, n * out_len, stage, y));
       continue;
     }
@@ -657,7 +661,7 @@ static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
    * same products as the in-place forward's calls per group): the filters
    * transformed once, and each thread's run of chunks a run of images */
   if (wino && ((size_t)(g->oh + 1) / 2) * ((g->ow + 1) / 2) >= NNT_WINO_IMAGE_TILES)
-    return wino_fwd(p, ctx, batch, ctx->in[0].data, ctx->out[0].data);
+    return wino_fwd(p, ctx, batch, ctx->in[0].data, ctx->out[0].data, 0);
   if (!wino && p->nb == 1 && (pw || p->pnb > 1)) /* whole images on the threads */
     return nnt_conv_fwd_images(p, ctx, batch, pw ? batch : p->pnb);
   if (!wino && p->pgr > 1) /* whole groups on the threads */
@@ -666,7 +670,8 @@ static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   for (unsigned b = 0; b < batch; b += grp) {
     unsigned n = batch - b < grp ? batch - b : grp;
     if (wino)
-      NNT_TRY(wino_fwd(p, ctx, n, ctx->in[0].data + b * in_len, ctx->out[0].data + b * out_len));
+      NNT_TRY(wino_fwd(p, ctx, n, ctx->in[0].data + b * in_len, ctx->out[0].data + b * out_len,
+                       b > 0));
     else
       NNT_TRY(nnt_conv_group_fwd(p, ctx, b, n, ctx->scratch[0].data,
                                  p->nb > 1 ? ctx->scratch[2].data : NULL));

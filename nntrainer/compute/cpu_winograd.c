@@ -567,7 +567,7 @@ int nnt_cpu_conv_wino(const nnt_kernels *self, const nnt_conv_geom *g, size_t n,
   if (nnt_cpu_wino4_takes(g, filters, scratch_len))
     return nnt_cpu_conv_wino4(self, g, n, filters, flip, w, bias, x, y, scratch, scratch_len);
   wino_job j = {.g = g, .n = n, .f = filters, .c = g->c, .th = (g->oh + 1) / 2,
-                .tw = (g->ow + 1) / 2, .flip = flip, .w = w, .bias = bias, .x = x, .y = y};
+                .tw = (g->ow + 1) / 2, .flip = flip & 1, .w = w, .bias = bias, .x = x, .y = y};
   size_t tiles = n * j.th * j.tw;
   if (!tiles)
     return NNT_OK;

@@ -409,7 +409,7 @@ int nnt_cpu_conv_wino4(const nnt_kernels *self, const nnt_conv_geom *g, size_t n
   if (!nnt_wino_geom_ok(g) || !w || !x || !y || !scratch || !filters)
     return NNT_ERR_INVAL;
   w4_job j = {.g = g, .n = n, .f = filters, .c = g->c, .th = (g->oh + 3) / 4,
-              .tw = (g->ow + 3) / 4, .flip = flip, .w = w, .bias = bias, .x = x, .y = y,
+              .tw = (g->ow + 3) / 4, .flip = flip & 1, .w = w, .bias = bias, .x = x, .y = y,
               .lp = w4_pick()};
   w4_run_job r = {.j = &j};
   size_t slots = W4_SLOTS;
@@ -428,7 +428,8 @@ int nnt_cpu_conv_wino4(const nnt_kernels *self, const nnt_conv_geom *g, size_t n
   j.u = scratch;
   j.v = j.u + 36 * j.f * j.c;
   j.m = j.v + 36 * j.c * r.rows * j.tw * r.imgs;
-  nnt_cpu_pool_for(j.f, 1, 1, u_part, &j);
+  if (!(flip & NNT_WINO_KEEP_U)) /* else the previous call's U, the same bits */
+    nnt_cpu_pool_for(j.f, 1, 1, u_part, &j);
   r.per = (j.th + r.rows - 1) / r.rows;
   r.chunks = r.imgs > 1 ? (n + r.imgs - 1) / r.imgs : n * r.per;
   r.slot = 36 * (j.c + j.f) * r.rows * j.tw * r.imgs;

@@ -100,6 +100,8 @@ static inline int nnt_wino_geom_ok(const struct nnt_conv_geom *g) {
  * over the same groups), except where an image has NNT_WINO_IMAGE_TILES
  * 2x2 tiles or more (F(2, 3) keeps to one image there). */
 #define NNT_WINO4_IMAGE_TILES 64
+/* conv_wino's flip may carry this (see there). */
+#define NNT_WINO_KEEP_U 2
 #define NNT_WINO4_MIN_CHUNK 64
 #define NNT_WINO4_MAX_TILES 256
 size_t nnt_wino4_scratch(size_t c, size_t f, size_t tiles);
@@ -541,7 +543,13 @@ typedef struct nnt_kernels {
    * flip 1: w is [c][filters][3][3] and W[f][ch] is w[ch][f] turned by 180
    * degrees (conv2d's derivative: dX = this of dY). scratch: scratch_len
    * floats of the caller's, at least nnt_wino_min_scratch (NNT_ERR_INVAL
-   * otherwise). Optional, like conv_fwd: NULL where a backend has none. */
+   * otherwise). flip | NNT_WINO_KEEP_U: the caller vouches that the
+   * scratch holds what the op's previous call (over n > 0 images) left
+   * there, with the same g, filters, flip, w and scratch_len (a later group
+   * of images of one forward): a backend may take the transformed filters
+   * from it instead of making them again (the CPU's F(4x4, 3x3), which
+   * keeps them whole), for the same bits. Optional, like conv_fwd: NULL
+   * where a backend has none. */
   int (*conv_wino)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                    size_t filters, int flip, const float *w, const float *bias, const float *x,
                    float *y, float *scratch, size_t scratch_len);
