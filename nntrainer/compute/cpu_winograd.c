@@ -95,7 +95,15 @@ static int wino_plan(size_t c, size_t f, size_t tiles, size_t len, unsigned max_
 
 /* Row i of G times (a, b, c) for n columns: G's rows are (1, 0, 0),
  * (1/2, 1/2, 1/2), (1/2, -1/2, 1/2), (0, 0, 1). */
-static void g_row(unsigned i, const float *a, const float *b, const float *c, float *out,
+/* g_row and u_part: gcc would turn g_row's copies (rows 0 and 3) into
+ * memcpy calls of a few dozen bytes (rep movs, slow to start); it keeps
+ * them vector loops with this. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define WINO_NO_MEMCPY __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define WINO_NO_MEMCPY
+#endif
+WINO_NO_MEMCPY static void g_row(unsigned i, const float *a, const float *b, const float *c, float *out,
                   size_t n) {
   for (size_t q = 0; q < n; q++)
     out[q] = i == 0   ? a[q]
@@ -106,6 +114,12 @@ static void g_row(unsigned i, const float *a, const float *b, const float *c, fl
 
 void nnt_cpu_wino_taps(const float *w, int flip, size_t f, size_t nf, size_t c, size_t c0,
                        size_t nc, size_t ld, float *g) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (nnt_cpu_vec_avx512()) {
+    nnt_wino_taps_avx512(w, flip, f, nf, c, c0, nc, ld, g);
+    return;
+  }
+#endif
   for (size_t cc = 0; cc < nc; cc++) {
     const float *src = flip ? w + ((c0 + cc) * nf + f) * 9 : w + (f * c + c0 + cc) * 9;
     for (int q = 0; q < 9; q++)
@@ -120,7 +134,7 @@ void nnt_cpu_wino_taps(const float *w, int flip, size_t f, size_t nf, size_t c, 
  * (G g G^T)[i][e], the same arithmetic whatever slices a pass holds; a
  * block of UB channels at a time, the filters' taps gathered first so the
  * arithmetic runs along the channels. */
-static void u_part(void *arg, size_t f0, size_t f1) {
+WINO_NO_MEMCPY static void u_part(void *arg, size_t f0, size_t f1) {
   const wino_job *j = arg;
   float g[9][UB], t[3][UB];
   size_t rows = j->u_rows ? j->u_rows : j->f;

@@ -54,6 +54,8 @@ static inline size_t nnt_wino_m_row(const wino_job *j, size_t f) { return f - j-
  * chunk on AVX-512, as the pool's parts over channels or filters: the bits
  * of cpu_winograd.c's plain C loops. Only where nnt_cpu_vec_avx512(). */
 void nnt_wino_v_part_avx512(void *arg, size_t c0, size_t c1);
+void nnt_wino_taps_avx512(const float *w, int flip, size_t f, size_t nf, size_t c, size_t c0,
+                          size_t nc, size_t ld, float *g);
 void nnt_wino_dyt_part_avx512(void *arg, size_t f0, size_t f1);
 /* The output transform y (y_part) on AVX-512, as the pool's parts over
  * filters; the same bits. */

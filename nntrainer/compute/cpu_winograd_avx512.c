@@ -199,6 +199,26 @@ WINO_AVX512 void nnt_wino_dyt_part_avx512(void *arg, size_t f0, size_t f1) {
       }
     }
 }
+
+/* nnt_cpu_wino_taps 16 channels at a time: tap q of 16 channels in one
+ * gather (the channels 9 floats apart, or 9 filters' apart with flip),
+ * one store. Data movement only: the same values. */
+WINO_AVX512 void nnt_wino_taps_avx512(const float *w, int flip, size_t f, size_t nf, size_t c,
+                                      size_t c0, size_t nc, size_t ld, float *g) {
+  int step = flip ? (int)(nf * 9) : 9;
+  __m512i at = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(step));
+  for (size_t cc = 0; cc < nc; cc += 16) {
+    __mmask16 m = (__mmask16)(nc - cc < 16 ? (1u << (nc - cc)) - 1 : 0xffff);
+    const float *src = flip ? w + ((c0 + cc) * nf + f) * 9 : w + (f * c + c0 + cc) * 9;
+    for (int q = 0; q < 9; q++) {
+      __m512 v =
+          _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, at, src + (flip ? 8 - q : q), 4);
+      _mm512_mask_storeu_ps(g + q * ld + cc, m, v);
+    }
+  }
+}
 #else
 typedef int nnt_wino_avx512_none; /* not an empty translation unit */
 #endif
