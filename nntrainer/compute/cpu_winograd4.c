@@ -16,12 +16,11 @@
  * (nnt_wino4_scratch). Chunks keep to one image (a call over n images
  * computes what calls over any groups of them do, bit for bit), and an
  * image's tiles split into chunks as even as they go.
- * The transforms run over the chunk's tiles: each tile's 6x6 inputs are
- * gathered into 36 rows of the chunk's length (an inner run of a tile row
- * by a loop per row that the compiler vectorizes, the edge tiles one by
- * one with zeros outside the image), so that every step of B^T d B and of
- * A^T M A is a loop over contiguous tiles; the outputs go back a tile row
- * at a time.
+ * The transforms run over blocks of W4_VB of the chunk's tiles: each
+ * tile's 6x6 inputs are gathered into 36 rows of the block's length (a
+ * run along a tile row at a time, zeros outside the image: gather6e), so
+ * that every step of B^T d B and of A^T M A is a loop over contiguous
+ * tiles; the outputs go back a tile row at a time.
  * flip: as conv_wino's, the derivative of a stride-1 3x3 convolution (w
  * the forward's [C][F][3][3], turned by 180 degrees).
  * conv_wino_dw takes its weight gradient (at the end) where the scratch
