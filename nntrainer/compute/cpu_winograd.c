@@ -103,8 +103,8 @@ static int wino_plan(size_t c, size_t f, size_t tiles, size_t len, unsigned max_
 #else
 #define WINO_NO_MEMCPY
 #endif
-WINO_NO_MEMCPY static void g_row(unsigned i, const float *a, const float *b, const float *c, float *out,
-                  size_t n) {
+WINO_NO_MEMCPY static void g_row(unsigned i, const float *a, const float *b, const float *c,
+                                 float *out, size_t n) {
   for (size_t q = 0; q < n; q++)
     out[q] = i == 0   ? a[q]
              : i == 1 ? 0.5f * (a[q] + b[q] + c[q])

@@ -43,23 +43,40 @@ static void NL(gather6)(size_t n, const float *restrict row, float *restrict d0,
 /* A run's six rows of inputs (w4_span) for tiles q in [0, n): column p
  * of tile q in row r into d[(6 r + p) ld + q], zeros outside the image. */
 #ifdef W4_LOOPS_AVX512
+/* The lanes k of a load from column c with c + k in [lo, hi). */
+static __mmask16 NL(lanes)(long lo, long hi, long c) {
+  long a = lo - c, e = hi - c;
+  a = a < 0 ? 0 : a > 16 ? 16 : a;
+  e = e < 0 ? 0 : e > 16 ? 16 : e;
+  return (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1));
+}
+
+/* The permutes that pick columns 0, 1, 2, 3 of eight tiles (4 apart)
+ * from two registers of 16 columns. */
+static void NL(pick4)(__m512i at[4]) {
+  at[0] = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+  for (int p = 1; p < 4; p++)
+    at[p] = _mm512_add_epi32(at[0], _mm512_set1_epi32(p));
+}
+
+/* np of those columns of r0:r1 into o, o + ld, ..., the lanes of out. */
+static void NL(put)(float *o, size_t ld, __mmask16 out, __m512 r0, __m512 r1,
+                    const __m512i at[4], int np) {
+  for (int p = 0; p < np; p++)
+    _mm512_mask_storeu_ps(o + p * ld, out, _mm512_permutex2var_ps(r0, at[p], r1));
+}
+
 /* Eight tiles a step: their 34 columns in three masked loads (lanes
  * outside [lo, hi) read as zeros and touch no memory), columns p, p + 4,
  * ... picked by one two-register permute each (p + 4 from the loads moved
  * along by four lanes), and eight lanes stored. */
 static void NL(gather6e)(size_t n, const w4_span *sp, float *d, size_t ld) {
-  const __m512i i0 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
-  const __m512i i1 = _mm512_add_epi32(i0, _mm512_set1_epi32(1));
-  const __m512i i2 = _mm512_add_epi32(i0, _mm512_set1_epi32(2));
-  const __m512i i3 = _mm512_add_epi32(i0, _mm512_set1_epi32(3));
+  __m512i at[4];
+  NL(pick4)(at);
   __mmask16 in[3 * ((4 * NNT_WINO4_MAX_TILES + 47) / 32)];
   for (size_t q = 0, k = 0; q < n; q += 8) /* the loads' masks, the same for every row */
-    for (int b = 0; b < 3; b++, k++) {
-      long c = 4 * (long)q + 16 * b, a = sp->lo - c, e = sp->hi - c;
-      a = a < 0 ? 0 : a > 16 ? 16 : a;
-      e = e < 0 ? 0 : e > 16 ? 16 : e;
-      in[k] = (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1));
-    }
+    for (int b = 0; b < 3; b++, k++)
+      in[k] = NL(lanes)(sp->lo, sp->hi, 4 * (long)q + 16 * b);
   for (int r = 0; r < 6; r++) {
     long iy = sp->y0 + r;
     float *dr = d + (size_t)(6 * r) * ld;
@@ -79,13 +96,8 @@ static void NL(gather6e)(size_t n, const w4_span *sp, float *d, size_t ld) {
           _mm512_alignr_epi32(_mm512_castps_si512(r1), _mm512_castps_si512(r0), 4));
       __m512 s1 = _mm512_castsi512_ps(
           _mm512_alignr_epi32(_mm512_castps_si512(r2), _mm512_castps_si512(r1), 4));
-      float *o = dr + q;
-      _mm512_mask_storeu_ps(o, out, _mm512_permutex2var_ps(r0, i0, r1));
-      _mm512_mask_storeu_ps(o + ld, out, _mm512_permutex2var_ps(r0, i1, r1));
-      _mm512_mask_storeu_ps(o + 2 * ld, out, _mm512_permutex2var_ps(r0, i2, r1));
-      _mm512_mask_storeu_ps(o + 3 * ld, out, _mm512_permutex2var_ps(r0, i3, r1));
-      _mm512_mask_storeu_ps(o + 4 * ld, out, _mm512_permutex2var_ps(s0, i0, s1));
-      _mm512_mask_storeu_ps(o + 5 * ld, out, _mm512_permutex2var_ps(s0, i1, s1));
+      NL(put)(dr + q, ld, out, r0, r1, at, 4);
+      NL(put)(dr + q + 4 * ld, ld, out, s0, s1, at, 2);
     }
   }
 }
@@ -174,10 +186,8 @@ static void NL(gather4)(size_t n, const float *restrict row, float *restrict d0,
 #ifdef W4_LOOPS_AVX512
 /* Eight tiles a step: two masked loads, one permute a column. */
 static void NL(gather4e)(size_t n, const w4_span *sp, float *d, size_t ld) {
-  const __m512i i0 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
-  const __m512i i1 = _mm512_add_epi32(i0, _mm512_set1_epi32(1));
-  const __m512i i2 = _mm512_add_epi32(i0, _mm512_set1_epi32(2));
-  const __m512i i3 = _mm512_add_epi32(i0, _mm512_set1_epi32(3));
+  __m512i at[4];
+  NL(pick4)(at);
   for (int r = 0; r < 4; r++) {
     long iy = sp->y0 + r;
     float *dr = d + (size_t)(4 * r) * ld;
@@ -189,16 +199,9 @@ static void NL(gather4e)(size_t n, const w4_span *sp, float *d, size_t ld) {
     const float *row = sp->plane + (size_t)iy * sp->w + sp->x0;
     for (size_t q = 0; q < n; q += 8) {
       __mmask16 out = (__mmask16)(n - q < 8 ? (1u << (n - q)) - 1 : 0xff);
-      long e0 = sp->hi - 4 * (long)q, e1 = e0 - 16;
-      e0 = e0 < 0 ? 0 : e0 > 16 ? 16 : e0;
-      e1 = e1 < 0 ? 0 : e1 > 16 ? 16 : e1;
-      __m512 r0 = _mm512_maskz_loadu_ps((__mmask16)((1u << e0) - 1), row + 4 * q);
-      __m512 r1 = _mm512_maskz_loadu_ps((__mmask16)((1u << e1) - 1), row + 4 * q + 16);
-      float *o = dr + q;
-      _mm512_mask_storeu_ps(o, out, _mm512_permutex2var_ps(r0, i0, r1));
-      _mm512_mask_storeu_ps(o + ld, out, _mm512_permutex2var_ps(r0, i1, r1));
-      _mm512_mask_storeu_ps(o + 2 * ld, out, _mm512_permutex2var_ps(r0, i2, r1));
-      _mm512_mask_storeu_ps(o + 3 * ld, out, _mm512_permutex2var_ps(r0, i3, r1));
+      __m512 r0 = _mm512_maskz_loadu_ps(NL(lanes)(0, sp->hi, 4 * (long)q), row + 4 * q);
+      __m512 r1 = _mm512_maskz_loadu_ps(NL(lanes)(0, sp->hi, 4 * (long)q + 16), row + 4 * q + 16);
+      NL(put)(dr + q, ld, out, r0, r1, at, 4);
     }
   }
 }
