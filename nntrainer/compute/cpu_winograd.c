@@ -93,8 +93,6 @@ static int wino_plan(size_t c, size_t f, size_t tiles, size_t len, unsigned max_
   return 0;
 }
 
-/* Row i of G times (a, b, c) for n columns: G's rows are (1, 0, 0),
- * (1/2, 1/2, 1/2), (1/2, -1/2, 1/2), (0, 0, 1). */
 /* g_row and u_part: gcc would turn g_row's copies (rows 0 and 3) into
  * memcpy calls of a few dozen bytes (rep movs, slow to start); it keeps
  * them vector loops with this. */
@@ -103,6 +101,9 @@ static int wino_plan(size_t c, size_t f, size_t tiles, size_t len, unsigned max_
 #else
 #define WINO_NO_MEMCPY
 #endif
+
+/* Row i of G times (a, b, c) for n columns: G's rows are (1, 0, 0),
+ * (1/2, 1/2, 1/2), (1/2, -1/2, 1/2), (0, 0, 1). */
 WINO_NO_MEMCPY static void g_row(unsigned i, const float *a, const float *b, const float *c,
                                  float *out, size_t n) {
   for (size_t q = 0; q < n; q++)
