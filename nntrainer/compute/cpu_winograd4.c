@@ -114,9 +114,7 @@ static const w4_loops *w4_pick(void) {
  * their stack buffers (36 rows at most of a block each) stay in L1 where
  * whole chunks of them did not; a row is padded so that the rows do not
  * fall on the same cache sets. */
-#ifndef W4_VB
 #define W4_VB 32
-#endif
 #define W4_VROW (W4_VB + 16)
 
 typedef struct w4_job {
@@ -172,10 +170,10 @@ static void bt6(const w4_job *j, const float *const d[6], float *const o[6], siz
 
 
 /* A run of the chunk's tiles along one tile row, from its tile tl and
- * before its tile end: the
- * image, tile row and tile column of its first tile, its length, the rows
- * of outputs its tiles hold (4 but at the bottom edge) and how many of its
- * tiles hold 4 columns of outputs (all but one at the right edge). */
+ * ending before its tile end: the image, tile row and tile column of its
+ * first tile, its length, the rows of outputs its tiles hold (4 but at
+ * the bottom edge) and how many of its tiles hold 4 columns of outputs
+ * (all but one at the right edge). */
 typedef struct w4_run {
   size_t img, ty, tx, len, rows, full;
 } w4_run;
@@ -190,10 +188,11 @@ static w4_run run_at(const w4_job *j, size_t tl, size_t end) {
   return r;
 }
 
-/* V of channels [c0, c1) for the chunk: each tile's 6x6 inputs gathered
- * into 36 rows over the chunk's tiles (zeros outside the image; a run's
- * row at a time, gather6e), then B^T down each tile's rows and along its
- * columns, each step a loop over the chunk's tiles. */
+/* V of channels [c0, c1) for the chunk, a block of W4_VB tiles at a time:
+ * each tile's 6x6 inputs gathered into 36 rows over the block's tiles
+ * (zeros outside the image; a run's six rows at a time, gather6e), then
+ * B^T down each tile's rows and along its columns, each step a loop over
+ * the block's tiles. */
 static void v_part(void *arg, size_t c0, size_t c1) {
   const w4_job *j = arg;
   const nnt_conv_geom *g = j->g;
