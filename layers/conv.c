@@ -159,18 +159,20 @@ static int strided(const nnt_conv_geom *g) { return g->sh > 1 || g->sw > 1; }
 static int direct_geom(const conv_priv *p) {
   const nnt_conv_geom *g = &p->g;
   size_t patch = (size_t)g->c * g->kh * g->kw;
-  return conv_rows(p, 0) || conv_sub(p) ||
+  return conv_rows(p, 0) || conv_sub(p) || conv_str(p) ||
          (!is_pointwise(g) && g->c <= CONV_DIRECT_MAX_C && g->ow <= 256 &&
           patch >= CONV_DIRECT_MIN_PATCH && patch <= NNT_CONV_DIRECT_MAX_PATCH &&
           p->filters >= CONV_DIRECT_MIN_FILTERS);
 }
 
 /* Whether the plan leaves out the forward's im2col groups for conv_fwd:
- * not for a subsampling 1x1 layer, whose conv_fwd depends on the CPU
- * (conv_sub): its im2col scratch is planned on every machine (and its
- * derivative runs whole images on the threads in it), so a model's plan
- * is the same on every CPU. */
-static int direct_planned(const conv_priv *p) { return direct_geom(p) && !conv_sub(p); }
+ * not for a subsampling 1x1 layer or a strided 3x3 one, whose conv_fwd
+ * depends on the CPU (conv_sub, conv_str): their im2col scratch is
+ * planned on every machine (and the backward runs in it), so a model's
+ * plan is the same on every CPU. */
+static int direct_planned(const conv_priv *p) {
+  return direct_geom(p) && !conv_sub(p) && !conv_str(p);
+}
 
 /* Whether conv_wino may take the layer's forward (nnt_conv_use_wino's widths). */
 static int wino_widths(const conv_priv *p) {

@@ -183,6 +183,19 @@ static inline int nnt_conv_sub_take(const struct nnt_conv_geom *g, size_t filter
  * im2col and OpenBLAS on both, docs/performance.md; without AVX2, im2col
  * and the BLAS stay). */
 int nnt_conv_sub_runs(void);
+/* The largest output plane (oh * ow) of the CPU's strided forward
+ * (cpu_conv_str.c: a part turns an image's sums over on the stack). */
+#define NNT_CONV_STR_MAX_PLANE 512
+/* Whether the CPU's conv_fwd takes g with its strided kernel
+ * (cpu_conv_str.c): a stride of 2, dilation 1, a window 3 wide (and up to
+ * 48 high), at least 16 channels, filters a multiple of 16, output rows
+ * at least 8 wide, at most NNT_CONV_STR_MAX_PLANE positions, and padding
+ * that only a row's first position reaches (ResNet's downsampling 3x3
+ * layers). Where it does, no other limit of conv_fwd applies; and 1 where
+ * a layer should hand it those (an AVX-512 CPU: measured against im2col
+ * and gemm, docs/performance.md). */
+int nnt_conv_str_take(const struct nnt_conv_geom *g, size_t filters);
+int nnt_conv_str_runs(void);
 /* Whether the CPU's conv_bwd_x takes g with its subsampling derivative
  * (cpu_conv_sub.c): what nnt_conv_sub_take takes, at stride 2 with an
  * input twice the output's rows and columns, whose output rows fill
@@ -516,7 +529,8 @@ typedef struct nnt_kernels {
    * [filters, c*kh*kw], y [n][filters][oh*ow]; within rounding of im2col
    * then gemm. A patch c*kh*kw of at most NNT_CONV_DIRECT_MAX_PATCH and an
    * output width of at most 256 (NNT_ERR_INVAL otherwise), or what
-   * nnt_conv_rows_take says. Optional: a
+   * nnt_conv_rows_take, nnt_conv_sub_take or (on an AVX-512 CPU)
+   * nnt_conv_str_take says. Optional: a
    * backend without it leaves the entry NULL and its supports says no;
    * conv2d then takes the im2col path. */
   int (*conv_fwd)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,

@@ -1,0 +1,220 @@
+/* The CPU's forward of a convolution with a stride of 2 and a window 3
+ * wide (ResNet's downsampling 3x3 layers), for conv_fwd where
+ * nnt_conv_str_take says, on AVX-512. im2col of such a layer copies each
+ * input value into up to nine columns, and the product of one image's
+ * columns (a plane of 256 or 64 positions) is too narrow for OpenBLAS to
+ * run at its best: 0.68-0.78 of a bare sgemm of the same size on an
+ * Emerald Rapids (docs/performance.md). Here the filters are applied to
+ * the input where it lies.
+ *
+ * A part is a block of 32 filters (16 where the filters end) over a run
+ * of images. The input channels go in chunks whose packed filters
+ * ([channel][tap][32], 18 KiB) stay in L1 while every image of the run
+ * passes under them; a tile of 8 positions of one output row keeps 8 x 2
+ * vector accumulators (its 32 filters), and every tap adds the packed
+ * weights times the broadcast input value. Between chunks a tile's sums
+ * wait in the part's own region of y, position by position; after the
+ * last chunk each image's region is turned into y's layout [filter]
+ * [position] with the bias added. Each output is the sum over the taps
+ * (channel, row, column) in order from zero, a tap whose input lies in
+ * the padding skipped, then the bias: the same bits on every thread
+ * count, within rounding of im2col and gemm. */
+#include <string.h>
+
+#include "nntrainer/compute/cpu_impl.h"
+#include "nntrainer/compute/kernels.h"
+#include "nntrainer/compute/cpu_conv_vec.h"
+
+#define STR_F 32     /* filters per block: two vectors of 16 */
+#define STR_T 8      /* output positions per tile, of one output row */
+#define STR_KW 3     /* the window's width */
+#define STR_PACK 4608 /* packed filters of a chunk: 16 channels x 3 x 3 taps x 32 */
+#define STR_IMGS 16  /* images per part: a chunk's packing spread over them */
+#define STR_MIN_C 16 /* fewer channels go to conv_fwd's direct kernel or im2col */
+
+/* The columns [lo, hi) of an output row where tap column b's input lies
+ * inside the row. */
+static void str_cols(const nnt_conv_geom *g, unsigned b, unsigned *lo, unsigned *hi) {
+  nnt_cpu_valid_cols(g, (long)b - (long)g->pl, lo, hi);
+}
+
+int nnt_conv_str_take(const nnt_conv_geom *g, size_t filters) {
+  if (!g || (g->cs && g->cs != g->c) || g->sh != 2 || g->sw != 2 || g->kw != STR_KW ||
+      g->dh != 1 || g->dw != 1 || g->c < STR_MIN_C || !filters || filters % 16 || !g->kh ||
+      (size_t)g->kh * STR_KW * STR_F > STR_PACK || g->ow < STR_T || !g->oh ||
+      (size_t)g->oh * g->ow > NNT_CONV_STR_MAX_PLANE)
+    return 0;
+  /* every tap's input inside the row for every position but the first */
+  for (unsigned b = 0; b < STR_KW; b++) {
+    unsigned lo, hi;
+    str_cols(g, b, &lo, &hi);
+    if (lo > 1 || hi != g->ow)
+      return 0;
+  }
+  return 1;
+}
+
+int nnt_conv_str_runs(void) { return nnt_blas_cpu_rank() >= NNT_BLAS_AVX512; }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+typedef struct str_job {
+  const nnt_conv_geom *g;
+  size_t n, filters, groups, plane, patch, hw, in_len;
+  unsigned cc; /* input channels a chunk */
+  unsigned lm; /* bit b: the tap columns b that a row's first position skips */
+  const float *w, *bias, *x;
+  float *y;
+} str_job;
+
+/* A tile: the sums of nt positions (nt <= STR_T; the rest computed on the
+ * first position's input, not stored) of one output row, from input
+ * column ix0 (tap column 0 of the first position) of rows iy0 + a, over
+ * the chunk's nc channels from xc (hw floats apart), with the packed
+ * weights wp ([channel][a][b][nv * 16]). io: the tile's sums [position]
+ * [nv * 16], read first unless first, then written. lm as str_job's, for
+ * the tile's first position. */
+NNT_CV_AVX512 static inline __attribute__((always_inline)) void
+str_tile(const str_job *j, unsigned nv, unsigned nt, const float *xc, long iy0, long ix0,
+         unsigned lm, unsigned nc, const float *wp, float *io, int first) {
+  const nnt_conv_geom *g = j->g;
+  size_t nf = (size_t)nv * 16;
+  __m512 acc[STR_T][2];
+  long off[STR_T];
+  _Pragma("GCC unroll 8") for (unsigned t = 0; t < STR_T; t++) {
+    off[t] = t < nt ? 2 * (long)t : 0;
+    _Pragma("GCC unroll 2") for (unsigned v = 0; v < nv; v++) acc[t][v] =
+        first || t >= nt ? _mm512_setzero_ps() : _mm512_loadu_ps(io + t * nf + v * 16);
+  }
+  const float *wt = wp;
+  for (unsigned c = 0; c < nc; c++)
+    for (unsigned a = 0; a < g->kh; a++, wt += STR_KW * nf) {
+      long iy = iy0 + (long)a;
+      if (iy < 0 || iy >= (long)g->h)
+        continue;
+      const float *xr = xc + c * j->hw + (size_t)iy * g->w;
+      _Pragma("GCC unroll 3") for (unsigned b = 0; b < STR_KW; b++) {
+        __m512 w0 = _mm512_loadu_ps(wt + b * nf),
+               w1 = nv > 1 ? _mm512_loadu_ps(wt + b * nf + 16) : w0;
+        _Pragma("GCC unroll 8") for (unsigned t = 0; t < STR_T; t++) {
+          if (t == 0 && (lm >> b & 1u))
+            continue; /* its input lies in the padding */
+          __m512 xb = _mm512_set1_ps(xr[ix0 + off[t] + (long)b]);
+          acc[t][0] = _mm512_fmadd_ps(w0, xb, acc[t][0]);
+          if (nv > 1)
+            acc[t][1] = _mm512_fmadd_ps(w1, xb, acc[t][1]);
+        }
+      }
+    }
+  _Pragma("GCC unroll 8") for (unsigned t = 0; t < STR_T; t++) if (t < nt)
+      _Pragma("GCC unroll 2") for (unsigned v = 0; v < nv; v++)
+          _mm512_storeu_ps(io + t * nf + v * 16, acc[t][v]);
+}
+
+/* The tiles, for 2 and 1 vectors of filters, whole (STR_T positions) and
+ * cut short. */
+#define STR_TILE_FN(NAME, NV, NT)                                                             \
+  NNT_CV_AVX512 static void NAME(const str_job *j, unsigned nt, const float *xc, long iy0,   \
+                                 long ix0, unsigned lm, unsigned nc, const float *wp,        \
+                                 float *io, int first) {                                     \
+    (void)nt;                                                                                \
+    str_tile(j, NV, NT, xc, iy0, ix0, lm, nc, wp, io, first);                                \
+  }
+STR_TILE_FN(str_tile2, 2, STR_T)
+STR_TILE_FN(str_tile2_cut, 2, nt)
+STR_TILE_FN(str_tile1, 1, STR_T)
+STR_TILE_FN(str_tile1_cut, 1, nt)
+
+/* Parts u = (filter block, run of STR_IMGS images). */
+NNT_CV_AVX512 static void str_part(void *arg, size_t u0, size_t u1) {
+  const str_job *j = arg;
+  const nnt_conv_geom *g = j->g;
+  float wp[STR_PACK];
+  float tmp[NNT_CONV_STR_MAX_PLANE * STR_F];
+  size_t taps = (size_t)g->kh * STR_KW;
+  for (size_t u = u0; u < u1; u++) {
+    size_t f0 = u / j->groups * STR_F, i0 = u % j->groups * STR_IMGS;
+    size_t i1 = j->n - i0 < STR_IMGS ? j->n : i0 + STR_IMGS;
+    size_t nf = j->filters - f0 < STR_F ? j->filters - f0 : STR_F;
+    unsigned nv = (unsigned)(nf / 16);
+    for (size_t c0 = 0; c0 < g->c; c0 += j->cc) {
+      unsigned nc = g->c - c0 < j->cc ? (unsigned)(g->c - c0) : j->cc;
+      /* wp[(c * taps + q) * nf + f] = W[f0 + f][c0 + c][q] */
+      for (size_t f = 0; f < nf; f++) {
+        const float *wf = j->w + (f0 + f) * j->patch + c0 * taps;
+        for (size_t q = 0; q < nc * taps; q++)
+          wp[q * nf + f] = wf[q];
+      }
+      for (size_t i = i0; i < i1; i++) {
+        const float *xc = j->x + i * j->in_len + c0 * j->hw;
+        float *io = j->y + (i * j->filters + f0) * j->plane;
+        for (unsigned oy = 0; oy < g->oh; oy++) {
+          long iy0 = 2 * (long)oy - (long)g->pt;
+          for (unsigned ox = 0; ox < g->ow; ox += STR_T) {
+            unsigned nt = g->ow - ox < STR_T ? g->ow - ox : STR_T, lm = ox ? 0 : j->lm;
+            long ix0 = 2 * (long)ox - (long)g->pl;
+            float *t = io + ((size_t)oy * g->ow + ox) * nf;
+            if (nv > 1 && nt == STR_T)
+              str_tile2(j, nt, xc, iy0, ix0, lm, nc, wp, t, c0 == 0);
+            else if (nv > 1)
+              str_tile2_cut(j, nt, xc, iy0, ix0, lm, nc, wp, t, c0 == 0);
+            else if (nt == STR_T)
+              str_tile1(j, nt, xc, iy0, ix0, lm, nc, wp, t, c0 == 0);
+            else
+              str_tile1_cut(j, nt, xc, iy0, ix0, lm, nc, wp, t, c0 == 0);
+          }
+        }
+      }
+    }
+    /* each image's region from [position][filter] to [filter][position] */
+    for (size_t i = i0; i < i1; i++) {
+      float *io = j->y + (i * j->filters + f0) * j->plane;
+      memcpy(tmp, io, nf * j->plane * sizeof *tmp);
+      for (size_t f = 0; f < nf; f++) {
+        float b = j->bias ? j->bias[f0 + f] : 0.0f, *yf = io + f * j->plane;
+        if (j->bias)
+          for (size_t p = 0; p < j->plane; p++)
+            yf[p] = tmp[p * nf + f] + b;
+        else
+          for (size_t p = 0; p < j->plane; p++)
+            yf[p] = tmp[p * nf + f];
+      }
+    }
+  }
+}
+#endif
+
+int nnt_cpu_conv_str_fwd(int path, const nnt_conv_geom *g, size_t n, size_t filters,
+                         const float *w, const float *bias, const float *x, float *y) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  if (path < NNT_BLAS_AVX512 || !__builtin_cpu_supports("avx512f") ||
+      !nnt_conv_str_take(g, filters))
+    return NNT_ERR_INVAL;
+  str_job j = {.g = g,
+               .n = n,
+               .filters = filters,
+               .groups = (n + STR_IMGS - 1) / STR_IMGS,
+               .plane = (size_t)g->oh * g->ow,
+               .patch = (size_t)g->c * g->kh * STR_KW,
+               .hw = (size_t)g->h * g->w,
+               .in_len = nnt_conv_img_stride(g),
+               .cc = (unsigned)(STR_PACK / ((size_t)g->kh * STR_KW * STR_F)),
+               .w = w,
+               .bias = bias,
+               .x = x,
+               .y = y};
+  if (j.cc > g->c)
+    j.cc = g->c;
+  for (unsigned b = 0; b < STR_KW; b++) {
+    unsigned lo, hi;
+    str_cols(g, b, &lo, &hi);
+    j.lm |= (lo > 0) << b;
+  }
+  if (n)
+    nnt_cpu_pool_for((filters + STR_F - 1) / STR_F * j.groups, 1, 1, str_part, &j);
+  return NNT_OK;
+#else
+  (void)path, (void)g, (void)n, (void)filters, (void)w, (void)bias, (void)x, (void)y;
+  return NNT_ERR_INVAL;
+#endif
+}
