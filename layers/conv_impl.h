@@ -62,12 +62,16 @@ static inline int conv_sub_dx(const conv_priv *p) {
   return nnt_conv_sub_dx_take(&p->g, p->filters) && nnt_conv_sub_dx_runs();
 }
 
-/* A downsampling 3x3 layer (stride 2) runs its forward on the CPU's
- * direct kernel in conv_fwd where that takes it on this machine
- * (nnt_conv_str_runs: AVX-512; measured against im2col and gemm,
- * docs/performance.md); its backward stays on im2col, gemm and col2im. */
+/* A downsampling 3x3 layer (stride 2) runs its forward and its derivative
+ * on the CPU's direct kernels in conv_fwd and conv_bwd_x where those take
+ * it on this machine (nnt_conv_str_runs: AVX-512; measured against
+ * im2col, gemm and col2im, docs/performance.md); its weight gradient
+ * stays on im2col and gemm. */
 static inline int conv_str(const conv_priv *p) {
   return nnt_conv_str_take(&p->g, p->filters) && nnt_conv_str_runs();
+}
+static inline int conv_str_dx(const conv_priv *p) {
+  return nnt_conv_str_dx_take(&p->g, p->filters) && nnt_conv_str_runs();
 }
 
 /* The weight gradient runs a group of images in CONV_CHAN_PARTS parts,

@@ -516,6 +516,8 @@ int nnt_cpu_conv_bwd_x_path(int path, const nnt_conv_geom *g, size_t n, size_t f
                             const float *w, const float *dy, float *dx) {
   if (nnt_conv_sub_dx_take(g, filters))
     return nnt_cpu_conv_sub_dx(path, g, n, filters, w, dy, dx);
+  if (path >= NNT_BLAS_AVX512 && nnt_conv_str_dx_take(g, filters))
+    return nnt_cpu_conv_str_dx(path, g, n, filters, w, dy, dx);
   if (nnt_conv_rows_take(g, filters, g ? g->c : 0))
     return nnt_cpu_conv_rows(path, g, n, filters, 1, w, NULL, dy, dx);
   db_job j = {.g = g, .n = n, .filters = filters, .w = w, .dy = dy, .out = dx};

@@ -29,6 +29,12 @@
 #define STR_T 8      /* output positions per tile, of one output row */
 #define STR_KW 3     /* the window's width */
 #define STR_PACK 4608 /* packed filters of a chunk: 16 channels x 3 x 3 taps x 32 */
+/* The derivative's packed filters: 64 filters x 3 x 3 taps x 32 channels
+ * (72 KiB). Each dX position takes 1 to 4 of the 9 taps, so a chunk
+ * adds less per filter than the forward's; with 16 filters a chunk
+ * (18 KiB) res3a_c1's derivative ran at 0.67-0.68 of a bare sgemm, 32:
+ * 0.89-0.90, 64: 0.93-0.98 (one thread, docs/performance.md). */
+#define STR_DX_PACK (4 * STR_PACK)
 #define STR_IMGS 16  /* images per part: a chunk's packing spread over them */
 #define STR_MIN_C 16 /* fewer channels go to conv_fwd's direct kernel or im2col */
 
@@ -55,6 +61,38 @@ int nnt_conv_str_take(const nnt_conv_geom *g, size_t filters) {
 }
 
 int nnt_conv_str_runs(void) { return nnt_blas_cpu_rank() >= NNT_BLAS_AVX512; }
+
+/* The derivative: dX's positions of one row and one column parity, ix =
+ * 2 k + px, take the taps of one column parity, b = px + pl (mod 2), from
+ * dY's columns k + (px + pl - b) / 2, neighbours; the rows likewise. The
+ * dY columns [lo, hi) of phase position k's tap b lie inside dY's row. */
+static void str_dx_cols(const nnt_conv_geom *g, unsigned px, unsigned b, unsigned nk,
+                        unsigned *lo, unsigned *hi) {
+  long s = ((long)px + (long)g->pl - (long)b) / 2; /* exact: the parities match */
+  long l = s < 0 ? -s : 0, h = (long)g->ow - s;
+  *lo = (unsigned)l;
+  *hi = h > (long)nk ? nk : h < l ? (unsigned)l : (unsigned)h;
+}
+
+int nnt_conv_str_dx_take(const nnt_conv_geom *g, size_t filters) {
+  if (!g || (g->cs && g->cs != g->c) || g->sh != 2 || g->sw != 2 || g->kw != STR_KW ||
+      g->dh != 1 || g->dw != 1 || g->c % 16 || !g->c || filters < STR_MIN_C || !g->kh ||
+      (size_t)g->kh * STR_KW * STR_F > STR_PACK || g->w < 2 * STR_T || !g->h ||
+      (size_t)g->h * g->w > NNT_CONV_STR_MAX_DX_PLANE || !g->oh || !g->ow)
+    return 0;
+  /* every tap inside dY's row for every phase position but the first and
+   * the last */
+  for (unsigned px = 0; px < 2; px++) {
+    unsigned nk = (g->w - px + 1) / 2;
+    for (unsigned b = (px + g->pl) % 2; b < STR_KW; b += 2) {
+      unsigned lo, hi;
+      str_dx_cols(g, px, b, nk, &lo, &hi);
+      if (lo > 1 || hi + 1 < nk)
+        return 0;
+    }
+  }
+  return 1;
+}
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 typedef struct str_job {
@@ -181,6 +219,145 @@ NNT_CV_AVX512 static void str_part(void *arg, size_t u0, size_t u1) {
     }
   }
 }
+/* The derivative's job: dX (c channels) from dY (filters); parts are
+ * (block of 32 channels, run of images), filters in chunks. */
+typedef struct str_dx_job {
+  const nnt_conv_geom *g;
+  size_t n, filters, groups, plane, patch, hw, in_len;
+  unsigned fc; /* filters a chunk */
+  const float *w, *dy;
+  float *dx;
+} str_dx_job;
+
+/* A derivative tile: the sums of nt phase positions k0 + t (nt <= STR_T)
+ * of dX row iy, columns 2 (k0 + t) + px, over the chunk's nf filters of
+ * dY from dyc (plane floats apart), with the packed weights wp
+ * ([filter][a][b][nv * 16]). The taps that reach dY (at most 2 x 2: a
+ * row and a column parity each) go outside, the filters inside: each sum
+ * adds, tap by tap, every filter in order. io: the tile's first
+ * position's sums ([position][nv * 16], positions 2 apart), read first
+ * unless first, then written. lm, rm: bit b, the taps b that the first,
+ * the last position skips. */
+NNT_CV_AVX512 static inline __attribute__((always_inline)) void
+str_dx_tile(const str_dx_job *j, unsigned nv, unsigned nt, const float *dyc, unsigned iy,
+            unsigned px, long k0, unsigned lm, unsigned rm, unsigned nf, const float *wp,
+            float *io, int first) {
+  const nnt_conv_geom *g = j->g;
+  size_t vf = (size_t)nv * 16, fs = (size_t)g->kh * STR_KW * vf;
+  __m512 acc[STR_T][2];
+  long off[STR_T];
+  _Pragma("GCC unroll 8") for (unsigned t = 0; t < STR_T; t++) {
+    off[t] = t < nt ? (long)t : 0;
+    _Pragma("GCC unroll 2") for (unsigned v = 0; v < nv; v++) acc[t][v] =
+        first || t >= nt ? _mm512_setzero_ps() : _mm512_loadu_ps(io + 2 * t * vf + v * 16);
+  }
+  for (unsigned a = 0; a < g->kh; a++) {
+    long ry = (long)iy + (long)g->pt - (long)a;
+    if (ry < 0 || ry % 2 || ry / 2 >= (long)g->oh)
+      continue;
+    for (unsigned b = (px + g->pl) % 2; b < STR_KW; b += 2) {
+      const float *dr = dyc + (size_t)(ry / 2) * g->ow + k0 + ((long)px + (long)g->pl - (long)b) / 2;
+      const float *wt = wp + (a * STR_KW + b) * vf;
+      int s0 = lm >> b & 1u, sl = rm >> b & 1u; /* outside dY's row */
+      for (unsigned f = 0; f < nf; f++, dr += j->plane, wt += fs) {
+        __m512 w0 = _mm512_loadu_ps(wt), w1 = nv > 1 ? _mm512_loadu_ps(wt + 16) : w0;
+        _Pragma("GCC unroll 8") for (unsigned t = 0; t < STR_T; t++) {
+          if ((t == 0 && s0) || (t + 1 == nt && sl))
+            continue;
+          __m512 yb = _mm512_set1_ps(dr[off[t]]);
+          acc[t][0] = _mm512_fmadd_ps(w0, yb, acc[t][0]);
+          if (nv > 1)
+            acc[t][1] = _mm512_fmadd_ps(w1, yb, acc[t][1]);
+        }
+      }
+    }
+  }
+  _Pragma("GCC unroll 8") for (unsigned t = 0; t < STR_T; t++) if (t < nt)
+      _Pragma("GCC unroll 2") for (unsigned v = 0; v < nv; v++)
+          _mm512_storeu_ps(io + 2 * t * vf + v * 16, acc[t][v]);
+}
+
+#define STR_DX_TILE_FN(NAME, NV, NT)                                                          \
+  NNT_CV_AVX512 static void NAME(const str_dx_job *j, unsigned nt, const float *dyc,          \
+                                 unsigned iy, unsigned px, long k0, unsigned lm, unsigned rm, \
+                                 unsigned nf, const float *wp, float *io, int first) {       \
+    (void)nt;                                                                                \
+    str_dx_tile(j, NV, NT, dyc, iy, px, k0, lm, rm, nf, wp, io, first);                      \
+  }
+STR_DX_TILE_FN(str_dx_tile2, 2, STR_T)
+STR_DX_TILE_FN(str_dx_tile2_cut, 2, nt)
+STR_DX_TILE_FN(str_dx_tile1, 1, STR_T)
+STR_DX_TILE_FN(str_dx_tile1_cut, 1, nt)
+
+/* The skip masks of phase px's positions at the ends of a row: lm for
+ * k = 0, rm for k = nk - 1. */
+static void str_dx_masks(const nnt_conv_geom *g, unsigned px, unsigned *lm, unsigned *rm) {
+  unsigned nk = (g->w - px + 1) / 2;
+  *lm = *rm = 0;
+  for (unsigned b = (px + g->pl) % 2; b < STR_KW; b += 2) {
+    unsigned lo, hi;
+    str_dx_cols(g, px, b, nk, &lo, &hi);
+    *lm |= (unsigned)(lo > 0) << b;
+    *rm |= (unsigned)(hi < nk) << b;
+  }
+}
+
+/* Parts u = (block of 32 channels, run of STR_IMGS images). */
+NNT_CV_AVX512 static void str_dx_part(void *arg, size_t u0, size_t u1) {
+  const str_dx_job *j = arg;
+  const nnt_conv_geom *g = j->g;
+  float wp[STR_DX_PACK];
+  float tmp[NNT_CONV_STR_MAX_DX_PLANE * STR_F];
+  size_t taps = (size_t)g->kh * STR_KW;
+  unsigned lm[2], rm[2];
+  for (unsigned px = 0; px < 2; px++)
+    str_dx_masks(g, px, &lm[px], &rm[px]);
+  for (size_t u = u0; u < u1; u++) {
+    size_t c0 = u / j->groups * STR_F, i0 = u % j->groups * STR_IMGS;
+    size_t i1 = j->n - i0 < STR_IMGS ? j->n : i0 + STR_IMGS;
+    size_t nc = g->c - c0 < STR_F ? g->c - c0 : STR_F;
+    unsigned nv = (unsigned)(nc / 16);
+    for (size_t f0 = 0; f0 < j->filters; f0 += j->fc) {
+      unsigned nf = j->filters - f0 < j->fc ? (unsigned)(j->filters - f0) : j->fc;
+      /* wp[(f * taps + q) * nc + c] = W[f0 + f][c0 + c][q] */
+      for (size_t f = 0; f < nf; f++)
+        for (size_t c = 0; c < nc; c++) {
+          const float *wc = j->w + (f0 + f) * j->patch + (c0 + c) * taps;
+          for (size_t q = 0; q < taps; q++)
+            wp[(f * taps + q) * nc + c] = wc[q];
+        }
+      for (size_t i = i0; i < i1; i++) {
+        const float *dyc = j->dy + (i * j->filters + f0) * j->plane;
+        float *io = j->dx + i * j->in_len + c0 * j->hw;
+        for (unsigned iy = 0; iy < g->h; iy++)
+          for (unsigned px = 0; px < 2; px++) {
+            unsigned nk = (g->w - px + 1) / 2;
+            for (unsigned k0 = 0; k0 < nk; k0 += STR_T) {
+              unsigned nt = nk - k0 < STR_T ? nk - k0 : STR_T;
+              unsigned l = k0 ? 0 : lm[px], r = k0 + nt == nk ? rm[px] : 0;
+              float *t = io + ((size_t)iy * g->w + 2 * k0 + px) * nc;
+              if (nv > 1 && nt == STR_T)
+                str_dx_tile2(j, nt, dyc, iy, px, k0, l, r, nf, wp, t, f0 == 0);
+              else if (nv > 1)
+                str_dx_tile2_cut(j, nt, dyc, iy, px, k0, l, r, nf, wp, t, f0 == 0);
+              else if (nt == STR_T)
+                str_dx_tile1(j, nt, dyc, iy, px, k0, l, r, nf, wp, t, f0 == 0);
+              else
+                str_dx_tile1_cut(j, nt, dyc, iy, px, k0, l, r, nf, wp, t, f0 == 0);
+            }
+          }
+      }
+    }
+    /* each image's block from [position][channel] to [channel][position] */
+    for (size_t i = i0; i < i1; i++) {
+      float *io = j->dx + i * j->in_len + c0 * j->hw;
+      memcpy(tmp, io, nc * j->hw * sizeof *tmp);
+      for (size_t c = 0; c < nc; c++)
+        for (size_t q = 0; q < j->hw; q++)
+          io[c * j->hw + q] = tmp[q * nc + c];
+    }
+  }
+}
 #endif
 
 int nnt_cpu_conv_str_fwd(int path, const nnt_conv_geom *g, size_t n, size_t filters,
@@ -215,6 +392,34 @@ int nnt_cpu_conv_str_fwd(int path, const nnt_conv_geom *g, size_t n, size_t filt
   return NNT_OK;
 #else
   (void)path, (void)g, (void)n, (void)filters, (void)w, (void)bias, (void)x, (void)y;
+  return NNT_ERR_INVAL;
+#endif
+}
+
+int nnt_cpu_conv_str_dx(int path, const nnt_conv_geom *g, size_t n, size_t filters,
+                        const float *w, const float *dy, float *dx) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  if (path < NNT_BLAS_AVX512 || !__builtin_cpu_supports("avx512f") ||
+      !nnt_conv_str_dx_take(g, filters))
+    return NNT_ERR_INVAL;
+  str_dx_job j = {.g = g,
+                  .n = n,
+                  .filters = filters,
+                  .groups = (n + STR_IMGS - 1) / STR_IMGS,
+                  .plane = (size_t)g->oh * g->ow,
+                  .patch = (size_t)g->c * g->kh * STR_KW,
+                  .hw = (size_t)g->h * g->w,
+                  .in_len = nnt_conv_img_stride(g),
+                  .fc = (unsigned)(STR_DX_PACK / ((size_t)g->kh * STR_KW * STR_F)),
+                  .w = w,
+                  .dy = dy,
+                  .dx = dx};
+  if (n)
+    nnt_cpu_pool_for((g->c + STR_F - 1) / STR_F * j.groups, 1, 1, str_dx_part, &j);
+  return NNT_OK;
+#else
+  (void)path, (void)g, (void)n, (void)filters, (void)w, (void)dy, (void)dx;
   return NNT_ERR_INVAL;
 #endif
 }

@@ -158,6 +158,10 @@ int nnt_cpu_conv_sub_fwd(int path, const struct nnt_conv_geom *g, size_t n, size
  * nnt_conv_str_take says yes. */
 int nnt_cpu_conv_str_fwd(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
                          const float *w, const float *bias, const float *x, float *y);
+/* Its derivative (conv_bwd_x's dx, every value written) likewise, where
+ * nnt_conv_str_dx_take says. */
+int nnt_cpu_conv_str_dx(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
+                        const float *w, const float *dy, float *dx);
 /* Its derivative (conv_bwd_x's dx, every value written) on the AVX-512
  * path; NNT_ERR_INVAL on another path, where nnt_conv_sub_dx_take says
  * no or the CPU has no AVX-512. conv_bwd_x takes it where

@@ -196,6 +196,18 @@ int nnt_conv_sub_runs(void);
  * and gemm, docs/performance.md). */
 int nnt_conv_str_take(const struct nnt_conv_geom *g, size_t filters);
 int nnt_conv_str_runs(void);
+/* The largest input plane (h * w) of the CPU's strided derivative (the
+ * same turn on the input's side; 32 KiB of stack beside its packed
+ * filters' 72 KiB). */
+#define NNT_CONV_STR_MAX_DX_PLANE 256
+/* Whether the CPU's conv_bwd_x takes g with its strided kernel
+ * (cpu_conv_str.c): a stride of 2, dilation 1, a window 3 wide (and up to
+ * 48 high), channels a multiple of 16, at least 16 filters, input rows at
+ * least 16 wide, at most NNT_CONV_STR_MAX_DX_PLANE input positions, and
+ * padding that only the first and the last of a row's input columns of
+ * one parity reach. Where it does, no other limit of conv_bwd_x applies;
+ * nnt_conv_str_runs says where a layer should hand it those. */
+int nnt_conv_str_dx_take(const struct nnt_conv_geom *g, size_t filters);
 /* Whether the CPU's conv_bwd_x takes g with its subsampling derivative
  * (cpu_conv_sub.c): what nnt_conv_sub_take takes, at stride 2 with an
  * input twice the output's rows and columns, whose output rows fill

@@ -41,7 +41,8 @@ static void test_conv2d(void **state) {
   const char *sc[] = {"filters", "7", "kernel_size", "1", "stride", "2,3", NULL};
   fd("conv2d", sc, D(2, 5, 7, 9), D(2, 7, 4, 3), 1e-2f);
   /* 16 channels, 3x3, stride 2 (ResNet's downsampling): the CPU's forward
-   * on its strided kernel where nnt_conv_str_runs says (AVX-512) */
+   * and derivative on its strided kernels where nnt_conv_str_runs says
+   * (AVX-512) */
   const char *s2[] = {"filters", "16", "kernel_size", "3", "stride", "2", "padding", "1",
                       NULL};
   fd("conv2d", s2, D(1, 16, 8, 16), D(1, 16, 4, 8), 1e-2f);

@@ -4,7 +4,8 @@
  * others (a padding of 0, 1 or 2 columns at the left, a window 5 high,
  * rows a partial tile long, a last block of 16 filters, channels a
  * partial chunk, more images than a part's run, no bias); the same bits on
- * 1 and 2 threads and through conv_fwd; and what it refuses. */
+ * 1 and 2 threads and through conv_fwd; and what it refuses. Likewise
+ * its derivative (conv_bwd_x). */
 #include "test_util.h"
 
 #include <math.h>
@@ -164,10 +165,121 @@ static void test_refusals(void **state) {
                    NNT_ERR_INVAL);
 }
 
+/* The derivative (nnt_cpu_conv_str_dx, conv_bwd_x's choice on AVX-512):
+ * ResNet's res3a_c1 shape with fewer filters; a window 5 high with blocks
+ * of 32 + 16 channels, filters a chunk and a part (64 + 16) and more
+ * images than a part's run; no padding (a row's last column of one parity
+ * reaches past dY); two columns of padding. */
+static const scase DCASES[] = {
+    {128, 16, 16, 3, 1, 1, 1, 1, 40, 3, 0},
+    {48, 11, 22, 5, 2, 2, 1, 0, 80, 17, 0},
+    {16, 9, 17, 3, 0, 0, 0, 0, 16, 2, 0},
+    {32, 12, 20, 3, 1, 0, 2, 0, 16, 1, 0},
+};
+
+static void check_dx(const scase *d, const nnt_conv_geom *g, const float *w, const float *dy,
+                     const float *dx, size_t ci) {
+  size_t patch = (size_t)d->c * d->kh * 3, plane = (size_t)g->oh * g->ow;
+  for (size_t i = 0; i < d->n; i++)
+    for (unsigned c = 0; c < d->c; c++)
+      for (unsigned iy = 0; iy < d->h; iy++)
+        for (unsigned ix = 0; ix < d->w; ix++) {
+          double s = 0.0, mag = 0.0;
+          for (size_t f = 0; f < d->filters; f++)
+            for (unsigned a = 0; a < d->kh; a++)
+              for (unsigned q = 0; q < 3; q++) {
+                long ry = (long)iy + d->pt - a, rx = (long)ix + d->pl - q;
+                if (ry < 0 || rx < 0 || ry % 2 || rx % 2 || ry / 2 >= g->oh || rx / 2 >= g->ow)
+                  continue;
+                double t = (double)w[f * patch + (c * d->kh + a) * 3 + q] *
+                           dy[(i * d->filters + f) * plane + (ry / 2) * g->ow + rx / 2];
+                s += t;
+                mag += fabs(t);
+              }
+          float got = dx[((i * d->c + c) * d->h + iy) * d->w + ix];
+          if (fabs(got - s) > 1e-5 * (mag > 1 ? mag : 1))
+            fail_msg("case %zu: image %zu channel %u (%u, %u): %g, want %g", ci, i, c, iy, ix,
+                     got, s);
+        }
+}
+
+static void test_dx_against_naive(void **state) {
+  (void)state;
+  const nnt_kernels *k = nnt_kernels_cpu();
+  nnt_rng r;
+  nnt_rng_seed(&r, 13);
+  unsigned split = 0;
+  for (size_t ci = 0; ci < NNT_ARRAY_LEN(DCASES); ci++) {
+    const scase *d = &DCASES[ci];
+    nnt_conv_geom g = geom(d);
+    assert_true(nnt_conv_str_dx_take(&g, d->filters));
+    size_t patch = (size_t)d->c * d->kh * 3, plane = (size_t)g.oh * g.ow;
+    size_t in = d->n * d->c * d->h * d->w, out = d->n * d->filters * plane;
+    float *w = malloc(d->filters * patch * sizeof *w), *dy = malloc(out * sizeof *dy);
+    float *dx = malloc(in * sizeof *dx), *dx2 = malloc(in * sizeof *dx2);
+    tu_fill_uniform(&r, w, d->filters * patch, -1.0f, 1.0f);
+    tu_fill_uniform(&r, dy, out, -1.0f, 1.0f);
+    tu_fill_uniform(&r, dx, in, 5.0f, 6.0f); /* written over, every value */
+    assert_int_equal(nnt_cpu_conv_str_dx(NNT_BLAS_AVX2, &g, d->n, d->filters, w, dy, dx),
+                     NNT_ERR_INVAL);
+    if (!have_avx512()) {
+      assert_int_equal(nnt_cpu_conv_str_dx(NNT_BLAS_AVX512, &g, d->n, d->filters, w, dy, dx),
+                       NNT_ERR_INVAL);
+      free(w), free(dy), free(dx), free(dx2);
+      continue;
+    }
+    assert_int_equal(nnt_cpu_conv_str_dx(NNT_BLAS_AVX512, &g, d->n, d->filters, w, dy, dx),
+                     NNT_OK);
+    check_dx(d, &g, w, dy, dx, ci);
+    assert_int_equal(k->conv_bwd_x(k, &g, d->n, d->filters, w, dy, dx2), NNT_OK);
+    assert_memory_equal(dx, dx2, in * sizeof *dx);
+    tu_two_threads();
+    assert_int_equal(k->conv_bwd_x(k, &g, d->n, d->filters, w, dy, dx2), NNT_OK);
+    split += tu_one_thread() > 0;
+    assert_memory_equal(dx, dx2, in * sizeof *dx);
+    free(w), free(dy), free(dx), free(dx2);
+  }
+  if (have_avx512())
+    assert_true(split >= 1);
+}
+
+static void test_dx_refusals(void **state) {
+  (void)state;
+  const scase ok = {16, 16, 16, 3, 1, 1, 1, 1, 16, 1, 0};
+  nnt_conv_geom g = geom(&ok);
+  assert_true(nnt_conv_str_dx_take(&g, 16));
+  assert_false(nnt_conv_str_dx_take(NULL, 16));
+  assert_false(nnt_conv_str_dx_take(&g, 8)); /* fewer than 16 filters */
+  nnt_conv_geom t = g;
+  t.c = 24; /* channels not a multiple of 16 */
+  assert_false(nnt_conv_str_dx_take(&t, 16));
+  t = g;
+  t.cs = 32;
+  assert_false(nnt_conv_str_dx_take(&t, 16));
+  t = g;
+  t.sh = t.sw = 1;
+  assert_false(nnt_conv_str_dx_take(&t, 16));
+  scase d = ok;
+  d.h = d.w = 8; /* rows of 8 columns: 4 of each parity, less than a tile */
+  g = geom(&d);
+  assert_false(nnt_conv_str_dx_take(&g, 16));
+  d = ok;
+  d.h = d.w = 32; /* 1,024 input positions: more than NNT_CONV_STR_MAX_DX_PLANE */
+  g = geom(&d);
+  assert_false(nnt_conv_str_dx_take(&g, 16));
+  t = geom(&ok);
+  t.dh = 2;
+  assert_false(nnt_conv_str_dx_take(&t, 16));
+  float v[4] = {0};
+  assert_int_equal(nnt_cpu_conv_str_dx(NNT_BLAS_AVX512, &g, 1, 16, v, v, v), NNT_ERR_INVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_naive),
       cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_dx_against_naive),
+      cmocka_unit_test(test_dx_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
