@@ -110,7 +110,7 @@ int nnt_conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   if (!want_w && !want_b)
     return NNT_OK;
   unsigned batch = ctx->in[0].dim.b;
-  if (want_w && k->conv_bwd_w && (conv_rows_dw(p) || use_direct_bwd(p, 1, 1))) {
+  if (want_w && k->conv_bwd_w && (conv_rows_dw(p) || conv_str_dw(p) || use_direct_bwd(p, 1, 1))) {
     NNT_TRY(k->conv_bwd_w(k, g, batch, p->filters, ctx->in[0].data, ctx->d_out[0].data,
                           ctx->gw[0].data));
     want_w = 0;

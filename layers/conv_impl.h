@@ -62,16 +62,19 @@ static inline int conv_sub_dx(const conv_priv *p) {
   return nnt_conv_sub_dx_take(&p->g, p->filters) && nnt_conv_sub_dx_runs();
 }
 
-/* A downsampling 3x3 layer (stride 2) runs its forward and its derivative
- * on the CPU's direct kernels in conv_fwd and conv_bwd_x where those take
- * it on this machine (nnt_conv_str_runs: AVX-512; measured against
- * im2col, gemm and col2im, docs/performance.md); its weight gradient
- * stays on im2col and gemm. */
+/* A downsampling 3x3 layer (stride 2) runs its forward, derivative and
+ * weight gradient on the CPU's direct kernels in conv_fwd, conv_bwd_x and
+ * conv_bwd_w where those take it on this machine (nnt_conv_str_runs:
+ * AVX-512; measured against im2col, gemm and col2im,
+ * docs/performance.md). */
 static inline int conv_str(const conv_priv *p) {
   return nnt_conv_str_take(&p->g, p->filters) && nnt_conv_str_runs();
 }
 static inline int conv_str_dx(const conv_priv *p) {
   return nnt_conv_str_dx_take(&p->g, p->filters) && nnt_conv_str_runs();
+}
+static inline int conv_str_dw(const conv_priv *p) {
+  return nnt_conv_str_dw_take(&p->g, p->filters) && nnt_conv_str_runs();
 }
 
 /* The weight gradient runs a group of images in CONV_CHAN_PARTS parts,

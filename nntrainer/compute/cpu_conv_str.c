@@ -18,7 +18,14 @@
  * [position] with the bias added. Each output is the sum over the taps
  * (channel, row, column) in order from zero, a tap whose input lies in
  * the padding skipped, then the bias: the same bits on every thread
- * count, within rounding of im2col and gemm. */
+ * count, within rounding of im2col and gemm.
+ *
+ * The derivative (conv_bwd_x) and the weight gradient (conv_bwd_w) of
+ * such layers likewise, below: dX by tiles of one row's positions of one
+ * column parity (each takes one or two kernel columns from neighbouring
+ * dY columns) with the filters in chunks, dW by blocks of 32 filters and
+ * runs of channels whose 3 x 3 taps keep their sums in registers while
+ * an image's positions pass. */
 #include <string.h>
 
 #include "nntrainer/compute/cpu_impl.h"
@@ -92,6 +99,16 @@ int nnt_conv_str_dx_take(const nnt_conv_geom *g, size_t filters) {
     }
   }
   return 1;
+}
+
+/* The weight gradient: dW[f][c][a][b] = the sum over images and output
+ * positions (in that order) of dY[f][p] X[c][2 oy + a - pt][2 ox + b - pl],
+ * X zero outside its plane. */
+int nnt_conv_str_dw_take(const nnt_conv_geom *g, size_t filters) {
+  return g && (!g->cs || g->cs == g->c) && g->sh == 2 && g->sw == 2 && g->kw == STR_KW &&
+         g->kh == STR_KW && g->dh == 1 && g->dw == 1 && g->c >= STR_MIN_C && filters &&
+         filters % 16 == 0 && g->oh && g->ow >= STR_T &&
+         (size_t)g->oh * g->ow <= NNT_CONV_STR_MAX_DW_PLANE;
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -358,6 +375,131 @@ NNT_CV_AVX512 static void str_dx_part(void *arg, size_t u0, size_t u1) {
     }
   }
 }
+
+/* The weight gradient's job: parts are (block of 32 filters, run of
+ * STR_DW_C channels), each summing over every image. */
+#define STR_DW_C 32
+typedef struct str_dw_job {
+  const nnt_conv_geom *g;
+  size_t n, filters, cruns, plane, patch, hw, in_len;
+  const float *x, *dy;
+  float *dw;
+} str_dw_job;
+
+/* One output position's taps into s (the filters' sums [a][b][2]): d its
+ * dY [nv * 16], xr the three input rows (rok: each inside the plane),
+ * ix0 the column of tap b = 0. check: test each tap (edge rows and
+ * positions); a tap whose input lies in the padding adds nothing. */
+#define STR_DW_POS(CHECK)                                                                    \
+  do {                                                                                       \
+    __m512 d0 = _mm512_loadu_ps(d), d1 = nv > 1 ? _mm512_loadu_ps(d + 16) : d0;              \
+    _Pragma("GCC unroll 3") for (unsigned a = 0; a < 3; a++) {                               \
+      if ((CHECK) && !rok[a])                                                                \
+        continue;                                                                            \
+      _Pragma("GCC unroll 3") for (unsigned b = 0; b < 3; b++) {                             \
+        long ix = ix0 + (long)b;                                                             \
+        if ((CHECK) && (ix < 0 || ix >= (long)g->w))                                         \
+          continue;                                                                          \
+        __m512 xb = _mm512_set1_ps(xr[a][ix]);                                               \
+        s[a][b][0] = _mm512_fmadd_ps(d0, xb, s[a][b][0]);                                    \
+        if (nv > 1)                                                                          \
+          s[a][b][1] = _mm512_fmadd_ps(d1, xb, s[a][b][1]);                                  \
+      }                                                                                      \
+    }                                                                                        \
+  } while (0)
+
+/* One channel's 3 x 3 taps over one image: acc [a][b][nv * 16] (the
+ * filters' sums, loaded and stored), dt the image's dY as [position]
+ * [nv * 16], xc the channel's plane, [lo, hi) the positions of a row
+ * whose three columns lie inside. Positions in order. */
+NNT_CV_AVX512 static inline __attribute__((always_inline)) void
+str_dw_chan(const str_dw_job *j, unsigned nv, const float *dt, const float *xc, unsigned lo,
+            unsigned hi, float *acc) {
+  const nnt_conv_geom *g = j->g;
+  size_t vf = (size_t)nv * 16;
+  __m512 s[3][3][2];
+  _Pragma("GCC unroll 3") for (unsigned a = 0; a < 3; a++)
+      _Pragma("GCC unroll 3") for (unsigned b = 0; b < 3; b++)
+          _Pragma("GCC unroll 2") for (unsigned v = 0; v < nv; v++) s[a][b][v] =
+              _mm512_loadu_ps(acc + (a * 3 + b) * vf + v * 16);
+  for (unsigned oy = 0; oy < g->oh; oy++) {
+    long iy0 = 2 * (long)oy - (long)g->pt;
+    int rok[3], all = 1;
+    const float *xr[3];
+    _Pragma("GCC unroll 3") for (unsigned a = 0; a < 3; a++) {
+      long iy = iy0 + (long)a;
+      rok[a] = iy >= 0 && iy < (long)g->h;
+      all &= rok[a];
+      xr[a] = xc + (rok[a] ? (size_t)iy * g->w : 0);
+    }
+    const float *d = dt + (size_t)oy * g->ow * vf;
+    unsigned ox = 0;
+    if (all) {
+      for (; ox < lo; ox++, d += vf) {
+        long ix0 = 2 * (long)ox - (long)g->pl;
+        STR_DW_POS(1);
+      }
+      for (; ox < hi; ox++, d += vf) {
+        long ix0 = 2 * (long)ox - (long)g->pl;
+        STR_DW_POS(0);
+      }
+    }
+    for (; ox < g->ow; ox++, d += vf) {
+      long ix0 = 2 * (long)ox - (long)g->pl;
+      STR_DW_POS(1);
+    }
+  }
+  _Pragma("GCC unroll 3") for (unsigned a = 0; a < 3; a++)
+      _Pragma("GCC unroll 3") for (unsigned b = 0; b < 3; b++)
+          _Pragma("GCC unroll 2") for (unsigned v = 0; v < nv; v++)
+              _mm512_storeu_ps(acc + (a * 3 + b) * vf + v * 16, s[a][b][v]);
+}
+
+NNT_CV_AVX512 static void str_dw_chan2(const str_dw_job *j, const float *dt, const float *xc,
+                                       unsigned lo, unsigned hi, float *acc) {
+  str_dw_chan(j, 2, dt, xc, lo, hi, acc);
+}
+NNT_CV_AVX512 static void str_dw_chan1(const str_dw_job *j, const float *dt, const float *xc,
+                                       unsigned lo, unsigned hi, float *acc) {
+  str_dw_chan(j, 1, dt, xc, lo, hi, acc);
+}
+
+NNT_CV_AVX512 static void str_dw_part(void *arg, size_t u0, size_t u1) {
+  const str_dw_job *j = arg;
+  const nnt_conv_geom *g = j->g;
+  float dt[NNT_CONV_STR_MAX_DW_PLANE * STR_F];
+  float acc[STR_DW_C * 9 * STR_F];
+  unsigned lo = 0, hi = g->ow; /* the positions whose three columns lie inside */
+  for (unsigned b = 0; b < STR_KW; b++) {
+    unsigned l, h;
+    str_cols(g, b, &l, &h);
+    lo = l > lo ? l : lo;
+    hi = h < hi ? h : hi;
+  }
+  for (size_t u = u0; u < u1; u++) {
+    size_t f0 = u / j->cruns * STR_F, c0 = u % j->cruns * STR_DW_C;
+    size_t nf = j->filters - f0 < STR_F ? j->filters - f0 : STR_F;
+    size_t nc = g->c - c0 < STR_DW_C ? g->c - c0 : STR_DW_C;
+    memset(acc, 0, nc * 9 * nf * sizeof *acc);
+    for (size_t i = 0; i < j->n; i++) {
+      const float *dyi = j->dy + (i * j->filters + f0) * j->plane;
+      for (size_t f = 0; f < nf; f++) /* dY as [position][filter] */
+        for (size_t p = 0; p < j->plane; p++)
+          dt[p * nf + f] = dyi[f * j->plane + p];
+      for (size_t c = 0; c < nc; c++) {
+        const float *xc = j->x + i * j->in_len + (c0 + c) * j->hw;
+        if (nf > 16)
+          str_dw_chan2(j, dt, xc, lo, hi, acc + c * 9 * nf);
+        else
+          str_dw_chan1(j, dt, xc, lo, hi, acc + c * 9 * nf);
+      }
+    }
+    for (size_t f = 0; f < nf; f++)
+      for (size_t c = 0; c < nc; c++)
+        for (size_t q = 0; q < 9; q++)
+          j->dw[(f0 + f) * j->patch + (c0 + c) * 9 + q] = acc[(c * 9 + q) * nf + f];
+  }
+}
 #endif
 
 int nnt_cpu_conv_str_fwd(int path, const nnt_conv_geom *g, size_t n, size_t filters,
@@ -420,6 +562,32 @@ int nnt_cpu_conv_str_dx(int path, const nnt_conv_geom *g, size_t n, size_t filte
   return NNT_OK;
 #else
   (void)path, (void)g, (void)n, (void)filters, (void)w, (void)dy, (void)dx;
+  return NNT_ERR_INVAL;
+#endif
+}
+
+int nnt_cpu_conv_str_dw(int path, const nnt_conv_geom *g, size_t n, size_t filters,
+                        const float *x, const float *dy, float *dw) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  if (path < NNT_BLAS_AVX512 || !__builtin_cpu_supports("avx512f") ||
+      !nnt_conv_str_dw_take(g, filters))
+    return NNT_ERR_INVAL;
+  str_dw_job j = {.g = g,
+                  .n = n,
+                  .filters = filters,
+                  .cruns = (g->c + STR_DW_C - 1) / STR_DW_C,
+                  .plane = (size_t)g->oh * g->ow,
+                  .patch = (size_t)g->c * 9,
+                  .hw = (size_t)g->h * g->w,
+                  .in_len = nnt_conv_img_stride(g),
+                  .x = x,
+                  .dy = dy,
+                  .dw = dw};
+  nnt_cpu_pool_for((filters + STR_F - 1) / STR_F * j.cruns, 1, 1, str_dw_part, &j);
+  return NNT_OK;
+#else
+  (void)path, (void)g, (void)n, (void)filters, (void)x, (void)dy, (void)dw;
   return NNT_ERR_INVAL;
 #endif
 }

@@ -162,6 +162,10 @@ int nnt_cpu_conv_str_fwd(int path, const struct nnt_conv_geom *g, size_t n, size
  * nnt_conv_str_dx_take says. */
 int nnt_cpu_conv_str_dx(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
                         const float *w, const float *dy, float *dx);
+/* Its weight gradient (conv_bwd_w's dw, written) likewise, where
+ * nnt_conv_str_dw_take says. */
+int nnt_cpu_conv_str_dw(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
+                        const float *x, const float *dy, float *dw);
 /* Its derivative (conv_bwd_x's dx, every value written) on the AVX-512
  * path; NNT_ERR_INVAL on another path, where nnt_conv_sub_dx_take says
  * no or the CPU has no AVX-512. conv_bwd_x takes it where

@@ -208,6 +208,16 @@ int nnt_conv_str_runs(void);
  * one parity reach. Where it does, no other limit of conv_bwd_x applies;
  * nnt_conv_str_runs says where a layer should hand it those. */
 int nnt_conv_str_dx_take(const struct nnt_conv_geom *g, size_t filters);
+/* The largest output plane of the CPU's strided weight gradient (dY laid
+ * out [position][filter] on the stack: 32 KiB). */
+#define NNT_CONV_STR_MAX_DW_PLANE 256
+/* Whether the CPU's conv_bwd_w takes g with its strided kernel
+ * (cpu_conv_str.c): a 3x3 window with a stride of 2, dilation 1, at least
+ * 16 channels, filters a multiple of 16 and at most
+ * NNT_CONV_STR_MAX_DW_PLANE output positions. Where it does, no other
+ * limit of conv_bwd_w applies; nnt_conv_str_runs says where a layer
+ * should hand it those. */
+int nnt_conv_str_dw_take(const struct nnt_conv_geom *g, size_t filters);
 /* Whether the CPU's conv_bwd_x takes g with its subsampling derivative
  * (cpu_conv_sub.c): what nnt_conv_sub_take takes, at stride 2 with an
  * input twice the output's rows and columns, whose output rows fill

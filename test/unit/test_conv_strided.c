@@ -5,7 +5,7 @@
  * rows a partial tile long, a last block of 16 filters, channels a
  * partial chunk, more images than a part's run, no bias); the same bits on
  * 1 and 2 threads and through conv_fwd; and what it refuses. Likewise
- * its derivative (conv_bwd_x). */
+ * its derivative (conv_bwd_x) and weight gradient (conv_bwd_w). */
 #include "test_util.h"
 
 #include <math.h>
@@ -274,12 +274,117 @@ static void test_dx_refusals(void **state) {
   assert_int_equal(nnt_cpu_conv_str_dx(NNT_BLAS_AVX512, &g, 1, 16, v, v, v), NNT_ERR_INVAL);
 }
 
+/* The weight gradient (nnt_cpu_conv_str_dw, conv_bwd_w's choice on
+ * AVX-512): res2a_c1's plane with channels a run and a part (32 + 8) and
+ * filters 32 + 16; res3a_c1's plane; uneven padding, odd sizes; none. */
+static const scase WCASES[] = {
+    {40, 32, 32, 3, 1, 1, 1, 1, 48, 3, 0},
+    {32, 16, 16, 3, 1, 1, 1, 1, 32, 2, 0},
+    {16, 13, 22, 3, 1, 1, 1, 0, 16, 2, 0},
+    {16, 17, 17, 3, 0, 0, 0, 0, 16, 1, 0},
+};
+
+static void check_dw(const scase *d, const nnt_conv_geom *g, const float *x, const float *dy,
+                     const float *dw, size_t ci) {
+  size_t patch = (size_t)d->c * 9, plane = (size_t)g->oh * g->ow;
+  size_t in = (size_t)d->c * d->h * d->w;
+  for (size_t f = 0; f < d->filters; f++)
+    for (unsigned c = 0; c < d->c; c++)
+      for (unsigned q = 0; q < 9; q++) {
+        double s = 0.0, mag = 0.0;
+        for (size_t i = 0; i < d->n; i++)
+          for (unsigned oy = 0; oy < g->oh; oy++)
+            for (unsigned ox = 0; ox < g->ow; ox++) {
+              long iy = 2 * (long)oy - d->pt + q / 3, ix = 2 * (long)ox - d->pl + q % 3;
+              if (iy < 0 || iy >= (long)d->h || ix < 0 || ix >= (long)d->w)
+                continue;
+              double t = (double)dy[(i * d->filters + f) * plane + oy * g->ow + ox] *
+                         x[i * in + (c * d->h + iy) * d->w + ix];
+              s += t;
+              mag += fabs(t);
+            }
+        float got = dw[f * patch + c * 9 + q];
+        if (fabs(got - s) > 1e-5 * (mag > 1 ? mag : 1))
+          fail_msg("case %zu: filter %zu channel %u tap %u: %g, want %g", ci, f, c, q, got, s);
+      }
+}
+
+static void test_dw_against_naive(void **state) {
+  (void)state;
+  const nnt_kernels *k = nnt_kernels_cpu();
+  nnt_rng r;
+  nnt_rng_seed(&r, 17);
+  unsigned split = 0;
+  for (size_t ci = 0; ci < NNT_ARRAY_LEN(WCASES); ci++) {
+    const scase *d = &WCASES[ci];
+    nnt_conv_geom g = geom(d);
+    assert_true(nnt_conv_str_dw_take(&g, d->filters));
+    size_t wl = d->filters * (size_t)d->c * 9, plane = (size_t)g.oh * g.ow;
+    size_t in = d->n * d->c * d->h * d->w, out = d->n * d->filters * plane;
+    float *x = malloc(in * sizeof *x), *dy = malloc(out * sizeof *dy);
+    float *dw = malloc(wl * sizeof *dw), *dw2 = malloc(wl * sizeof *dw2);
+    tu_fill_uniform(&r, x, in, -1.0f, 1.0f);
+    tu_fill_uniform(&r, dy, out, -1.0f, 1.0f);
+    tu_fill_uniform(&r, dw, wl, 5.0f, 6.0f); /* written over, every value */
+    assert_int_equal(nnt_cpu_conv_str_dw(NNT_BLAS_AVX2, &g, d->n, d->filters, x, dy, dw),
+                     NNT_ERR_INVAL);
+    if (!have_avx512()) {
+      assert_int_equal(nnt_cpu_conv_str_dw(NNT_BLAS_AVX512, &g, d->n, d->filters, x, dy, dw),
+                       NNT_ERR_INVAL);
+      free(x), free(dy), free(dw), free(dw2);
+      continue;
+    }
+    assert_int_equal(nnt_cpu_conv_str_dw(NNT_BLAS_AVX512, &g, d->n, d->filters, x, dy, dw),
+                     NNT_OK);
+    check_dw(d, &g, x, dy, dw, ci);
+    assert_int_equal(k->conv_bwd_w(k, &g, d->n, d->filters, x, dy, dw2), NNT_OK);
+    assert_memory_equal(dw, dw2, wl * sizeof *dw);
+    tu_two_threads();
+    assert_int_equal(k->conv_bwd_w(k, &g, d->n, d->filters, x, dy, dw2), NNT_OK);
+    split += tu_one_thread() > 0;
+    assert_memory_equal(dw, dw2, wl * sizeof *dw);
+    free(x), free(dy), free(dw), free(dw2);
+  }
+  if (have_avx512())
+    assert_true(split >= 1);
+}
+
+static void test_dw_refusals(void **state) {
+  (void)state;
+  const scase ok = {16, 16, 16, 3, 1, 1, 1, 1, 16, 1, 0};
+  nnt_conv_geom g = geom(&ok);
+  assert_true(nnt_conv_str_dw_take(&g, 16));
+  assert_false(nnt_conv_str_dw_take(NULL, 16));
+  assert_false(nnt_conv_str_dw_take(&g, 24)); /* filters not a multiple of 16 */
+  nnt_conv_geom t = g;
+  t.c = 8;
+  assert_false(nnt_conv_str_dw_take(&t, 16));
+  t = g;
+  t.kh = 5; /* a window 3 high only */
+  assert_false(nnt_conv_str_dw_take(&t, 16));
+  t = g;
+  t.sh = t.sw = 1;
+  assert_false(nnt_conv_str_dw_take(&t, 16));
+  scase d = ok;
+  d.h = d.w = 8; /* rows of 4 positions */
+  g = geom(&d);
+  assert_false(nnt_conv_str_dw_take(&g, 16));
+  d = ok;
+  d.h = d.w = 48; /* 576 positions: more than NNT_CONV_STR_MAX_DW_PLANE */
+  g = geom(&d);
+  assert_false(nnt_conv_str_dw_take(&g, 16));
+  float v[4] = {0};
+  assert_int_equal(nnt_cpu_conv_str_dw(NNT_BLAS_AVX512, &g, 1, 16, v, v, v), NNT_ERR_INVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_naive),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_dx_against_naive),
       cmocka_unit_test(test_dx_refusals),
+      cmocka_unit_test(test_dw_against_naive),
+      cmocka_unit_test(test_dw_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
