@@ -319,12 +319,41 @@ static void str_dx_masks(const nnt_conv_geom *g, unsigned px, unsigned *lm, unsi
   }
 }
 
+/* An image's block of dX from [position][channel] (np x nc) to
+ * [channel][position] where it lies, through tmp of (np + 1) / 2 x nc
+ * floats: the first half of the positions is saved; the lower half of
+ * the channels, which then lands on what was saved, is written from tmp
+ * and from the positions still in place; the upper half's values of
+ * those positions go into tmp's slots already read; then the upper half
+ * is written from tmp alone. */
+static void str_dx_turn(float *io, size_t np, size_t nc, float *tmp) {
+  size_t h = (np + 1) / 2, lc = nc / 2;
+  memcpy(tmp, io, h * nc * sizeof *tmp);
+  for (size_t c = 0; c < lc; c++) {
+    float *y = io + c * np; /* below h * nc: over saved positions only */
+    for (size_t q = 0; q < h; q++)
+      y[q] = tmp[q * nc + c];
+    for (size_t q = h; q < np; q++)
+      y[q] = io[q * nc + c];
+  }
+  for (size_t q = h; q < np; q++) /* the upper channels of the upper positions */
+    for (size_t c = lc; c < nc; c++)
+      tmp[(q - h) * nc + (c - lc)] = io[q * nc + c];
+  for (size_t c = lc; c < nc; c++) {
+    float *y = io + c * np;
+    for (size_t q = 0; q < h; q++)
+      y[q] = tmp[q * nc + c];
+    for (size_t q = h; q < np; q++)
+      y[q] = tmp[(q - h) * nc + (c - lc)];
+  }
+}
+
 /* Parts u = (block of 32 channels, run of STR_IMGS images). */
 NNT_CV_AVX512 static void str_dx_part(void *arg, size_t u0, size_t u1) {
   const str_dx_job *j = arg;
   const nnt_conv_geom *g = j->g;
   float wp[STR_DX_PACK];
-  float tmp[NNT_CONV_STR_MAX_DX_PLANE * STR_F];
+  float tmp[(NNT_CONV_STR_MAX_DX_PLANE + 1) / 2 * STR_F];
   size_t taps = (size_t)g->kh * STR_KW;
   unsigned lm[2], rm[2];
   for (unsigned px = 0; px < 2; px++)
@@ -365,14 +394,8 @@ NNT_CV_AVX512 static void str_dx_part(void *arg, size_t u0, size_t u1) {
           }
       }
     }
-    /* each image's block from [position][channel] to [channel][position] */
-    for (size_t i = i0; i < i1; i++) {
-      float *io = j->dx + i * j->in_len + c0 * j->hw;
-      memcpy(tmp, io, nc * j->hw * sizeof *tmp);
-      for (size_t c = 0; c < nc; c++)
-        for (size_t q = 0; q < j->hw; q++)
-          io[c * j->hw + q] = tmp[q * nc + c];
-    }
+    for (size_t i = i0; i < i1; i++)
+      str_dx_turn(j->dx + i * j->in_len + c0 * j->hw, j->hw, nc, tmp);
   }
 }
 

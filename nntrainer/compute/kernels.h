@@ -196,10 +196,10 @@ int nnt_conv_sub_runs(void);
  * and gemm, docs/performance.md). */
 int nnt_conv_str_take(const struct nnt_conv_geom *g, size_t filters);
 int nnt_conv_str_runs(void);
-/* The largest input plane (h * w) of the CPU's strided derivative (the
- * same turn on the input's side; 32 KiB of stack beside its packed
- * filters' 72 KiB). */
-#define NNT_CONV_STR_MAX_DX_PLANE 256
+/* The largest input plane (h * w) of the CPU's strided derivative (its
+ * turn into dX's layout takes half a block of the plane on the stack:
+ * 64 KiB, beside its packed filters' 72 KiB). */
+#define NNT_CONV_STR_MAX_DX_PLANE 1024
 /* Whether the CPU's conv_bwd_x takes g with its strided kernel
  * (cpu_conv_str.c): a stride of 2, dilation 1, a window 3 wide (and up to
  * 48 high), channels a multiple of 16, at least 16 filters, input rows at

@@ -169,12 +169,16 @@ static void test_refusals(void **state) {
  * ResNet's res3a_c1 shape with fewer filters; a window 5 high with blocks
  * of 32 + 16 channels, filters a chunk and a part (64 + 16) and more
  * images than a part's run; no padding (a row's last column of one parity
- * reaches past dY); two columns of padding. */
+ * reaches past dY, an odd plane); two columns of padding; the largest
+ * plane; an odd plane with one block of 16 channels (the turn into dX's
+ * layout in halves). */
 static const scase DCASES[] = {
     {128, 16, 16, 3, 1, 1, 1, 1, 40, 3, 0},
     {48, 11, 22, 5, 2, 2, 1, 0, 80, 17, 0},
     {16, 9, 17, 3, 0, 0, 0, 0, 16, 2, 0},
     {32, 12, 20, 3, 1, 0, 2, 0, 16, 1, 0},
+    {32, 32, 32, 3, 1, 1, 1, 1, 64, 2, 0}, /* res2a_c1's plane, 1,024 positions */
+    {16, 31, 31, 3, 1, 1, 1, 1, 16, 1, 0}, /* an odd plane (961), a block of 16 */
 };
 
 static void check_dx(const scase *d, const nnt_conv_geom *g, const float *w, const float *dy,
@@ -264,7 +268,7 @@ static void test_dx_refusals(void **state) {
   g = geom(&d);
   assert_false(nnt_conv_str_dx_take(&g, 16));
   d = ok;
-  d.h = d.w = 32; /* 1,024 input positions: more than NNT_CONV_STR_MAX_DX_PLANE */
+  d.h = d.w = 48; /* 2,304 input positions: more than NNT_CONV_STR_MAX_DX_PLANE */
   g = geom(&d);
   assert_false(nnt_conv_str_dx_take(&g, 16));
   t = geom(&ok);
