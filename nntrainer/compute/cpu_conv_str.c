@@ -492,6 +492,10 @@ NNT_CV_AVX512 static void str_dw_part(void *arg, size_t u0, size_t u1) {
   const nnt_conv_geom *g = j->g;
   float dt[NNT_CONV_STR_MAX_DW_PLANE * STR_F];
   float acc[STR_DW_C * 9 * STR_F];
+  /* dY's filters a vector apart (plane * 15 < 2^31: at most 256 positions) */
+  __m512i lanes = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+                                                       13, 14, 15),
+                                     _mm512_set1_epi32((int)j->plane));
   unsigned lo = 0, hi = g->ow; /* the positions whose three columns lie inside */
   for (unsigned b = 0; b < STR_KW; b++) {
     unsigned l, h;
@@ -506,9 +510,10 @@ NNT_CV_AVX512 static void str_dw_part(void *arg, size_t u0, size_t u1) {
     memset(acc, 0, nc * 9 * nf * sizeof *acc);
     for (size_t i = 0; i < j->n; i++) {
       const float *dyi = j->dy + (i * j->filters + f0) * j->plane;
-      for (size_t f = 0; f < nf; f++) /* dY as [position][filter] */
+      for (size_t v = 0; v < nf / 16; v++) /* dY as [position][filter] */
         for (size_t p = 0; p < j->plane; p++)
-          dt[p * nf + f] = dyi[f * j->plane + p];
+          _mm512_storeu_ps(dt + p * nf + v * 16,
+                           _mm512_i32gather_ps(lanes, dyi + v * 16 * j->plane + p, 4));
       for (size_t c = 0; c < nc; c++) {
         const float *xc = j->x + i * j->in_len + (c0 + c) * j->hw;
         if (nf > 16)

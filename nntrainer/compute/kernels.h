@@ -213,9 +213,9 @@ int nnt_conv_str_dx_take(const struct nnt_conv_geom *g, size_t filters);
 #define NNT_CONV_STR_MAX_DW_PLANE 256
 /* Whether the CPU's conv_bwd_w takes g with its strided kernel
  * (cpu_conv_str.c): a 3x3 window with a stride of 2, dilation 1, at least
- * 16 channels, filters a multiple of 16 and at most
- * NNT_CONV_STR_MAX_DW_PLANE output positions. Where it does, no other
- * limit of conv_bwd_w applies; nnt_conv_str_runs says where a layer
+ * 16 channels, filters a multiple of 16, output rows at least 8 wide and
+ * at most NNT_CONV_STR_MAX_DW_PLANE output positions. Where it does, no
+ * other limit of conv_bwd_w applies; nnt_conv_str_runs says where a layer
  * should hand it those. */
 int nnt_conv_str_dw_take(const struct nnt_conv_geom *g, size_t filters);
 /* Whether the CPU's conv_bwd_x takes g with its subsampling derivative
