@@ -112,13 +112,15 @@ int nnt_conv_str_dw_take(const nnt_conv_geom *g, size_t filters) {
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* A job of any of the three: parts are (block of 32 output channels, run
+ * of images or of input channels), runs of them a block. */
 typedef struct str_job {
   const nnt_conv_geom *g;
-  size_t n, filters, groups, plane, patch, hw, in_len;
-  unsigned cc; /* input channels a chunk */
-  unsigned lm; /* bit b: the tap columns b that a row's first position skips */
-  const float *w, *bias, *x;
-  float *y;
+  size_t n, filters, runs, plane, patch, hw, in_len;
+  unsigned chunk; /* the forward's input channels, the derivative's filters, a chunk */
+  unsigned lm;    /* the forward: bit b, the tap columns b that a row's first position skips */
+  const float *w, *bias, *x, *dy;
+  float *out; /* y, dx or dw */
 } str_job;
 
 /* A tile: the sums of nt positions (nt <= STR_T; the rest computed on the
@@ -187,12 +189,12 @@ NNT_CV_AVX512 static void str_part(void *arg, size_t u0, size_t u1) {
   float tmp[NNT_CONV_STR_MAX_PLANE * STR_F];
   size_t taps = (size_t)g->kh * STR_KW;
   for (size_t u = u0; u < u1; u++) {
-    size_t f0 = u / j->groups * STR_F, i0 = u % j->groups * STR_IMGS;
+    size_t f0 = u / j->runs * STR_F, i0 = u % j->runs * STR_IMGS;
     size_t i1 = j->n - i0 < STR_IMGS ? j->n : i0 + STR_IMGS;
     size_t nf = j->filters - f0 < STR_F ? j->filters - f0 : STR_F;
     unsigned nv = (unsigned)(nf / 16);
-    for (size_t c0 = 0; c0 < g->c; c0 += j->cc) {
-      unsigned nc = g->c - c0 < j->cc ? (unsigned)(g->c - c0) : j->cc;
+    for (size_t c0 = 0; c0 < g->c; c0 += j->chunk) {
+      unsigned nc = g->c - c0 < j->chunk ? (unsigned)(g->c - c0) : j->chunk;
       /* wp[(c * taps + q) * nf + f] = W[f0 + f][c0 + c][q] */
       for (size_t f = 0; f < nf; f++) {
         const float *wf = j->w + (f0 + f) * j->patch + c0 * taps;
@@ -201,7 +203,7 @@ NNT_CV_AVX512 static void str_part(void *arg, size_t u0, size_t u1) {
       }
       for (size_t i = i0; i < i1; i++) {
         const float *xc = j->x + i * j->in_len + c0 * j->hw;
-        float *io = j->y + (i * j->filters + f0) * j->plane;
+        float *io = j->out + (i * j->filters + f0) * j->plane;
         for (unsigned oy = 0; oy < g->oh; oy++) {
           long iy0 = 2 * (long)oy - (long)g->pt;
           for (unsigned ox = 0; ox < g->ow; ox += STR_T) {
@@ -222,7 +224,7 @@ NNT_CV_AVX512 static void str_part(void *arg, size_t u0, size_t u1) {
     }
     /* each image's region from [position][filter] to [filter][position] */
     for (size_t i = i0; i < i1; i++) {
-      float *io = j->y + (i * j->filters + f0) * j->plane;
+      float *io = j->out + (i * j->filters + f0) * j->plane;
       memcpy(tmp, io, nf * j->plane * sizeof *tmp);
       for (size_t f = 0; f < nf; f++) {
         float b = j->bias ? j->bias[f0 + f] : 0.0f, *yf = io + f * j->plane;
@@ -236,15 +238,6 @@ NNT_CV_AVX512 static void str_part(void *arg, size_t u0, size_t u1) {
     }
   }
 }
-/* The derivative's job: dX (c channels) from dY (filters); parts are
- * (block of 32 channels, run of images), filters in chunks. */
-typedef struct str_dx_job {
-  const nnt_conv_geom *g;
-  size_t n, filters, groups, plane, patch, hw, in_len;
-  unsigned fc; /* filters a chunk */
-  const float *w, *dy;
-  float *dx;
-} str_dx_job;
 
 /* A derivative tile: the sums of nt phase positions k0 + t (nt <= STR_T)
  * of dX row iy, columns 2 (k0 + t) + px, over the chunk's nf filters of
@@ -256,7 +249,7 @@ typedef struct str_dx_job {
  * unless first, then written. lm, rm: bit b, the taps b that the first,
  * the last position skips. */
 NNT_CV_AVX512 static inline __attribute__((always_inline)) void
-str_dx_tile(const str_dx_job *j, unsigned nv, unsigned nt, const float *dyc, unsigned iy,
+str_dx_tile(const str_job *j, unsigned nv, unsigned nt, const float *dyc, unsigned iy,
             unsigned px, long k0, unsigned lm, unsigned rm, unsigned nf, const float *wp,
             float *io, int first) {
   const nnt_conv_geom *g = j->g;
@@ -295,7 +288,7 @@ str_dx_tile(const str_dx_job *j, unsigned nv, unsigned nt, const float *dyc, uns
 }
 
 #define STR_DX_TILE_FN(NAME, NV, NT)                                                          \
-  NNT_CV_AVX512 static void NAME(const str_dx_job *j, unsigned nt, const float *dyc,          \
+  NNT_CV_AVX512 static void NAME(const str_job *j, unsigned nt, const float *dyc,          \
                                  unsigned iy, unsigned px, long k0, unsigned lm, unsigned rm, \
                                  unsigned nf, const float *wp, float *io, int first) {       \
     (void)nt;                                                                                \
@@ -350,7 +343,7 @@ static void str_dx_turn(float *io, size_t np, size_t nc, float *tmp) {
 
 /* Parts u = (block of 32 channels, run of STR_IMGS images). */
 NNT_CV_AVX512 static void str_dx_part(void *arg, size_t u0, size_t u1) {
-  const str_dx_job *j = arg;
+  const str_job *j = arg;
   const nnt_conv_geom *g = j->g;
   float wp[STR_DX_PACK];
   float tmp[(NNT_CONV_STR_MAX_DX_PLANE + 1) / 2 * STR_F];
@@ -359,12 +352,12 @@ NNT_CV_AVX512 static void str_dx_part(void *arg, size_t u0, size_t u1) {
   for (unsigned px = 0; px < 2; px++)
     str_dx_masks(g, px, &lm[px], &rm[px]);
   for (size_t u = u0; u < u1; u++) {
-    size_t c0 = u / j->groups * STR_F, i0 = u % j->groups * STR_IMGS;
+    size_t c0 = u / j->runs * STR_F, i0 = u % j->runs * STR_IMGS;
     size_t i1 = j->n - i0 < STR_IMGS ? j->n : i0 + STR_IMGS;
     size_t nc = g->c - c0 < STR_F ? g->c - c0 : STR_F;
     unsigned nv = (unsigned)(nc / 16);
-    for (size_t f0 = 0; f0 < j->filters; f0 += j->fc) {
-      unsigned nf = j->filters - f0 < j->fc ? (unsigned)(j->filters - f0) : j->fc;
+    for (size_t f0 = 0; f0 < j->filters; f0 += j->chunk) {
+      unsigned nf = j->filters - f0 < j->chunk ? (unsigned)(j->filters - f0) : j->chunk;
       /* wp[(f * taps + q) * nc + c] = W[f0 + f][c0 + c][q] */
       for (size_t f = 0; f < nf; f++)
         for (size_t c = 0; c < nc; c++) {
@@ -374,7 +367,7 @@ NNT_CV_AVX512 static void str_dx_part(void *arg, size_t u0, size_t u1) {
         }
       for (size_t i = i0; i < i1; i++) {
         const float *dyc = j->dy + (i * j->filters + f0) * j->plane;
-        float *io = j->dx + i * j->in_len + c0 * j->hw;
+        float *io = j->out + i * j->in_len + c0 * j->hw;
         for (unsigned iy = 0; iy < g->h; iy++)
           for (unsigned px = 0; px < 2; px++) {
             unsigned nk = (g->w - px + 1) / 2;
@@ -395,19 +388,12 @@ NNT_CV_AVX512 static void str_dx_part(void *arg, size_t u0, size_t u1) {
       }
     }
     for (size_t i = i0; i < i1; i++)
-      str_dx_turn(j->dx + i * j->in_len + c0 * j->hw, j->hw, nc, tmp);
+      str_dx_turn(j->out + i * j->in_len + c0 * j->hw, j->hw, nc, tmp);
   }
 }
 
-/* The weight gradient's job: parts are (block of 32 filters, run of
- * STR_DW_C channels), each summing over every image. */
+/* The weight gradient's parts: runs of STR_DW_C channels. */
 #define STR_DW_C 32
-typedef struct str_dw_job {
-  const nnt_conv_geom *g;
-  size_t n, filters, cruns, plane, patch, hw, in_len;
-  const float *x, *dy;
-  float *dw;
-} str_dw_job;
 
 /* One output position's taps into s (the filters' sums [a][b][2]): d its
  * dY [nv * 16], xr the three input rows (rok: each inside the plane),
@@ -436,7 +422,7 @@ typedef struct str_dw_job {
  * [nv * 16], xc the channel's plane, [lo, hi) the positions of a row
  * whose three columns lie inside. Positions in order. */
 NNT_CV_AVX512 static inline __attribute__((always_inline)) void
-str_dw_chan(const str_dw_job *j, unsigned nv, const float *dt, const float *xc, unsigned lo,
+str_dw_chan(const str_job *j, unsigned nv, const float *dt, const float *xc, unsigned lo,
             unsigned hi, float *acc) {
   const nnt_conv_geom *g = j->g;
   size_t vf = (size_t)nv * 16;
@@ -478,17 +464,17 @@ str_dw_chan(const str_dw_job *j, unsigned nv, const float *dt, const float *xc, 
               _mm512_storeu_ps(acc + (a * 3 + b) * vf + v * 16, s[a][b][v]);
 }
 
-NNT_CV_AVX512 static void str_dw_chan2(const str_dw_job *j, const float *dt, const float *xc,
+NNT_CV_AVX512 static void str_dw_chan2(const str_job *j, const float *dt, const float *xc,
                                        unsigned lo, unsigned hi, float *acc) {
   str_dw_chan(j, 2, dt, xc, lo, hi, acc);
 }
-NNT_CV_AVX512 static void str_dw_chan1(const str_dw_job *j, const float *dt, const float *xc,
+NNT_CV_AVX512 static void str_dw_chan1(const str_job *j, const float *dt, const float *xc,
                                        unsigned lo, unsigned hi, float *acc) {
   str_dw_chan(j, 1, dt, xc, lo, hi, acc);
 }
 
 NNT_CV_AVX512 static void str_dw_part(void *arg, size_t u0, size_t u1) {
-  const str_dw_job *j = arg;
+  const str_job *j = arg;
   const nnt_conv_geom *g = j->g;
   float dt[NNT_CONV_STR_MAX_DW_PLANE * STR_F];
   float acc[STR_DW_C * 9 * STR_F];
@@ -504,7 +490,7 @@ NNT_CV_AVX512 static void str_dw_part(void *arg, size_t u0, size_t u1) {
     hi = h < hi ? h : hi;
   }
   for (size_t u = u0; u < u1; u++) {
-    size_t f0 = u / j->cruns * STR_F, c0 = u % j->cruns * STR_DW_C;
+    size_t f0 = u / j->runs * STR_F, c0 = u % j->runs * STR_DW_C;
     size_t nf = j->filters - f0 < STR_F ? j->filters - f0 : STR_F;
     size_t nc = g->c - c0 < STR_DW_C ? g->c - c0 : STR_DW_C;
     memset(acc, 0, nc * 9 * nf * sizeof *acc);
@@ -525,40 +511,49 @@ NNT_CV_AVX512 static void str_dw_part(void *arg, size_t u0, size_t u1) {
     for (size_t f = 0; f < nf; f++)
       for (size_t c = 0; c < nc; c++)
         for (size_t q = 0; q < 9; q++)
-          j->dw[(f0 + f) * j->patch + (c0 + c) * 9 + q] = acc[(c * 9 + q) * nf + f];
+          j->out[(f0 + f) * j->patch + (c0 + c) * 9 + q] = acc[(c * 9 + q) * nf + f];
   }
 }
+#endif
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* Whether this CPU runs the kernels' path and takes says yes; then the
+ * job's common part (runs of images), and its parts (blocks of out_c). */
+static int str_init(int path, int takes, const nnt_conv_geom *g, size_t n, size_t filters,
+                    str_job *j) {
+  __builtin_cpu_init();
+  if (path < NNT_BLAS_AVX512 || !__builtin_cpu_supports("avx512f") || !takes)
+    return NNT_ERR_INVAL;
+  *j = (str_job){.g = g,
+                 .n = n,
+                 .filters = filters,
+                 .runs = (n + STR_IMGS - 1) / STR_IMGS,
+                 .plane = (size_t)g->oh * g->ow,
+                 .patch = (size_t)g->c * g->kh * g->kw,
+                 .hw = (size_t)g->h * g->w,
+                 .in_len = nnt_conv_img_stride(g)};
+  return NNT_OK;
+}
+#define STR_BLOCKS(c) (((c) + STR_F - 1) / STR_F)
 #endif
 
 int nnt_cpu_conv_str_fwd(int path, const nnt_conv_geom *g, size_t n, size_t filters,
                          const float *w, const float *bias, const float *x, float *y) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  if (path < NNT_BLAS_AVX512 || !__builtin_cpu_supports("avx512f") ||
-      !nnt_conv_str_take(g, filters))
-    return NNT_ERR_INVAL;
-  str_job j = {.g = g,
-               .n = n,
-               .filters = filters,
-               .groups = (n + STR_IMGS - 1) / STR_IMGS,
-               .plane = (size_t)g->oh * g->ow,
-               .patch = (size_t)g->c * g->kh * STR_KW,
-               .hw = (size_t)g->h * g->w,
-               .in_len = nnt_conv_img_stride(g),
-               .cc = (unsigned)(STR_PACK / ((size_t)g->kh * STR_KW * STR_F)),
-               .w = w,
-               .bias = bias,
-               .x = x,
-               .y = y};
-  if (j.cc > g->c)
-    j.cc = g->c;
+  str_job j;
+  int rc = str_init(path, nnt_conv_str_take(g, filters), g, n, filters, &j);
+  if (rc || !n)
+    return rc;
+  j.chunk = (unsigned)(STR_PACK / ((size_t)g->kh * STR_KW * STR_F));
+  if (j.chunk > g->c)
+    j.chunk = g->c;
   for (unsigned b = 0; b < STR_KW; b++) {
     unsigned lo, hi;
     str_cols(g, b, &lo, &hi);
-    j.lm |= (lo > 0) << b;
+    j.lm |= (unsigned)(lo > 0) << b;
   }
-  if (n)
-    nnt_cpu_pool_for((filters + STR_F - 1) / STR_F * j.groups, 1, 1, str_part, &j);
+  j.w = w, j.bias = bias, j.x = x, j.out = y;
+  nnt_cpu_pool_for(STR_BLOCKS(filters) * j.runs, 1, 1, str_part, &j);
   return NNT_OK;
 #else
   (void)path, (void)g, (void)n, (void)filters, (void)w, (void)bias, (void)x, (void)y;
@@ -569,24 +564,13 @@ int nnt_cpu_conv_str_fwd(int path, const nnt_conv_geom *g, size_t n, size_t filt
 int nnt_cpu_conv_str_dx(int path, const nnt_conv_geom *g, size_t n, size_t filters,
                         const float *w, const float *dy, float *dx) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  if (path < NNT_BLAS_AVX512 || !__builtin_cpu_supports("avx512f") ||
-      !nnt_conv_str_dx_take(g, filters))
-    return NNT_ERR_INVAL;
-  str_dx_job j = {.g = g,
-                  .n = n,
-                  .filters = filters,
-                  .groups = (n + STR_IMGS - 1) / STR_IMGS,
-                  .plane = (size_t)g->oh * g->ow,
-                  .patch = (size_t)g->c * g->kh * STR_KW,
-                  .hw = (size_t)g->h * g->w,
-                  .in_len = nnt_conv_img_stride(g),
-                  .fc = (unsigned)(STR_DX_PACK / ((size_t)g->kh * STR_KW * STR_F)),
-                  .w = w,
-                  .dy = dy,
-                  .dx = dx};
-  if (n)
-    nnt_cpu_pool_for((g->c + STR_F - 1) / STR_F * j.groups, 1, 1, str_dx_part, &j);
+  str_job j;
+  int rc = str_init(path, nnt_conv_str_dx_take(g, filters), g, n, filters, &j);
+  if (rc || !n)
+    return rc;
+  j.chunk = (unsigned)(STR_DX_PACK / ((size_t)g->kh * STR_KW * STR_F));
+  j.w = w, j.dy = dy, j.out = dx;
+  nnt_cpu_pool_for(STR_BLOCKS(g->c) * j.runs, 1, 1, str_dx_part, &j);
   return NNT_OK;
 #else
   (void)path, (void)g, (void)n, (void)filters, (void)w, (void)dy, (void)dx;
@@ -597,22 +581,13 @@ int nnt_cpu_conv_str_dx(int path, const nnt_conv_geom *g, size_t n, size_t filte
 int nnt_cpu_conv_str_dw(int path, const nnt_conv_geom *g, size_t n, size_t filters,
                         const float *x, const float *dy, float *dw) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  if (path < NNT_BLAS_AVX512 || !__builtin_cpu_supports("avx512f") ||
-      !nnt_conv_str_dw_take(g, filters))
-    return NNT_ERR_INVAL;
-  str_dw_job j = {.g = g,
-                  .n = n,
-                  .filters = filters,
-                  .cruns = (g->c + STR_DW_C - 1) / STR_DW_C,
-                  .plane = (size_t)g->oh * g->ow,
-                  .patch = (size_t)g->c * 9,
-                  .hw = (size_t)g->h * g->w,
-                  .in_len = nnt_conv_img_stride(g),
-                  .x = x,
-                  .dy = dy,
-                  .dw = dw};
-  nnt_cpu_pool_for((filters + STR_F - 1) / STR_F * j.cruns, 1, 1, str_dw_part, &j);
+  str_job j;
+  int rc = str_init(path, nnt_conv_str_dw_take(g, filters), g, n, filters, &j);
+  if (rc)
+    return rc;
+  j.runs = (g->c + STR_DW_C - 1) / STR_DW_C; /* of channels: every image in each part */
+  j.x = x, j.dy = dy, j.out = dw;
+  nnt_cpu_pool_for(STR_BLOCKS(filters) * j.runs, 1, 1, str_dw_part, &j);
   return NNT_OK;
 #else
   (void)path, (void)g, (void)n, (void)filters, (void)x, (void)dy, (void)dw;
