@@ -123,8 +123,7 @@ typedef struct str_job {
   float *out; /* y, dx or dw */
 } str_job;
 
-/* A tile: the sums of nt positions (nt <= STR_T; the rest computed on the
- * first position's input, not stored) of one output row, from input
+/* A tile: the sums of nt positions (nt <= STR_T) of one output row, from input
  * column ix0 (tap column 0 of the first position) of rows iy0 + a, over
  * the chunk's nc channels from xc (hw floats apart), with the packed
  * weights wp ([channel][a][b][nv * 16]). io: the tile's sums [position]
@@ -136,9 +135,7 @@ str_tile(const str_job *j, unsigned nv, unsigned nt, const float *xc, long iy0, 
   const nnt_conv_geom *g = j->g;
   size_t nf = (size_t)nv * 16;
   __m512 acc[STR_T][2];
-  long off[STR_T];
   _Pragma("GCC unroll 8") for (unsigned t = 0; t < STR_T; t++) {
-    off[t] = t < nt ? 2 * (long)t : 0;
     _Pragma("GCC unroll 2") for (unsigned v = 0; v < nv; v++) acc[t][v] =
         first || t >= nt ? _mm512_setzero_ps() : _mm512_loadu_ps(io + t * nf + v * 16);
   }
@@ -153,9 +150,9 @@ str_tile(const str_job *j, unsigned nv, unsigned nt, const float *xc, long iy0, 
         __m512 w0 = _mm512_loadu_ps(wt + b * nf),
                w1 = nv > 1 ? _mm512_loadu_ps(wt + b * nf + 16) : w0;
         _Pragma("GCC unroll 8") for (unsigned t = 0; t < STR_T; t++) {
-          if (t == 0 && (lm >> b & 1u))
-            continue; /* its input lies in the padding */
-          __m512 xb = _mm512_set1_ps(xr[ix0 + off[t] + (long)b]);
+          if (t >= nt || (t == 0 && (lm >> b & 1u)))
+            continue; /* past the tile, or its input lies in the padding */
+          __m512 xb = _mm512_set1_ps(xr[ix0 + 2 * (long)t + (long)b]);
           acc[t][0] = _mm512_fmadd_ps(w0, xb, acc[t][0]);
           if (nv > 1)
             acc[t][1] = _mm512_fmadd_ps(w1, xb, acc[t][1]);
@@ -255,9 +252,7 @@ str_dx_tile(const str_job *j, unsigned nv, unsigned nt, const float *dyc, unsign
   const nnt_conv_geom *g = j->g;
   size_t vf = (size_t)nv * 16, fs = (size_t)g->kh * STR_KW * vf;
   __m512 acc[STR_T][2];
-  long off[STR_T];
   _Pragma("GCC unroll 8") for (unsigned t = 0; t < STR_T; t++) {
-    off[t] = t < nt ? (long)t : 0;
     _Pragma("GCC unroll 2") for (unsigned v = 0; v < nv; v++) acc[t][v] =
         first || t >= nt ? _mm512_setzero_ps() : _mm512_loadu_ps(io + 2 * t * vf + v * 16);
   }
@@ -272,9 +267,9 @@ str_dx_tile(const str_job *j, unsigned nv, unsigned nt, const float *dyc, unsign
       for (unsigned f = 0; f < nf; f++, dr += j->plane, wt += fs) {
         __m512 w0 = _mm512_loadu_ps(wt), w1 = nv > 1 ? _mm512_loadu_ps(wt + 16) : w0;
         _Pragma("GCC unroll 8") for (unsigned t = 0; t < STR_T; t++) {
-          if ((t == 0 && s0) || (t + 1 == nt && sl))
-            continue;
-          __m512 yb = _mm512_set1_ps(dr[off[t]]);
+          if (t >= nt || (t == 0 && s0) || (t + 1 == nt && sl))
+            continue; /* past the tile, or outside dY's row */
+          __m512 yb = _mm512_set1_ps(dr[t]);
           acc[t][0] = _mm512_fmadd_ps(w0, yb, acc[t][0]);
           if (nv > 1)
             acc[t][1] = _mm512_fmadd_ps(w1, yb, acc[t][1]);
