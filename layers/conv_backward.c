@@ -182,8 +182,8 @@ int nnt_conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   unsigned batch = ctx->d_in[0].dim.b;
   if (is_pointwise(g)) /* whole images on the threads */
     return nnt_conv_deriv_images(p, ctx, batch, batch);
-  if (k->conv_bwd_x &&
-      (conv_rows(p, 1) || conv_sub_dx(p) || conv_str_dx(p) || use_direct_bwd(p, 1, CONV_DIRECT_BWD_X_MIN_C)))
+  if (k->conv_bwd_x && (conv_rows(p, 1) || conv_sub_dx(p) || conv_str_dx(p) ||
+                        use_direct_bwd(p, 1, CONV_DIRECT_BWD_X_MIN_C)))
     return k->conv_bwd_x(k, g, batch, p->filters, ctx->w[0].data, ctx->d_out[0].data,
                          ctx->d_in[0].data);
   float *col = ctx->scratch[1].data;

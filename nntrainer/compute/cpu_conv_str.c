@@ -261,7 +261,8 @@ str_dx_tile(const str_job *j, unsigned nv, unsigned nt, const float *dyc, unsign
     if (ry < 0 || ry % 2 || ry / 2 >= (long)g->oh)
       continue;
     for (unsigned b = (px + g->pl) % 2; b < STR_KW; b += 2) {
-      const float *dr = dyc + (size_t)(ry / 2) * g->ow + k0 + ((long)px + (long)g->pl - (long)b) / 2;
+      long s = k0 + ((long)px + (long)g->pl - (long)b) / 2; /* dY's column of position 0 */
+      const float *dr = dyc + (size_t)(ry / 2) * g->ow + s;
       const float *wt = wp + (a * STR_KW + b) * vf;
       int s0 = lm >> b & 1u, sl = rm >> b & 1u; /* outside dY's row */
       for (unsigned f = 0; f < nf; f++, dr += j->plane, wt += fs) {

@@ -561,8 +561,10 @@ typedef struct nnt_kernels {
    * stride 1 and dilation 1 (g->cs 0 or g->c), a kernel NNT_CONV_BWD_MIN_KW
    * to NNT_CONV_BWD_MAX_KW wide, input and output rows at most 256 wide and
    * filters * kh * kw at most NNT_CONV_BWD_MAX_FTAPS (NNT_ERR_INVAL
-   * otherwise; conv_bwd_x also what nnt_conv_rows_take says), W, x, dY as for
-   * conv_fwd. conv_bwd_x: dx[i] = the derivative of conv_fwd's y[i] with
+   * otherwise; conv_bwd_x also what nnt_conv_rows_take, nnt_conv_sub_dx_take
+   * and, on an AVX-512 CPU, nnt_conv_str_dx_take say; conv_bwd_w also what
+   * nnt_conv_rows_dw_take and, on AVX-512, nnt_conv_str_dw_take say), W, x,
+   * dY as for conv_fwd. conv_bwd_x: dx[i] = the derivative of conv_fwd's y[i] with
    * respect to x[i] given dy (written, not added); conv_bwd_w: dw [filters,
    * c*kh*kw] = the sum over the n images of the derivative with respect to
    * W (written). Within rounding of col2im and im2col with gemm. Optional,
