@@ -37,7 +37,10 @@ static float *rnd(size_t n) {
   return x;
 }
 
-enum { OP_FWD, OP_GRAD, OP_DERIV };
+/* OP_DERIV_ADD: the derivative added into a fan-out's sum, as a model
+ * runs it where the layer says it can (NNT_LF_DERIV_ADDS: ResNet-18's
+ * shortcuts on an AVX-512 CPU) */
+enum { OP_FWD, OP_GRAD, OP_DERIV, OP_DERIV_ADD };
 
 /* Each measurement first runs its op untimed until WARM_S seconds have
  * passed (at least twice): a thread that was idle (a compute pool just
@@ -110,6 +113,7 @@ static void lay_time(lay_bench *lb, int op, int reps, double *t) {
     exit(1);
   }
   nnt_layer *l = lb->l;
+  lb->c.d_add = op == OP_DERIV_ADD;
   double w0 = now_s();
   /* r < 0: untimed (WARM_S) */
   for (int r = -1, w = 0; r < reps; r++) {
@@ -151,7 +155,8 @@ static void gemm_time(int ta, int tb, size_t m, size_t n, size_t k, int reps, do
  * ROUNDS alternating blocks of `reps` runs each: the VM's speed drifts
  * over seconds (a bare sgemm measured 66 to 92 GFLOP/s within a minute
  * on the Zen 2), and one block of each would compare two different
- * machines. The medians of all runs of each, in *tl and *tg. */
+ * machines. The medians of all runs of each, in *tl and *tg; 0 in both
+ * for OP_DERIV_ADD where the layer does not add its derivative. */
 #define ROUNDS 3
 #define MAX_REPS 7
 static void time_pair(const char *type, const char *const *props, nnt_dim in, int op, int reps,
@@ -161,6 +166,11 @@ static void time_pair(const char *type, const char *const *props, nnt_dim in, in
     reps = MAX_REPS;
   lay_bench lb;
   lay_setup(&lb, type, props, in);
+  *tl = *tg = 0;
+  if (op == OP_DERIV_ADD && !(lb.fc.flags & NNT_LF_DERIV_ADDS)) {
+    lay_free(&lb);
+    return;
+  }
   for (int i = 0; i < ROUNDS; i++) {
     lay_time(&lb, op, reps, l + i * reps);
     gemm_time(ta, tb, m, n, k, reps, g + i * reps);
@@ -234,7 +244,7 @@ int main(void) {
       {"resnet18 res4a_c1", 256, 8, 512, 3, 1, 2}, {"resnet18 res2a_sc", 64, 32, 128, 1, 0, 2},
       {"resnet18 res3a_sc", 128, 16, 256, 1, 0, 2}, {"resnet18 res4a_sc", 256, 8, 512, 1, 0, 2},
   };
-  const char *opname[] = {"forward", "gradient", "derivative"};
+  const char *opname[] = {"forward", "gradient", "derivative", "derivative added into a sum"};
   const char *only = getenv("BENCH_CONV_ONLY"); /* a substring of the model name */
   for (size_t i = 0; i < sizeof cv / sizeof cv[0]; i++) {
     unsigned c = cv[i].c, hw = cv[i].hw, f = cv[i].f, k = cv[i].k, pad = cv[i].pad;
@@ -249,7 +259,7 @@ int main(void) {
     snprintf(sd, sizeof sd, "%u", st);
     const char *p[] = {"filters", filters, "kernel_size", ks, "padding", pd, "stride", sd, NULL};
     size_t np = (size_t)32 * o * o, patch = (size_t)c * k * k;
-    for (int op = 0; op < 3; op++) {
+    for (int op = 0; op <= OP_DERIV_ADD; op++) {
       double tl, tg;
       nnt_dim in = nnt_dim_make(32, c, hw, hw);
       if (op == OP_FWD)
@@ -258,6 +268,8 @@ int main(void) {
         time_pair("conv2d", p, in, op, 7, 0, 1, f, patch, np, &tl, &tg);
       else
         time_pair("conv2d", p, in, op, 7, 1, 0, patch, np, f, &tl, &tg);
+      if (!tl)
+        continue;
       snprintf(name, sizeof name, "conv2d %s %ux%u%s %u->%u %ux%u batch 32 %s", cv[i].model, k,
                k, st > 1 ? " stride 2" : "", c, f, hw, hw, opname[op]);
       report(name, 2.0 * np * f * patch, tl, tg);

@@ -547,6 +547,12 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
       nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, p->filters, plane * p->wnb),
                            NNT_SCRATCH_INPLACE);
   }
+  /* A derivative on the CPU's subsampling kernel adds itself into a
+   * fan-out's sum (conv_bwd_x_add; ResNet's shortcuts, whose derivative
+   * is three quarters zeros): no temporary of the input's size, and no
+   * pass of the training loop's add over it. */
+  if (ctx->engine == NNT_ENGINE_CPU && conv_sub_dx(p))
+    ctx->flags |= NNT_LF_DERIV_ADDS;
   size_t down = gpu || is_pointwise(g) ? 0 : deriv_scratch(p, in, ctx->trainable);
   if (down) {
     p->dsc = ctx->n_scratch;
@@ -695,7 +701,8 @@ const nnt_layer_ops nnt_layer_conv2d = {
             NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
             NNT_KOP_BIT(PERMUTE3) | NNT_KOP_BIT(COPY),
     .opt_kops = NNT_KOP_BIT(CONV_FWD) | NNT_KOP_BIT(CONV_BWD_X) | NNT_KOP_BIT(CONV_BWD_W) |
-                NNT_KOP_BIT(CONV_WINO) | NNT_KOP_BIT(CONV_WINO_DW) | NNT_KOP_BIT(COL2IM_SET),
+                NNT_KOP_BIT(CONV_WINO) | NNT_KOP_BIT(CONV_WINO_DW) | NNT_KOP_BIT(COL2IM_SET) |
+                NNT_KOP_BIT(CONV_BWD_X_ADD),
 };
 
 const nnt_layer_ops nnt_layer_conv1d = {
@@ -712,5 +719,6 @@ const nnt_layer_ops nnt_layer_conv1d = {
             NNT_KOP_BIT(ADD_COL_VEC) | NNT_KOP_BIT(SUM_COLS) | NNT_KOP_BIT(FILL) |
             NNT_KOP_BIT(PERMUTE3) | NNT_KOP_BIT(COPY),
     .opt_kops = NNT_KOP_BIT(CONV_FWD) | NNT_KOP_BIT(CONV_BWD_X) | NNT_KOP_BIT(CONV_BWD_W) |
-                NNT_KOP_BIT(CONV_WINO) | NNT_KOP_BIT(CONV_WINO_DW) | NNT_KOP_BIT(COL2IM_SET),
+                NNT_KOP_BIT(CONV_WINO) | NNT_KOP_BIT(CONV_WINO_DW) | NNT_KOP_BIT(COL2IM_SET) |
+                NNT_KOP_BIT(CONV_BWD_X_ADD),
 };

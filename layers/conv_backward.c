@@ -180,6 +180,10 @@ int nnt_conv_derivative(nnt_layer *l, nnt_run_ctx *ctx) {
   size_t in_len = nnt_dim_feature_len(ctx->d_in[0].dim);
   size_t hw = (size_t)g->h * g->w;
   unsigned batch = ctx->d_in[0].dim.b;
+  if (ctx->d_add & 1) /* into a fan-out's sum (conv_finalize's NNT_LF_DERIV_ADDS) */
+    return k->conv_bwd_x_add ? k->conv_bwd_x_add(k, g, batch, p->filters, ctx->w[0].data,
+                                                 ctx->d_out[0].data, ctx->d_in[0].data)
+                             : NNT_ERR_INVAL;
   if (is_pointwise(g)) /* whole images on the threads */
     return nnt_conv_deriv_images(p, ctx, batch, batch);
   if (k->conv_bwd_x && (conv_rows(p, 1) || conv_sub_dx(p) || conv_str_dx(p) ||

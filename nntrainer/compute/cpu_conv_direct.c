@@ -515,7 +515,7 @@ int nnt_cpu_conv_bwd_ok(const nnt_conv_geom *g, size_t filters) {
 int nnt_cpu_conv_bwd_x_path(int path, const nnt_conv_geom *g, size_t n, size_t filters,
                             const float *w, const float *dy, float *dx) {
   if (nnt_conv_sub_dx_take(g, filters))
-    return nnt_cpu_conv_sub_dx(path, g, n, filters, w, dy, dx);
+    return nnt_cpu_conv_sub_dx(path, g, n, filters, w, dy, dx, 0);
   if (path >= NNT_BLAS_AVX512 && nnt_conv_str_dx_take(g, filters))
     return nnt_cpu_conv_str_dx(path, g, n, filters, w, dy, dx);
   if (nnt_conv_rows_take(g, filters, g ? g->c : 0))
@@ -567,6 +567,12 @@ int nnt_cpu_conv_bwd_x(const struct nnt_kernels *self, const nnt_conv_geom *g, s
       return rc;
   }
   return NNT_ERR_INVAL;
+}
+
+int nnt_cpu_conv_bwd_x_add(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n,
+                           size_t filters, const float *w, const float *dy, float *dx) {
+  (void)self;
+  return nnt_cpu_conv_sub_dx(NNT_BLAS_AVX512, g, n, filters, w, dy, dx, 1);
 }
 
 int nnt_cpu_conv_bwd_w(const struct nnt_kernels *self, const nnt_conv_geom *g, size_t n,

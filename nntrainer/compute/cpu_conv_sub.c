@@ -42,8 +42,12 @@ typedef struct sub_out {
   const float *bias;
   /* The derivative (AVX-512 only): a tile row's 16 sums spread over four
    * vectors of dX stored at y + xoff[q], lane l the sum xidx[q][l] (16 and
-   * above: zero), instead of the above. */
-  int expand;
+   * above: zero), instead of the above. add: each vector added into
+   * what dX holds there (conv_bwd_x_add) instead of stored; a vector
+   * whose lanes are all zeros (bit q of zq) only where dX holds a -0,
+   * the one value that adding 0 changes. */
+  int expand, add;
+  unsigned zq;
   size_t xoff[4];
   int32_t xidx[4][SUB_NR];
 } sub_out;
@@ -171,13 +175,27 @@ NNT_CV_AVX2 static void sub_mk_avx2(size_t kn, const float *const *a, const floa
   do {                                                                                          \
     for (unsigned q = 0; (r) < out->fr && q < 4; q++) {                                         \
       if (out->y[0])                                                                            \
-        _mm512_storeu_ps(out->y[0] + (r)*out->ld + out->xoff[q],                               \
-                         _mm512_permutex2var_ps(c##r##0, xi[q], zero));                         \
+        sub_put512(out, q, out->y[0] + (r)*out->ld + out->xoff[q], c##r##0, xi[q]);            \
       if (out->y[1])                                                                            \
-        _mm512_storeu_ps(out->y[1] + (r)*out->ld + out->xoff[q],                               \
-                         _mm512_permutex2var_ps(c##r##1, xi[q], zero));                         \
+        sub_put512(out, q, out->y[1] + (r)*out->ld + out->xoff[q], c##r##1, xi[q]);            \
     }                                                                                           \
   } while (0)
+/* Vector q of a tile row's sums c (lanes picked by xi, zeros past 15)
+ * stored at p, or added into what p holds (out->add): the bits of an add
+ * of the stored vector into it. */
+static inline __attribute__((always_inline)) NNT_CV_AVX512 void
+sub_put512(const sub_out *out, unsigned q, float *p, __m512 c, __m512i xi) {
+  __m512 zero = _mm512_setzero_ps();
+  if (!out->add) {
+    _mm512_storeu_ps(p, _mm512_permutex2var_ps(c, xi, zero));
+  } else if (out->zq >> q & 1) {
+    __m512i v = _mm512_loadu_si512(p); /* x + 0 is x but for x = -0 */
+    if (_mm512_cmpeq_epi32_mask(v, _mm512_set1_epi32(INT32_MIN)))
+      _mm512_storeu_ps(p, _mm512_add_ps(_mm512_castsi512_ps(v), zero));
+  } else {
+    _mm512_storeu_ps(p, _mm512_add_ps(_mm512_loadu_ps(p), _mm512_permutex2var_ps(c, xi, zero)));
+  }
+}
 static inline __attribute__((always_inline)) NNT_CV_AVX512 void
 sub_mk512(size_t kn, const float *const *a, size_t lda, const float *b, size_t ldb, size_t bs,
           const sub_out *out) {
@@ -197,7 +215,6 @@ sub_mk512(size_t kn, const float *const *a, size_t lda, const float *b, size_t l
   if (o < kn)
     SUB_STEP512(0);
   if (out->expand) {
-    __m512 zero = _mm512_setzero_ps();
     __m512i xi[4];
     for (unsigned q = 0; q < 4; q++)
       xi[q] = _mm512_loadu_si512(out->xidx[q]);
@@ -540,7 +557,7 @@ NNT_CV_AVX512 static void sub_dx_part(void *arg, size_t i0, size_t i1) {
 #endif
 
 int nnt_cpu_conv_sub_dx(int path, const nnt_conv_geom *g, size_t n, size_t filters,
-                        const float *w, const float *dy, float *dx) {
+                        const float *w, const float *dy, float *dx, int add) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
   if (path < NNT_BLAS_AVX512 || !__builtin_cpu_supports("avx512f") ||
@@ -553,24 +570,27 @@ int nnt_cpu_conv_sub_dx(int path, const nnt_conv_geom *g, size_t n, size_t filte
                   .w = w,
                   .dy = dy,
                   .dx = dx,
-                  .tmpl = {.expand = 1}};
+                  .tmpl = {.expand = 1, .add = add}};
   /* lane l of vector q: dX value e = 16 q + l of the tile's stretch (of a
    * half row when rows are longer than a tile) */
   for (unsigned q = 0; q < 4; q++) {
-    int half = g->ow % SUB_NR == 0; /* tiles of a half row: its even row, then its odd */
+    int half = g->ow % SUB_NR == 0;
+    unsigned zeros = 0; /* tiles of a half row: its even row, then its odd */
     j.tmpl.xoff[q] = half ? (q / 2) * (size_t)g->w + (q % 2) * SUB_NR : q * (size_t)SUB_NR;
     for (unsigned l = 0; l < SUB_NR; l++) {
       size_t e = (half ? (q % 2) : q) * SUB_NR + l;
       size_t row = half ? q / 2 : e / g->w, col = half ? e : e % g->w;
       j.tmpl.xidx[q][l] =
           row % 2 || col % 2 ? SUB_NR : (int32_t)((half ? 0 : row / 2 * g->ow) + col / 2);
+      zeros += j.tmpl.xidx[q][l] == SUB_NR;
     }
+    j.tmpl.zq |= (unsigned)(zeros == SUB_NR) << q;
   }
   if (n && g->c)
     nnt_cpu_pool_for(n, 1, sub_min_part(j.plane * filters * g->c), sub_dx_part, &j);
   return NNT_OK;
 #else
-  (void)path, (void)g, (void)n, (void)filters, (void)w, (void)dy, (void)dx;
+  (void)path, (void)g, (void)n, (void)filters, (void)w, (void)dy, (void)dx, (void)add;
   return NNT_ERR_INVAL;
 #endif
 }

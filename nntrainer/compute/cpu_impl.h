@@ -166,12 +166,14 @@ int nnt_cpu_conv_str_dx(int path, const struct nnt_conv_geom *g, size_t n, size_
  * nnt_conv_str_dw_take says. */
 int nnt_cpu_conv_str_dw(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
                         const float *x, const float *dy, float *dw);
-/* Its derivative (conv_bwd_x's dx, every value written) on the AVX-512
- * path; NNT_ERR_INVAL on another path, where nnt_conv_sub_dx_take says
- * no or the CPU has no AVX-512. conv_bwd_x takes it where
- * nnt_conv_sub_dx_take says yes. */
+/* Its derivative (conv_bwd_x's dx, every value written; add: added into
+ * dx, conv_bwd_x_add's) on the AVX-512 path; NNT_ERR_INVAL on another
+ * path, where nnt_conv_sub_dx_take says no or the CPU has no AVX-512.
+ * conv_bwd_x takes it where nnt_conv_sub_dx_take says yes. */
 int nnt_cpu_conv_sub_dx(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
-                        const float *w, const float *dy, float *dx);
+                        const float *w, const float *dy, float *dx, int add);
+int nnt_cpu_conv_bwd_x_add(const struct nnt_kernels *self, const struct nnt_conv_geom *g,
+                           size_t n, size_t filters, const float *w, const float *dy, float *dx);
 /* A stride-1, dilation-1 convolution of a 3x3 or 5x5 window along output
  * rows (cpu_conv_rows.c) on one code path (as nnt_cpu_conv_fwd_path):
  * deriv 0, conv_fwd's y from x (and bias, or NULL); deriv 1, conv_bwd_x's

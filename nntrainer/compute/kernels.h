@@ -622,6 +622,14 @@ typedef struct nnt_kernels {
   int (*bn_bwd_means)(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                       const float *dy, const float *xhat, const float *invstd,
                       const float *gamma, float *dx, float *dgamma, float *dbeta, float *means);
+  /* conv_bwd_x's dx[i] added into what dx holds (a fan-out's summed
+   * derivative, NNT_LF_DERIV_ADDS): each value the bits of an add of
+   * what conv_bwd_x would write into it, so that no temporary of dx's size
+   * is needed. Optional, like conv_fwd; the CPU's takes what
+   * nnt_conv_sub_dx_take takes, on an AVX-512 CPU (NNT_ERR_INVAL
+   * otherwise). */
+  int (*conv_bwd_x_add)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
+                        size_t filters, const float *w, const float *dy, float *dx);
 } nnt_kernels;
 
 /* k->parallel where the backend has it, else fn(arg, 0, n). */

@@ -735,10 +735,13 @@ void nnt_vk_kernels_init(vk_ctx *c) {
  * the GPU keeps batch normalization's output instead of recomputing it;
  * and conv_fwd, conv_bwd_x, conv_bwd_w, conv_wino, conv_wino_dw and
  * col2im_set (optional, left NULL): conv2d runs im2col, gemm, fill and
- * col2im; and bn_bwd_means (optional): batch norm calls bn_bwd twice. */
+ * col2im; and bn_bwd_means (optional): batch norm calls bn_bwd twice;
+ * and conv_bwd_x_add (optional): a convolution's derivative at a fan-out
+ * is added in by the training loop. */
 int nnt_vk_supports(const nnt_backend *be, nnt_kop op) {
   (void)be;
   return (unsigned)op < NNT_KOP__COUNT && op != NNT_KOP_BN_AFFINE && op != NNT_KOP_CONV_FWD &&
          op != NNT_KOP_CONV_BWD_X && op != NNT_KOP_CONV_BWD_W && op != NNT_KOP_CONV_WINO &&
-         op != NNT_KOP_CONV_WINO_DW && op != NNT_KOP_COL2IM_SET && op != NNT_KOP_BN_BWD_MEANS;
+         op != NNT_KOP_CONV_WINO_DW && op != NNT_KOP_COL2IM_SET && op != NNT_KOP_BN_BWD_MEANS &&
+         op != NNT_KOP_CONV_BWD_X_ADD;
 }

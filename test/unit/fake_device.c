@@ -328,6 +328,9 @@ F(conv_fwd, (cg g, size_t n, size_t f, cf w, cf b, cf x, float *y),
 F(conv_bwd_x, (cg g, size_t n, size_t f, cf w, cf dy, float *dx),
   (C(w, f * g->c * g->kh * g->kw) C(dy, n * f * GEO_OUT(g)) C(dx, n * GEO_IN(g))),
   (g, n, f, H(w), H(dy), H(dx)))
+F(conv_bwd_x_add, (cg g, size_t n, size_t f, cf w, cf dy, float *dx),
+  (C(w, f * g->c * g->kh * g->kw) C(dy, n * f * GEO_OUT(g)) C(dx, n * GEO_IN(g))),
+  (g, n, f, H(w), H(dy), H(dx)))
 F(conv_bwd_w, (cg g, size_t n, size_t f, cf x, cf dy, float *dw),
   (C(x, n * GEO_IN(g)) C(dy, n * f * GEO_OUT(g)) C(dw, f * g->c * g->kh * g->kw)),
   (g, n, f, H(x), H(dy), H(dw)))

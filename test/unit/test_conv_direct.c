@@ -556,7 +556,7 @@ static void test_sub_dx(void **state) {
     size_t plane = (size_t)g.oh * g.ow, hw = (size_t)d->h * d->w, nx = d->n * d->c * hw;
     float *w = rnd(&r, d->filters * d->c), *dy = rnd(&r, d->n * d->filters * plane);
     float *dx = malloc(nx * sizeof *dx), *dx2 = malloc(nx * sizeof *dx2);
-    assert_int_equal(nnt_cpu_conv_sub_dx(NNT_BLAS_AVX2, &g, d->n, d->filters, w, dy, dx),
+    assert_int_equal(nnt_cpu_conv_sub_dx(NNT_BLAS_AVX2, &g, d->n, d->filters, w, dy, dx, 0),
                      NNT_ERR_INVAL);
     if (!avx512) {
       free(w), free(dy), free(dx), free(dx2);
@@ -584,6 +584,22 @@ static void test_sub_dx(void **state) {
     assert_int_equal(k->conv_bwd_x(k, &g, d->n, d->filters, w, dy, dx2), NNT_OK);
     tu_one_thread();
     assert_memory_equal(dx, dx2, nx * sizeof *dx);
+    /* added into a sum (conv_bwd_x_add): the bits of that dx added into
+     * it, on one thread and two, a -0 on an odd row and on an even row's
+     * odd column included (adding 0 makes it +0) */
+    float *sum = rnd(&r, nx), *want = malloc(nx * sizeof *want);
+    sum[1] = sum[d->w] = sum[nx - 1] = -0.0f;
+    for (size_t q = 0; q < nx; q++)
+      want[q] = sum[q] + dx[q];
+    for (int t = 1; t <= 2; t++) {
+      memcpy(dx2, sum, nx * sizeof *dx2);
+      if (t == 2)
+        tu_two_threads();
+      assert_int_equal(k->conv_bwd_x_add(k, &g, d->n, d->filters, w, dy, dx2), NNT_OK);
+      tu_one_thread();
+      assert_memory_equal(dx2, want, nx * sizeof *dx2);
+    }
+    free(sum), free(want);
     free(w), free(dy), free(dx), free(dx2);
   }
   /* an odd input (h != 2 oh), a stride of 3, planes not of whole tiles */
@@ -593,10 +609,15 @@ static void test_sub_dx(void **state) {
       {4, 12, 12, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 3, 1, 0},
       {4, 40, 40, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 3, 1, 0},
   };
+  float v[8] = {0};
   for (size_t ci = 0; ci < NNT_ARRAY_LEN(no); ci++) {
     nnt_conv_geom g = geom(&no[ci]);
     assert_false(nnt_conv_sub_dx_take(&g, no[ci].filters));
+    assert_int_equal(k->conv_bwd_x_add(k, &g, 1, no[ci].filters, v, v, v), NNT_ERR_INVAL);
   }
+  nnt_conv_geom g = geom(&sub[2]); /* taken, but not without AVX-512 */
+  if (!avx512)
+    assert_int_equal(k->conv_bwd_x_add(k, &g, 1, sub[2].filters, v, v, v), NNT_ERR_INVAL);
 }
 
 int main(void) {

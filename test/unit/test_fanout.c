@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "nntrainer/ini.h"
+#include "nntrainer/compute/kernels.h"
 #include "nntrainer/model_impl.h"
 
 #define HEAD(B)                                                                              \
@@ -304,6 +305,43 @@ static void test_attention_adds(void **state) {
   }
 }
 
+/* A downsampling residual block (ResNet's): a's output goes to the
+ * strided convolution c1 and to the 1x1 stride-2 shortcut sc, whose
+ * derivative comes second in backward. Where the CPU's subsampling
+ * derivative takes sc (an AVX-512 CPU), it adds itself into a's sum
+ * (conv_bwd_x_add) without a temporary; elsewhere it writes one that the
+ * loop adds. The weights of memory_optimization=false either way, bit
+ * for bit. */
+static const char DOWN[] = HEAD("4")
+    "[in]\ntype = input\ninput_shape = 4:16:16\n"
+    "[a]\ntype = conv2d\nfilters = 16\nkernel_size = 3,3\npadding = 1,1\n"
+    "[c1]\ntype = conv2d\ninput_layers = a\nfilters = 32\nkernel_size = 3,3\nstride = 2,2\n"
+    "padding = 1,1\n"
+    "[sc]\ntype = conv2d\ninput_layers = a\nfilters = 32\nkernel_size = 1,1\nstride = 2,2\n"
+    "[add]\ntype = addition\ninput_layers = c1, sc\n"
+    "[flat]\ntype = flatten\n"
+    "[out]\ntype = fully_connected\nunit = 3\n";
+
+static void test_shortcut_adds(void **state) {
+  (void)state;
+  nnt_model *on = load("down.ini", DOWN, 1, 1), *off = load("down.ini", DOWN, 0, 0);
+  const nnt_node *a = tu_node(on, "a"), *sc = tu_node(on, "sc"), *first[8];
+  assert_int_equal(check_fanouts(on, first), 1);
+  assert_ptr_equal(first[0], tu_node(on, "c1"));
+  nnt_conv_geom g = {.c = 16, .h = 16, .w = 16, .kh = 1, .kw = 1, .sh = 2, .sw = 2,
+                     .dh = 1, .dw = 1, .oh = 8, .ow = 8};
+  int adds = nnt_conv_sub_dx_take(&g, 32) && nnt_conv_sub_dx_runs();
+  assert_int_equal(!!(sc->fc.flags & NNT_LF_DERIV_ADDS), adds);
+  if (adds)
+    assert_accum(sc, 0, a);
+  else
+    assert_temporary(sc, 0, a, NNT_D_ADD);
+  assert_int_equal(has_tensor(&on->mgr[NNT_MODE_TRAIN], "sc:d_in0"), !adds);
+  assert_true(has_tensor(&off->mgr[NNT_MODE_TRAIN], "sc:d_in0"));
+  assert_int_equal(tu_node(off, "sc")->ctx.d_add, 0);
+  train_alike(on, off);
+}
+
 /* A relu whose output the next layer's calc_gradient reads: the training
  * plan keeps its bit mask (smaller than keeping the output to the relu's
  * own derivative), so the output ends at that read; a fully_connected
@@ -344,6 +382,7 @@ int main(void) {
       cmocka_unit_test(test_cases_bitwise),
       cmocka_unit_test(test_lifetimes_end_at_the_last_read),
       cmocka_unit_test(test_attention_adds),
+      cmocka_unit_test(test_shortcut_adds),
   };
   return cmocka_run_group_tests(tests, tu_dir_setup, tu_dir_teardown);
 }

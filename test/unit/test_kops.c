@@ -143,6 +143,9 @@ V(CONV_WINO_DW, conv_wino_dw, (const struct nnt_conv_geom *g, size_t n, size_t f
 V(BN_BWD_MEANS, bn_bwd_means, (size_t o, size_t ch, size_t in, cf dy, cf xhat, cf invstd, cf g,
                                float *dx, float *dg, float *db, float *means),
   (o, ch, in, dy, xhat, invstd, g, dx, dg, db, means))
+V(CONV_BWD_X_ADD, conv_bwd_x_add, (const struct nnt_conv_geom *g, size_t n, size_t f, cf w,
+                                   cf dy, float *dx),
+  (g, n, f, w, dy, dx))
 
 /* The CPU's table with every op of NNT_KOP_LIST replaced by its wrapper. */
 static nnt_kernels rec_table(void) {
