@@ -67,7 +67,7 @@
  * degrees (padding 2 - p), the weight gradient from the same transforms.
  * They work inside the column scratch planned above (the forward's for
  * the forward, the backward's block for the other two), the backward's
- * raised to their least where that is at most 1.5 times the layer's input
+ * raised to all 16 slices where that is at most 3 times the layer's input
  * (wino_bwd_scratch: ResNet-18's stage 3, whose arena stays the same). The
  * forward of an image with few tiles runs over groups of wnb images, more
  * than im2col's nb, where that scratch is also at most 1.5 times the input
@@ -289,15 +289,21 @@ static size_t wino4_tiles(const nnt_conv_geom *g, size_t batch) {
  * at that net's training peak, would raise it by 1 MB (and its largest
  * batch in 64 MB from 42 to 40), measured; neither bound knows the
  * plan, so both were checked against it. Else all 16 slices in one pass
- * (twice their least) where that is at most 1.5 times its input, else
- * their least (8 slices a pass) where that is; else 0. ResNet-18's stage 2
+ * (twice their least) where that is at most 3 times its input (8 slices a
+ * pass where twice their least is more than a tensor's length), else 0.
+ * ResNet-18's stage 2
  * (2 MiB against 4 MiB of input) then makes one pass instead of two: its
  * derivative 201-236 -> 282-299 GFLOP/s. Its im2col scratch (one
  * image's columns) is below that on narrow planes with many channels:
- * ResNet-18's stage 3 (3 MiB against 2 MiB of input) then runs both on
- * Winograd, 1.4x as fast (docs/performance.md), with its planned arena
- * unchanged; its stage 4 would take 10 MiB against 1 MiB and raised the
- * arena by 10 MB (its peak lies there), which the bound keeps out. */
+ * ResNet-18's stage 3 (6 MiB against 2 MiB of input) then runs both on
+ * Winograd, 1.4x as fast as im2col, with its planned arena unchanged;
+ * with 8 slices a pass in 3 MiB (a bound of 1.5 times the input, before)
+ * its weight gradient ran at 0.90-0.95 of a bare sgemm on two threads,
+ * 1.12-1.21 in one pass, and its derivative 1.04-1.05 against 1.13-1.20
+ * (docs/performance.md, thirty-fourth round; 12 MiB, 256 tiles a chunk,
+ * was faster still but raised the arena by 4 MiB). Its stage 4 would take
+ * 10 MiB against 1 MiB and raised the arena by 10 MB (its peak lies
+ * there), which the bound keeps out. */
 static size_t wino_bwd_scratch(const conv_priv *p, nnt_dim in) {
   const nnt_conv_geom *g = &p->g;
   if (!nnt_wino_geom_ok(g) || g->c < CONV_WINO_MIN_C || p->filters < CONV_WINO_MIN_C)
@@ -313,9 +319,9 @@ static size_t wino_bwd_scratch(const conv_priv *p, nnt_dim in) {
   size_t need4 = nnt_wino4_scratch(g->c, p->filters, t4 > t4w ? t4 : t4w);
   if (g->c == p->filters && need4 <= UINT32_MAX && 4 * need4 <= 5 * input)
     return need4;
-  if (need <= UINT32_MAX / 2 && 4 * need <= 3 * input)
-    return 2 * need; /* all 16 slices in one pass */
-  return need <= UINT32_MAX && 2 * need <= 3 * input ? need : 0;
+  if (2 * need > 3 * input || need > UINT32_MAX)
+    return 0;
+  return need <= UINT32_MAX / 2 ? 2 * need : need; /* all 16 slices in one pass */
 }
 
 /* The derivative's own scratch in floats (NNT_SCRATCH_DERIV, so that

@@ -6,12 +6,14 @@
  * that step alone, before the gradient's first step, and not in
  * inference; a frozen conv (no gradient to make room) and a conv without
  * a derivative (the first layer) plan none; training gives bitwise what
- * memory_optimization=false gives. */
+ * memory_optimization=false gives. And how many of Winograd's slices
+ * the backward's own scratch holds. */
 #include "test_util.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "nntrainer/compute/kernels.h"
 #include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
 
@@ -108,10 +110,40 @@ static void test_bitwise(void **state) {
   nnt_model_destroy(b);
 }
 
+/* The backward's scratch where it holds conv_wino and conv_wino_dw
+ * (wino_bwd_scratch): all 16 slices of a chunk of NNT_WINO_MIN_TILES in
+ * one pass where that is at most three times the layer's input:
+ * ResNet-18's stage 3 (256 channels and filters on 8x8 images, batch 32:
+ * 6 MiB against 2 MiB), whose training plan stays the same; with half the
+ * batch the input is too small for even 8 slices, and the backward keeps
+ * its column blocks. */
+static void test_wino_slices(void **state) {
+  (void)state;
+  static const unsigned batch[] = {32, 16};
+  for (size_t i = 0; i < NNT_ARRAY_LEN(batch); i++) {
+    nnt_err e = {0};
+    nnt_layer *l = NULL;
+    const char *props[] = {"filters", "256", "kernel_size", "3,3", "padding", "1,1", NULL};
+    assert_int_equal(nnt_layer_create("conv2d", &l, &e), NNT_OK);
+    for (size_t p = 0; props[p]; p += 2)
+      assert_int_equal(nnt_layer_set_property(l, props[p], props[p + 1], &e), NNT_OK);
+    nnt_finalize_ctx fc = {.n_in = 1, .n_out = 1, .batch = batch[i], .trainable = 1};
+    fc.in_dim[0] = nnt_dim_make(batch[i], 256, 8, 8);
+    assert_int_equal(l->ops->finalize(l, &fc, &e), NNT_OK);
+    size_t bwd = nnt_dim_len(fc.scratch_dim[1]), least = nnt_wino_min_scratch(256, 256, 64);
+    if (i == 0)
+      assert_int_equal(bwd, 2 * least);
+    else
+      assert_true(bwd < least);
+    nnt_layer_destroy(l);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_planned),
       cmocka_unit_test(test_bitwise),
+      cmocka_unit_test(test_wino_slices),
   };
   return cmocka_run_group_tests(tests, tu_dir_setup, tu_dir_teardown);
 }
