@@ -281,19 +281,24 @@ static size_t wino4_tiles(const nnt_conv_geom *g, size_t batch) {
 
 /* The backward's scratch in floats for conv_wino's derivative and
  * conv_wino_dw where the layer takes them: F(4x4, 3x3)'s (the
- * derivative's chunks of wino4_tiles, the weight gradient's of 64 tiles)
- * where the layer keeps its width (channels = filters) and that is at
- * most 1.25 times its input: ResNet-18's stage 2 (4.5 MiB against 4),
- * derivative 141 -> 231 and gradient 138 -> 230 GFLOP/s on one thread,
- * its arena the same. conv-BN-ReLU's c3 (64 -> 128), whose backward lies
+ * derivative's chunks of wino4_tiles, the weight gradient's of the most
+ * tiles, 256, 128 or 64, that the bound holds) where the layer keeps its
+ * width (channels = filters) and that is at most 1.25 times its input:
+ * ResNet-18's stage 2 (4.5 MiB against 4, 64 tiles), derivative 141 ->
+ * 231 and gradient 138 -> 230 GFLOP/s on one thread, its arena the same;
+ * its stage 1 (5 MiB against 8, 256 tiles), whose gradient in chunks of
+ * 64 tiles (1.7 MiB) made 36 products of 64 x 64 x 64 a chunk: 2.03 ->
+ * 2.22 times a bare sgemm on one thread and 2.07 -> 2.27 on two (medians
+ * of six alternating runs; docs/performance.md, thirty-fourth round), its
+ * arena the same. conv-BN-ReLU's c3 (64 -> 128), whose backward lies
  * at that net's training peak, would raise it by 1 MB (and its largest
  * batch in 64 MB from 42 to 40), measured; neither bound knows the
  * plan, so both were checked against it. Else all 16 slices in one pass
  * (twice their least) where that is at most 3 times its input (8 slices a
  * pass where twice their least is more than a tensor's length), else 0.
- * ResNet-18's stage 2
- * (2 MiB against 4 MiB of input) then makes one pass instead of two: its
- * derivative 201-236 -> 282-299 GFLOP/s. Its im2col scratch (one
+ * ResNet-18's stage 2 on F(2x2, 3x3) (2 MiB against 4 MiB of input) made
+ * one pass instead of two that way: its derivative 201-236 -> 282-299
+ * GFLOP/s. Its im2col scratch (one
  * image's columns) is below that on narrow planes with many channels:
  * ResNet-18's stage 3 (6 MiB against 2 MiB of input) then runs both on
  * Winograd, 1.4x as fast as im2col, with its planned arena unchanged;
@@ -311,14 +316,18 @@ static size_t wino_bwd_scratch(const conv_priv *p, nnt_dim in) {
   size_t tiles = (size_t)in.b * ((g->oh + 1) / 2) * ((g->ow + 1) / 2);
   size_t need = nnt_wino_min_scratch(g->c, p->filters, tiles);
   size_t input = (size_t)in.b * in.c * in.h * in.w;
-  /* F(4x4, 3x3): the derivative's chunks, the weight gradient's */
+  /* F(4x4, 3x3): the derivative's chunks, the weight gradient's (the
+   * most tiles a chunk that the bound holds, down to NNT_WINO_MIN_TILES) */
   nnt_conv_geom d = nnt_conv_wino_dgeom(p);
-  size_t t4 = wino4_tiles(&d, in.b), t4w = (size_t)in.b * ((g->oh + 3) / 4) * ((g->ow + 3) / 4);
-  if (t4w > NNT_WINO_MIN_TILES)
-    t4w = NNT_WINO_MIN_TILES;
-  size_t need4 = nnt_wino4_scratch(g->c, p->filters, t4 > t4w ? t4 : t4w);
-  if (g->c == p->filters && need4 <= UINT32_MAX && 4 * need4 <= 5 * input)
-    return need4;
+  size_t t4 = wino4_tiles(&d, in.b), all4 = (size_t)in.b * ((g->oh + 3) / 4) * ((g->ow + 3) / 4);
+  for (size_t most = NNT_WINO4_MAX_TILES; g->c == p->filters; most /= 2) {
+    size_t t4w = all4 < most ? all4 : most;
+    size_t need4 = nnt_wino4_scratch(g->c, p->filters, t4 > t4w ? t4 : t4w);
+    if (need4 <= UINT32_MAX && 4 * need4 <= 5 * input)
+      return need4;
+    if (most <= NNT_WINO_MIN_TILES)
+      break;
+  }
   if (2 * need > 3 * input || need > UINT32_MAX)
     return 0;
   return need <= UINT32_MAX / 2 ? 2 * need : need; /* all 16 slices in one pass */

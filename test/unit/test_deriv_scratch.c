@@ -10,6 +10,7 @@
  * the backward's own scratch holds. */
 #include "test_util.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,30 +112,38 @@ static void test_bitwise(void **state) {
 }
 
 /* The backward's scratch where it holds conv_wino and conv_wino_dw
- * (wino_bwd_scratch): all 16 slices of a chunk of NNT_WINO_MIN_TILES in
- * one pass where that is at most three times the layer's input:
- * ResNet-18's stage 3 (256 channels and filters on 8x8 images, batch 32:
- * 6 MiB against 2 MiB), whose training plan stays the same; with half the
- * batch the input is too small for even 8 slices, and the backward keeps
- * its column blocks. */
+ * (wino_bwd_scratch), at ResNet-18's shapes (batch 32), whose training
+ * plan stays the same: F(4x4, 3x3) with chunks of the most tiles (up to
+ * 256) whose scratch is at most 1.25 times the layer's input, stage 1
+ * (64 channels, 32x32: 256 tiles, 5 MiB against 8 MiB) and stage 2 (128,
+ * 16x16: 64 tiles, 4.5 MiB against 4); else F(2x2, 3x3)'s 16 slices of
+ * 64 tiles in one pass where that is at most three times the input, stage
+ * 3 (256, 8x8: 6 MiB against 2); with half the batch stage 3's input is
+ * too small for even 8 slices and the backward keeps its column blocks. */
 static void test_wino_slices(void **state) {
   (void)state;
-  static const unsigned batch[] = {32, 16};
-  for (size_t i = 0; i < NNT_ARRAY_LEN(batch); i++) {
+  static const struct {
+    unsigned c, hw, batch, f4, tiles;
+  } L[] = {{64, 32, 32, 1, 256}, {128, 16, 32, 1, 64}, {256, 8, 32, 0, 64}, {256, 8, 16, 0, 0}};
+  for (size_t i = 0; i < NNT_ARRAY_LEN(L); i++) {
     nnt_err e = {0};
     nnt_layer *l = NULL;
-    const char *props[] = {"filters", "256", "kernel_size", "3,3", "padding", "1,1", NULL};
+    char f[16];
+    snprintf(f, sizeof f, "%u", L[i].c);
+    const char *props[] = {"filters", f, "kernel_size", "3,3", "padding", "1,1", NULL};
     assert_int_equal(nnt_layer_create("conv2d", &l, &e), NNT_OK);
     for (size_t p = 0; props[p]; p += 2)
       assert_int_equal(nnt_layer_set_property(l, props[p], props[p + 1], &e), NNT_OK);
-    nnt_finalize_ctx fc = {.n_in = 1, .n_out = 1, .batch = batch[i], .trainable = 1};
-    fc.in_dim[0] = nnt_dim_make(batch[i], 256, 8, 8);
+    nnt_finalize_ctx fc = {.n_in = 1, .n_out = 1, .batch = L[i].batch, .trainable = 1};
+    fc.in_dim[0] = nnt_dim_make(L[i].batch, L[i].c, L[i].hw, L[i].hw);
     assert_int_equal(l->ops->finalize(l, &fc, &e), NNT_OK);
-    size_t bwd = nnt_dim_len(fc.scratch_dim[1]), least = nnt_wino_min_scratch(256, 256, 64);
-    if (i == 0)
-      assert_int_equal(bwd, 2 * least);
+    size_t bwd = nnt_dim_len(fc.scratch_dim[1]), c = L[i].c;
+    if (L[i].f4)
+      assert_int_equal(bwd, nnt_wino4_scratch(c, c, L[i].tiles));
+    else if (L[i].tiles)
+      assert_int_equal(bwd, 2 * nnt_wino_min_scratch(c, c, L[i].tiles));
     else
-      assert_true(bwd < least);
+      assert_true(bwd < nnt_wino_min_scratch(c, c, 64));
     nnt_layer_destroy(l);
   }
 }
