@@ -489,7 +489,8 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
                         p->filters, 0, p->wp.bias_decay, 1);
   p->nb = p->wnb = p->bnb = 1;
   p->bc = g->c;
-  p->dsc = ~0u;
+  p->dsc = p->hsc = ~0u;
+  p->hnb = 1;
   p->dwino = 0;
   p->dnb = 1;
   p->fwd4 = 0;
@@ -568,6 +569,18 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
    * pass of the training loop's add over it. */
   if (ctx->engine == NNT_ENGINE_CPU && conv_sub_dx(p))
     ctx->flags |= NNT_LF_DERIV_ADDS;
+  /* a shortcut's weight gradient in halves of the batch (conv_impl.h) */
+  p->hsc = ~0u;
+  if (!gpu && ctx->trainable && nnt_conv_sub_take(g, p->filters) && p->gparts == 1 &&
+      in.b >= CONV_HALVES) {
+    size_t half = (in.b + CONV_HALVES - 1) / CONV_HALVES, want = CONV_HALF_COLS;
+    p->hnb = (unsigned)((want + plane - 1) / plane < half ? (want + plane - 1) / plane : half);
+    size_t len = CONV_HALVES * conv_half_region(p) + (CONV_HALVES - 1) * p->filters * g->c;
+    if (len <= UINT32_MAX) {
+      p->hsc = ctx->n_scratch;
+      nnt_fctx_add_scratch(ctx, nnt_dim_make(1, 1, 1, (unsigned)len), NNT_SCRATCH_BWD);
+    }
+  }
   size_t down = gpu || is_pointwise(g) ? 0 : deriv_scratch(p, in, ctx->trainable);
   if (down) {
     p->dsc = ctx->n_scratch;

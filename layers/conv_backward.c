@@ -97,6 +97,59 @@ static void grad_chans(void *arg, size_t i0, size_t i1) {
   }
 }
 
+/* Part i of a shortcut's weight gradient (conv_impl.h CONV_HALVES): its
+ * images in groups of hnb, each group's columns (and gathered dY) in the
+ * part's region of scratch hsc, their products summed into dW (part 0)
+ * or the part's partial dW. */
+typedef struct half_job {
+  const conv_priv *p;
+  nnt_run_ctx *ctx;
+  unsigned batch;
+  atomic_int rc;
+} half_job;
+
+static void grad_halves(void *arg, size_t i0, size_t i1) {
+  half_job *j = arg;
+  const conv_priv *p = j->p;
+  const nnt_kernels *k = j->ctx->k;
+  size_t plane = (size_t)p->g.oh * p->g.ow, c = p->g.c, f = p->filters;
+  size_t in_len = nnt_dim_feature_len(j->ctx->in[0].dim), out_len = f * plane;
+  float *base = j->ctx->scratch[p->hsc].data;
+  size_t region = conv_half_region(p);
+  for (size_t i = i0; i < i1 && !atomic_load(&j->rc); i++) {
+    unsigned b0 = (unsigned)((size_t)j->batch * i / CONV_HALVES);
+    unsigned b1 = (unsigned)((size_t)j->batch * (i + 1) / CONV_HALVES);
+    float *col = base + i * region, *gdy = col + c * p->hnb * plane;
+    float *dw = i ? base + CONV_HALVES * region + (i - 1) * f * c : j->ctx->gw[0].data;
+    int rc = NNT_OK;
+    for (unsigned b = b0; b < b1 && !rc; b += p->hnb) {
+      unsigned n = b1 - b < p->hnb ? b1 - b : p->hnb;
+      const float *dy = j->ctx->d_out[0].data + b * out_len;
+      rc = k->im2col(k, &p->g, n, j->ctx->in[0].data + b * in_len, col);
+      if (!rc && n > 1)
+        rc = nnt_conv_swap_outer(k, n, p->filters, plane, dy, gdy);
+      if (!rc)
+        rc = k->gemm(k, 0, 1, f, c, n * plane, 1.0f, n > 1 ? gdy : dy, n * plane, col,
+                     n * plane, b > b0 ? 1.0f : 0.0f, dw, c);
+    }
+    if (rc) {
+      int none = NNT_OK;
+      atomic_compare_exchange_strong(&j->rc, &none, rc);
+    }
+  }
+}
+
+static int gradient_halves(const conv_priv *p, nnt_run_ctx *ctx, unsigned batch) {
+  half_job j = {p, ctx, batch, NNT_OK};
+  nnt_kernels_parallel(ctx->k, CONV_HALVES, grad_halves, &j);
+  NNT_TRY(atomic_load(&j.rc));
+  size_t fc = (size_t)p->filters * p->g.c;
+  const float *part = ctx->scratch[p->hsc].data + CONV_HALVES * conv_half_region(p);
+  for (unsigned i = 1; i < CONV_HALVES; i++)
+    NNT_TRY(ctx->k->add(ctx->k, fc, ctx->gw[0].data, part + (i - 1) * fc, ctx->gw[0].data));
+  return NNT_OK;
+}
+
 /* dW = sum over groups of dY col^T, a block of channels (a range of dW's
  * columns) at a time; db = sums of dY. */
 int nnt_conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
@@ -113,6 +166,10 @@ int nnt_conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   if (want_w && k->conv_bwd_w && (conv_rows_dw(p) || conv_str_dw(p) || use_direct_bwd(p, 1, 1))) {
     NNT_TRY(k->conv_bwd_w(k, g, batch, p->filters, ctx->in[0].data, ctx->d_out[0].data,
                           ctx->gw[0].data));
+    want_w = 0;
+  }
+  if (want_w && p->hsc != ~0u && ctx->scratch[p->hsc].data && batch >= CONV_HALVES) {
+    NNT_TRY(gradient_halves(p, ctx, batch));
     want_w = 0;
   }
   if (want_w && nnt_conv_use_wino(k->conv_wino_dw != NULL, g, g->c, p->filters, batch,

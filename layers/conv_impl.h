@@ -21,6 +21,8 @@ typedef struct conv_priv {
   unsigned pnb;  /* nb = 1: images whose columns the forward's scratch holds (CONV_PAR_IMAGES) */
   unsigned pgr;  /* nb > 1: groups whose columns and outputs it holds (CONV_PAR_GROUPS) */
   unsigned gparts; /* the weight gradient's parts (conv_chan_parts; 1 on a GPU) */
+  unsigned hsc; /* the gradient's scratch in CONV_HALVES (conv_halves); ~0u: none */
+  unsigned hnb; /* images per product there */
 } conv_priv;
 
 /* The forward takes conv_fwd for at most CONV_DIRECT_MAX_C input
@@ -88,6 +90,30 @@ static inline int conv_str_dw(const conv_priv *p) {
 #define CONV_CHAN_MIN_COLS 96
 static inline unsigned conv_chan_parts(unsigned bc, unsigned taps) {
   return bc / CONV_CHAN_PARTS * taps < CONV_CHAN_MIN_COLS ? 1 : CONV_CHAN_PARTS;
+}
+
+/* The weight gradient of a subsampling 1x1 layer (ResNet's shortcuts,
+ * whose products are too narrow to split well: conv_chan_parts 1) in
+ * CONV_HALVES fixed parts of the batch, each on one thread (k->parallel)
+ * in its own region of a scratch of its own (hsc): groups of hnb images
+ * (their products CONV_HALF_COLS deep or more), their columns and, where
+ * hnb > 1, their gathered dY; part 0 sums into dW, the others into their
+ * own partial dW, added into dW in order after. The parts are the same at
+ * any thread count: so are the bits. Against the channel blocks split
+ * inside each op, on two threads of an Emerald Rapids (ratios to a bare
+ * sgemm): ResNet-18's res2a_sc 0.55-0.72 -> 0.74-1.01, res3a_sc
+ * 0.51-0.65 -> 0.74-0.89, res4a_sc 0.51-0.63 -> 0.71-0.86; on one thread
+ * within the runs' spread but res4a_sc's, 0.75-0.79 -> 0.69-0.75
+ * (docs/performance.md, thirty-fourth round; groups of 64 or 128 columns
+ * measured the same). */
+#define CONV_HALVES 2
+#define CONV_HALF_COLS 256
+/* The floats of a part's region of that scratch (hnb images' columns,
+ * and their dY where hnb > 1); the partial dW of parts 1 and up follow
+ * the CONV_HALVES regions. */
+static inline size_t conv_half_region(const conv_priv *p) {
+  size_t plane = (size_t)p->g.oh * p->g.ow;
+  return ((size_t)p->g.c + (p->hnb > 1 ? p->filters : 0)) * p->hnb * plane;
 }
 
 /* Whether im2col of one image is the image itself (conv.c). */

@@ -40,6 +40,8 @@ static void test_conv2d(void **state) {
    * forward on its subsampling product where nnt_conv_sub_runs says) */
   const char *sc[] = {"filters", "7", "kernel_size", "1", "stride", "2,3", NULL};
   fd("conv2d", sc, D(2, 5, 7, 9), D(2, 7, 4, 3), 1e-2f);
+  /* its weight gradient in halves of 2 and 3 images, groups of 3 */
+  fd("conv2d", sc, D(5, 3, 4, 4), D(5, 7, 2, 2), 1e-2f);
   /* 16 channels, 3x3, stride 2 (ResNet's downsampling): the CPU's forward
    * and derivative on its strided kernels where nnt_conv_str_runs says
    * (AVX-512) */
@@ -195,17 +197,65 @@ static void test_pointwise_bitwise(void **state) {
   /* not pointwise: stride 2, or padding, keeps its column buffers (and,
    * with both images in one gemm, the permuted output; the backward, whose
    * dY of 2 images would not fit in one image's columns, runs one image at
-   * a time with no dY scratch) */
+   * a time with no dY scratch); the stride-2 one's weight gradient runs in
+   * halves of the batch (conv_impl.h CONV_HALVES) in a scratch of its own:
+   * each half's group of 1 image's columns (3 channels, 2x2), and the
+   * second half's dW */
   const char *s2[] = {"filters", "4", "kernel_size", "1", "stride", "2", NULL};
   const char *p1[] = {"filters", "4", "kernel_size", "1", "padding", "1", NULL};
   const char *const *np[] = {s2, p1};
   for (int i = 0; i < 2; i++) {
     fd_harness h;
     fd_setup(&h, "conv2d", np[i], D(2, 3, 4, 4), 0);
-    assert_int_equal(h.fc.n_scratch, 3);
+    assert_int_equal(h.fc.n_scratch, i ? 3 : 4);
     assert_int_equal(h.fc.scratch_dim[2].h, 4); /* the forward's output of 2 images */
+    if (!i) {
+      assert_int_equal(nnt_dim_len(h.fc.scratch_dim[3]), 2 * 3 * 4 + 4 * 3);
+      assert_int_equal(h.fc.scratch_life[3], NNT_SCRATCH_BWD);
+    }
     fd_teardown(&h);
   }
+}
+
+/* A subsampling 1x1 layer's weight gradient in halves of the batch
+ * (conv_impl.h CONV_HALVES: 5 images, halves of 2 and 3, groups of up
+ * to 3 with dY gathered): against sums in double, and the same bits on
+ * one thread and two. */
+static void test_shortcut_halves(void **state) {
+  (void)state;
+  const char *a[] = {"filters", "24", "kernel_size", "1", "stride", "2", NULL};
+  const unsigned n = 5, c = 16, f = 24, hw = 8, o = 4;
+  fd_harness h;
+  fd_setup(&h, "conv2d", a, D(n, c, hw, hw), 0);
+  nnt_err e = {0}; /* one thread, the BLAS's kernels chosen as a run does */
+  if (nnt_cpu_set_threads(1, &e) || h.ctx.k->prepare(h.ctx.k, &e))
+    fail_msg("%s", e.msg);
+  size_t nout = (size_t)n * f * o * o, nw = (size_t)f * c;
+  nnt_rng r;
+  nnt_rng_seed(&r, 19);
+  tu_fill_uniform(&r, h.dout.data, nout, -1, 1);
+  assert_int_equal(h.l->ops->calc_gradient(h.l, &h.ctx), NNT_OK);
+  float *one = malloc(nw * sizeof *one);
+  memcpy(one, h.gw[0].data, nw * sizeof *one);
+  for (unsigned fi = 0; fi < f; fi++)
+    for (unsigned ci = 0; ci < c; ci++) {
+      double want = 0, size = 0;
+      for (unsigned b = 0; b < n; b++)
+        for (unsigned y = 0; y < o; y++)
+          for (unsigned x = 0; x < o; x++) {
+            double t = (double)h.dout.data[((b * f + fi) * o + y) * o + x] *
+                       h.in.data[((b * c + ci) * hw + 2 * y) * hw + 2 * x];
+            want += t, size += fabs(t);
+          }
+      if (!(fabs(one[fi * c + ci] - want) <= 1e-5 * (size > 1 ? size : 1)))
+        fail_msg("dW[%u][%u] %g, want %g", fi, ci, (double)one[fi * c + ci], want);
+    }
+  tu_two_threads();
+  assert_int_equal(h.l->ops->calc_gradient(h.l, &h.ctx), NNT_OK);
+  assert_true(tu_one_thread() > 0); /* the halves went to the workers */
+  assert_memory_equal(h.gw[0].data, one, nw * sizeof *one);
+  free(one);
+  fd_teardown(&h);
 }
 
 /* |a - b| <= tol * max(1, |b|) everywhere, else the first index. */
@@ -465,6 +515,7 @@ int main(void) {
       cmocka_unit_test(test_average_counts_padding),
       cmocka_unit_test(test_conv_frozen_weight),
       cmocka_unit_test(test_pointwise_bitwise),
+      cmocka_unit_test(test_shortcut_halves),
       cmocka_unit_test(test_image_groups),
       cmocka_unit_test(test_channel_blocks),
       cmocka_unit_test(test_errors),
