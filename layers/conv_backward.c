@@ -89,10 +89,7 @@ static void grad_chans(void *arg, size_t i0, size_t i1) {
       if (!rc)
         rc = k->gemm(k, 0, 1, p->filters, gs.c * taps, cols, 1.0f, j->dy, cols, col, cols,
                      j->beta, j->ctx->gw[0].data + ca * taps, p->g.c * taps);
-      if (rc) {
-        int none = NNT_OK;
-        atomic_compare_exchange_strong(&j->rc, &none, rc);
-      }
+      conv_job_fail(&j->rc, rc);
     }
   }
 }
@@ -132,10 +129,7 @@ static void grad_halves(void *arg, size_t i0, size_t i1) {
         rc = k->gemm(k, 0, 1, f, c, n * plane, 1.0f, n > 1 ? gdy : dy, n * plane, col,
                      n * plane, b > b0 ? 1.0f : 0.0f, dw, c);
     }
-    if (rc) {
-      int none = NNT_OK;
-      atomic_compare_exchange_strong(&j->rc, &none, rc);
-    }
+    conv_job_fail(&j->rc, rc);
   }
 }
 

@@ -16,11 +16,7 @@ typedef struct img_job {
   atomic_int rc;
 } img_job;
 
-static void img_job_fail(img_job *j, int rc) {
-  int none = NNT_OK;
-  if (rc)
-    atomic_compare_exchange_strong(&j->rc, &none, rc);
-}
+static void img_job_fail(img_job *j, int rc) { conv_job_fail(&j->rc, rc); }
 
 /* One image's forward: im2col (a pointwise layer's columns are the image
  * itself), the product, the bias: nb = 1's ops. */

@@ -3,6 +3,8 @@
 #ifndef NNT_CONV_IMPL_H
 #define NNT_CONV_IMPL_H
 
+#include <stdatomic.h>
+
 #include "nntrainer/layer.h"
 
 typedef struct conv_priv {
@@ -114,6 +116,14 @@ static inline unsigned conv_chan_parts(unsigned bc, unsigned taps) {
 static inline size_t conv_half_region(const conv_priv *p) {
   size_t plane = (size_t)p->g.oh * p->g.ow;
   return ((size_t)p->g.c + (p->hnb > 1 ? p->filters : 0)) * p->hnb * plane;
+}
+
+/* A job's first failing op's code kept in *first (its parts run on
+ * several threads). */
+static inline void conv_job_fail(atomic_int *first, int rc) {
+  int none = NNT_OK;
+  if (rc)
+    atomic_compare_exchange_strong(first, &none, rc);
 }
 
 /* Whether im2col of one image is the image itself (conv.c). */
