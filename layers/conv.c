@@ -570,11 +570,11 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   if (ctx->engine == NNT_ENGINE_CPU && conv_sub_dx(p))
     ctx->flags |= NNT_LF_DERIV_ADDS;
   /* a shortcut's weight gradient in halves of the batch (conv_impl.h) */
-  p->hsc = ~0u;
   if (!gpu && ctx->trainable && nnt_conv_sub_take(g, p->filters) && p->gparts == 1 &&
       in.b >= CONV_HALVES) {
-    size_t half = (in.b + CONV_HALVES - 1) / CONV_HALVES, want = CONV_HALF_COLS;
-    p->hnb = (unsigned)((want + plane - 1) / plane < half ? (want + plane - 1) / plane : half);
+    size_t half = (in.b + CONV_HALVES - 1) / CONV_HALVES;
+    size_t deep = (CONV_HALF_COLS + plane - 1) / plane; /* images a product */
+    p->hnb = (unsigned)(deep < half ? deep : half);
     size_t len = CONV_HALVES * conv_half_region(p) + (CONV_HALVES - 1) * p->filters * g->c;
     if (len <= UINT32_MAX) {
       p->hsc = ctx->n_scratch;

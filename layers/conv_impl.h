@@ -23,7 +23,7 @@ typedef struct conv_priv {
   unsigned pnb;  /* nb = 1: images whose columns the forward's scratch holds (CONV_PAR_IMAGES) */
   unsigned pgr;  /* nb > 1: groups whose columns and outputs it holds (CONV_PAR_GROUPS) */
   unsigned gparts; /* the weight gradient's parts (conv_chan_parts; 1 on a GPU) */
-  unsigned hsc; /* the gradient's scratch in CONV_HALVES (conv_halves); ~0u: none */
+  unsigned hsc; /* the weight gradient's scratch in CONV_HALVES parts (below); ~0u: none */
   unsigned hnb; /* images per product there */
 } conv_priv;
 
