@@ -491,6 +491,7 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   p->bc = g->c;
   p->dsc = p->hsc = ~0u;
   p->hnb = 1;
+  p->hdw = 0;
   p->dwino = 0;
   p->dnb = 1;
   p->fwd4 = 0;
@@ -575,6 +576,7 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
     size_t half = (in.b + CONV_HALVES - 1) / CONV_HALVES;
     size_t deep = (CONV_HALF_COLS + plane - 1) / plane; /* images a product */
     p->hnb = (unsigned)(deep < half ? deep : half);
+    p->hdw = ctx->engine == NNT_ENGINE_CPU && conv_sub_dw(p);
     size_t len = CONV_HALVES * conv_half_region(p) + (CONV_HALVES - 1) * p->filters * g->c;
     if (len <= UINT32_MAX) {
       p->hsc = ctx->n_scratch;

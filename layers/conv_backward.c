@@ -119,7 +119,10 @@ static void grad_halves(void *arg, size_t i0, size_t i1) {
     float *col = base + i * region, *gdy = col + c * p->hnb * plane;
     float *dw = i ? base + CONV_HALVES * region + (i - 1) * f * c : j->ctx->gw[0].data;
     int rc = NNT_OK;
-    for (unsigned b = b0; b < b1 && !rc; b += p->hnb) {
+    if (p->hdw) /* the CPU's own product: no columns */
+      rc = k->conv_bwd_w(k, &p->g, b1 - b0, f, j->ctx->in[0].data + b0 * in_len,
+                         j->ctx->d_out[0].data + b0 * out_len, dw);
+    for (unsigned b = b0; b < b1 && !rc && !p->hdw; b += p->hnb) {
       unsigned n = b1 - b < p->hnb ? b1 - b : p->hnb;
       const float *dy = j->ctx->d_out[0].data + b * out_len;
       rc = k->im2col(k, &p->g, n, j->ctx->in[0].data + b * in_len, col);
@@ -157,12 +160,18 @@ int nnt_conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   if (!want_w && !want_b)
     return NNT_OK;
   unsigned batch = ctx->in[0].dim.b;
-  if (want_w && k->conv_bwd_w && (conv_rows_dw(p) || conv_str_dw(p) || use_direct_bwd(p, 1, 1))) {
+  /* the halves (hdw: without columns, on conv_bwd_w where the backend has
+   * it; else the groups below) */
+  int halves = p->hsc != ~0u && ctx->scratch[p->hsc].data && batch >= CONV_HALVES &&
+               (!p->hdw || k->conv_bwd_w);
+  if (want_w && k->conv_bwd_w &&
+      (conv_rows_dw(p) || conv_str_dw(p) || use_direct_bwd(p, 1, 1) ||
+       (!halves && conv_sub_dw(p)))) {
     NNT_TRY(k->conv_bwd_w(k, g, batch, p->filters, ctx->in[0].data, ctx->d_out[0].data,
                           ctx->gw[0].data));
     want_w = 0;
   }
-  if (want_w && p->hsc != ~0u && ctx->scratch[p->hsc].data && batch >= CONV_HALVES) {
+  if (want_w && halves) {
     NNT_TRY(gradient_halves(p, ctx, batch));
     want_w = 0;
   }

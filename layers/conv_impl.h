@@ -25,6 +25,7 @@ typedef struct conv_priv {
   unsigned gparts; /* the weight gradient's parts (conv_chan_parts; 1 on a GPU) */
   unsigned hsc; /* the weight gradient's scratch in CONV_HALVES parts (below); ~0u: none */
   unsigned hnb; /* images per product there */
+  unsigned hdw; /* each part there one conv_bwd_w (conv_sub_dw): no columns */
 } conv_priv;
 
 /* The forward takes conv_fwd for at most CONV_DIRECT_MAX_C input
@@ -54,16 +55,21 @@ static inline int conv_rows(const conv_priv *p, int deriv) {
 
 /* A subsampling 1x1 layer (ResNet's shortcuts) runs its forward on the
  * CPU's own product in conv_fwd where that takes it on this machine
- * (nnt_conv_sub_runs); its weight gradient stays on im2col and gemm, and
- * its derivative on gemm and col2im but where conv_sub_dx says (our
- * products measured no faster on AVX2, docs/performance.md). */
+ * (nnt_conv_sub_runs); its weight gradient on im2col and gemm, and its
+ * derivative on gemm and col2im, but where conv_sub_dw and conv_sub_dx
+ * say (our products measured no faster on AVX2, docs/performance.md). */
 static inline int conv_sub(const conv_priv *p) {
   return nnt_conv_sub_take(&p->g, p->filters) && nnt_conv_sub_runs();
 }
-/* Its derivative likewise runs on the CPU's own product (conv_bwd_x)
- * where nnt_conv_sub_dx_runs: on AVX-512 CPUs. */
+/* Its derivative runs on the CPU's own product (conv_bwd_x) where
+ * nnt_conv_sub_dx_runs: on AVX-512 CPUs. */
 static inline int conv_sub_dx(const conv_priv *p) {
   return nnt_conv_sub_dx_take(&p->g, p->filters) && nnt_conv_sub_dx_runs();
+}
+/* And its weight gradient (conv_bwd_w) there too: in the halves below,
+ * each half one call (hdw). */
+static inline int conv_sub_dw(const conv_priv *p) {
+  return nnt_conv_sub_dw_take(&p->g, p->filters) && nnt_conv_sub_dx_runs();
 }
 
 /* A downsampling 3x3 layer (stride 2) runs its forward, derivative and
@@ -99,8 +105,9 @@ static inline unsigned conv_chan_parts(unsigned bc, unsigned taps) {
  * CONV_HALVES fixed parts of the batch, each on one thread (k->parallel)
  * in its own region of a scratch of its own (hsc): groups of hnb images
  * (their products CONV_HALF_COLS deep or more), their columns and, where
- * hnb > 1, their gathered dY; part 0 sums into dW, the others into their
- * own partial dW, added into dW in order after. The parts are the same at
+ * hnb > 1, their gathered dY (with hdw: no region, the half's images in
+ * one conv_bwd_w); part 0 sums into dW, the others into their own partial
+ * dW, added into dW in order after. The parts are the same at
  * any thread count: so are the bits. Against the channel blocks split
  * inside each op, on two threads of an Emerald Rapids (ratios to a bare
  * sgemm): ResNet-18's res2a_sc 0.55-0.72 -> 0.74-1.01, res3a_sc
@@ -115,6 +122,8 @@ static inline unsigned conv_chan_parts(unsigned bc, unsigned taps) {
  * the CONV_HALVES regions. */
 static inline size_t conv_half_region(const conv_priv *p) {
   size_t plane = (size_t)p->g.oh * p->g.ow;
+  if (p->hdw)
+    return 0;
   return ((size_t)p->g.c + (p->hnb > 1 ? p->filters : 0)) * p->hnb * plane;
 }
 

@@ -542,6 +542,8 @@ int nnt_cpu_conv_bwd_w_path(int path, const nnt_conv_geom *g, size_t n, size_t f
     return nnt_cpu_conv_rows_dw(path, g, n, filters, x, dy, dw);
   if (path >= NNT_BLAS_AVX512 && nnt_conv_str_dw_take(g, filters))
     return nnt_cpu_conv_str_dw(path, g, n, filters, x, dy, dw);
+  if (path >= NNT_BLAS_AVX512 && nnt_conv_sub_dw_take(g, filters))
+    return nnt_cpu_conv_sub_dw(path, g, n, filters, x, dy, dw);
   db_job j = {.g = g, .n = n, .filters = filters, .x = x, .dy = dy, .out = dw};
   const db_kernels *kk = db_of(path);
   if (!nnt_cpu_conv_bwd_ok(g, filters) || !kk)

@@ -594,3 +594,155 @@ int nnt_cpu_conv_sub_dx(int path, const nnt_conv_geom *g, size_t n, size_t filte
   return NNT_ERR_INVAL;
 #endif
 }
+
+/* ---- The weight gradient on AVX-512: dW = sum over images and output
+ * positions k of dY[f][k] times the subsampled input sub(x)[c][k], for
+ * what nnt_conv_sub_take takes. The positions go in blocks of at most
+ * SUB_DW_KB (an image's, or whole images of a small plane): a block's
+ * subsampled inputs, 32 channels at a time, are gathered into a panel on
+ * the stack (a row per position, its 32 channels across two vectors),
+ * and each tile of SUB_DW_NR filters by those 32 channels runs over the
+ * block: a filter's dY at a position broadcast times the panel's row,
+ * added into the tile's accumulators (from zero at the first block, else
+ * from dW). So the input is gathered once, dY read where it lies, and
+ * neither is copied again for a product (im2col's columns and OpenBLAS's
+ * panels of both before). Every dW value is a sum over the positions in
+ * order, images first, by fused multiply-adds, whatever the blocks and
+ * whichever part runs it: parts are runs of 32 channels, each the same
+ * bits on any number of threads. Measured against im2col and gemm in
+ * docs/performance.md. */
+#define SUB_DW_KB 256
+#define SUB_DW_NR 12
+
+int nnt_conv_sub_dw_take(const nnt_conv_geom *g, size_t filters) {
+  /* a gather's offsets reach 15 channels on: within int32 */
+  return nnt_conv_sub_take(g, filters) && (size_t)g->h * g->w * 16 <= INT32_MAX;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+typedef struct sub_dw_job {
+  const nnt_conv_geom *g;
+  size_t n, filters, plane, hw, in_len;
+  const float *x, *dy;
+  float *dw;
+} sub_dw_job;
+
+/* Positions [p0, p0 + np) of images [0, nn) from xi (channels c0 on, of
+ * which cn < 32 past the first are zeros), packed as rows of 32. */
+NNT_CV_AVX512 static void sub_dw_pack(const sub_dw_job *j, const float *xi, size_t nn, size_t p0,
+                                      size_t np, size_t cn, float *panel) {
+  const nnt_conv_geom *g = j->g;
+  int32_t off[SUB_NR];
+  for (unsigned l = 0; l < SUB_NR; l++)
+    off[l] = (int32_t)(l * j->hw);
+  __m512i idx = _mm512_loadu_si512(off);
+  __mmask16 m0 = nnt_cv_mask512(0, cn < 16 ? (unsigned)cn : 16);
+  __mmask16 m1 = nnt_cv_mask512(0, cn > 16 ? (unsigned)cn - 16 : 0);
+  __m512 zero = _mm512_setzero_ps();
+  for (size_t i = 0; i < nn; i++, xi += j->in_len) {
+    size_t oh = p0 / g->ow, ow = p0 % g->ow;
+    for (size_t q = 0; q < np; q++, panel += 32) {
+      const float *at = xi + oh * g->sh * g->w + ow * g->sw;
+      _mm512_store_ps(panel, _mm512_mask_i32gather_ps(zero, m0, idx, at, 4));
+      _mm512_store_ps(panel + 16, _mm512_mask_i32gather_ps(zero, m1, idx, at + 16 * j->hw, 4));
+      if (++ow == g->ow)
+        ow = 0, oh++;
+    }
+  }
+}
+
+/* Filters [0, NR) from dy (row f at dy + f * plane, image i at
+ * dy + i * filters * plane, positions [0, np) of each) by the panel's 32
+ * channels, into dw (row f at dw + f * ldw, its lanes past m0 and m1
+ * untouched); from 0 or from what dw holds (load). */
+#define SUB_DW_MK(NR)                                                                           \
+  NNT_CV_AVX512 static void sub_dw_mk##NR(const float *panel, const float *dy, size_t nn,     \
+                                          size_t np, size_t istr, size_t rstr, float *dw,       \
+                                          size_t ldw, __mmask16 m0, __mmask16 m1, int load) {   \
+    __m512 c0[NR], c1[NR];                                                                      \
+    _Pragma("GCC unroll 12") for (unsigned f = 0; f < NR; f++) {                               \
+      c0[f] = load ? _mm512_maskz_loadu_ps(m0, dw + f * ldw) : _mm512_setzero_ps();             \
+      c1[f] = load ? _mm512_maskz_loadu_ps(m1, dw + f * ldw + 16) : _mm512_setzero_ps();        \
+    }                                                                                           \
+    for (size_t i = 0; i < nn; i++, dy += istr)                                                 \
+      for (size_t q = 0; q < np; q++, panel += 32) {                                            \
+        __m512 b0 = _mm512_load_ps(panel), b1 = _mm512_load_ps(panel + 16);                     \
+        _Pragma("GCC unroll 12") for (unsigned f = 0; f < NR; f++) {                           \
+          __m512 a = _mm512_set1_ps(dy[f * rstr + q]);                                          \
+          c0[f] = _mm512_fmadd_ps(a, b0, c0[f]);                                                \
+          c1[f] = _mm512_fmadd_ps(a, b1, c1[f]);                                                \
+        }                                                                                       \
+      }                                                                                         \
+    _Pragma("GCC unroll 12") for (unsigned f = 0; f < NR; f++) {                               \
+      _mm512_mask_storeu_ps(dw + f * ldw, m0, c0[f]);                                           \
+      _mm512_mask_storeu_ps(dw + f * ldw + 16, m1, c1[f]);                                      \
+    }                                                                                           \
+  }
+SUB_DW_MK(12)
+SUB_DW_MK(8)
+SUB_DW_MK(4)
+SUB_DW_MK(1)
+
+/* Parts are runs of 32 channels; each takes the blocks of positions in
+ * order, and in each its channels' panels in turn. */
+NNT_CV_AVX512 static void sub_dw_part(void *arg, size_t i0, size_t i1) {
+  const sub_dw_job *j = arg;
+  size_t c = j->g->c, f = j->filters, plane = j->plane, istr = f * plane;
+  size_t per = plane >= SUB_DW_KB ? 1 : SUB_DW_KB / plane; /* images a block */
+  size_t span = plane >= SUB_DW_KB ? SUB_DW_KB : plane;    /* positions an image a block */
+  float panel[SUB_DW_KB * 32] __attribute__((aligned(64)));
+  for (size_t b = 0; b < j->n; b += per) {
+    size_t nn = j->n - b < per ? j->n - b : per;
+    for (size_t p0 = 0; p0 < plane; p0 += span) {
+      size_t np = plane - p0 < span ? plane - p0 : span;
+      int load = b || p0;
+      for (size_t t = i0; t < i1; t++) {
+        size_t c0 = t * 32, cn = c - c0 < 32 ? c - c0 : 32;
+        __mmask16 m0 = nnt_cv_mask512(0, cn < 16 ? (unsigned)cn : 16);
+        __mmask16 m1 = nnt_cv_mask512(0, cn > 16 ? (unsigned)cn - 16 : 0);
+        sub_dw_pack(j, j->x + b * j->in_len + c0 * j->hw, nn, p0, np, cn, panel);
+        const float *d = j->dy + b * istr + p0;
+        float *w = j->dw + c0;
+        size_t r = 0;
+        for (; r + 12 <= f; r += 12)
+          sub_dw_mk12(panel, d + r * plane, nn, np, istr, plane, w + r * c, c, m0, m1, load);
+        for (; r + 8 <= f; r += 8)
+          sub_dw_mk8(panel, d + r * plane, nn, np, istr, plane, w + r * c, c, m0, m1, load);
+        for (; r + 4 <= f; r += 4)
+          sub_dw_mk4(panel, d + r * plane, nn, np, istr, plane, w + r * c, c, m0, m1, load);
+        for (; r < f; r++)
+          sub_dw_mk1(panel, d + r * plane, nn, np, istr, plane, w + r * c, c, m0, m1, load);
+      }
+    }
+  }
+}
+#endif
+
+int nnt_cpu_conv_sub_dw(int path, const nnt_conv_geom *g, size_t n, size_t filters,
+                        const float *x, const float *dy, float *dw) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  if (path < NNT_BLAS_AVX512 || !__builtin_cpu_supports("avx512f") ||
+      !nnt_conv_sub_dw_take(g, filters))
+    return NNT_ERR_INVAL;
+  sub_dw_job j = {.g = g,
+                  .n = n,
+                  .filters = filters,
+                  .plane = (size_t)g->oh * g->ow,
+                  .hw = (size_t)g->h * g->w,
+                  .in_len = nnt_conv_img_stride(g),
+                  .x = x,
+                  .dy = dy,
+                  .dw = dw};
+  if (!n || !j.plane) { /* no position: the sums are zeros */
+    memset(dw, 0, filters * g->c * sizeof *dw);
+    return NNT_OK;
+  }
+  size_t panels = (g->c + 31) / 32;
+  nnt_cpu_pool_for(panels, 1, sub_min_part(n * j.plane * filters * 32), sub_dw_part, &j);
+  return NNT_OK;
+#else
+  (void)path, (void)g, (void)n, (void)filters, (void)x, (void)dy, (void)dw;
+  return NNT_ERR_INVAL;
+#endif
+}

@@ -172,6 +172,11 @@ int nnt_cpu_conv_str_dw(int path, const struct nnt_conv_geom *g, size_t n, size_
  * conv_bwd_x takes it where nnt_conv_sub_dx_take says yes. */
 int nnt_cpu_conv_sub_dx(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
                         const float *w, const float *dy, float *dx, int add);
+/* Its weight gradient (conv_bwd_w's dw, written) on the AVX-512 path;
+ * NNT_ERR_INVAL on another path, where nnt_conv_sub_dw_take says no or the
+ * CPU has no AVX-512. */
+int nnt_cpu_conv_sub_dw(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
+                        const float *x, const float *dy, float *dw);
 int nnt_cpu_conv_bwd_x_add(const struct nnt_kernels *self, const struct nnt_conv_geom *g,
                            size_t n, size_t filters, const float *w, const float *dy, float *dx);
 /* A stride-1, dilation-1 convolution of a 3x3 or 5x5 window along output

@@ -226,6 +226,13 @@ int nnt_conv_str_dw_take(const struct nnt_conv_geom *g, size_t filters);
  * docs/performance.md). */
 int nnt_conv_sub_dx_take(const struct nnt_conv_geom *g, size_t filters);
 int nnt_conv_sub_dx_runs(void);
+/* Whether the CPU's conv_bwd_w takes g with its subsampling weight
+ * gradient (cpu_conv_sub.c): what nnt_conv_sub_take takes, with an input
+ * plane of at most INT32_MAX / 16 values. Where it does, no other limit
+ * of conv_bwd_w applies; nnt_conv_sub_dx_runs says where a layer should
+ * hand it those (an AVX-512 CPU: measured against im2col and gemm,
+ * docs/performance.md). */
+int nnt_conv_sub_dw_take(const struct nnt_conv_geom *g, size_t filters);
 /* The narrowest and the widest kernel and the most filters x kh x kw
  * that conv_bwd_x and conv_bwd_w take (beside nnt_conv_rows_take's and
  * nnt_conv_rows_dw_take's). */
@@ -563,7 +570,8 @@ typedef struct nnt_kernels {
    * filters * kh * kw at most NNT_CONV_BWD_MAX_FTAPS (NNT_ERR_INVAL
    * otherwise; conv_bwd_x also what nnt_conv_rows_take, nnt_conv_sub_dx_take
    * and, on an AVX-512 CPU, nnt_conv_str_dx_take say; conv_bwd_w also what
-   * nnt_conv_rows_dw_take and, on AVX-512, nnt_conv_str_dw_take say), W, x,
+   * nnt_conv_rows_dw_take and, on AVX-512, nnt_conv_str_dw_take and
+   * nnt_conv_sub_dw_take say), W, x,
    * dY as for conv_fwd. conv_bwd_x: dx[i] = the derivative of conv_fwd's y[i] with
    * respect to x[i] given dy (written, not added); conv_bwd_w: dw [filters,
    * c*kh*kw] = the sum over the n images of the derivative with respect to

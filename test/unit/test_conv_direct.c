@@ -5,7 +5,8 @@
  * its refusals. Likewise the direct backward (conv_bwd_x, conv_bwd_w) of
  * stride-1 convolutions, kernels 4 and 5 wide, against naive
  * double-precision derivatives, and the row kernels of 3x3 and 5x5
- * windows that conv_fwd, conv_bwd_x and conv_bwd_w hand their shapes to. */
+ * windows that conv_fwd, conv_bwd_x and conv_bwd_w hand their shapes to,
+ * and the subsampling 1x1 kernels (ResNet's shortcuts). */
 #include "test_util.h"
 
 #include <math.h>
@@ -620,6 +621,84 @@ static void test_sub_dx(void **state) {
     assert_int_equal(k->conv_bwd_x_add(k, &g, 1, sub[2].filters, v, v, v), NNT_ERR_INVAL);
 }
 
+/* The subsampling weight gradient (conv_bwd_w on what nnt_conv_sub_dw_take
+ * takes, AVX-512): against sums in double, every value written, the same
+ * bits on one thread and two. Channels not a panel's 32 (13, 40, 33),
+ * filters not tiles of 12, planes of one block an image (256), several
+ * images a block (64, 16; a last block of fewer), an image in several
+ * blocks (576), strides 3 and 2 over odd sizes, and a one-row input. */
+static void test_sub_dw(void **state) {
+  (void)state;
+  const nnt_kernels *k = nnt_kernels_cpu();
+  static const dcase sub[] = {
+      {13, 32, 32, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 20, 3, 0},
+      {40, 16, 16, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 13, 5, 0},
+      {33, 8, 8, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 7, 17, 0},
+      {5, 48, 48, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 9, 2, 0},
+      {16, 15, 17, 1, 1, 3, 2, 1, 1, 0, 0, 0, 0, 24, 3, 0},
+      {8, 1, 40, 1, 1, 1, 2, 1, 1, 0, 0, 0, 0, 5, 4, 0},
+  };
+  nnt_rng r;
+  nnt_rng_seed(&r, 35);
+  int avx512 = cpu_runs(NNT_BLAS_AVX512);
+  for (size_t ci = 0; ci < NNT_ARRAY_LEN(sub); ci++) {
+    const dcase *d = &sub[ci];
+    nnt_conv_geom g = geom(d);
+    assert_true(nnt_conv_sub_dw_take(&g, d->filters));
+    size_t plane = (size_t)g.oh * g.ow, hw = (size_t)d->h * d->w, nw = d->filters * d->c;
+    float *x = rnd(&r, d->n * d->c * hw), *dy = rnd(&r, d->n * d->filters * plane);
+    float *dw = malloc(nw * sizeof *dw), *dw2 = malloc(nw * sizeof *dw2);
+    assert_int_equal(nnt_cpu_conv_sub_dw(NNT_BLAS_AVX2, &g, d->n, d->filters, x, dy, dw),
+                     NNT_ERR_INVAL);
+    if (!avx512) {
+      free(x), free(dy), free(dw), free(dw2);
+      continue;
+    }
+    for (size_t q = 0; q < nw; q++)
+      dw[q] = NAN;
+    assert_int_equal(k->conv_bwd_w(k, &g, d->n, d->filters, x, dy, dw), NNT_OK);
+    for (size_t f = 0; f < d->filters; f++)
+      for (size_t c = 0; c < d->c; c++) {
+        double want = 0, size = 0;
+        for (size_t i = 0; i < d->n; i++)
+          for (size_t p = 0; p < plane; p++) {
+            size_t iy = p / g.ow * g.sh, ix = p % g.ow * g.sw;
+            double t = (double)dy[(i * d->filters + f) * plane + p] *
+                       x[(i * d->c + c) * hw + iy * d->w + ix];
+            want += t, size += fabs(t);
+          }
+        float got = dw[f * d->c + c];
+        if (!(fabs(got - want) <= 1e-5 * (size > 1 ? size : 1)))
+          fail_msg("case %zu: dw[%zu][%zu] %g, want %g", ci, f, c, (double)got, want);
+      }
+    tu_two_threads();
+    assert_int_equal(k->conv_bwd_w(k, &g, d->n, d->filters, x, dy, dw2), NNT_OK);
+    tu_one_thread();
+    assert_memory_equal(dw, dw2, nw * sizeof *dw);
+    free(x), free(dy), free(dw), free(dw2);
+  }
+  /* no image: zeros; padding or a wider window: not taken */
+  nnt_conv_geom g = geom(&sub[0]); /* 13 channels: a dW of 1 x 13 */
+  float v[16], dw0[16];
+  for (unsigned c = 0; c < 16; c++)
+    v[c] = 0.5f, dw0[c] = NAN;
+  if (avx512) {
+    assert_int_equal(k->conv_bwd_w(k, &g, 0, 1, v, v, dw0), NNT_OK);
+    for (unsigned c = 0; c < 16; c++)
+      assert_true(c < g.c ? dw0[c] == 0.0f : isnan(dw0[c]));
+  }
+  static const dcase no[] = {
+      {4, 16, 16, 1, 1, 2, 2, 1, 1, 1, 1, 1, 1, 3, 1, 0},
+      {4, 16, 16, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 3, 1, 0},
+      {4, 16, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 1, 0},
+  };
+  for (size_t ci = 0; ci < NNT_ARRAY_LEN(no); ci++) {
+    nnt_conv_geom gn = geom(&no[ci]);
+    assert_false(nnt_conv_sub_dw_take(&gn, no[ci].filters));
+    assert_int_equal(nnt_cpu_conv_sub_dw(NNT_BLAS_AVX512, &gn, 1, 3, v, v, v), NNT_ERR_INVAL);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_against_naive),
@@ -631,6 +710,7 @@ int main(void) {
       cmocka_unit_test(test_rows_or_direct_same_bits),
       cmocka_unit_test(test_sub_paths_same_bits),
       cmocka_unit_test(test_sub_dx),
+      cmocka_unit_test(test_sub_dw),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
