@@ -172,6 +172,11 @@ int nnt_cpu_conv_str_dw(int path, const struct nnt_conv_geom *g, size_t n, size_
  * conv_bwd_x takes it where nnt_conv_sub_dx_take says yes. */
 int nnt_cpu_conv_sub_dx(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
                         const float *w, const float *dy, float *dx, int add);
+/* The CPU's Adam update (adam_step's arithmetic, skip aside) on one code
+ * path: NNT_BLAS_AVX512, NNT_BLAS_AVX2 (vectors, where the CPU has them)
+ * or lower (the plain loop); every path gives the same bits. */
+void nnt_cpu_adam_path(int path, size_t n, float lr_t, float b1, float b2, float eps,
+                       float wscale, const float *g, float *m, float *v, float *w);
 /* Its weight gradient (conv_bwd_w's dw, written) on the AVX-512 path;
  * NNT_ERR_INVAL on another path, where nnt_conv_sub_dw_take says no or the
  * CPU has no AVX-512. */

@@ -4,7 +4,8 @@
  * 32-bit words and the parts of the compute threads, inputs with zeros of
  * both signs, NaN, infinities and subnormals, on 1 and 2 threads, a
  * mask's bits past n zero, other activations refused; the SGD update
- * (subnormal results flushed to +0); the non-finite scan
+ * (subnormal results flushed to +0); Adam on each code path; the
+ * non-finite scan
  * (nnt_first_nonfinite) with one NaN or infinity at every position of
  * lengths around the vector widths, and on the compute threads (long
  * tensors, scanned a run a thread) at the runs' edges, found there and
@@ -116,6 +117,73 @@ static void test_sgd(void **state) {
   }
 }
 
+/* Adam on each code path against the plain loop's arithmetic written out
+ * here, bit for bit: moments and weights whose results are subnormal
+ * (made +0), zeros, a NaN and an infinity in the gradient, AdamW's decay,
+ * lengths around the vectors' 8 and 16; and the kernel table's adam_step
+ * (the widest path, on the compute threads) the same. */
+static void adam_want(size_t n, float lr, float b1, float b2, float eps, float ws,
+                      const float *g, float *m, float *v, float *w) {
+  for (size_t i = 0; i < n; i++) {
+    w[i] *= ws;
+    float mi = b1 * m[i] + (1 - b1) * g[i];
+    m[i] = fpclassify(mi) == FP_SUBNORMAL ? 0.0f : mi;
+    float vi = b2 * v[i] + (1 - b2) * g[i] * g[i];
+    v[i] = fpclassify(vi) == FP_SUBNORMAL ? 0.0f : vi;
+    float wi = w[i] - lr * m[i] / (sqrtf(v[i]) + eps);
+    w[i] = fpclassify(wi) == FP_SUBNORMAL ? 0.0f : wi;
+  }
+}
+
+static void test_adam(void **state) {
+  (void)state;
+  const nnt_kernels *k = nnt_kernels_cpu();
+  static const int paths[] = {NNT_BLAS_AVX512, NNT_BLAS_AVX2, NNT_BLAS_SSE, -1};
+  nnt_rng r;
+  nnt_rng_seed(&r, 13);
+  for (size_t li = 0; li < NNT_ARRAY_LEN(LENS); li++) {
+    size_t n = LENS[li], sz = n * sizeof(float);
+    float *g = malloc(sz), *m0 = malloc(sz), *v0 = malloc(sz), *w0 = malloc(sz);
+    float *m = malloc(sz), *v = malloc(sz), *w = malloc(sz);
+    float *mw = malloc(sz), *vw = malloc(sz), *ww = malloc(sz);
+    tu_fill_uniform(&r, g, n, -1.0f, 1.0f);
+    tu_fill_uniform(&r, m0, n, -0.1f, 0.1f);
+    tu_fill_uniform(&r, v0, n, 0.0f, 0.01f);
+    tu_fill_uniform(&r, w0, n, -1.0f, 1.0f);
+    for (size_t i = 0; i < n; i += 3) { /* a moment decaying into the subnormals */
+      g[i] = 0.0f;
+      m0[i] = i % 2 ? 1.1e-38f : -1.3e-38f;
+      v0[i] = 1.2e-38f;
+    }
+    for (size_t i = 1; i < n; i += 11) /* w - step just subnormal, or 0 */
+      g[i] = 1e-30f, m0[i] = 0.0f, w0[i] = i % 2 ? 0.0f : 1e-39f;
+    if (n > 40)
+      g[17] = NAN, g[38] = INFINITY;
+    for (int ws = 0; ws < 2; ws++) {
+      float wscale = ws ? 0.999f : 1.0f;
+      memcpy(mw, m0, sz), memcpy(vw, v0, sz), memcpy(ww, w0, sz);
+      adam_want(n, 1e-3f, 0.9f, 0.999f, 1e-7f, wscale, g, mw, vw, ww);
+      for (size_t p = 0; p < NNT_ARRAY_LEN(paths); p++) {
+        memcpy(m, m0, sz), memcpy(v, v0, sz), memcpy(w, w0, sz);
+        if (paths[p] >= 0)
+          nnt_cpu_adam_path(paths[p], n, 1e-3f, 0.9f, 0.999f, 1e-7f, wscale, g, m, v, w);
+        else
+          assert_int_equal(k->adam_step(k, n, 1e-3f, 0.9f, 0.999f, 1e-7f, wscale, g, m, v, w,
+                                        NULL),
+                           NNT_OK);
+        for (size_t i = 0; i < n; i++)
+          if (bits(m[i]) != bits(mw[i]) || bits(v[i]) != bits(vw[i]) ||
+              bits(w[i]) != bits(ww[i]))
+            fail_msg("n %zu path %d wscale %g: [%zu] m %a v %a w %a, want %a %a %a", n,
+                     paths[p], (double)wscale, i, (double)m[i], (double)v[i], (double)w[i],
+                     (double)mw[i], (double)vw[i], (double)ww[i]);
+      }
+    }
+    free(g), free(m0), free(v0), free(w0), free(m), free(v), free(w);
+    free(mw), free(vw), free(ww);
+  }
+}
+
 static void test_first_nonfinite(void **state) {
   (void)state;
   static const size_t lens[] = {1, 7, 8, 15, 16, 17, 31, 32, 33, 64, 100};
@@ -175,6 +243,7 @@ int main(void) {
       cmocka_unit_test(test_against_select),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_sgd),
+      cmocka_unit_test(test_adam),
       cmocka_unit_test(test_first_nonfinite),
       cmocka_unit_test(test_first_nonfinite_threads),
   };
