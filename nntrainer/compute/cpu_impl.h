@@ -172,6 +172,10 @@ int nnt_cpu_conv_str_dw(int path, const struct nnt_conv_geom *g, size_t n, size_
  * conv_bwd_x takes it where nnt_conv_sub_dx_take says yes. */
 int nnt_cpu_conv_sub_dx(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
                         const float *w, const float *dy, float *dx, int add);
+/* 1 where the CPU's optimizer updates run with subnormal inputs and
+ * results taken as 0 (x86: MXCSR's FTZ and DAZ for their duration;
+ * cpu_kernels.c). */
+int nnt_cpu_update_flushes(void);
 /* The CPU's Adam update (adam_step's arithmetic, skip aside) on one code
  * path: NNT_BLAS_AVX512, NNT_BLAS_AVX2 (vectors, where the CPU has them)
  * or lower (the plain loop); every path gives the same bits. */

@@ -626,6 +626,39 @@ static int k_argmax_match(const nnt_kernels *self, size_t rows, size_t cols, con
   return NNT_OK;
 }
 
+/* The optimizer updates run with the CPU's flush-to-zero and
+ * denormals-are-zero set (x86: MXCSR's FTZ and DAZ, for the update's
+ * duration on the thread that runs it, restored after): a value below the
+ * smallest normal float, read or computed, is 0 in them. What they store
+ * passes through nnt_flush_subnormal as well, but an intermediate (lr_t m
+ * of a moment decaying toward 0, the square of a tiny gradient) that
+ * comes out subnormal costs a microcode assist on x86, some hundred cycles
+ * an element: the Fashion-MNIST MLP's step with Adam grew 17% after its
+ * first epoch that way, and stays level with the flags set
+ * (docs/performance.md, "Epoch drift"). Elsewhere (arm64) subnormals cost
+ * no more than other values, and the plain loops run as written. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define NNT_MXCSR_FTZ_DAZ 0x8040u
+static inline unsigned fp_flush_begin(void) {
+  unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | NNT_MXCSR_FTZ_DAZ);
+  return csr;
+}
+static inline void fp_flush_end(unsigned csr) { _mm_setcsr(csr); }
+#else
+static inline unsigned fp_flush_begin(void) { return 0; }
+static inline void fp_flush_end(unsigned csr) { (void)csr; }
+#endif
+
+int nnt_cpu_update_flushes(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  return 1;
+#else
+  return 0;
+#endif
+}
+
 /* The SGD update, also compiled for AVX-512 and taken when the CPU has it
  * (a test per call, no ifunc, as train_check.c's scan): the SSE loop's
  * instructions, not memory, bounded it (6% of the benchmark MLP's step).
@@ -649,13 +682,14 @@ static int sgd_step1(const nnt_kernels *self, size_t n, float lr, const float *g
   (void)self;
   if (skip && *skip != 0)
     return NNT_OK;
+  unsigned csr = fp_flush_begin();
 #ifdef NNT_HAVE_AVX512_SGD
-  if (__builtin_cpu_supports("avx512f")) {
+  if (__builtin_cpu_supports("avx512f"))
     sgd_loop_avx512(n, lr, g, w);
-    return NNT_OK;
-  }
+  else
 #endif
-  sgd_loop(n, lr, g, w);
+    sgd_loop(n, lr, g, w);
+  fp_flush_end(csr);
   return NNT_OK;
 }
 
@@ -733,6 +767,7 @@ __attribute__((target("avx2"))) static size_t adam_avx2(size_t n, float lr_t, fl
  * only where the CPU has it. */
 void nnt_cpu_adam_path(int path, size_t n, float lr_t, float b1, float b2, float eps,
                        float wscale, const float *g, float *m, float *v, float *w) {
+  unsigned csr = fp_flush_begin();
   if (wscale != 1.0f)
     for (size_t i = 0; i < n; i++)
       w[i] *= wscale;
@@ -746,6 +781,7 @@ void nnt_cpu_adam_path(int path, size_t n, float lr_t, float b1, float b2, float
   (void)path;
 #endif
   adam_loop(n - i, lr_t, b1, b2, eps, g + i, m + i, v + i, w + i);
+  fp_flush_end(csr);
 }
 
 static int adam_step1(const nnt_kernels *self, size_t n, float lr_t, float b1, float b2,

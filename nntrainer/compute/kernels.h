@@ -492,7 +492,9 @@ typedef struct nnt_kernels {
   /* m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; w = w * wscale (AdamW's
    * decay; 1: none), then w -= lr_t * m / (sqrt(v) + eps). lr_t carries
    * the bias corrections. Stored m, v and w (and sgd_step's w) pass
-   * through nnt_flush_subnormal. */
+   * through nnt_flush_subnormal. A backend may also take subnormal inputs
+   * and intermediate results as 0 (the CPU's on x86 does: flush-to-zero
+   * and denormals-are-zero, which spare it a slow path per such value). */
   int (*adam_step)(const struct nnt_kernels *self, size_t n, float lr_t, float b1, float b2,
                    float eps, float wscale, const float *g, float *m, float *v, float *w,
                    const float *skip);

@@ -119,19 +119,27 @@ static void test_sgd(void **state) {
 
 /* Adam on each code path against the plain loop's arithmetic written out
  * here, bit for bit: moments and weights whose results are subnormal
- * (made +0), zeros, a NaN and an infinity in the gradient, AdamW's decay,
- * lengths around the vectors' 8 and 16; and the kernel table's adam_step
- * (the widest path, on the compute threads) the same. */
+ * (made +0), subnormal inputs and intermediates (0 where the CPU's
+ * updates flush them, nnt_cpu_update_flushes), zeros, a NaN and an
+ * infinity in the gradient, AdamW's decay, lengths around the vectors' 8
+ * and 16; and the kernel table's adam_step (the widest path, on the
+ * compute threads) the same. */
+static int g_fz; /* take subnormal operands and results as 0 (signed) */
+static float fz(float x) { return g_fz && fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0f, x) : x; }
+static float stored(float x) { return fpclassify(x) == FP_SUBNORMAL || x == 0 ? 0.0f : x; }
+
 static void adam_want(size_t n, float lr, float b1, float b2, float eps, float ws,
                       const float *g, float *m, float *v, float *w) {
   for (size_t i = 0; i < n; i++) {
-    w[i] *= ws;
-    float mi = b1 * m[i] + (1 - b1) * g[i];
-    m[i] = fpclassify(mi) == FP_SUBNORMAL ? 0.0f : mi;
-    float vi = b2 * v[i] + (1 - b2) * g[i] * g[i];
-    v[i] = fpclassify(vi) == FP_SUBNORMAL ? 0.0f : vi;
-    float wi = w[i] - lr * m[i] / (sqrtf(v[i]) + eps);
-    w[i] = fpclassify(wi) == FP_SUBNORMAL ? 0.0f : wi;
+    float gi = fz(g[i]), wi = fz(w[i]);
+    if (ws != 1.0f)
+      w[i] = wi = fz(wi * ws);
+    float mi = fz(fz(b1 * fz(m[i])) + fz((1 - b1) * gi));
+    m[i] = stored(mi);
+    float vi = fz(fz(b2 * fz(v[i])) + fz(fz((1 - b2) * gi) * gi));
+    v[i] = stored(vi);
+    float step = fz(fz(lr * m[i]) / fz(fz(sqrtf(v[i])) + eps));
+    w[i] = stored(fz(wi - step));
   }
 }
 
@@ -141,6 +149,7 @@ static void test_adam(void **state) {
   static const int paths[] = {NNT_BLAS_AVX512, NNT_BLAS_AVX2, NNT_BLAS_SSE, -1};
   nnt_rng r;
   nnt_rng_seed(&r, 13);
+  g_fz = nnt_cpu_update_flushes();
   for (size_t li = 0; li < NNT_ARRAY_LEN(LENS); li++) {
     size_t n = LENS[li], sz = n * sizeof(float);
     float *g = malloc(sz), *m0 = malloc(sz), *v0 = malloc(sz), *w0 = malloc(sz);
@@ -157,6 +166,8 @@ static void test_adam(void **state) {
     }
     for (size_t i = 1; i < n; i += 11) /* w - step just subnormal, or 0 */
       g[i] = 1e-30f, m0[i] = 0.0f, w0[i] = i % 2 ? 0.0f : 1e-39f;
+    for (size_t i = 2; i < n; i += 13) /* a subnormal gradient, or a tiny one whose */
+      g[i] = i % 2 ? 3e-39f : 2e-20f, m0[i] = 1e-36f; /* square and lr_t m are */
     if (n > 40)
       g[17] = NAN, g[38] = INFINITY;
     for (int ws = 0; ws < 2; ws++) {
