@@ -116,13 +116,16 @@ static void grad_halves(void *arg, size_t i0, size_t i1) {
   for (size_t i = i0; i < i1 && !atomic_load(&j->rc); i++) {
     unsigned b0 = (unsigned)((size_t)j->batch * i / CONV_HALVES);
     unsigned b1 = (unsigned)((size_t)j->batch * (i + 1) / CONV_HALVES);
-    float *col = base + i * region, *gdy = col + c * p->hnb * plane;
     float *dw = i ? base + CONV_HALVES * region + (i - 1) * f * c : j->ctx->gw[0].data;
     int rc = NNT_OK;
-    if (p->hdw) /* the CPU's own product: no columns */
+    if (p->hdw) { /* the CPU's own product: no columns */
       rc = k->conv_bwd_w(k, &p->g, b1 - b0, f, j->ctx->in[0].data + b0 * in_len,
                          j->ctx->d_out[0].data + b0 * out_len, dw);
-    for (unsigned b = b0; b < b1 && !rc && !p->hdw; b += p->hnb) {
+      conv_job_fail(&j->rc, rc);
+      continue;
+    }
+    float *col = base + i * region, *gdy = col + c * p->hnb * plane;
+    for (unsigned b = b0; b < b1 && !rc; b += p->hnb) {
       unsigned n = b1 - b < p->hnb ? b1 - b : p->hnb;
       const float *dy = j->ctx->d_out[0].data + b * out_len;
       rc = k->im2col(k, &p->g, n, j->ctx->in[0].data + b * in_len, col);

@@ -460,3 +460,20 @@ double nnt_now_s(void) {
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec + t.tv_nsec / 1e9;
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define NNT_MXCSR_FTZ_DAZ 0x8040u
+unsigned nnt_fp_mode_get(void) { return _mm_getcsr(); }
+void nnt_fp_mode_set(unsigned mode) { _mm_setcsr(mode); }
+unsigned nnt_fp_flush_begin(void) {
+  unsigned csr = _mm_getcsr();
+  if ((csr & NNT_MXCSR_FTZ_DAZ) != NNT_MXCSR_FTZ_DAZ)
+    _mm_setcsr(csr | NNT_MXCSR_FTZ_DAZ);
+  return csr;
+}
+#else
+unsigned nnt_fp_mode_get(void) { return 0; }
+void nnt_fp_mode_set(unsigned mode) { (void)mode; }
+unsigned nnt_fp_flush_begin(void) { return 0; }
+#endif

@@ -62,6 +62,22 @@ void nnt_err_clear(nnt_err *e);
 /* Seconds of the monotonic clock (step times, the profile). */
 double nnt_now_s(void);
 
+/* The floating-point mode the library computes in. A subnormal float
+ * (below 1.2e-38) read or produced by an op is 0 there: on x86 each one
+ * otherwise costs a microcode assist of some hundred cycles, and training
+ * makes them as it goes (a moment decaying toward 0, the tiny gradients
+ * behind a saturated gate), so that steps grew slower epoch after epoch
+ * (docs/performance.md, "Epoch drift"). x86: MXCSR's flush-to-zero and
+ * denormals-are-zero bits; elsewhere (arm64, whose cores take subnormals
+ * at full speed) nothing changes. nnt_fp_flush_begin sets the mode on the
+ * calling thread and returns the state before, which nnt_fp_mode_set
+ * puts back; the CPU's compute threads take the mode of the thread that
+ * posts each job. nnt_fp_mode_get: the thread's state (x86: MXCSR; 0
+ * elsewhere). */
+unsigned nnt_fp_mode_get(void);
+void nnt_fp_mode_set(unsigned mode);
+unsigned nnt_fp_flush_begin(void);
+
 /* Allocation goes through these so failures can be injected in tests. */
 void *nnt_malloc(size_t n);
 void *nnt_calloc(size_t count, size_t size);

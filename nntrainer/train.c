@@ -211,7 +211,7 @@ static int accumulate(nnt_model *m, nnt_node *nd) {
 
 /* Steps [from, to) of the bound mode's schedule, each followed by the
  * poison of what dies there. */
-static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt_err *e) {
+static int run_steps_in(nnt_model *m, unsigned from, unsigned to, int training, nnt_err *e) {
   nnt_mgr *g = &m->mgr[m->bound_mode];
   const nnt_step *steps = m->sched[m->bound_mode];
   unsigned fwd_end = nnt_schedule_forward_end(m, (nnt_mode)m->bound_mode);
@@ -278,6 +278,15 @@ static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt
     nnt_mgr_poison_after(g, s);
   }
   return NNT_OK;
+}
+
+/* run_steps_in in the library's floating-point mode (common.h: subnormals
+ * are 0), the calling thread's own mode restored after. */
+static int run_steps(nnt_model *m, unsigned from, unsigned to, int training, nnt_err *e) {
+  unsigned mode = nnt_fp_flush_begin();
+  int rc = run_steps_in(m, from, to, training, e);
+  nnt_fp_mode_set(mode);
+  return rc;
 }
 
 int nnt_model_backward(nnt_model *m, nnt_err *e) {

@@ -626,30 +626,18 @@ static int k_argmax_match(const nnt_kernels *self, size_t rows, size_t cols, con
   return NNT_OK;
 }
 
-/* The optimizer updates run with the CPU's flush-to-zero and
- * denormals-are-zero set (x86: MXCSR's FTZ and DAZ, for the update's
- * duration on the thread that runs it, restored after): a value below the
- * smallest normal float, read or computed, is 0 in them. What they store
- * passes through nnt_flush_subnormal as well, but an intermediate (lr_t m
- * of a moment decaying toward 0, the square of a tiny gradient) that
- * comes out subnormal costs a microcode assist on x86, some hundred cycles
- * an element: the Fashion-MNIST MLP's step with Adam grew 17% after its
- * first epoch that way, and stays level with the flags set
- * (docs/performance.md, "Epoch drift"). Elsewhere (arm64) subnormals cost
- * no more than other values, and the plain loops run as written. */
-#if defined(__x86_64__) || defined(__i386__)
-#include <xmmintrin.h>
-#define NNT_MXCSR_FTZ_DAZ 0x8040u
-static inline unsigned fp_flush_begin(void) {
-  unsigned csr = _mm_getcsr();
-  _mm_setcsr(csr | NNT_MXCSR_FTZ_DAZ);
-  return csr;
-}
-static inline void fp_flush_end(unsigned csr) { _mm_setcsr(csr); }
-#else
-static inline unsigned fp_flush_begin(void) { return 0; }
-static inline void fp_flush_end(unsigned csr) { (void)csr; }
-#endif
+/* The optimizer updates run in the library's floating-point mode
+ * (common.h nnt_fp_flush_begin: on x86, MXCSR's FTZ and DAZ for the
+ * update's duration on the thread that runs it, restored after), also
+ * when called outside a training step: a value below the smallest normal
+ * float, read or computed, is 0 in them. What they store passes through
+ * nnt_flush_subnormal as well, but an intermediate (lr_t m of a moment
+ * decaying toward 0, the square of a tiny gradient) that comes out
+ * subnormal costs a microcode assist on x86, some hundred cycles an
+ * element: the Fashion-MNIST MLP's step with Adam grew 17% after its
+ * first epoch that way (docs/performance.md, "Epoch drift"). */
+static inline unsigned fp_flush_begin(void) { return nnt_fp_flush_begin(); }
+static inline void fp_flush_end(unsigned csr) { nnt_fp_mode_set(csr); }
 
 int nnt_cpu_update_flushes(void) {
 #if defined(__x86_64__) || defined(__i386__)

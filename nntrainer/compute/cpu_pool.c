@@ -39,6 +39,10 @@
  * keep those, or on OpenBLAS's threads beside the workers, gave up most
  * of the second core on AVX2 CPUs: docs/performance.md).
  *
+ * A worker computes each job's parts in the floating-point mode of the
+ * thread that posted it (common.h: in a training step, subnormals are 0),
+ * so that a part's bits do not depend on the thread that runs it.
+ *
  * Lifetime: every model holds the pool (nnt_cpu_pool_hold at create,
  * nnt_cpu_pool_release at destroy); the workers start at a run's prepare
  * (nnt_cpu_pool_start, where a failure can be reported) and are joined and
@@ -107,6 +111,7 @@ static struct {
   void *arg;
   size_t n, align;
   unsigned parts;
+  unsigned fpmode; /* the posting thread's floating-point mode (common.h) */
   /* the threads of the posted job (read by a worker before it claims a
    * part, maybe while the next job is posted: atomic) */
   atomic_uint threads;
@@ -123,6 +128,8 @@ static void part(size_t n, size_t align, unsigned parts, unsigned t, size_t *b, 
 /* The thread's number in the pool: 0 for the thread that posts a job (or
  * any thread outside the pool), 1 .. nw for the workers. */
 static _Thread_local unsigned my_id;
+/* A worker's floating-point mode: set to each job's before its parts. */
+static _Thread_local unsigned my_fpmode;
 
 /* Claim part idx of whatever job the ticket holds now: the job's parts,
  * or 0 when the part was taken already (or the job has fewer parts). */
@@ -157,6 +164,8 @@ static void take_parts(void) {
       continue;
     size_t b, e;
     part(pool.n, pool.align, got, idx, &b, &e);
+    if (my_id && my_fpmode != pool.fpmode)
+      nnt_fp_mode_set(my_fpmode = pool.fpmode);
     if (b < e)
       pool.fn(pool.arg, b, e);
     atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
@@ -165,6 +174,7 @@ static void take_parts(void) {
 
 static void *worker(void *p) {
   my_id = (unsigned)(uintptr_t)p;
+  my_fpmode = nnt_fp_mode_get();
   /* the job number when it was made (a thread may first run after the
    * next job is posted) */
   unsigned seen = pool.gen0;
@@ -399,6 +409,7 @@ static void pool_run(size_t n, size_t align, size_t min_part, nnt_pool_fn fn, vo
   pool.n = n;
   pool.align = align;
   pool.parts = parts;
+  pool.fpmode = nnt_fp_mode_get();
   atomic_store_explicit(&pool.threads, pool.nw + 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&pool.jobs, 1, memory_order_relaxed);
   post();
