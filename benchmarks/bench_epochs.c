@@ -9,7 +9,11 @@
  * while other processes take the cores; the data producer's thread, the
  * validation at an epoch's end and each epoch's first step left out), its
  * mean, the median wall-clock time, and the last epoch's median CPU time
- * over the first's. Usage:
+ * over the first's. A VM's speed moves by tens of percent between
+ * minutes: at each epoch's end the same thread also times a fixed
+ * reference (a 256^3 sgemm, median of 9), and "normalized" is the last
+ * epoch's step over its reference against the first's, the drift of
+ * the training itself. Usage:
  *   nnt_bench_epochs CONFIG [EPOCHS] [--synthetic=SAMPLES] [Section.key=value ...]
  * Threads as for the CLI: NNTRAINER_THREADS (run with 1 for the CPU time
  * of every step's work on one thread). */
@@ -18,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <cblas.h>
 
 #include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
@@ -33,7 +39,12 @@ typedef struct drift {
   int oom;
   double cpu_prev, wall_prev;
   int have_prev; /* the last callback was a step of this epoch */
+  double ref[MAX_EPOCHS]; /* the reference's CPU ms at each epoch's end */
+  float *ra, *rb, *rc;    /* its operands */
 } drift;
+
+#define REF_N 256
+#define REF_RUNS 9
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -71,6 +82,16 @@ static void on_progress(const nnt_progress *p, void *user) {
   double cpu = clock_ms(CLOCK_THREAD_CPUTIME_ID), wall = clock_ms(CLOCK_MONOTONIC);
   if (p->epoch_done) {
     d->have_prev = 0;
+    double t[REF_RUNS];
+    for (int r = 0; r < REF_RUNS; r++) {
+      double t0 = clock_ms(CLOCK_THREAD_CPUTIME_ID);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, REF_N, REF_N, REF_N, 1.0f, d->ra,
+                  REF_N, d->rb, REF_N, 0.0f, d->rc, REF_N);
+      t[r] = clock_ms(CLOCK_THREAD_CPUTIME_ID) - t0;
+    }
+    qsort(t, REF_RUNS, sizeof *t, cmp_double);
+    if (p->epoch - 1 < MAX_EPOCHS)
+      d->ref[p->epoch - 1] = t[REF_RUNS / 2];
     return;
   }
   if (d->have_prev && d->n == d->cap && !d->oom) {
@@ -160,14 +181,20 @@ int main(int argc, char **argv) {
   if (!rc)
     rc = nnt_model_initialize(m, &e);
   drift *d = rc ? NULL : calloc(1, sizeof *d);
-  if (!rc && !d)
+  size_t rn = (size_t)REF_N * REF_N;
+  if (d && (d->ra = malloc(3 * rn * sizeof(float)))) {
+    d->rb = d->ra + rn, d->rc = d->rb + rn;
+    for (size_t i = 0; i < 2 * rn; i++) /* 1/8 to 1: nothing subnormal */
+      d->ra[i] = 0.125f + (float)(i % 7) / 8;
+  }
+  if (!rc && (!d || !d->ra))
     rc = nnt_err_set(&e, NNT_ERR_NOMEM, "out of memory");
   if (!rc)
     rc = nnt_model_train(m, on_progress, d, &e);
   if (rc) {
     fprintf(stderr, "nnt_bench_epochs: %s\n", e.msg);
     if (d)
-      free(d->epoch), free(d->cpu), free(d->wall);
+      free(d->epoch), free(d->cpu), free(d->wall), free(d->ra);
     free(d);
     nnt_model_destroy(m);
     return 1;
@@ -205,11 +232,18 @@ int main(int argc, char **argv) {
         printf("%s%.4f", i ? "," : "", med[r * epochs + i]);
       printf("]");
     }
-    printf(",\"last_over_first\":%.4f}\n", med[epochs - 1] / med[0]);
+    printf(",\"ref_ms\":[");
+    for (long i = 0; i < epochs; i++)
+      printf("%s%.4f", i ? "," : "", d->ref[i]);
+    double norm = d->ref[0] > 0 && d->ref[epochs - 1] > 0
+                      ? med[epochs - 1] / d->ref[epochs - 1] / (med[0] / d->ref[0])
+                      : 0.0;
+    printf("],\"last_over_first\":%.4f,\"normalized\":%.4f}\n", med[epochs - 1] / med[0],
+           norm);
   }
   free(tmp), free(med);
 out:
-  free(d->epoch), free(d->cpu), free(d->wall);
+  free(d->epoch), free(d->cpu), free(d->wall), free(d->ra);
   free(d);
   nnt_model_destroy(m);
   return rc;
