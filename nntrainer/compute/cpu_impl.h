@@ -172,9 +172,15 @@ int nnt_cpu_conv_str_dw(int path, const struct nnt_conv_geom *g, size_t n, size_
  * conv_bwd_x takes it where nnt_conv_sub_dx_take says yes. */
 int nnt_cpu_conv_sub_dx(int path, const struct nnt_conv_geom *g, size_t n, size_t filters,
                         const float *w, const float *dy, float *dx, int add);
+/* The kernel table's sgd_step and adam_step (cpu_update.c). */
+int nnt_cpu_sgd_step(const struct nnt_kernels *self, size_t n, float lr, const float *g,
+                     float *w, const float *skip);
+int nnt_cpu_adam_step(const struct nnt_kernels *self, size_t n, float lr_t, float b1,
+                      float b2, float eps, float wscale, const float *g, float *m, float *v,
+                      float *w, const float *skip);
 /* 1 where the CPU's optimizer updates run with subnormal inputs and
  * results taken as 0 (x86: MXCSR's FTZ and DAZ for their duration;
- * cpu_kernels.c). */
+ * cpu_update.c). */
 int nnt_cpu_update_flushes(void);
 /* The CPU's Adam update (adam_step's arithmetic, skip aside) on one code
  * path: NNT_BLAS_AVX512, NNT_BLAS_AVX2 (vectors, where the CPU has them)
