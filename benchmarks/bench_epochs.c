@@ -13,7 +13,16 @@
  * minutes: at each epoch's end the same thread also times a fixed
  * reference (a 256^3 sgemm, median of 9), and "normalized" is the last
  * epoch's step over its reference against the first's, the drift of
- * the training itself. Usage:
+ * the training itself.
+ * The same question without the VM's speed in it ("replay"): the model's
+ * state (weights, moving statistics, optimizer state, iteration) is
+ * copied after epoch 1's first step and after the last epoch, with the
+ * batches of epoch 1's first REPLAY_STEPS steps. After the last epoch,
+ * REPLAY_REPS times in alternating order, each state is put back and
+ * trains on those batches; the medians of those steps' CPU times give
+ * "replay_last_over_first", a state's cost against the other's in the
+ * same minutes (each state's losses must repeat bit for bit between its
+ * runs where the model has no dropout: "replay_repeats"). Usage:
  *   nnt_bench_epochs CONFIG [EPOCHS] [--synthetic=SAMPLES] [Section.key=value ...]
  * Threads as for the CLI: NNTRAINER_THREADS (run with 1 for the CPU time
  * of every step's work on one thread). */
@@ -30,6 +39,8 @@
 
 #define MAX_EPOCHS 1000
 #define MAX_OVERRIDES 64
+#define REPLAY_STEPS 6
+#define REPLAY_REPS 5
 
 /* Every timed step: its epoch, its CPU and its wall-clock milliseconds. */
 typedef struct drift {
@@ -41,6 +52,20 @@ typedef struct drift {
   int have_prev; /* the last callback was a step of this epoch */
   double ref[MAX_EPOCHS]; /* the reference's CPU ms at each epoch's end */
   float *ra, *rb, *rc;    /* its operands */
+  /* the replay */
+  nnt_model *m;
+  unsigned epochs;
+  float *state[2];           /* weights then optimizer state: first, last */
+  unsigned state_iter[2];
+  size_t state_floats, opt_floats;
+  float *batch;              /* REPLAY_STEPS batches, inputs then labels */
+  size_t batch_floats;       /* one batch's */
+  unsigned n_batches;        /* copied */
+  double replay_ms[2][REPLAY_REPS * REPLAY_STEPS];
+  float replay_loss[2][REPLAY_REPS];
+  int replay_rc;             /* an error of the replay (reported in main) */
+  nnt_err replay_err;
+  int replayed;
 } drift;
 
 #define REF_N 256
@@ -75,11 +100,110 @@ static double clock_ms(clockid_t id) {
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+/* Copy the model's state into (to = 1) or out of the copy k. */
+static void state_copy(drift *d, int k, int to) {
+  nnt_model *m = d->m;
+  float *c = d->state[k];
+  if (to) {
+    memcpy(c, m->wpool, m->wpool_floats * sizeof *c);
+    if (d->opt_floats)
+      memcpy(c + m->wpool_floats, m->opt_pool, d->opt_floats * sizeof *c);
+    d->state_iter[k] = m->iter;
+  } else {
+    memcpy(m->wpool, c, m->wpool_floats * sizeof *c);
+    if (d->opt_floats)
+      memcpy(m->opt_pool, c + m->wpool_floats, d->opt_floats * sizeof *c);
+    m->iter = d->state_iter[k];
+  }
+}
+
+/* After epoch 1's first step: its state, and room for the batches. */
+static int replay_begin(drift *d) {
+  nnt_model *m = d->m;
+  nnt_ds_shape s;
+  nnt_model_ds_shape(m, &s);
+  size_t n = 0;
+  for (unsigned i = 0; i < s.n_in; i++)
+    n += s.in_len[i];
+  for (unsigned i = 0; i < s.n_label; i++)
+    n += s.label_len[i];
+  d->batch_floats = n * m->batch;
+  d->opt_floats = m->obuf ? m->obuf->size / sizeof(float) : 0;
+  d->state_floats = m->wpool_floats + d->opt_floats;
+  d->state[0] = malloc(2 * d->state_floats * sizeof(float));
+  d->batch = malloc(REPLAY_STEPS * d->batch_floats * sizeof(float));
+  if (!d->state[0] || !d->batch)
+    return nnt_err_set(&d->replay_err, NNT_ERR_NOMEM, "out of memory for the replay");
+  d->state[1] = d->state[0] + d->state_floats;
+  state_copy(d, 0, 1);
+  return NNT_OK;
+}
+
+/* The batch step b (from 1) of epoch 1 trained on, copied. */
+static int replay_keep_batch(drift *d, size_t b) {
+  nnt_model *m = d->m;
+  const float *in[NNT_DS_MAX_STREAMS], *label[NNT_DS_MAX_STREAMS];
+  int rc = nnt_dataset_held_batch(nnt_model_dataset(m, NNT_DS_TRAIN), in, label,
+                                  &d->replay_err);
+  if (rc)
+    return rc;
+  nnt_ds_shape s;
+  nnt_model_ds_shape(m, &s);
+  float *p = d->batch + (b - 1) * d->batch_floats;
+  for (unsigned i = 0; i < s.n_in; i++, p += s.in_len[i - 1] * m->batch)
+    memcpy(p, in[i], s.in_len[i] * m->batch * sizeof *p);
+  for (unsigned i = 0; i < s.n_label; i++, p += s.label_len[i - 1] * m->batch)
+    memcpy(p, label[i], s.label_len[i] * m->batch * sizeof *p);
+  d->n_batches = (unsigned)b;
+  return NNT_OK;
+}
+
+/* After the last epoch: its state, then each state trains on the batches
+ * in turn; the last epoch's state is put back at the end. */
+static int replay_run(drift *d) {
+  nnt_model *m = d->m;
+  nnt_ds_shape s;
+  nnt_model_ds_shape(m, &s);
+  state_copy(d, 1, 1);
+  int rc = NNT_OK;
+  for (unsigned r = 0; !rc && r < REPLAY_REPS; r++)
+    for (unsigned j = 0; !rc && j < 2; j++) {
+      int k = (int)((r + j) % 2); /* first-last, then last-first */
+      state_copy(d, k, 0);
+      float loss = 0;
+      for (unsigned b = 0; !rc && b < d->n_batches; b++) {
+        const float *in[NNT_DS_MAX_STREAMS], *label[NNT_DS_MAX_STREAMS];
+        const float *p = d->batch + b * d->batch_floats;
+        for (unsigned i = 0; i < s.n_in; p += s.in_len[i] * m->batch, i++)
+          in[i] = p;
+        for (unsigned i = 0; i < s.n_label; p += s.label_len[i] * m->batch, i++)
+          label[i] = p;
+        double t0 = clock_ms(CLOCK_THREAD_CPUTIME_ID);
+        float l;
+        rc = nnt_model_train_batch(m, NULL, in, label, &l, &d->replay_err);
+        d->replay_ms[k][r * d->n_batches + b] = clock_ms(CLOCK_THREAD_CPUTIME_ID) - t0;
+        loss += l;
+      }
+      d->replay_loss[k][r] = loss;
+    }
+  state_copy(d, 1, 0);
+  d->replayed = !rc;
+  return rc;
+}
+
 /* After every step, and at an epoch's end (after its validation): a step
  * is the time since the callback of the step before it in its epoch. */
 static void on_progress(const nnt_progress *p, void *user) {
   drift *d = user;
   double cpu = clock_ms(CLOCK_THREAD_CPUTIME_ID), wall = clock_ms(CLOCK_MONOTONIC);
+  if (!d->replay_rc && p->epoch == 1 && !p->epoch_done && p->batch <= REPLAY_STEPS) {
+    if (p->batch == 1)
+      d->replay_rc = replay_begin(d);
+    if (!d->replay_rc)
+      d->replay_rc = replay_keep_batch(d, p->batch);
+  }
+  if (!d->replay_rc && p->epoch_done && p->epoch == d->epochs && d->n_batches)
+    d->replay_rc = replay_run(d);
   if (p->epoch_done) {
     d->have_prev = 0;
     double t[REF_RUNS];
@@ -190,16 +314,20 @@ int main(int argc, char **argv) {
   if (!rc && (!d || !d->ra))
     rc = nnt_err_set(&e, NNT_ERR_NOMEM, "out of memory");
   if (!rc)
+    d->m = m, d->epochs = (unsigned)epochs;
+  if (!rc)
     rc = nnt_model_train(m, on_progress, d, &e);
   if (rc) {
     fprintf(stderr, "nnt_bench_epochs: %s\n", e.msg);
     if (d)
-      free(d->epoch), free(d->cpu), free(d->wall), free(d->ra);
+      free(d->epoch), free(d->cpu), free(d->wall), free(d->ra), free(d->state[0]),
+          free(d->batch);
     free(d);
     nnt_model_destroy(m);
     return 1;
   }
-  double *tmp = d->oom ? NULL : malloc((d->n ? d->n : 1) * sizeof *tmp);
+  size_t n_tmp = d->n > REPLAY_REPS * REPLAY_STEPS ? d->n : REPLAY_REPS * REPLAY_STEPS;
+  double *tmp = d->oom ? NULL : malloc(n_tmp * sizeof *tmp);
   double *med = tmp ? calloc((size_t)epochs * 3, sizeof *med) : NULL;
   if (!med) {
     fprintf(stderr, "nnt_bench_epochs: out of memory for the steps' times\n");
@@ -220,6 +348,11 @@ int main(int argc, char **argv) {
       rc = 1;
     }
   }
+  if (d->replay_rc || !d->replayed) {
+    fprintf(stderr, "nnt_bench_epochs: replay: %s\n",
+            d->replay_rc ? d->replay_err.msg : "epoch 1 gave no batch to replay");
+    rc = 1;
+  }
   if (!rc) {
     char blas[160];
     nnt_cpu_blas_describe(blas, sizeof blas);
@@ -238,12 +371,25 @@ int main(int argc, char **argv) {
     double norm = d->ref[0] > 0 && d->ref[epochs - 1] > 0
                       ? med[epochs - 1] / d->ref[epochs - 1] / (med[0] / d->ref[0])
                       : 0.0;
-    printf("],\"last_over_first\":%.4f,\"normalized\":%.4f}\n", med[epochs - 1] / med[0],
-           norm);
+    printf("],\"last_over_first\":%.4f,\"normalized\":%.4f", med[epochs - 1] / med[0], norm);
+    size_t n = (size_t)REPLAY_REPS * d->n_batches;
+    double rmed[2];
+    int repeats = 1;
+    for (int k = 0; k < 2; k++) {
+      memcpy(tmp, d->replay_ms[k], n * sizeof *tmp);
+      qsort(tmp, n, sizeof *tmp, cmp_double);
+      rmed[k] = n % 2 ? tmp[n / 2] : (tmp[n / 2 - 1] + tmp[n / 2]) / 2;
+      for (int r = 1; r < REPLAY_REPS; r++)
+        repeats &= !memcmp(&d->replay_loss[k][r], &d->replay_loss[k][0], sizeof(float));
+    }
+    printf(",\"replay_steps\":%u,\"replay_reps\":%d,\"replay_first_ms\":%.4f,"
+           "\"replay_last_ms\":%.4f,\"replay_last_over_first\":%.4f,\"replay_repeats\":%s}\n",
+           d->n_batches, REPLAY_REPS, rmed[0], rmed[1], rmed[1] / rmed[0],
+           repeats ? "true" : "false");
   }
   free(tmp), free(med);
 out:
-  free(d->epoch), free(d->cpu), free(d->wall), free(d->ra);
+  free(d->epoch), free(d->cpu), free(d->wall), free(d->ra), free(d->state[0]), free(d->batch);
   free(d);
   nnt_model_destroy(m);
   return rc;
