@@ -171,7 +171,9 @@ static void test_refusals(void **state) {
  * images than a part's run; no padding (a row's last column of one parity
  * reaches past dY, an odd plane); two columns of padding; the largest
  * plane; an odd plane with one block of 16 channels (the turn into dX's
- * layout in halves). */
+ * layout in halves). Blocks of 32 channels turn by 16 x 16 squares where
+ * each half of the plane is whole squares (the first and the fifth case)
+ * and one value at a time elsewhere (the fourth: 240 positions). */
 static const scase DCASES[] = {
     {128, 16, 16, 3, 1, 1, 1, 1, 40, 3, 0},
     {48, 11, 22, 5, 2, 2, 1, 0, 80, 17, 0},
