@@ -196,12 +196,6 @@ static int replay_run(drift *d) {
 static void on_progress(const nnt_progress *p, void *user) {
   drift *d = user;
   double cpu = clock_ms(CLOCK_THREAD_CPUTIME_ID), wall = clock_ms(CLOCK_MONOTONIC);
-  if (!d->replay_rc && p->epoch == 1 && !p->epoch_done && p->batch <= REPLAY_STEPS) {
-    if (p->batch == 1)
-      d->replay_rc = replay_begin(d);
-    if (!d->replay_rc)
-      d->replay_rc = replay_keep_batch(d, p->batch);
-  }
   if (!d->replay_rc && p->epoch_done && p->epoch == d->epochs && d->n_batches)
     d->replay_rc = replay_run(d);
   if (p->epoch_done) {
@@ -239,6 +233,14 @@ static void on_progress(const nnt_progress *p, void *user) {
   }
   d->cpu_prev = cpu, d->wall_prev = wall;
   d->have_prev = 1;
+  if (!d->replay_rc && p->epoch == 1 && p->batch <= REPLAY_STEPS) {
+    if (p->batch == 1)
+      d->replay_rc = replay_begin(d);
+    if (!d->replay_rc)
+      d->replay_rc = replay_keep_batch(d, p->batch);
+    /* the copies are not the next step's time */
+    d->cpu_prev = clock_ms(CLOCK_THREAD_CPUTIME_ID), d->wall_prev = clock_ms(CLOCK_MONOTONIC);
+  }
 }
 
 int main(int argc, char **argv) {
