@@ -106,6 +106,11 @@ static int bn_forward(nnt_layer *l, nnt_run_ctx *ctx) {
    * kernel writes each xhat value over its output element, which then
    * takes its y (the same arithmetic: y is bitwise what it is with xhat
    * kept) */
+  if (ctx->whole) /* images again: the batch's mean and 1/std */
+    return k->bn_fwd_stats(k, nnt_tensor_len(&ctx->in[0]) / (p->ch * p->inner), p->ch, p->inner,
+                           ctx->in[0].data,
+                           ctx->whole->scratch[2].data, ctx->whole->scratch[1].data, g, b,
+                           ctx->out[0].data);
   float *stats = ctx->scratch[2].data;
   float *xhat = ctx->scratch[0].data ? ctx->scratch[0].data : ctx->out[0].data;
   NNT_TRY(k->bn_fwd_train(k, p->outer, p->ch, p->inner, ctx->in[0].data, g, b, p->epsilon, stats,
@@ -170,5 +175,6 @@ const nnt_layer_ops nnt_layer_batch_normalization = {
             NNT_KOP_BIT(SCALE) | NNT_KOP_BIT(AXPY),
     .forward_saved = bn_forward_saved,
     .saved_kops = NNT_KOP_BIT(BN_AFFINE),
-    .opt_kops = NNT_KOP_BIT(BN_BWD_MEANS),
+    .opt_kops = NNT_KOP_BIT(BN_BWD_MEANS) | NNT_KOP_BIT(BN_FWD_STATS),
+    .whole_scratch = 1u << 1 | 1u << 2, /* 1/std; the mean (and variance) */
 };

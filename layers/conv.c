@@ -681,6 +681,18 @@ int nnt_conv_use_wino(int have, const nnt_conv_geom *g, size_t c, size_t filters
          s->data && nnt_tensor_len(s) >= nnt_wino_scratch(slices, 1, c, filters, tiles);
 }
 
+int nnt_conv_fwd_per_image(const nnt_layer *l, const nnt_kernels *k, nnt_dim s0) {
+  const conv_priv *p = l->priv;
+  if (use_direct(k, p))
+    return 1; /* conv_fwd computes each image alone */
+  float probe = 0;
+  nnt_tensor scratch = {.dim = s0, .data = &probe};
+  nnt_run_ctx ctx = {.scratch = &scratch};
+  if (use_wino_fwd(k, p, &ctx)) /* chunks of tiles within one image */
+    return ((size_t)(p->g.oh + 1) / 2) * ((p->g.ow + 1) / 2) >= NNT_WINO_IMAGE_TILES;
+  return p->nb == 1; /* im2col and a product per image */
+}
+
 static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   conv_priv *p = l->priv;
   if (ctx->out[0].data == ctx->in[0].data)

@@ -230,6 +230,11 @@ typedef struct nnt_run_ctx {
   int (*grad_rows)(const struct nnt_run_ctx *ctx, unsigned w, size_t off, size_t n,
                    const float *g);
   void *grad_arg; /* the caller's, for grad_rows */
+  /* forward of one image again (rerun.c): the context of the same layer
+   * whose training forward over the whole batch ran earlier in this step,
+   * its scratch of ops->whole_scratch still holding what that forward
+   * left; NULL in every other call */
+  const struct nnt_run_ctx *whole;
 } nnt_run_ctx;
 
 /* Is weight w's gradient computed and applied in blocks of gw[w].dim.h
@@ -295,6 +300,12 @@ typedef struct nnt_layer_ops {
    * every op of saved_kops; compile does not require them. */
   int (*forward_saved)(nnt_layer *l, nnt_run_ctx *ctx);
   uint64_t saved_kops;
+  /* Bit c: forward, given ctx->whole (one image of a batch computed again,
+   * rerun.c), reads the whole batch's scratch c instead of computing it
+   * (batch normalization: the batch's mean and 1/std), so that scratch
+   * must live until then. A layer whose forward over one image depends on
+   * the other images sets this; rerun.c takes only the layers it knows. */
+  unsigned whole_scratch;
   /* Optional ops the layer calls only where the table's entry is not NULL
    * (a faster path; conv2d's conv_fwd), else it computes without them:
    * compile does not require them. */
@@ -348,6 +359,12 @@ void nnt_layer_log_defaults(const nnt_layer *l);
  * not given: using <used> (<why>)". */
 void nnt_layer_notice_default(const nnt_layer *l, const char *key, const char *used,
                               const char *why);
+
+/* conv2d and conv1d (layers/conv.c), for rerun.c: does forward over one
+ * image of the batch (image-sized views of in[0] and out[0], not in
+ * place, scratch 0 of dims s0 as planned for the batch, the other scratch
+ * NULL) give bit for bit what the batch's forward gives that image? */
+int nnt_conv_fwd_per_image(const nnt_layer *l, const nnt_kernels *k, nnt_dim s0);
 
 /* Descriptors, one per file in layers/. */
 extern const nnt_layer_ops nnt_layer_input;

@@ -130,6 +130,9 @@ static int set_batch(nnt_model *m, unsigned batch, nnt_err *e) {
   nnt_model_release_plan(m, NNT_MODE_TRAIN);
   nnt_model_release_plan(m, NNT_MODE_INFER);
   nnt_model_release_plan(m, NNT_MODE_EVAL);
+  /* what a rerun may run again depends on the batch's shapes */
+  nnt_rerun_clear(m);
+  m->reruns_done = 0;
   return NNT_OK;
 }
 

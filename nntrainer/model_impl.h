@@ -99,6 +99,11 @@ typedef struct nnt_node {
    * go back to */
   int less_cand;
   unsigned less_flags, less_scratch;
+  /* rerun.c: 1 + the index in m->reruns of the input this addition
+   * computes again image by image (0: none), and in the training plan the
+   * region that holds those images (-1: none) */
+  unsigned rerun;
+  int t_rerun;
   /* run context, bound to the current plan */
   nnt_tensor in[NNT_MAX_IO], out[NNT_MAX_IO], din[NNT_MAX_IO], dout[NNT_MAX_IO];
   nnt_tensor gw[NNT_MAX_WEIGHTS], scratch[NNT_MAX_SCRATCH], label, loss;
@@ -131,6 +136,38 @@ static inline int nnt_node_fused(const nnt_node *nd) {
   return 0;
 }
 
+/* An addition's input that its training forward computes again, image by
+ * image, from the model's inputs (rerun.c), so that the tensor need not
+ * live from where it was made to the addition. */
+#define NNT_RERUN_MAX 24
+typedef struct nnt_rerun {
+  unsigned node;                  /* the addition */
+  unsigned k;                     /* its input computed again */
+  unsigned n;                     /* the nodes that compute it, in order */
+  unsigned chain[NNT_RERUN_MAX];
+  /* each one's output image: a slot of the region, or -1 where the node
+   * is a view of the model input */
+  int slot[NNT_RERUN_MAX];
+  size_t slot_floats, n_slots;    /* slots of one image each */
+  size_t scratch_floats;          /* after them: a convolution's scratch 0 */
+  double flops;                   /* per step */
+} nnt_rerun;
+
+/* The floats of a rerun's region: its slots, then the scratch. */
+static inline size_t nnt_rerun_floats(const nnt_rerun *r) {
+  return r->n_slots * r->slot_floats + r->scratch_floats;
+}
+
+/* rerun.c: choose the reruns of the training plan (after the default
+ * recomputation); the forward of a node that has one; the chosen ones
+ * dropped. */
+int nnt_rerun_choose(nnt_model *m, nnt_err *e);
+int nnt_rerun_forward(nnt_model *m, nnt_node *nd);
+void nnt_rerun_clear(nnt_model *m);
+/* How many layers read output o of node p in the training forward: its
+ * consumers, less the additions that compute it again instead. */
+unsigned nnt_rerun_readers(const nnt_model *m, unsigned p, unsigned o);
+
 /* The plans: training (forward, loss, backward, update); inference (the
  * forward steps, no label and no loss value: loss layers give their output
  * only); evaluation (the forward steps with the labels and the loss
@@ -161,6 +198,9 @@ struct nnt_model {
   /* tests only: 1 computes every weight gradient whole before its update
    * (no blocks of rows fused with the update: schedule.c), to compare */
   int fuse_off;
+  /* tests only: the share of the forward's FLOPs that reruns may add
+   * (rerun.c; 0: RERUN_SHARE), for models too small for the default */
+  double rerun_share;
   int plan_quick; /* nnt_model_train_total: plans without best fit's order search */
   float clip_grad_norm;     /* 0: off */
   uint64_t seed;
@@ -227,6 +267,12 @@ struct nnt_model {
    * chosen (keep_less.c nnt_graph_keep_less_choose); reset by compile */
   int keep_less_done;
   unsigned char *cheap; /* its chains: 2 a head, 1 the rest, 0 none; NULL */
+  /* inputs of additions computed again image by image in the training
+   * forward (rerun.c), chosen once per compile */
+  struct nnt_rerun *reruns;
+  unsigned n_reruns;
+  int reruns_done;
+  double rerun_flops;
   /* bytes the training plan left free under memory_budget for the
    * datasets' queues when it was made (plan.c queue_reserve) */
   size_t budget_reserve;

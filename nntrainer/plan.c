@@ -47,6 +47,10 @@ static int can_run_inplace(const nnt_model *m, size_t i, nnt_mode mode) {
                  (mode != NNT_MODE_TRAIN || !(nd->do_grad || nd->do_deriv));
   if (!(nd->fc.flags & NNT_LF_INPLACE) && !fwd_only)
     return 0;
+  int train = mode == NNT_MODE_TRAIN;
+  /* an addition that computes its input 0 again does not read it here */
+  if (train && nd->rerun && m->reruns[nd->rerun - 1].k == 0)
+    return 0;
   unsigned p = nd->in_node[0], pidx = nd->in_idx[0];
   for (;;) {
     if (p == NNT_NO_NODE) {
@@ -61,7 +65,7 @@ static int can_run_inplace(const nnt_model *m, size_t i, nnt_mode mode) {
       return c == 1;
     }
     const nnt_node *pn = &m->nodes[p];
-    if (pn->n_consumers[pidx] != 1)
+    if ((train ? nnt_rerun_readers(m, p, pidx) : pn->n_consumers[pidx]) != 1)
       return 0;
     if (mode == NNT_MODE_TRAIN && bwd_reads_output(pn))
       return 0;
@@ -125,6 +129,16 @@ static int request_forward(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) 
       if (id < 0)
         return id;
       nd->t_scratch[s] = id;
+    }
+    /* its input computed again image by image (rerun.c): the images */
+    nd->t_rerun = -1;
+    if (mode == NNT_MODE_TRAIN && nd->rerun) {
+      size_t floats = nnt_rerun_floats(&m->reruns[nd->rerun - 1]); /* rerun.c: fits */
+      int id = req(g, name, "rerun", 0, NNT_TK_SCRATCH, nnt_dim_make(1, 1, 1, (unsigned)floats),
+                   e);
+      if (id < 0)
+        return id;
+      nd->t_rerun = id;
     }
     /* inference holds no label and no loss value: a loss layer gives its
      * output only (ctx->label and ctx->loss are NULL) */
@@ -362,8 +376,24 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
   unsigned flags = nd->fc.flags;
   int grad = st->kind == NNT_STEP_CALC_GRADIENT, deriv = st->kind == NNT_STEP_CALC_DERIVATIVE;
   if (st->kind == NNT_STEP_FORWARD) {
+    const nnt_rerun *r = train && nd->rerun && s < nnt_schedule_forward_end(m, mode)
+                             ? &m->reruns[nd->rerun - 1]
+                             : NULL;
     for (unsigned k = 0; k < nd->n_in; k++)
-      use(g, nnt_step_id(m, re, s, k, nd->t_in[k]), s);
+      if (!r || k != r->k)
+        use(g, nnt_step_id(m, re, s, k, nd->t_in[k]), s);
+    if (r) { /* the model inputs and the batch's statistics the chain reads */
+      use(g, nd->t_rerun, s);
+      for (unsigned j = 0; j < r->n; j++) {
+        const nnt_node *c = &m->nodes[r->chain[j]];
+        for (unsigned k = 0; k < c->n_in; k++)
+          if (c->in_node[k] == NNT_NO_NODE)
+            use(g, c->t_in[k], s);
+        for (unsigned q = 0; q < c->fc.n_scratch; q++)
+          if (c->layer->ops->whole_scratch >> q & 1)
+            use(g, c->t_scratch[q], s);
+      }
+    }
     for (unsigned o = 0; o < nd->fc.n_out; o++)
       use(g, nnt_step_id(m, re, s, NNT_MAX_IO + o, nd->t_out[o]), s);
     for (unsigned c = 0; c < nd->fc.n_scratch; c++)
@@ -665,6 +695,8 @@ int nnt_model_plan_layout(nnt_model *m, nnt_mode mode, nnt_err *e) {
   int rc = mode == NNT_MODE_TRAIN ? nnt_graph_keep_less_choose(m, e) : NNT_OK;
   if (!rc && mode == NNT_MODE_TRAIN)
     rc = nnt_recompute_default(m, e);
+  if (!rc && mode == NNT_MODE_TRAIN)
+    rc = nnt_rerun_choose(m, e);
   if (!rc)
     rc = plan_requests(m, mode, g, e);
   /* over the budget in training, with the queues: recompute activations

@@ -26,6 +26,11 @@ typedef struct cli_plan_info {
   const char *device;        /* the device in words; NULL: none (the CPU) */
   int arena_host, state_host; /* 1: host memory; 0: device memory */
   const nnt_mem_peak *peak;  /* where the plan peaks; NULL: not reported */
+  /* training: the additions whose input is computed again image by image
+   * (rerun.c), their extra FLOPs and the forward's */
+  const struct nnt_rerun *reruns;
+  unsigned n_reruns;
+  double rerun_flops, forward_flops;
 } cli_plan_info;
 
 void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose);

@@ -129,6 +129,16 @@ void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose) 
     fputc(']', out);
     if (pi->peak)
       peak_json(out, pi);
+    if (pi->n_reruns) {
+      fprintf(out, ",\"reruns\":[");
+      for (unsigned i = 0; i < pi->n_reruns; i++) {
+        fprintf(out, "%s{\"node\":", i ? "," : "");
+        json_str(out, pi->nodes[pi->reruns[i].node].layer->name);
+        fprintf(out, ",\"input\":%u,\"layers\":%u}", pi->reruns[i].k, pi->reruns[i].n);
+      }
+      fprintf(out, "],\"rerun_flops\":%.6g,\"forward_flops\":%.6g", pi->rerun_flops,
+              pi->forward_flops);
+    }
     fprintf(out, "}\n");
     return;
   }
@@ -158,6 +168,16 @@ void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose) 
             (double)total / (double)pi->memory_budget);
   else
     fprintf(out, "budget       none (memory_budget)\n");
+  if (pi->n_reruns) {
+    fprintf(out, "rerun        %u additions compute an input again, image by image:",
+            pi->n_reruns);
+    for (unsigned i = 0; i < pi->n_reruns; i++)
+      fprintf(out, "%s %s (input %u, %u layers)", i ? "," : "",
+              pi->nodes[pi->reruns[i].node].layer->name, pi->reruns[i].k, pi->reruns[i].n);
+    fprintf(out, "\n             extra FLOPs %.4g per step, %.1f%% of the forward's (%.4g)\n",
+            pi->rerun_flops, pi->forward_flops > 0 ? 100 * pi->rerun_flops / pi->forward_flops : 0,
+            pi->forward_flops);
+  }
   if (pi->peak)
     peak_text(out, pi, verbose);
   fprintf(out, "planning     %.3f ms\n", g->planning_ms);

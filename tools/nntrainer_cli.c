@@ -628,6 +628,13 @@ static int cmd_plan(int argc, char **argv) {
     return fail(&e);
   }
   pi.peak = &peak;
+  if (mode == NNT_MODE_TRAIN) {
+    pi.reruns = m->reruns;
+    pi.n_reruns = m->n_reruns;
+    pi.rerun_flops = m->rerun_flops;
+    for (size_t i = 0; i < m->n_nodes; i++)
+      pi.forward_flops += nnt_recompute_node_flops(m, i);
+  }
   int rc = 0;
   if (bi.budget) {
     bi.weight_bytes = pi.weight_bytes;

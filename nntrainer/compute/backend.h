@@ -97,7 +97,8 @@ struct nnt_buffer {
   X(POS_ENCODING, pos_encoding) X(DIV, div) X(BN_AFFINE, bn_affine)                       \
   X(CONV_FWD, conv_fwd) X(CONV_BWD_X, conv_bwd_x) X(CONV_BWD_W, conv_bwd_w)               \
   X(CONV_WINO, conv_wino) X(CONV_WINO_DW, conv_wino_dw) X(COPY2D, copy2d)                 \
-  X(COL2IM_SET, col2im_set) X(BN_BWD_MEANS, bn_bwd_means) X(CONV_BWD_X_ADD, conv_bwd_x_add)
+  X(COL2IM_SET, col2im_set) X(BN_BWD_MEANS, bn_bwd_means) X(CONV_BWD_X_ADD, conv_bwd_x_add)  \
+  X(BN_FWD_STATS, bn_fwd_stats)
 
 typedef enum nnt_kop {
 #define NNT_KOP_ENUM(E, n) NNT_KOP_##E,

@@ -45,7 +45,7 @@ typedef struct nnt_cpu_bn_args {
   const float *means_in;
   float *means_out;
 } nnt_cpu_bn_args;
-enum { NNT_BN_FWD_TRAIN, NNT_BN_FWD_INFER, NNT_BN_BWD, NNT_BN_AFFINE };
+enum { NNT_BN_FWD_TRAIN, NNT_BN_FWD_INFER, NNT_BN_BWD, NNT_BN_AFFINE, NNT_BN_FWD_STATS };
 /* Op BN_* on one code path: NNT_BLAS_AVX2 or (below) plain C; NNT_ERR_INVAL
  * when this CPU cannot run it (the tests compare the paths; the kernels
  * take the widest). */
@@ -102,6 +102,9 @@ int nnt_cpu_bn_fwd_infer(const struct nnt_kernels *self, size_t outer, size_t ch
                          const float *beta, float eps, float *y);
 int nnt_cpu_bn_affine(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                       const float *xhat, const float *gamma, const float *beta, float *y);
+int nnt_cpu_bn_fwd_stats(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                         const float *x, const float *mean, const float *invstd,
+                         const float *gamma, const float *beta, float *y);
 int nnt_cpu_bn_bwd(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
                    const float *dy, const float *xhat, const float *invstd, const float *gamma,
                    float *dx, float *dgamma, float *dbeta);

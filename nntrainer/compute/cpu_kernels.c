@@ -690,6 +690,7 @@ const nnt_kernels nnt_cpu_kernel_table = {
     .conv_fwd = nnt_cpu_conv_fwd,
     .conv_bwd_x = nnt_cpu_conv_bwd_x,
     .conv_bwd_x_add = nnt_cpu_conv_bwd_x_add,
+    .bn_fwd_stats = nnt_cpu_bn_fwd_stats,
     .conv_bwd_w = nnt_cpu_conv_bwd_w,
     .permute3 = nnt_cpu_permute3,
     .copy2d = nnt_cpu_copy2d,

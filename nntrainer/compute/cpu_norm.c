@@ -72,11 +72,13 @@ static int bn_copy(int path) {
 
 /* The part function of op on path, or NULL when this CPU cannot run it. */
 static nnt_pool_fn bn_part(int path, int op) {
-  static const nnt_pool_fn fns[][4] = {
-      {fwd_train_part_c, fwd_infer_part_c, bwd_part_c, affine_part_c},
+  static const nnt_pool_fn fns[][5] = {
+      {fwd_train_part_c, fwd_infer_part_c, bwd_part_c, affine_part_c, stats_part_c},
 #ifdef BN_HAVE_AVX2
-      {fwd_train_part_avx2, fwd_infer_part_avx2, bwd_part_avx2, affine_part_avx2},
-      {fwd_train_part_avx512, fwd_infer_part_avx512, bwd_part_avx512, affine_part_avx512},
+      {fwd_train_part_avx2, fwd_infer_part_avx2, bwd_part_avx2, affine_part_avx2,
+       stats_part_avx2},
+      {fwd_train_part_avx512, fwd_infer_part_avx512, bwd_part_avx512, affine_part_avx512,
+       stats_part_avx512},
 #endif
   };
   int k = bn_copy(path);
@@ -126,10 +128,10 @@ static void img_for(int path, int which, bn_job *j) {
 }
 
 static int bn_run(int path, int op, bn_job *j) {
-  nnt_pool_fn fn = op >= 0 && op <= NNT_BN_AFFINE ? bn_part(path, op) : NULL;
+  nnt_pool_fn fn = op >= 0 && op <= NNT_BN_FWD_STATS ? bn_part(path, op) : NULL;
   if (!fn)
     return NNT_ERR_INVAL;
-  if (!by_images(j, op)) {
+  if (!by_images(j, op) || op == NNT_BN_FWD_STATS) {
     nnt_cpu_pool_for(j->ch, 1, bn_min_channels(j), fn, j);
     return NNT_OK;
   }
@@ -240,6 +242,15 @@ int nnt_cpu_bn_bwd_means(const struct nnt_kernels *self, size_t outer, size_t ch
   else
     j.dgamma = dgamma, j.dbeta = dbeta, j.means_out = means;
   return bn_run(bn_best(), NNT_BN_BWD, &j);
+}
+
+int nnt_cpu_bn_fwd_stats(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                         const float *x, const float *mean, const float *invstd,
+                         const float *gamma, const float *beta, float *y) {
+  (void)self;
+  bn_job j = {.outer = outer, .ch = ch, .inner = inner, .x = x, .gamma = gamma, .beta = beta,
+              .mean_in = mean, .invstd_in = invstd, .y = y};
+  return bn_run(bn_best(), NNT_BN_FWD_STATS, &j);
 }
 
 int nnt_cpu_bn_affine(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,

@@ -248,6 +248,25 @@ static void NL(bwd_part)(void *p, size_t c0, size_t c1) {
   }
 }
 
+/* bn_fwd_stats: fwd_train_part's normalization from the statistics given
+ * in j->mean_in and j->invstd_in (each element's arithmetic the same). */
+static void NL(stats_part)(void *p, size_t c0, size_t c1) {
+  const bn_job *j = p;
+  size_t outer = j->outer, ch = j->ch, inner = j->inner;
+  const float *x = j->x, *gamma = j->gamma, *beta = j->beta;
+  float *y = j->y;
+  for (size_t c = c0; c < c1; c++) {
+    float g = gamma[c], b = beta[c], m = j->mean_in[c], is = j->invstd_in[c];
+    for (size_t o = 0; o < outer; o++) {
+      size_t off = (o * ch + c) * inner;
+      for (size_t i = 0; i < inner; i++) {
+        float h = (x[off + i] - m) * is;
+        y[off + i] = bn_affine1(g, h, b);
+      }
+    }
+  }
+}
+
 static void NL(affine_part)(void *p, size_t c0, size_t c1) {
   const bn_job *j = p;
   size_t outer = j->outer, ch = j->ch, inner = j->inner;

@@ -640,6 +640,14 @@ typedef struct nnt_kernels {
    * otherwise). */
   int (*conv_bwd_x_add)(const struct nnt_kernels *self, const struct nnt_conv_geom *g, size_t n,
                         size_t filters, const float *w, const float *dy, float *dx);
+  /* Batch normalization's training output from statistics a bn_fwd_train
+   * over a larger batch wrote: y = gamma * ((x - mean) * invstd) + beta,
+   * each element bit for bit what bn_fwd_train gave it there (y may alias
+   * x). Optional: an addition's input computed again image by image
+   * (rerun.c) needs it. */
+  int (*bn_fwd_stats)(const struct nnt_kernels *self, size_t outer, size_t ch, size_t inner,
+                      const float *x, const float *mean, const float *invstd, const float *gamma,
+                      const float *beta, float *y);
 } nnt_kernels;
 
 /* k->parallel where the backend has it, else fn(arg, 0, n). */

@@ -310,6 +310,9 @@ F(bn_bwd_means, (size_t o, size_t ch, size_t in, cf dy, cf xhat, cf invstd, cf g
 F(bn_affine, (size_t o, size_t ch, size_t in, cf xhat, cf g, cf b, float *y),
   (C(xhat, o * ch * in) C(g, ch) C(b, ch) C(y, o * ch * in)),
   (o, ch, in, H(xhat), H(g), H(b), H(y)))
+F(bn_fwd_stats, (size_t o, size_t ch, size_t in, cf x, cf mean, cf is, cf g, cf b, float *y),
+  (C(x, o * ch * in) C(mean, ch) C(is, ch) C(g, ch) C(b, ch) C(y, o * ch * in)),
+  (o, ch, in, H(x), H(mean), H(is), H(g), H(b), H(y)))
 F(permute3, (size_t b, const unsigned d[3], const unsigned p[3], cf x, float *y),
   (C(x, b * d[0] * d[1] * d[2]) C(y, b * d[0] * d[1] * d[2])), (b, d, p, H(x), H(y)))
 F(upsample_nearest_fwd, (size_t r, size_t h, size_t w, size_t kh, size_t kw, cf x, float *y),

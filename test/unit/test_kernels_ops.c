@@ -240,7 +240,7 @@ static void test_bn_affine(void **state) {
 /* Every code path (plain C, AVX2, AVX-512: those this CPU has), on one
  * thread (split over channels) and on two (split over images where a
  * shape is large enough: the sums per image added in image order), gives
- * the same bits for all four ops. */
+ * the same bits for all five ops (bn_fwd_stats: each image alone). */
 static void test_bn_paths(void **state) {
   (void)state;
   /* the last four split over images at two threads: 2 x 2 x 9000, 8 x 6 x
@@ -297,6 +297,16 @@ static void test_bn_paths(void **state) {
                              .gamma = g, .beta = b, .y = y + 3 * n};
         assert_int_equal(nnt_cpu_bn_path(path, NNT_BN_AFFINE, &e), NNT_OK);
         assert_memory_equal(y + 3 * n, y, n * 4);
+        /* each image again from the batch's mean and 1/std (bn_fwd_stats,
+         * in place as a rerun runs it): the batch's y, bit for bit */
+        for (size_t im = 0; im < outer; im++) {
+          float *yi = y + 3 * n + im * ch * inner;
+          memcpy(yi, x + im * ch * inner, ch * inner * 4);
+          nnt_cpu_bn_args st = {.outer = 1, .ch = ch, .inner = inner, .x = yi, .gamma = g,
+                                .beta = b, .mean_in = o, .invstd_in = o + 2 * ch, .y = yi};
+          assert_int_equal(nnt_cpu_bn_path(path, NNT_BN_FWD_STATS, &st), NNT_OK);
+        }
+        assert_memory_equal(y + 3 * n, y, n * 4);
       }
       if (p == RUNS - 1)
         split = tu_one_thread();
@@ -306,7 +316,7 @@ static void test_bn_paths(void **state) {
         assert_memory_equal(out[p], out[0], len * 4 - n * 4);
     /* the large shapes ran on both threads */
     assert_true(t < 4 || split > 0);
-    assert_int_equal(nnt_cpu_bn_path(NNT_BLAS_SSE, 7, &(nnt_cpu_bn_args){0}), NNT_ERR_INVAL);
+    assert_int_equal(nnt_cpu_bn_path(NNT_BLAS_SSE, 9, &(nnt_cpu_bn_args){0}), NNT_ERR_INVAL);
     free(x), free(dy), free(g), free(b), free(mv);
     for (int p = 0; p < RUNS; p++)
       free(out[p]);

@@ -146,6 +146,9 @@ V(BN_BWD_MEANS, bn_bwd_means, (size_t o, size_t ch, size_t in, cf dy, cf xhat, c
 V(CONV_BWD_X_ADD, conv_bwd_x_add, (const struct nnt_conv_geom *g, size_t n, size_t f, cf w,
                                    cf dy, float *dx),
   (g, n, f, w, dy, dx))
+V(BN_FWD_STATS, bn_fwd_stats, (size_t o, size_t ch, size_t in, cf x, cf mean, cf is, cf g, cf b,
+                               float *y),
+  (o, ch, in, x, mean, is, g, b, y))
 
 /* The CPU's table with every op of NNT_KOP_LIST replaced by its wrapper. */
 static nnt_kernels rec_table(void) {
