@@ -33,10 +33,10 @@ static int bench(size_t n) {
     unsigned fwd = (unsigned)i, rr = (unsigned)(layers - 1 - i);
     unsigned grad = (unsigned)layers + 3 * rr, deriv = grad + 1, apply = grad + 2;
     size_t sz = (size_t)(256 + nnt_rng_below(&r, 4096)) * 4;
-    b[k++] = (nnt_plan_block){sz, fwd, deriv};                         /* activation */
-    b[k++] = (nnt_plan_block){sz, deriv > 3 ? deriv - 3 : 0, deriv};    /* derivative */
-    b[k++] = (nnt_plan_block){sz / 2, grad, apply};                     /* gradient */
-    b[k++] = (nnt_plan_block){sz / 4, fwd, fwd};                        /* scratch */
+    b[k++] = (nnt_plan_block){sz, fwd, deriv, 0};                         /* activation */
+    b[k++] = (nnt_plan_block){sz, deriv > 3 ? deriv - 3 : 0, deriv, 0};    /* derivative */
+    b[k++] = (nnt_plan_block){sz / 2, grad, apply, 0};                     /* gradient */
+    b[k++] = (nnt_plan_block){sz / 4, fwd, fwd, 0};                        /* scratch */
   }
   n = k;
   const nnt_planner_kind kinds[] = {NNT_PLANNER_BASIC, NNT_PLANNER_POOL, NNT_PLANNER_BEST_FIT};

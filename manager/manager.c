@@ -65,6 +65,7 @@ int nnt_mgr_request(nnt_mgr *m, const char *name, nnt_tkind kind, nnt_dim dim,
   t->first = first < last ? first : last;
   t->last = first < last ? last : first;
   t->parent = -1;
+  t->pin = t->pin_to = t->pin_child = -1;
   return (int)m->n++;
 }
 
@@ -108,6 +109,8 @@ void nnt_mgr_merge(nnt_mgr *m, int view, int src) {
   m->t[a].parent = b;
 }
 
+void nnt_mgr_pin(nnt_mgr *m, int id, int base) { m->t[id].pin = base; }
+
 /* Lifetime and size of each root: the union over its views. */
 static void root_extent(const nnt_mgr *m, unsigned *first, unsigned *last,
                         size_t *bytes) {
@@ -127,6 +130,71 @@ static void root_extent(const nnt_mgr *m, unsigned *first, unsigned *last,
     if (own_bytes(m, i) > bytes[r])
       bytes[r] = own_bytes(m, i);
   }
+}
+
+static size_t up_to(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+/* The pins (nnt_mgr_pin) the plan honors, on the roots' pin_to and
+ * pin_child; one it cannot (another planner, a chunk, an id not smaller
+ * than its base or living before its base ends, a second pin on one base)
+ * becomes a merge. Leaves every root's extent in first, last, bytes. */
+static void resolve_pins(nnt_mgr *m, nnt_planner_kind planner, unsigned *first, unsigned *last,
+                         size_t *bytes) {
+  for (int changed = 1; changed;) {
+    changed = 0;
+    root_extent(m, first, last, bytes);
+    for (size_t i = 0; i < m->n; i++)
+      m->t[i].pin_to = m->t[i].pin_child = -1, m->t[i].pin_keep = 0;
+    for (size_t i = 0; i < m->n && !changed; i++) {
+      if (m->t[i].pin < 0)
+        continue;
+      int r = nnt_mgr_root(m, (int)i), q = nnt_mgr_root(m, m->t[i].pin);
+      if (r == q)
+        continue;
+      if (planner == NNT_PLANNER_BEST_FIT && !m->chunk && !m->t[r].borrowed &&
+          !m->t[q].borrowed && up_to(bytes[r], m->align) < bytes[q] && last[q] <= first[r] &&
+          m->t[q].pin_child < 0 && m->t[r].pin_to < 0) {
+        m->t[r].pin_to = q;
+        m->t[q].pin_child = r;
+      } else {
+        m->t[r].parent = q; /* a merge, and the extents again */
+        changed = 1;
+      }
+    }
+  }
+}
+
+/* The planner's blocks: one per root, except that a chain of pins G0 <-
+ * G1 <- ... <- Gk (each smaller, each living after the one before) gives
+ * one block per level: Gk's bytes (the head, from G0's first order to Gk's
+ * last), then for each l down to 0 the bytes of Gl beyond G(l+1)'s, right
+ * after, from G0's first order to Gl's last. root[b] is block b's root and
+ * head[b] the chain's head block; keep[r] (keep may be NULL) the bytes
+ * of root r that the root pinned to it keeps. */
+static size_t build_blocks(const nnt_mgr *m, const unsigned *first, const unsigned *last,
+                           const size_t *bytes, nnt_plan_block *blk, size_t *root, size_t *head,
+                           int *chain, size_t *keep) {
+  size_t nr = 0;
+  for (size_t i = 0; i < m->n; i++) {
+    if (m->t[i].parent >= 0 || m->t[i].pin_to >= 0)
+      continue;
+    size_t k = 0;
+    for (int r = (int)i; r >= 0; r = m->t[r].pin_child)
+      chain[k++] = r;
+    size_t h = nr, g0 = (size_t)chain[0];
+    for (size_t l = k; l-- > 0;) {
+      size_t g = (size_t)chain[l], inner = l + 1 < k ? up_to(bytes[chain[l + 1]], m->align) : 0;
+      size_t own = (l ? up_to(bytes[g], m->align) : bytes[g]) - inner;
+      if (l + 1 == k) /* the head: exactly its bytes */
+        own = bytes[g];
+      if (keep)
+        keep[g] = inner;
+      blk[nr] = (nnt_plan_block){own, first[g0], last[g], l + 1 < k ? (unsigned)nr : 0};
+      root[nr] = g;
+      head[nr++] = h;
+    }
+  }
+  return nr;
 }
 
 /* With a chunk, every tensor must fit in one: name the first that does
@@ -350,19 +418,18 @@ int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
   nnt_plan_block *blk = nnt_malloc((n + 1) * sizeof *blk);
   size_t *roots = nnt_malloc((n + 1) * sizeof *roots);
   size_t *off = nnt_malloc((n + 1) * sizeof *off);
+  size_t *head = nnt_malloc((n + 1) * sizeof *head);
+  int *chain = nnt_malloc((n + 1) * sizeof *chain);
   int rc = NNT_OK;
-  if (!first || !last || !bytes || !blk || !roots || !off) {
+  if (!first || !last || !bytes || !blk || !roots || !off || !head || !chain) {
     rc = nnt_err_set(e, NNT_ERR_NOMEM, "manager: out of memory planning %zu tensors", n);
     goto out;
   }
-  root_extent(m, first, last, bytes);
-  size_t nr = 0;
+  resolve_pins(m, planner, first, last, bytes);
+  memset(off, 0, n * sizeof *off); /* the pins' keep[] first (only a chain's are set) */
+  size_t nr = build_blocks(m, first, last, bytes, blk, roots, head, chain, off);
   for (size_t i = 0; i < n; i++)
-    if (m->t[i].parent < 0) {
-      roots[nr] = i;
-      blk[nr] = (nnt_plan_block){bytes[i], first[i], last[i]};
-      nr++;
-    }
+    m->t[i].pin_keep = off[i];
   if ((rc = fit_chunk(m, roots, blk, nr, e)))
     goto out;
   size_t pool = 0, bound;
@@ -391,8 +458,8 @@ int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
       goto out;
     }
   release_arena(m);
-  for (size_t k = 0; k < nr; k++)
-    m->t[roots[k]].offset = off[k];
+  for (size_t k = 0; k < nr; k++) /* a chain of pins: all at its head's */
+    m->t[roots[k]].offset = off[head[k]];
   for (size_t i = 0; i < n; i++) {
     int r = nnt_mgr_root(m, (int)i);
     m->t[i].offset = m->t[r].offset;
@@ -406,7 +473,7 @@ int nnt_mgr_plan(nnt_mgr *m, nnt_planner_kind planner, int validate,
   m->allocated = 0;
 out:
   nnt_free(first), nnt_free(last), nnt_free(bytes), nnt_free(blk), nnt_free(roots),
-      nnt_free(off);
+      nnt_free(off), nnt_free(head), nnt_free(chain);
   return rc;
 }
 
@@ -420,7 +487,7 @@ int nnt_mgr_place(nnt_mgr *m, const size_t *offsets, size_t arena_bytes, nnt_err
     if (m->t[i].parent >= 0)
       rc = nnt_err_set(e, NNT_ERR_INVAL, "manager: '%s' is a view; a placed plan has none",
                        m->t[i].name);
-    blk[i] = (nnt_plan_block){m->t[i].bytes, m->t[i].first, m->t[i].last};
+    blk[i] = (nnt_plan_block){m->t[i].bytes, m->t[i].first, m->t[i].last, 0};
   }
   if (!rc)
     rc = nnt_plan_validate_chunked(blk, n, offsets, arena_bytes, m->align, m->chunk, e);
@@ -497,30 +564,55 @@ void nnt_mgr_poison_after(nnt_mgr *m, unsigned order) {
     /* all bytes 0xff: every float is a NaN; through the buffer, so it
      * works on any backend's memory (a debug mode: errors cannot occur on
      * a live buffer and are not reported) */
-    if (m->t[i].life_last == order)
-      m->buf->type->memset(m->buf, m->t[i].offset, 0xff, m->t[i].bytes, NULL);
+    /* of a pinned root, the part beyond what the one pinned to it keeps */
+    size_t keep = m->t[i].pin_keep;
+    if (m->t[i].life_last == order && m->t[i].bytes > keep)
+      m->buf->type->memset(m->buf, m->t[i].offset + keep, 0xff, m->t[i].bytes - keep, NULL);
   }
+}
+
+/* The planned blocks again, from the roots' lives after planning, with
+ * their offsets (NULL where not wanted): what validate and peak read. */
+static int planned_blocks(const nnt_mgr *m, nnt_plan_block **blk, size_t **off, size_t **root,
+                          size_t *nr) {
+  size_t n = m->n;
+  unsigned *first = nnt_malloc((n + 1) * sizeof *first), *last = nnt_malloc((n + 1) * sizeof *last);
+  size_t *bytes = nnt_calloc(n + 1, sizeof *bytes), *head = nnt_malloc((n + 1) * sizeof *head);
+  int *chain = nnt_malloc((n + 1) * sizeof *chain);
+  *blk = nnt_malloc((n + 1) * sizeof **blk);
+  *root = nnt_malloc((n + 1) * sizeof **root);
+  *off = nnt_malloc((n + 1) * sizeof **off);
+  int rc = NNT_OK;
+  if (!first || !last || !bytes || !head || !chain || !*blk || !*root || !*off) {
+    rc = NNT_ERR_NOMEM;
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      int r = nnt_mgr_root(m, (int)i);
+      first[i] = m->t[i].life_first, last[i] = m->t[i].life_last;
+      if (own_bytes(m, i) > bytes[r])
+        bytes[r] = own_bytes(m, i);
+    }
+    *nr = build_blocks(m, first, last, bytes, *blk, *root, head, chain, NULL);
+    for (size_t b = 0; b < *nr; b++) /* a chain's levels lie above their inner ones */
+      (*off)[b] = m->t[(*root)[b]].offset + m->t[(*root)[b]].pin_keep;
+  }
+  nnt_free(first), nnt_free(last), nnt_free(bytes), nnt_free(head), nnt_free(chain);
+  if (rc) {
+    nnt_free(*blk), nnt_free(*root), nnt_free(*off);
+    *blk = NULL, *root = *off = NULL;
+  }
+  return rc;
 }
 
 int nnt_mgr_validate(const nnt_mgr *m, nnt_err *e) {
   if (!m->planned)
     return nnt_err_set(e, NNT_ERR_INVAL, "manager: nothing is planned");
-  nnt_plan_block *b = nnt_malloc((m->n + 1) * sizeof *b);
-  size_t *off = nnt_malloc((m->n + 1) * sizeof *off);
-  int rc = NNT_OK;
-  if (!b || !off) {
-    rc = nnt_err_set(e, NNT_ERR_NOMEM, "manager: out of memory");
-  } else {
-    size_t n = 0;
-    for (size_t i = 0; i < m->n; i++)
-      if (m->t[i].parent < 0) {
-        b[n] = (nnt_plan_block){m->t[i].bytes, m->t[i].life_first, m->t[i].life_last};
-        off[n++] = m->t[i].offset;
-      }
-    rc = nnt_plan_validate_chunked(b, n, off, m->arena_bytes, m->align, m->chunk, e);
-  }
-  nnt_free(b);
-  nnt_free(off);
+  nnt_plan_block *b;
+  size_t *off, *root, n;
+  if (planned_blocks(m, &b, &off, &root, &n))
+    return nnt_err_set(e, NNT_ERR_NOMEM, "manager: out of memory");
+  int rc = nnt_plan_validate_chunked(b, n, off, m->arena_bytes, m->align, m->chunk, e);
+  nnt_free(b), nnt_free(off), nnt_free(root);
   return rc;
 }
 
@@ -531,30 +623,30 @@ int nnt_mgr_peak(const nnt_mgr *m, unsigned *order, size_t kind_bytes[NNT_TK__CO
   *order = 0;
   if (!m->planned || !m->n)
     return NNT_OK;
-  /* each root's reserved bytes, then a sweep over the orders with the
-   * changes of the live sum at each (lives are inclusive) */
+  /* the planned blocks (a root each, or a chain of pins' levels), then a
+   * sweep over the orders with the changes of the live sum at each (lives
+   * are inclusive) */
+  nnt_plan_block *blk;
+  size_t *off, *root, nr;
+  if (planned_blocks(m, &blk, &off, &root, &nr))
+    return nnt_err_set(e, NNT_ERR_NOMEM, "manager: out of memory finding the peak of %zu "
+                       "tensors", m->n);
+  nnt_free(off);
   unsigned orders = 0;
-  for (size_t i = 0; i < m->n; i++)
-    if (m->t[i].parent < 0 && m->t[i].life_last + 1 > orders)
-      orders = m->t[i].life_last + 1;
-  size_t *ext = nnt_calloc(m->n, sizeof *ext);
-  size_t *delta = nnt_calloc((size_t)orders + 1, 2 * sizeof *delta);
-  if (!ext || !delta) {
-    nnt_free(ext), nnt_free(delta);
+  for (size_t b = 0; b < nr; b++)
+    if (blk[b].last + 1 > orders)
+      orders = blk[b].last + 1;
+  size_t *ext = NULL, *delta = nnt_calloc((size_t)orders + 1, 2 * sizeof *delta);
+  if (!delta) {
+    nnt_free(blk), nnt_free(root);
     return nnt_err_set(e, NNT_ERR_NOMEM, "manager: out of memory finding the peak of %zu "
                        "tensors", m->n);
   }
-  for (size_t i = 0; i < m->n; i++) {
-    int r = nnt_mgr_root(m, (int)i);
-    if (own_bytes(m, i) > ext[r])
-      ext[r] = own_bytes(m, i);
-  }
   /* delta[2o]: bytes starting at o; delta[2o + 1]: bytes ending after o */
-  for (size_t i = 0; i < m->n; i++)
-    if (m->t[i].parent < 0) {
-      delta[2 * (size_t)m->t[i].life_first] += ext[i];
-      delta[2 * (size_t)m->t[i].life_last + 1] += ext[i];
-    }
+  for (size_t b = 0; b < nr; b++) {
+    delta[2 * (size_t)blk[b].first] += blk[b].bytes;
+    delta[2 * (size_t)blk[b].last + 1] += blk[b].bytes;
+  }
   size_t cur = 0, best = 0;
   for (unsigned o = 0; o < orders; o++) {
     cur += delta[2 * (size_t)o];
@@ -564,9 +656,10 @@ int nnt_mgr_peak(const nnt_mgr *m, unsigned *order, size_t kind_bytes[NNT_TK__CO
     }
     cur -= delta[2 * (size_t)o + 1];
   }
-  for (size_t i = 0; i < m->n; i++)
-    if (m->t[i].parent < 0 && m->t[i].life_first <= *order && *order <= m->t[i].life_last)
-      kind_bytes[m->t[i].kind] += ext[i];
+  for (size_t b = 0; b < nr; b++)
+    if (blk[b].first <= *order && *order <= blk[b].last)
+      kind_bytes[m->t[root[b]].kind] += blk[b].bytes;
+  nnt_free(blk), nnt_free(root);
   nnt_free(ext), nnt_free(delta);
   return NNT_OK;
 }

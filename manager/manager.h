@@ -38,6 +38,13 @@ typedef struct nnt_mgr_tensor {
    * bytes in the arena; its views share that memory */
   int borrowed;
   float *lent; /* the memory lent now, or NULL */
+  /* nnt_mgr_pin: the request whose memory this one's begins at (-1) */
+  int pin;
+  /* after planning, on roots: the root this one is pinned to and the one
+   * pinned to it (-1: none), and the bytes at its start that the one
+   * pinned to it keeps when this one's life ends */
+  int pin_to, pin_child;
+  size_t pin_keep;
 } nnt_mgr_tensor;
 
 typedef struct nnt_mgr {
@@ -79,6 +86,13 @@ int nnt_mgr_request(nnt_mgr *m, const char *name, nnt_tkind kind, nnt_dim dim,
 void nnt_mgr_use(nnt_mgr *m, int id, unsigned order);
 /* Make `view` share the memory of `src` (their lifetimes are united). */
 void nnt_mgr_merge(nnt_mgr *m, int view, int src);
+/* Place id's memory where base's begins, id's life beginning where
+ * base's ends (sharing that one order): an in-place forward whose output
+ * is smaller than its input. Unlike a merge, the part of base's memory
+ * beyond id's bytes is free for other tensors after that order. Honored
+ * by best fit without a chunk where id (with its views) is smaller than
+ * base and begins no earlier than base ends; otherwise a merge. */
+void nnt_mgr_pin(nnt_mgr *m, int id, int base);
 /* The request that owns id's memory. */
 int nnt_mgr_root(const nnt_mgr *m, int id);
 /* id's memory (a root, before planning) is not the arena's: the caller

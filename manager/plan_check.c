@@ -75,6 +75,10 @@ int nnt_plan_validate_chunked(const nnt_plan_block *b, size_t n, const size_t *o
       return nnt_err_set(e, NNT_ERR_INVAL,
                          "plan: block %zu [%zu, %zu) lies outside the pool of %zu bytes", i, off[i],
                          off[i] + b[i].bytes, pool);
+    size_t a = b[i].after - 1;
+    if (b[i].after && (a >= i || off[i] != off[a] + ((b[a].bytes + align - 1) & ~(align - 1))))
+      return nnt_err_set(e, NNT_ERR_INVAL, "plan: block %zu at %zu does not lie right after "
+                         "block %u", i, off[i], b[i].after - 1);
   }
   /* Pairs that overlap in time must not overlap in memory. Sort by first
    * order and sweep, so the check is near-linear for sparse lifetimes. */

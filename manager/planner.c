@@ -424,6 +424,102 @@ static int bf_cells(bf_state *s, const nnt_plan_block *b, size_t n, size_t nz) {
   return 0;
 }
 
+/* The cells block b covers whole ([*a, *z]) and touches in part (part[],
+ * *n_part of them), and whether it covers its first and last cell whole. */
+static void bf_cover(const bf_state *s, const nnt_plan_block *b, size_t *cf, size_t *cl,
+                     int *full_f, int *full_l, size_t *a, size_t *z, size_t part[2],
+                     size_t *n_part) {
+  unsigned first = b->first, last = b->last;
+  *cf = bf_cell(s, first), *cl = bf_cell(s, last);
+  *full_f = first <= s->bound[*cf] && (uint64_t)last + 1 >= s->bound[*cf + 1];
+  *full_l = first <= s->bound[*cl] && (uint64_t)last + 1 >= s->bound[*cl + 1];
+  *a = *full_f ? *cf : *cf + 1, *z = *full_l ? *cl : *cl - 1, *n_part = 0;
+  if (!*full_f)
+    part[(*n_part)++] = *cf;
+  if (!*full_l && *cl != *cf)
+    part[(*n_part)++] = *cl;
+}
+
+/* The lowest aligned offset >= lo where block i overlaps no placed block
+ * whose lifetime meets its own (and crosses no chunk). */
+static size_t bf_fit(bf_state *st, const nnt_plan_block *b, size_t i, size_t lo, size_t align,
+                     size_t chunk) {
+  bf_state s = *st;
+  unsigned first = b[i].first, last = b[i].last;
+  size_t need = align_up(b[i].bytes, align), cells = s.cells;
+  size_t cf, cl, a, z, part[2], n_part;
+  int full_f, full_l;
+  bf_cover(&s, &b[i], &cf, &cl, &full_f, &full_l, &a, &z, part, &n_part);
+  bf_spans *sets[32];
+  size_t finger[32], n_sets = 0;
+  if (a <= z && (cf != cl || full_f))
+    for (size_t l = a + cells, r = z + cells + 1; l < r; l >>= 1, r >>= 1) {
+      if (l & 1)
+        sets[n_sets++] = &s.all[l++];
+      if (r & 1)
+        sets[n_sets++] = &s.all[--r];
+    }
+  for (size_t q = 0; q < n_part; q++)
+    sets[n_sets++] = &s.span[part[q]];
+  for (size_t q = 0; q < n_sets; q++)
+    finger[q] = 0;
+  bf_walk walk[2];
+  size_t at = align_up(lo, align);
+  for (int walking = 0;;) {
+    /* lift over the unions until a whole round leaves at where it is */
+    for (size_t q = 0, still = 0; still < n_sets; q = q + 1 == n_sets ? 0 : q + 1) {
+      size_t to = spans_fit(sets[q], &finger[q], at, need);
+      still = to == at ? still + 1 : 1;
+      at = to;
+    }
+    if (!walking) {
+      walking = 1;
+      for (size_t q = 0; q < n_part; q++) {
+        walk[q] = (bf_walk){s.stack[q], 0};
+        walk_down(s.node, &walk[q], s.reg[part[q]], at, first, last);
+      }
+    }
+    size_t was = at;
+    for (size_t q = 0; q < n_part; q++)
+      at = walk_fit(s.node, &walk[q], at, need, first, last);
+    at = chunk_fit(at, need, chunk); /* a chunk's end is one more obstacle */
+    if (at == was)
+      break;
+  }
+  return at;
+}
+
+/* Record block i at offset at: all[] of every node over [cf, cl], span[]
+ * or reg[] per cell. */
+static int bf_record(bf_state *s, const nnt_plan_block *b, size_t i, size_t at, size_t align,
+                     uint64_t *rng) {
+  unsigned first = b[i].first, last = b[i].last;
+  size_t need = align_up(b[i].bytes, align), cells = s->cells;
+  size_t cf, cl, a, z, part[2], n_part;
+  int full_f, full_l;
+  bf_cover(s, &b[i], &cf, &cl, &full_f, &full_l, &a, &z, part, &n_part);
+  for (size_t l = cf + cells, r = cl + cells;; l >>= 1, r >>= 1) {
+    for (size_t v = l; v <= r; v++)
+      if (spans_add(&s->all[v], at, at + need))
+        return NNT_ERR_NOMEM;
+    if (l == 1)
+      break;
+  }
+  for (size_t c = cf; c <= cl; c++) {
+    if ((c != cf || full_f) && (c != cl || full_l)) {
+      if (spans_add(&s->span[c], at, at + need))
+        return NNT_ERR_NOMEM;
+      continue;
+    }
+    unsigned x = s->next[c]++;
+    *rng ^= *rng << 13, *rng ^= *rng >> 7, *rng ^= *rng << 17;
+    s->node[x] = (bf_node){at, at + need, at + need, first, last, first, last, 0, 0,
+                           (unsigned)(*rng >> 32)};
+    treap_insert(s->node, &s->reg[c], x, s->path);
+  }
+  return NNT_OK;
+}
+
 static int plan_best_fit(const nnt_plan_block *b, size_t n, size_t align, size_t chunk,
                          int order, const unsigned *perm, unsigned *perm_out, size_t *off,
                          size_t *pool, nnt_err *e) {
@@ -483,80 +579,48 @@ static int plan_best_fit(const nnt_plan_block *b, size_t n, size_t align, size_t
   for (size_t c = 1; c <= cells; c++)
     s.next[c] += s.next[c - 1];
   uint64_t rng = 0x9e3779b97f4a7c15ULL;
-  bf_spans *sets[32];
-  size_t finger[32];
+  /* the block placed right after each (links), or SIZE_MAX */
+  size_t *follow = nnt_malloc(n * sizeof *follow);
+  if (!follow)
+    goto nomem;
+  for (size_t i = 0; i < n; i++)
+    follow[i] = SIZE_MAX;
+  for (size_t i = 0; i < n; i++)
+    if (b[i].after)
+      follow[b[i].after - 1] = i;
   for (size_t k = 0; k < nz; k++) {
     size_t i = s.key[k].idx;
-    unsigned first = b[i].first, last = b[i].last;
-    size_t need = align_up(b[i].bytes, align);
-    size_t cf = bf_cell(&s, first), cl = bf_cell(&s, last);
-    int full_f = first <= s.bound[cf] && (uint64_t)last + 1 >= s.bound[cf + 1];
-    int full_l = first <= s.bound[cl] && (uint64_t)last + 1 >= s.bound[cl + 1];
-    /* cells covered whole: [a, z]; touched in part: part[] */
-    size_t a = full_f ? cf : cf + 1, z = full_l ? cl : cl - 1, part[2], n_part = 0;
-    if (!full_f)
-      part[n_part++] = cf;
-    if (!full_l && cl != cf)
-      part[n_part++] = cl;
-    size_t n_sets = 0;
-    if (a <= z && (cf != cl || full_f))
-      for (size_t l = a + cells, r = z + cells + 1; l < r; l >>= 1, r >>= 1) {
-        if (l & 1)
-          sets[n_sets++] = &s.all[l++];
-        if (r & 1)
-          sets[n_sets++] = &s.all[--r];
+    if (b[i].after) /* placed with the block it follows */
+      continue;
+    /* the lowest offset where the block and those that follow it fit: a
+     * follower that does not fit where it must lifts the start by as much
+     * as its own lowest place lies above that */
+    size_t lo = 0, at;
+    for (;;) {
+      at = bf_fit(&s, b, i, lo, align, chunk);
+      size_t pos = at + align_up(b[i].bytes, align), j = follow[i];
+      for (; j != SIZE_MAX; j = follow[j]) {
+        size_t p = bf_fit(&s, b, j, pos, align, chunk);
+        if (p != pos)
+          break;
+        pos += align_up(b[j].bytes, align);
       }
-    for (size_t q = 0; q < n_part; q++)
-      sets[n_sets++] = &s.span[part[q]];
-    for (size_t q = 0; q < n_sets; q++)
-      finger[q] = 0;
-    bf_walk walk[2];
-    size_t at = 0;
-    for (int walking = 0;;) {
-      /* lift over the unions until a whole round leaves at where it is */
-      for (size_t q = 0, still = 0; still < n_sets; q = q + 1 == n_sets ? 0 : q + 1) {
-        size_t to = spans_fit(sets[q], &finger[q], at, need);
-        still = to == at ? still + 1 : 1;
-        at = to;
-      }
-      if (!walking) {
-        walking = 1;
-        for (size_t q = 0; q < n_part; q++) {
-          walk[q] = (bf_walk){s.stack[q], 0};
-          walk_down(s.node, &walk[q], s.reg[part[q]], at, first, last);
-        }
-      }
-      size_t was = at;
-      for (size_t q = 0; q < n_part; q++)
-        at = walk_fit(s.node, &walk[q], at, need, first, last);
-      at = chunk_fit(at, need, chunk); /* a chunk's end is one more obstacle */
-      if (at == was)
+      if (j == SIZE_MAX)
         break;
+      lo = at + (bf_fit(&s, b, j, pos, align, chunk) - pos);
     }
-    off[i] = at;
-    if (at + b[i].bytes > top)
-      top = at + b[i].bytes;
-    /* record it: all[] of every node over [cf, cl], span[] or reg[] per cell */
-    for (size_t l = cf + cells, r = cl + cells;; l >>= 1, r >>= 1) {
-      for (size_t v = l; v <= r; v++)
-        if (spans_add(&s.all[v], at, at + need))
-          goto nomem;
-      if (l == 1)
-        break;
-    }
-    for (size_t c = cf; c <= cl; c++) {
-      if ((c != cf || full_f) && (c != cl || full_l)) {
-        if (spans_add(&s.span[c], at, at + need))
-          goto nomem;
-        continue;
+    for (size_t j = i; j != SIZE_MAX; j = follow[j]) {
+      off[j] = at;
+      if (at + b[j].bytes > top)
+        top = at + b[j].bytes;
+      if (bf_record(&s, b, j, at, align, &rng)) {
+        nnt_free(follow);
+        goto nomem;
       }
-      unsigned x = s.next[c]++;
-      rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-      s.node[x] = (bf_node){at, at + need, at + need, first, last, first, last, 0, 0,
-                            (unsigned)(rng >> 32)};
-      treap_insert(s.node, &s.reg[c], x, s.path);
+      at += align_up(b[j].bytes, align);
     }
   }
+  nnt_free(follow);
   *pool = align_up(top, align);
   bf_free(&s);
   return NNT_OK;
@@ -774,7 +838,36 @@ static int plan_checks(const nnt_plan_block *blocks, size_t n, size_t align, siz
       return nnt_err_set(e, NNT_ERR_INVAL,
                          "planner: block sizes add up past SIZE_MAX at block %zu", i);
     total += align_up(blocks[i].bytes, align) + chunk;
+    if (blocks[i].after && (blocks[i].after - 1 >= i || !blocks[i].bytes ||
+                            !blocks[blocks[i].after - 1].bytes))
+      return nnt_err_set(e, NNT_ERR_INVAL, "planner: block %zu follows block %u, which is not "
+                         "an earlier block of nonzero size", i, blocks[i].after - 1);
   }
+  return NNT_OK;
+}
+
+/* Whether a block follows another (then only best fit without a chunk),
+ * and no block is followed by two. */
+static int links_ok(const nnt_plan_block *b, size_t n, nnt_planner_kind kind, size_t chunk,
+                    nnt_err *e) {
+  unsigned char *seen = NULL;
+  for (size_t i = 0; i < n; i++) {
+    if (!b[i].after)
+      continue;
+    if (kind != NNT_PLANNER_BEST_FIT || chunk) {
+      nnt_free(seen);
+      return nnt_err_set(e, NNT_ERR_INVAL, "planner: block %zu follows another: only best fit "
+                         "without a chunk places such blocks", i);
+    }
+    if (!seen && !(seen = nnt_calloc(n, 1)))
+      return nnt_err_set(e, NNT_ERR_NOMEM, "planner: out of memory for %zu blocks", n);
+    if (seen[b[i].after - 1]++) {
+      nnt_free(seen);
+      return nnt_err_set(e, NNT_ERR_INVAL, "planner: two blocks follow block %u",
+                         b[i].after - 1);
+    }
+  }
+  nnt_free(seen);
   return NNT_OK;
 }
 
@@ -782,6 +875,8 @@ int nnt_plan_chunked(nnt_planner_kind kind, const nnt_plan_block *blocks, size_t
                      size_t align, size_t chunk, size_t *offsets, size_t *pool_bytes,
                      nnt_err *e) {
   int rc = plan_checks(blocks, n, align, chunk, e);
+  if (!rc)
+    rc = links_ok(blocks, n, kind, chunk, e);
   if (rc || kind == NNT_PLANNER_BASIC)
     return rc ? rc : plan_basic(blocks, n, align, chunk, offsets, pool_bytes);
   if (kind == NNT_PLANNER_POOL)
@@ -793,6 +888,8 @@ int nnt_plan_best_fit_perm(const nnt_plan_block *blocks, size_t n, size_t align,
                            int order, const unsigned *perm, unsigned *perm_out,
                            size_t *offsets, size_t *pool_bytes, nnt_err *e) {
   int rc = plan_checks(blocks, n, align, chunk, e);
+  if (!rc)
+    rc = links_ok(blocks, n, NNT_PLANNER_BEST_FIT, chunk, e);
   if (order < 0 || order >= NNT_BEST_FIT_ORDERS)
     order = 0;
   return rc ? rc : plan_best_fit(blocks, n, align, chunk, order, perm, perm_out, offsets,

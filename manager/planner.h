@@ -12,10 +12,16 @@ typedef enum nnt_planner_kind {
   NNT_PLANNER_POOL,      /* reuse freed blocks from a size-keyed free pool */
 } nnt_planner_kind;
 
-/* One block: bytes, and the closed interval of execution orders it lives. */
+/* One block: bytes, and the closed interval of execution orders it lives.
+ * after: 0, or 1 + the index (below this block's) of the block this one
+ * lies right after: its offset is that block's plus its bytes rounded up
+ * to the alignment (the parts of one tensor that die at different times:
+ * manager.c's pins). Only best fit without a chunk places such blocks;
+ * the other planners refuse them (NNT_ERR_INVAL). */
 typedef struct nnt_plan_block {
   size_t bytes;
   unsigned first, last;
+  unsigned after;
 } nnt_plan_block;
 
 int nnt_planner_from_name(const char *name, nnt_planner_kind *out);

@@ -36,11 +36,34 @@ static int borrows_inputs(const nnt_model *m) {
   return m->memory_optimization && m->be == nnt_backend_cpu() && m->be->buft->is_host(m->be->buft);
 }
 
+/* Is node i the last to read output pidx of node p, in a forward only:
+ * every other reader an earlier node (the forward runs in node order)
+ * whose backward, where it runs, does not read it? An addition that
+ * computes the value again (rerun.c) does not read it. */
+static int last_reader(const nnt_model *m, size_t i, unsigned p, unsigned pidx, nnt_mode mode) {
+  int train = mode == NNT_MODE_TRAIN;
+  for (size_t j = 0; j < m->n_nodes; j++) {
+    const nnt_node *c = &m->nodes[j];
+    for (unsigned k = 0; k < c->n_in; k++) {
+      if (c->in_node[k] != p || c->in_idx[k] != pidx || j == i)
+        continue;
+      if (train && c->rerun && m->reruns[c->rerun - 1].k == k)
+        continue;
+      if (j > i || (train && (c->do_grad || c->do_deriv) && nnt_node_bwd_reads_input(c)))
+        return 0;
+    }
+  }
+  return 1;
+}
+
 /* May node i overwrite its input 0 in place? Only when the layer can
  * (always, or in a forward whose node has no backward: NNT_LF_INPLACE_FWD)
  * and the value it would overwrite has no other reader: the input has a
  * single consumer, and no earlier step whose memory this value shares
- * reads it in backward. */
+ * reads it in backward. In a forward only, a layer whose output is no
+ * larger (NNT_LF_INPLACE_FWD: a convolution) may also be the last of
+ * several readers (last_reader): its output is then pinned to the
+ * input's memory (request_forward), whose rest the others may take. */
 static int can_run_inplace(const nnt_model *m, size_t i, nnt_mode mode) {
   const nnt_node *nd = &m->nodes[i];
   int fwd_only = (nd->fc.flags & NNT_LF_INPLACE_FWD) &&
@@ -65,7 +88,8 @@ static int can_run_inplace(const nnt_model *m, size_t i, nnt_mode mode) {
       return c == 1;
     }
     const nnt_node *pn = &m->nodes[p];
-    if ((train ? nnt_rerun_readers(m, p, pidx) : pn->n_consumers[pidx]) != 1)
+    if ((train ? nnt_rerun_readers(m, p, pidx) : pn->n_consumers[pidx]) != 1 &&
+        !(fwd_only && !(nd->fc.flags & NNT_LF_INPLACE) && last_reader(m, i, p, pidx, mode)))
       return 0;
     if (mode == NNT_MODE_TRAIN && bwd_reads_output(pn))
       return 0;
@@ -109,7 +133,13 @@ static int request_forward(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) 
       if (id < 0)
         return id;
       nd->t_out[o] = id;
-      if (o == 0 && nd->inplace)
+      /* a forward-only output smaller than its input (a convolution in
+       * place) takes the input's memory from its start, and the rest is
+       * free from there on (manager.h nnt_mgr_pin) */
+      if (o == 0 && nd->inplace && !(nd->fc.flags & (NNT_LF_INPLACE | NNT_LF_VIEW)) &&
+          nnt_dim_len(nd->fc.out_dim[0]) < nnt_dim_len(nd->fc.in_dim[0]))
+        nnt_mgr_pin(g, id, nd->t_in[0]);
+      else if (o == 0 && nd->inplace)
         nnt_mgr_merge(g, id, nd->t_in[0]);
     }
     for (unsigned s = 0; s < nd->fc.n_scratch; s++) {

@@ -13,6 +13,7 @@ static void random_blocks(nnt_rng *r, nnt_plan_block *b, size_t n, unsigned orde
     unsigned f = nnt_rng_below(r, orders), len = nnt_rng_below(r, orders / 4 + 1);
     b[i].first = f;
     b[i].last = f + len < orders ? f + len : orders - 1;
+    b[i].after = 0;
     b[i].bytes = (size_t)(1 + nnt_rng_below(r, 4096)) * (nnt_rng_below(r, 8) ? 4 : 64);
     if (!nnt_rng_below(r, 50))
       b[i].bytes = 0;
@@ -124,10 +125,10 @@ static void training_blocks(nnt_rng *r, nnt_plan_block *b, size_t layers) {
     unsigned fwd = (unsigned)i, rr = (unsigned)(layers - 1 - i);
     unsigned grad = (unsigned)layers + 3 * rr, deriv = grad + 1, apply = grad + 2;
     size_t sz = (size_t)(256 + nnt_rng_below(r, 4096)) * 4;
-    b[k++] = (nnt_plan_block){sz, fwd, deriv};
-    b[k++] = (nnt_plan_block){sz, deriv > 3 ? deriv - 3 : 0, deriv};
-    b[k++] = (nnt_plan_block){sz / 2, grad, apply};
-    b[k++] = (nnt_plan_block){sz / 4, fwd, fwd};
+    b[k++] = (nnt_plan_block){sz, fwd, deriv, 0};
+    b[k++] = (nnt_plan_block){sz, deriv > 3 ? deriv - 3 : 0, deriv, 0};
+    b[k++] = (nnt_plan_block){sz / 2, grad, apply, 0};
+    b[k++] = (nnt_plan_block){sz / 4, fwd, fwd, 0};
   }
 }
 
@@ -159,6 +160,7 @@ static size_t shaped_blocks(nnt_rng *r, nnt_plan_block *b, size_t max_n, int sha
       b[i].first = (unsigned)f64;
       b[i].last = l64 < UINT32_MAX ? (unsigned)l64 : UINT32_MAX;
     }
+    b[i].after = 0;
     switch (sizes) {
     case 0:
       b[i].bytes = (size_t)(1 + nnt_rng_below(r, 4096)) * (nnt_rng_below(r, 8) ? 4 : 64);
@@ -351,7 +353,7 @@ static void test_best_fit_near_optimum_on_small_sets(void **state) {
     size_t n = 2 + nnt_rng_below(&r, 5);
     for (size_t i = 0; i < n; i++) {
       unsigned f = nnt_rng_below(&r, 8);
-      b[i] = (nnt_plan_block){64 * (1 + nnt_rng_below(&r, 6)), f, f + nnt_rng_below(&r, 4)};
+      b[i] = (nnt_plan_block){64 * (1 + nnt_rng_below(&r, 6)), f, f + nnt_rng_below(&r, 4), 0};
     }
     size_t off[6], pool;
     assert_int_equal(nnt_plan(NNT_PLANNER_BEST_FIT, b, n, 64, off, &pool, NULL), NNT_OK);
@@ -372,7 +374,7 @@ static void test_best_fit_near_optimum_on_small_sets(void **state) {
 
 static void test_validator_catches_overlap(void **state) {
   (void)state;
-  nnt_plan_block b[2] = {{128, 0, 5}, {128, 3, 8}};
+  nnt_plan_block b[2] = {{128, 0, 5, 0}, {128, 3, 8, 0}};
   size_t off[2] = {0, 64};
   nnt_err e = {0};
   assert_int_equal(nnt_plan_validate(b, 2, off, 256, 64, &e), NNT_ERR_INVAL);
@@ -393,7 +395,7 @@ static void test_disjoint_lifetimes_share(void **state) {
   /* a chain: each block lives two orders, so two regions suffice */
   nnt_plan_block b[6];
   for (unsigned i = 0; i < 6; i++)
-    b[i] = (nnt_plan_block){1024, i, i + 1};
+    b[i] = (nnt_plan_block){1024, i, i + 1, 0};
   size_t off[6], pool;
   assert_int_equal(nnt_plan(NNT_PLANNER_BEST_FIT, b, 6, 64, off, &pool, NULL), NNT_OK);
   assert_int_equal(pool, 2048);
@@ -406,14 +408,14 @@ static void test_disjoint_lifetimes_share(void **state) {
 
 static void test_bad_input(void **state) {
   (void)state;
-  nnt_plan_block b = {16, 5, 2};
+  nnt_plan_block b = {16, 5, 2, 0};
   size_t off, pool;
   nnt_err e = {0};
   assert_int_equal(nnt_plan(NNT_PLANNER_BEST_FIT, &b, 1, 64, &off, &pool, &e), NNT_ERR_INVAL);
   b.last = 7;
   assert_int_equal(nnt_plan(NNT_PLANNER_BEST_FIT, &b, 1, 48, &off, &pool, &e), NNT_ERR_INVAL);
   tu_assert_contains(e.msg, "power of two");
-  nnt_plan_block huge[2] = {{SIZE_MAX / 2, 0, 1}, {SIZE_MAX / 2, 1, 2}};
+  nnt_plan_block huge[2] = {{SIZE_MAX / 2, 0, 1, 0}, {SIZE_MAX / 2, 1, 2, 0}};
   size_t offs[2];
   assert_int_equal(nnt_plan(NNT_PLANNER_BEST_FIT, huge, 2, 64, offs, &pool, &e), NNT_ERR_INVAL);
   tu_assert_contains(e.msg, "SIZE_MAX");

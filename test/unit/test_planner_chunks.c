@@ -17,6 +17,7 @@ static void random_blocks(nnt_rng *r, nnt_plan_block *b, size_t n, unsigned orde
     unsigned f = nnt_rng_below(r, orders), len = nnt_rng_below(r, orders / 4 + 1);
     b[i].first = f;
     b[i].last = f + len < orders ? f + len : orders - 1;
+    b[i].after = 0;
     b[i].bytes = 4 * (size_t)(1 + nnt_rng_below(r, (unsigned)(max_bytes / 4)));
     if (!nnt_rng_below(r, 50))
       b[i].bytes = 0;
@@ -120,7 +121,7 @@ static void test_no_chunk_plans_as_before(void **state) {
 
 static void test_bad_chunks(void **state) {
   (void)state;
-  nnt_plan_block b[2] = {{100, 0, 1}, {300, 1, 2}};
+  nnt_plan_block b[2] = {{100, 0, 1, 0}, {300, 1, 2, 0}};
   size_t off[2] = {0, 0}, pool;
   nnt_err e = {0};
   assert_int_equal(nnt_plan_chunked(NNT_PLANNER_BEST_FIT, b, 2, 64, 96, off, &pool, &e),

@@ -15,54 +15,54 @@
  * their roots), as `nntrainer plan benchmarks/models/convbn.ini --verbose`
  * listed them */
 static const nnt_plan_block convbn[] = {
-    {1572864, 0, 59}, /* model:input0 */
-    {16777216, 1, 4}, /* c1:out0 */
-    {442368, 1, 1}, /* c1:scratch0 */
-    {442368, 58, 59}, /* c1:scratch1 */
-    {16777216, 2, 56}, /* b1:scratch0 */
-    {128, 2, 56}, /* b1:scratch1 */
-    {256, 2, 2}, /* b1:scratch2 */
-    {524288, 3, 53}, /* b1/activation_realized:scratch0 */
-    {4194304, 4, 47}, /* p1:out0 */
-    {4194304, 4, 50}, /* p1:scratch0 */
-    {8388608, 5, 8}, /* c2:out0 */
-    {1179648, 5, 5}, /* c2:scratch0 */
-    {1179648, 46, 47}, /* c2:scratch1 */
-    {8388608, 6, 44}, /* b2:scratch0 */
-    {256, 6, 44}, /* b2:scratch1 */
-    {512, 6, 6}, /* b2:scratch2 */
-    {262144, 7, 41}, /* b2/activation_realized:scratch0 */
-    {2097152, 8, 35}, /* p2:out0 */
-    {2097152, 8, 38}, /* p2:scratch0 */
-    {4194304, 9, 12}, /* c3:out0 */
-    {589824, 9, 9}, /* c3:scratch0 */
-    {589824, 34, 35}, /* c3:scratch1 */
-    {4194304, 10, 32}, /* b3:scratch0 */
-    {512, 10, 32}, /* b3:scratch1 */
-    {1024, 10, 10}, /* b3:scratch2 */
-    {131072, 11, 29}, /* b3/activation_realized:scratch0 */
-    {16384, 12, 20}, /* gap:out0 */
-    {1280, 14, 60}, /* out:out0 */
-    {1280, 0, 17}, /* out/loss_realized:label0 */
-    {4, 15, 16}, /* out/loss_realized:loss0 */
-    {3456, 58, 60}, /* c1:grad0 */
-    {128, 55, 57}, /* b1:grad2 */
-    {128, 55, 57}, /* b1:grad3 */
-    {73728, 46, 48}, /* c2:grad0 */
-    {256, 43, 45}, /* b2:grad2 */
-    {256, 43, 45}, /* b2:grad3 */
-    {294912, 34, 36}, /* c3:grad0 */
-    {512, 31, 33}, /* b3:grad2 */
-    {512, 31, 33}, /* b3:grad3 */
-    {5120, 19, 21}, /* out:grad0 */
-    {40, 19, 21}, /* out:grad1 */
-    {1280, 17, 20}, /* out/loss_realized:d_in0 */
-    {16384, 20, 26}, /* out:d_in0 */
-    {4194304, 26, 35}, /* gap:d_in0 */
-    {2097152, 35, 38}, /* c3:d_in0 */
-    {8388608, 38, 47}, /* p2:d_in0 */
-    {4194304, 47, 50}, /* c2:d_in0 */
-    {16777216, 50, 59}, /* p1:d_in0 */
+    {1572864, 0, 59, 0}, /* model:input0 */
+    {16777216, 1, 4, 0}, /* c1:out0 */
+    {442368, 1, 1, 0}, /* c1:scratch0 */
+    {442368, 58, 59, 0}, /* c1:scratch1 */
+    {16777216, 2, 56, 0}, /* b1:scratch0 */
+    {128, 2, 56, 0}, /* b1:scratch1 */
+    {256, 2, 2, 0}, /* b1:scratch2 */
+    {524288, 3, 53, 0}, /* b1/activation_realized:scratch0 */
+    {4194304, 4, 47, 0}, /* p1:out0 */
+    {4194304, 4, 50, 0}, /* p1:scratch0 */
+    {8388608, 5, 8, 0}, /* c2:out0 */
+    {1179648, 5, 5, 0}, /* c2:scratch0 */
+    {1179648, 46, 47, 0}, /* c2:scratch1 */
+    {8388608, 6, 44, 0}, /* b2:scratch0 */
+    {256, 6, 44, 0}, /* b2:scratch1 */
+    {512, 6, 6, 0}, /* b2:scratch2 */
+    {262144, 7, 41, 0}, /* b2/activation_realized:scratch0 */
+    {2097152, 8, 35, 0}, /* p2:out0 */
+    {2097152, 8, 38, 0}, /* p2:scratch0 */
+    {4194304, 9, 12, 0}, /* c3:out0 */
+    {589824, 9, 9, 0}, /* c3:scratch0 */
+    {589824, 34, 35, 0}, /* c3:scratch1 */
+    {4194304, 10, 32, 0}, /* b3:scratch0 */
+    {512, 10, 32, 0}, /* b3:scratch1 */
+    {1024, 10, 10, 0}, /* b3:scratch2 */
+    {131072, 11, 29, 0}, /* b3/activation_realized:scratch0 */
+    {16384, 12, 20, 0}, /* gap:out0 */
+    {1280, 14, 60, 0}, /* out:out0 */
+    {1280, 0, 17, 0}, /* out/loss_realized:label0 */
+    {4, 15, 16, 0}, /* out/loss_realized:loss0 */
+    {3456, 58, 60, 0}, /* c1:grad0 */
+    {128, 55, 57, 0}, /* b1:grad2 */
+    {128, 55, 57, 0}, /* b1:grad3 */
+    {73728, 46, 48, 0}, /* c2:grad0 */
+    {256, 43, 45, 0}, /* b2:grad2 */
+    {256, 43, 45, 0}, /* b2:grad3 */
+    {294912, 34, 36, 0}, /* c3:grad0 */
+    {512, 31, 33, 0}, /* b3:grad2 */
+    {512, 31, 33, 0}, /* b3:grad3 */
+    {5120, 19, 21, 0}, /* out:grad0 */
+    {40, 19, 21, 0}, /* out:grad1 */
+    {1280, 17, 20, 0}, /* out/loss_realized:d_in0 */
+    {16384, 20, 26, 0}, /* out:d_in0 */
+    {4194304, 26, 35, 0}, /* gap:d_in0 */
+    {2097152, 35, 38, 0}, /* c3:d_in0 */
+    {8388608, 38, 47, 0}, /* p2:d_in0 */
+    {4194304, 47, 50, 0}, /* c2:d_in0 */
+    {16777216, 50, 59, 0}, /* p1:d_in0 */
 };
 #define N_CONVBN (sizeof convbn / sizeof *convbn)
 #define CONVBN_BOUND 48646272u /* the live bytes of step 12, gap's forward */
