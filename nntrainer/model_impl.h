@@ -163,6 +163,10 @@ static inline size_t nnt_rerun_floats(const nnt_rerun *r) {
  * dropped. */
 int nnt_rerun_choose(nnt_model *m, nnt_err *e);
 int nnt_rerun_forward(nnt_model *m, nnt_node *nd);
+/* The forward a training, evaluation or inference step of nd runs, its
+ * ctx set: the layer's, or a recompute step's from what forward kept
+ * (recompute_saved), or an addition's with its rerun (recompute.c). */
+int nnt_node_forward(nnt_model *m, nnt_node *nd);
 void nnt_rerun_clear(nnt_model *m);
 /* How many layers read output o of node p in the training forward: its
  * consumers, less the additions that compute it again instead. */

@@ -51,6 +51,16 @@ void nnt_model_bind_step(nnt_model *m, unsigned s) {
                                   nd->fc.scratch_dim[c]);
 }
 
+int nnt_node_forward(nnt_model *m, nnt_node *nd) {
+  /* the default plan's cheap recomputation: from what forward kept */
+  if (nd->ctx.recompute && nd->recompute_saved)
+    return nd->layer->ops->forward_saved(nd->layer, &nd->ctx);
+  /* an addition's input computed again image by image (rerun.c) */
+  if (nd->rerun && m->bound_mode == NNT_MODE_TRAIN && !nd->ctx.recompute)
+    return nnt_rerun_forward(m, nd);
+  return nd->layer->ops->forward(nd->layer, &nd->ctx);
+}
+
 double nnt_recompute_node_flops(const nnt_model *m, size_t i) {
   const nnt_node *nd = &m->nodes[i];
   double out = 0;

@@ -226,13 +226,7 @@ static int run_steps_in(nnt_model *m, unsigned from, unsigned to, int training, 
       nd->ctx.stream = nnt_run_stream(m->iter, steps[s].node);
       nd->ctx.recompute = s >= fwd_end; /* memory_budget: a second forward */
       nd->ctx.grad_done = 0;
-      /* the default plan's cheap recomputation: from what forward kept;
-       * an addition's input computed again image by image (rerun.c) */
-      if ((rc = nd->ctx.recompute && nd->recompute_saved
-                    ? nd->layer->ops->forward_saved(nd->layer, &nd->ctx)
-                : nd->rerun && m->bound_mode == NNT_MODE_TRAIN && !nd->ctx.recompute
-                    ? nnt_rerun_forward(m, nd)
-                    : nd->layer->ops->forward(nd->layer, &nd->ctx)))
+      if ((rc = nnt_node_forward(m, nd)))
         return pass_failed(nd, "forward", rc, e);
       break;
     case NNT_STEP_CALC_GRADIENT:
