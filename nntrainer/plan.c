@@ -489,11 +489,13 @@ static int touch_steps(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) {
   int re = mode == NNT_MODE_TRAIN && m->n_recompute;
   for (unsigned s = 0; s < n; s++)
     touch_step(m, mode, g, s, &m->sched[mode][s], re);
-  unsigned out_end = fwd_end < n ? fwd_end : n - 1;
+  /* past the end of an inference schedule, as the loss values below: the
+   * caller reads them after the last step (the poison mode fills what
+   * dies at a step right after it) */
   for (size_t i = 0; n && i < m->n_nodes; i++)
     for (unsigned o = 0; o < m->nodes[i].fc.n_out; o++)
       if (!m->nodes[i].n_consumers[o])
-        use(g, m->nodes[i].t_out[o], out_end);
+        use(g, m->nodes[i].t_out[o], fwd_end);
   /* train.c reads the loss values when the forward steps are done: at the
    * step after them (past the end of an inference schedule) */
   for (size_t i = 0; i < m->n_nodes; i++)

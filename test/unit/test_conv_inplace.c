@@ -60,9 +60,10 @@ static nnt_model *load(int frozen, int fake, int unoptimized, nnt_mode mode) {
   nnt_model *m = tu_model_for_ini(path);
   if (nnt_ini_load(m, path, ov, nov, &e))
     fail_msg("%s: %s", path, e.msg);
-  /* training: every tensor NaN once its life ends (an output pinned to
-   * its input's start, c2's, keeps what the rest of the plan may reuse) */
-  m->poison = mode == NNT_MODE_TRAIN;
+  /* every tensor NaN once its life ends: an output pinned to its input's
+   * start (c2's) keeps what the rest of the plan may reuse, and the
+   * model's output lives until the caller has read it */
+  m->poison = 1;
   nnt_dataset *ds = NULL;
   assert_int_equal(nnt_dataset_create_synthetic(8, 5, &ds, &e), NNT_OK);
   assert_int_equal(nnt_model_set_dataset(m, NNT_DS_TRAIN, ds, &e), NNT_OK);
