@@ -408,15 +408,34 @@ static size_t deriv_scratch(conv_priv *p, nnt_dim in, int trainable) {
  * conv-BN-ReLU's c3 (2.8 against 2), forward 143 -> 180 and 148 -> 215
  * GFLOP/s on one thread (docs/performance.md), every planned arena the
  * same (checked over every INI and mode, budgets and largest batches). */
-static size_t wino_fwd_scratch(conv_priv *p, nnt_dim in) {
+/* A frozen layer (trainable = false) on the CPU has no filter gradient
+ * beside its forward, and in a frozen network its forward steps are where
+ * the training plan peaks (the largest activations, a residual beside
+ * them): there the forward's scratch takes all 16 slices of F(2x2, 3x3) in
+ * one pass where that is at most 1 / CONV_FROZEN_SHARE of the input, over
+ * one image where an image has NNT_WINO_IMAGE_TILES tiles (lean: below one
+ * image's im2col columns, so the forward then runs on conv_wino alone) and
+ * over the groups above elsewhere; no F(4x4, 3x3) groups, a wide layer's
+ * own tensors without the filters, and one image's or group's columns at
+ * a time (pnb, pgr 1). The frozen ResNet-18 (docs/memory.md): stage 1 in
+ * 0.75 MiB instead of 2.25, stage 2 in 2 MiB of F(2x2, 3x3) instead of 4.5
+ * of F(4x4, 3x3), stage 4 on im2col in 1.9 MiB instead of 10; the same
+ * kernels on the same groups with memory_optimization on or off. */
+#define CONV_FROZEN_SHARE 2
+static size_t wino_fwd_scratch(conv_priv *p, nnt_dim in, int frozen) {
   const nnt_conv_geom *g = &p->g;
   size_t tpi = (size_t)((g->oh + 1) / 2) * ((g->ow + 1) / 2), least = wino_fwd_min_tiles(p);
-  if (!nnt_wino_geom_ok(g) || g->c < CONV_WINO_MIN_C || p->filters < CONV_WINO_MIN_C || !tpi ||
-      tpi >= NNT_WINO_IMAGE_TILES || p->nb * tpi >= CONV_WINO_FWD_MIN_TILES)
-    return 0;
   size_t input = (size_t)in.b * in.c * in.h * in.w, t4 = wino4_tiles(g, in.b);
+  if (!nnt_wino_geom_ok(g) || g->c < CONV_WINO_MIN_C || p->filters < CONV_WINO_MIN_C || !tpi)
+    return 0;
+  if (frozen && tpi >= NNT_WINO_IMAGE_TILES) { /* F(4x4, 3x3) a chunk of one image */
+    size_t need = t4 ? nnt_wino4_scratch(g->c, p->filters, t4) : 0;
+    return CONV_FROZEN_SHARE * need <= input && need <= UINT32_MAX ? need : 0;
+  }
+  if (tpi >= NNT_WINO_IMAGE_TILES || p->nb * tpi >= CONV_WINO_FWD_MIN_TILES)
+    return 0;
   size_t t4i = (size_t)((g->oh + 3) / 4) * ((g->ow + 3) / 4);
-  if (t4 && 2 * nnt_wino4_scratch(g->c, p->filters, t4) <= 3 * input) {
+  if (t4 && !frozen && 2 * nnt_wino4_scratch(g->c, p->filters, t4) <= 3 * input) {
     size_t groups = in.b / (t4 / t4i), wnb = (in.b + groups - 1) / groups; /* each >= */
     size_t need = nnt_wino4_scratch(g->c, p->filters, wnb * t4i);
     if (need <= UINT32_MAX && 2 * need <= 3 * input) {
@@ -432,11 +451,14 @@ static size_t wino_fwd_scratch(conv_priv *p, nnt_dim in) {
     return 0;
   size_t groups = in.b / want, wnb = (in.b + groups - 1) / groups; /* each >= want */
   size_t need = nnt_wino_min_scratch(g->c, p->filters, wnb * tpi);
-  size_t own = input + (size_t)p->filters * ((size_t)g->c * g->kh * g->kw +
+  /* a frozen layer has no filter gradient beside it */
+  size_t own = input + (size_t)p->filters * ((frozen ? 0 : (size_t)g->c * g->kh * g->kw) +
                                              (size_t)in.b * g->oh * g->ow);
   if (need > UINT32_MAX || (2 * need > 3 * input && !(wino_wide(p) && need <= own)))
     return 0;
   p->wnb = (unsigned)wnb;
+  if (frozen && CONV_FROZEN_SHARE * 2 * need <= input && 2 * need <= UINT32_MAX)
+    return 2 * need; /* all 16 slices in one pass */
   return need;
 }
 
@@ -495,10 +517,13 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
   p->dwino = 0;
   p->dnb = 1;
   p->fwd4 = 0;
+  p->lean = 0;
   p->pnb = 1;
   p->pgr = 1;
   p->gparts = 1;
   int gpu = ctx->engine == NNT_ENGINE_GPU;
+  /* a frozen layer on the CPU: its forward's scratch (above wino_fwd_scratch) */
+  int frozen = ctx->engine == NNT_ENGINE_CPU && !ctx->trainable;
   if (!is_pointwise(g)) {
     /* images per group: (patch + filters) * plane floats each */
     size_t one = ((size_t)patch + p->filters) * plane * sizeof(float);
@@ -522,18 +547,21 @@ static int conv_finalize(nnt_layer *l, nnt_finalize_ctx *ctx, nnt_err *e) {
     unsigned taps = g->kh * g->kw;
     p->gparts = gpu ? 1 : conv_chan_parts(p->bc, taps);
     p->wnb = p->nb;
-    if (!gpu && p->nb == 1 && (patch <= p->filters || strided(g)) && !direct_planned(p) &&
+    if (!gpu && !frozen && p->nb == 1 && (patch <= p->filters || strided(g)) &&
+        !direct_planned(p) &&
         !wino_widths(p))
       for (p->pnb = in.b < CONV_PAR_IMAGES ? in.b : CONV_PAR_IMAGES; p->pnb > 1; p->pnb--)
         if (p->pnb * ((size_t)patch * plane * sizeof(float)) <= CONV_GROUP_BYTES)
           break;
-    if (!gpu && p->nb > 1 && strided(g) && !direct_planned(p))
+    if (!gpu && !frozen && p->nb > 1 && strided(g) && !direct_planned(p))
       p->pgr = CONV_PAR_GROUPS;
     unsigned fcols = plane * p->nb * p->pnb * p->pgr; /* the forward's columns */
-    size_t wfwd = gpu ? 0 : wino_fwd_scratch(p, in);
+    size_t wfwd = gpu ? 0 : wino_fwd_scratch(p, in, frozen);
+    p->lean = frozen && wfwd && wfwd < (size_t)patch * fcols;
     nnt_fctx_add_scratch(ctx,
-                         wfwd > (size_t)patch * fcols ? nnt_dim_make(1, 1, 1, (unsigned)wfwd)
-                                                      : nnt_dim_make(1, 1, patch, fcols),
+                         wfwd > (size_t)patch * fcols || p->lean
+                             ? nnt_dim_make(1, 1, 1, (unsigned)wfwd)
+                             : nnt_dim_make(1, 1, patch, fcols),
                          NNT_SCRATCH_FWD);
     /* pnb > 1: bnb = 1 and bc = c, and the derivative's columns as the
      * forward's (conv_derivative) */
@@ -641,8 +669,8 @@ static int conv_forward_inplace(conv_priv *p, nnt_run_ctx *ctx) {
   float *stage = ctx->scratch[pw ? 0 : 2].data; /* [filters, nb*plane] or one image */
   const float *bias = ctx->n_w > 1 ? ctx->w[1].data : NULL;
   unsigned grp = wino ? p->wnb : p->nb;
-  if (out_len > in_len || !stage)
-    return NNT_ERR_INVAL; /* finalize allows neither */
+  if (out_len > in_len || !stage || (p->lean && !wino && !direct))
+    return NNT_ERR_INVAL; /* finalize allows none (lean: a CPU's forward) */
   for (unsigned b = 0; b < batch; b += grp) {
     unsigned n = batch - b < grp ? batch - b : grp;
     const float *x = ctx->in[0].data + b * in_len;
@@ -707,6 +735,8 @@ static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
     return k->conv_fwd(k, g, batch, p->filters, ctx->w[0].data,
                        ctx->n_w > 1 ? ctx->w[1].data : NULL, ctx->in[0].data, ctx->out[0].data);
   int wino = use_wino_fwd(k, p, ctx);
+  if (p->lean && !wino)
+    return NNT_ERR_INVAL; /* its scratch holds no columns (a CPU's forward) */
   /* one call over the batch where its chunks of tiles keep to images (the
    * same products as the in-place forward's calls per group): the filters
    * transformed once, and each thread's run of chunks a run of images */

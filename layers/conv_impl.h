@@ -20,6 +20,7 @@ typedef struct conv_priv {
   unsigned dnb; /* images per group in that scratch */
   unsigned dwino; /* that scratch holds conv_wino's filter blocks (deriv_scratch) */
   unsigned fwd4; /* the forward's groups and scratch are F(4x4, 3x3)'s (wino4_tiles) */
+  unsigned lean; /* the forward's scratch holds conv_wino's and not one image's columns */
   unsigned pnb;  /* nb = 1: images whose columns the forward's scratch holds (CONV_PAR_IMAGES) */
   unsigned pgr;  /* nb > 1: groups whose columns and outputs it holds (CONV_PAR_GROUPS) */
   unsigned gparts; /* the weight gradient's parts (conv_chan_parts; 1 on a GPU) */
