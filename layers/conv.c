@@ -721,8 +721,61 @@ int nnt_conv_fwd_per_image(const nnt_layer *l, const nnt_kernels *k, nnt_dim s0)
   return p->nb == 1; /* im2col and a product per image */
 }
 
+/* A 1x1 window with a stride and no padding over every channel: the
+ * forward reads a subsampled copy of its input. */
+static int subsamples(const nnt_conv_geom *g) {
+  return g->kh == 1 && g->kw == 1 && strided(g) && !g->pt && !g->pb && !g->pl && !g->pr &&
+         (!g->cs || g->cs == g->c);
+}
+
+int nnt_conv_gathers(const nnt_layer *l, const nnt_kernels *k) {
+  const conv_priv *p = l->priv;
+  if (!subsamples(&p->g))
+    return 0;
+  return use_direct(k, p) ? conv_sub(p) : p->nb == 1 && p->pnb == 1;
+}
+
+int nnt_conv_gather(const nnt_layer *l, const nnt_run_ctx *ctx, float *dst) {
+  const conv_priv *p = l->priv;
+  const nnt_kernels *k = ctx->k;
+  size_t in_len = nnt_dim_feature_len(ctx->in[0].dim);
+  size_t cols = (size_t)p->g.c * p->g.oh * p->g.ow;
+  for (unsigned b = 0; b < ctx->in[0].dim.b; b++)
+    NNT_TRY(k->im2col(k, &p->g, 1, ctx->in[0].data + b * in_len, dst + b * cols));
+  return NNT_OK;
+}
+
+/* The forward from a gathered input (nnt_conv_gathers): the subsampling
+ * product reading it where it lies, else each image's product on it as on
+ * its im2col columns (nnt_conv_group_fwd's ops for one image). */
+static int conv_forward_gathered(conv_priv *p, nnt_run_ctx *ctx) {
+  const nnt_kernels *k = ctx->k;
+  nnt_conv_geom g = p->g;
+  unsigned batch = ctx->out[0].dim.b;
+  size_t plane = (size_t)g.oh * g.ow, cols = g.c * plane, out_len = p->filters * plane;
+  const float *bias = ctx->n_w > 1 ? ctx->w[1].data : NULL;
+  if (!subsamples(&g) || nnt_dim_feature_len(ctx->in[0].dim) != cols)
+    return NNT_ERR_INVAL;
+  g.gathered = 1;
+  if (use_direct(k, p))
+    return k->conv_fwd(k, &g, batch, p->filters, ctx->w[0].data, bias, ctx->in[0].data,
+                       ctx->out[0].data);
+  if (p->nb != 1)
+    return NNT_ERR_INVAL; /* nnt_conv_gathers refuses groups */
+  for (unsigned b = 0; b < batch; b++) {
+    float *y = ctx->out[0].data + b * out_len;
+    NNT_TRY(k->gemm(k, 0, 0, p->filters, plane, g.c, 1.0f, ctx->w[0].data, g.c,
+                    ctx->in[0].data + b * cols, plane, 0.0f, y, plane));
+    if (bias)
+      NNT_TRY(k->add_col_vec(k, p->filters, plane, bias, y));
+  }
+  return NNT_OK;
+}
+
 static int conv_forward(nnt_layer *l, nnt_run_ctx *ctx) {
   conv_priv *p = l->priv;
+  if (ctx->gathered)
+    return conv_forward_gathered(p, ctx);
   if (ctx->out[0].data == ctx->in[0].data)
     return conv_forward_inplace(p, ctx);
   const nnt_conv_geom *g = &p->g;

@@ -730,6 +730,8 @@ int nnt_graph_set_batch(nnt_model *m, unsigned batch, nnt_err *e) {
 void nnt_graph_free(nnt_model *m) {
   nnt_rerun_clear(m); /* before the nodes it marks */
   m->reruns_done = 0;
+  nnt_delay_clear(m);
+  m->delays_done = 0;
   for (size_t i = 0; i < m->n_realized; i++)
     nnt_layer_destroy(m->realized[i]);
   nnt_free(m->realized);

@@ -235,6 +235,10 @@ typedef struct nnt_run_ctx {
    * its scratch of ops->whole_scratch still holding what that forward
    * left; NULL in every other call */
   const struct nnt_run_ctx *whole;
+  /* forward of a convolution whose input was gathered at an earlier step
+   * (delay.c, nnt_conv_gather): in[0] holds only the positions the window
+   * reads; 0 in every other call */
+  int gathered;
 } nnt_run_ctx;
 
 /* Is weight w's gradient computed and applied in blocks of gw[w].dim.h
@@ -365,6 +369,14 @@ void nnt_layer_notice_default(const nnt_layer *l, const char *key, const char *u
  * place, scratch 0 of dims s0 as planned for the batch, the other scratch
  * NULL) give bit for bit what the batch's forward gives that image? */
 int nnt_conv_fwd_per_image(const nnt_layer *l, const nnt_kernels *k, nnt_dim s0);
+/* conv2d, for delay.c: may its forward read a gathered input (ctx->gathered:
+ * [c][oh][ow] an image, what nnt_conv_gather copies) for the same bits: a
+ * 1x1 window with a stride and no padding whose forward takes the CPU's
+ * subsampling product or one image's im2col and product? The gather: the
+ * values of ctx->in[0] the forward reads, into dst (the images' im2col of
+ * one image each). */
+int nnt_conv_gathers(const nnt_layer *l, const nnt_kernels *k);
+int nnt_conv_gather(const nnt_layer *l, const nnt_run_ctx *ctx, float *dst);
 
 /* Descriptors, one per file in layers/. */
 extern const nnt_layer_ops nnt_layer_input;

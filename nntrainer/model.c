@@ -133,6 +133,8 @@ static int set_batch(nnt_model *m, unsigned batch, nnt_err *e) {
   /* what a rerun may run again depends on the batch's shapes */
   nnt_rerun_clear(m);
   m->reruns_done = 0;
+  nnt_delay_clear(m);
+  m->delays_done = 0;
   return NNT_OK;
 }
 

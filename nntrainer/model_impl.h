@@ -104,6 +104,13 @@ typedef struct nnt_node {
    * region that holds those images (-1: none) */
   unsigned rerun;
   int t_rerun;
+  /* delay.c: on an addition, 1 + the index in m->delays of the branch its
+   * training forward step runs first (0: none); on each node of that
+   * branch, the same (its own step runs nothing, or the copy); on the
+   * branch's convolution, the copy's tensor in the training plan (-1:
+   * none) */
+  unsigned delay, delayed;
+  int t_gather;
   /* run context, bound to the current plan */
   nnt_tensor in[NNT_MAX_IO], out[NNT_MAX_IO], din[NNT_MAX_IO], dout[NNT_MAX_IO];
   nnt_tensor gw[NNT_MAX_WEIGHTS], scratch[NNT_MAX_SCRATCH], label, loss;
@@ -157,6 +164,30 @@ typedef struct nnt_rerun {
 static inline size_t nnt_rerun_floats(const nnt_rerun *r) {
   return r->n_slots * r->slot_floats + r->scratch_floats;
 }
+
+/* A branch into an addition that runs at the addition's training forward
+ * step, from a copy of what its first node (a convolution) reads of its
+ * input, made at that node's own step (delay.c). */
+#define NNT_DELAY_MAX 4
+typedef struct nnt_delay {
+  unsigned node;                 /* the addition */
+  unsigned k;                    /* its input the branch makes */
+  unsigned n;                    /* the branch's nodes in order, the convolution first */
+  unsigned chain[NNT_DELAY_MAX];
+} nnt_delay;
+
+/* The copy's shape: the convolution's input channels at its output's size. */
+static inline nnt_dim nnt_delay_dim(const nnt_node *conv) {
+  return nnt_dim_make(conv->fc.in_dim[0].b, conv->fc.in_dim[0].c, conv->fc.out_dim[0].h,
+                      conv->fc.out_dim[0].w);
+}
+
+/* delay.c: choose the delays of the training plan (after the reruns); the
+ * training forward step of a node with one (nnt_node_forward); the chosen
+ * ones dropped. */
+int nnt_delay_choose(nnt_model *m, nnt_err *e);
+int nnt_delay_forward(nnt_model *m, nnt_node *nd);
+void nnt_delay_clear(nnt_model *m);
 
 /* rerun.c: choose the reruns of the training plan (after the default
  * recomputation); the forward of a node that has one; the chosen ones
@@ -276,6 +307,10 @@ struct nnt_model {
   struct nnt_rerun *reruns;
   unsigned n_reruns;
   int reruns_done;
+  /* the branches run at their addition's step (delay.c), chosen with them */
+  struct nnt_delay *delays;
+  unsigned n_delays;
+  int delays_done;
   double rerun_flops;
   /* bytes the training plan left free under memory_budget for the
    * datasets' queues when it was made (plan.c queue_reserve) */

@@ -142,11 +142,23 @@ static int request_forward(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) 
       else if (o == 0 && nd->inplace)
         nnt_mgr_merge(g, id, nd->t_in[0]);
     }
+    /* a delayed branch's convolution (delay.c): the copy of what it reads
+     * of its input, and no forward scratch (it reads the copy) */
+    int head = mode == NNT_MODE_TRAIN && nd->delayed && m->delays[nd->delayed - 1].chain[0] == i;
+    nd->t_gather = -1;
+    if (head) {
+      int id = req(g, name, "gather", 0, NNT_TK_ACTIVATION, nnt_delay_dim(nd), e);
+      if (id < 0)
+        return id;
+      nd->t_gather = id;
+    }
     for (unsigned s = 0; s < nd->fc.n_scratch; s++) {
       /* a node whose backward never runs (inference, evaluation, or a
        * frozen node with no trainable layer before it) has no backward
        * scratch */
       nd->t_scratch[s] = -1;
+      if (head && !nnt_scratch_in_backward(nd->fc.scratch_life[s]))
+        continue;
       if ((mode != NNT_MODE_TRAIN || !(nd->do_grad || nd->do_deriv)) &&
           (nd->fc.scratch_life[s] == NNT_SCRATCH_BWD ||
            nd->fc.scratch_life[s] == NNT_SCRATCH_SAVED))
@@ -406,9 +418,26 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
   unsigned flags = nd->fc.flags;
   int grad = st->kind == NNT_STEP_CALC_GRADIENT, deriv = st->kind == NNT_STEP_CALC_DERIVATIVE;
   if (st->kind == NNT_STEP_FORWARD) {
-    const nnt_rerun *r = train && nd->rerun && s < nnt_schedule_forward_end(m, mode)
-                             ? &m->reruns[nd->rerun - 1]
-                             : NULL;
+    int fwd = train && s < nnt_schedule_forward_end(m, mode);
+    if (fwd && nd->delayed) { /* it runs at its addition's step; the copy here */
+      if (nd->t_gather >= 0) {
+        use(g, nd->t_in[0], s);
+        use(g, nd->t_gather, s);
+      }
+      return;
+    }
+    if (fwd && nd->delay) { /* the branch first: the copy, its outputs and scratch */
+      const nnt_delay *d = &m->delays[nd->delay - 1];
+      for (unsigned j = 0; j < d->n; j++) {
+        const nnt_node *c = &m->nodes[d->chain[j]];
+        use(g, j ? c->t_in[0] : c->t_gather, s);
+        use(g, c->t_out[0], s);
+        for (unsigned q = 0; q < c->fc.n_scratch; q++)
+          if (!nnt_scratch_in_backward(c->fc.scratch_life[q]))
+            use(g, c->t_scratch[q], s);
+      }
+    }
+    const nnt_rerun *r = fwd && nd->rerun ? &m->reruns[nd->rerun - 1] : NULL;
     for (unsigned k = 0; k < nd->n_in; k++)
       if (!r || k != r->k)
         use(g, nnt_step_id(m, re, s, k, nd->t_in[k]), s);
@@ -729,6 +758,8 @@ int nnt_model_plan_layout(nnt_model *m, nnt_mode mode, nnt_err *e) {
     rc = nnt_recompute_default(m, e);
   if (!rc && mode == NNT_MODE_TRAIN)
     rc = nnt_rerun_choose(m, e);
+  if (!rc && mode == NNT_MODE_TRAIN)
+    rc = nnt_delay_choose(m, e);
   if (!rc)
     rc = plan_requests(m, mode, g, e);
   /* over the budget in training, with the queues: recompute activations

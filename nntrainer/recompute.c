@@ -58,6 +58,9 @@ int nnt_node_forward(nnt_model *m, nnt_node *nd) {
   /* an addition's input computed again image by image (rerun.c) */
   if (nd->rerun && m->bound_mode == NNT_MODE_TRAIN && !nd->ctx.recompute)
     return nnt_rerun_forward(m, nd);
+  /* a branch run at its addition's step (delay.c) */
+  if ((nd->delay || nd->delayed) && m->bound_mode == NNT_MODE_TRAIN && !nd->ctx.recompute)
+    return nnt_delay_forward(m, nd);
   return nd->layer->ops->forward(nd->layer, &nd->ctx);
 }
 

@@ -30,6 +30,8 @@ typedef struct cli_plan_info {
    * (rerun.c), their extra FLOPs and the forward's */
   const struct nnt_rerun *reruns;
   unsigned n_reruns;
+  const struct nnt_delay *delays; /* delay.c: branches run at their addition's step */
+  unsigned n_delays;
   double rerun_flops, forward_flops;
 } cli_plan_info;
 

@@ -139,6 +139,21 @@ void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose) 
       fprintf(out, "],\"rerun_flops\":%.6g,\"forward_flops\":%.6g", pi->rerun_flops,
               pi->forward_flops);
     }
+    if (pi->n_delays) {
+      fprintf(out, ",\"delays\":[");
+      for (unsigned i = 0; i < pi->n_delays; i++) {
+        const nnt_delay *d = &pi->delays[i];
+        fprintf(out, "%s{\"node\":", i ? "," : "");
+        json_str(out, pi->nodes[d->node].layer->name);
+        fprintf(out, ",\"input\":%u,\"layers\":[", d->k);
+        for (unsigned j = 0; j < d->n; j++) {
+          fputs(j ? "," : "", out);
+          json_str(out, pi->nodes[d->chain[j]].layer->name);
+        }
+        fputs("]}", out);
+      }
+      fputc(']', out);
+    }
     fprintf(out, "}\n");
     return;
   }
@@ -177,6 +192,18 @@ void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose) 
     fprintf(out, "\n             extra FLOPs %.4g per step, %.1f%% of the forward's (%.4g)\n",
             pi->rerun_flops, pi->forward_flops > 0 ? 100 * pi->rerun_flops / pi->forward_flops : 0,
             pi->forward_flops);
+  }
+  if (pi->n_delays) {
+    fprintf(out, "delay        %u branches run at their addition's step, from a copy of what "
+                 "they read:", pi->n_delays);
+    for (unsigned i = 0; i < pi->n_delays; i++) {
+      const nnt_delay *d = &pi->delays[i];
+      fprintf(out, "%s %s (", i ? "," : "", pi->nodes[d->node].layer->name);
+      for (unsigned j = 0; j < d->n; j++)
+        fprintf(out, "%s%s", j ? " " : "", pi->nodes[d->chain[j]].layer->name);
+      fputc(')', out);
+    }
+    fputc('\n', out);
   }
   if (pi->peak)
     peak_text(out, pi, verbose);

@@ -631,6 +631,8 @@ static int cmd_plan(int argc, char **argv) {
   if (mode == NNT_MODE_TRAIN) {
     pi.reruns = m->reruns;
     pi.n_reruns = m->n_reruns;
+    pi.delays = m->delays;
+    pi.n_delays = m->n_delays;
     pi.rerun_flops = m->rerun_flops;
     for (size_t i = 0; i < m->n_nodes; i++)
       pi.forward_flops += nnt_recompute_node_flops(m, i);

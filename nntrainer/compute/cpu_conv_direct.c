@@ -219,6 +219,8 @@ int nnt_cpu_conv_fwd_path(int path, const nnt_conv_geom *g, size_t n, size_t fil
                           const float *w, const float *bias, const float *x, float *y) {
   if (nnt_conv_sub_take(g, filters))
     return nnt_cpu_conv_sub_fwd(path, g, n, filters, w, bias, x, y);
+  if (!g || g->gathered) /* only the subsampling product reads a gathered input */
+    return NNT_ERR_INVAL;
   if (path >= NNT_BLAS_AVX512 && nnt_conv_str_take(g, filters))
     return nnt_cpu_conv_str_fwd(path, g, n, filters, w, bias, x, y);
   if (nnt_conv_rows_take(g, g ? g->c : 0, filters) && !dc_beats_rows(path, g, filters))

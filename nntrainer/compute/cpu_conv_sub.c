@@ -491,6 +491,14 @@ int nnt_cpu_conv_sub_fwd(int path, const nnt_conv_geom *g, size_t n, size_t filt
   int rc = sub_job_init(path, g, n, filters, &j);
   if (rc || !n || !j.plane)
     return rc;
+  /* a gathered input: the positions packed from where they lie, [c][oh][ow]
+   * an image, into the same panels (the same sums, so the same bits) */
+  nnt_conv_geom pre = *g;
+  if (g->gathered) {
+    pre.h = g->oh, pre.w = g->ow, pre.sh = pre.sw = 1, pre.gathered = 0;
+    j.g = &pre;
+    j.in_len = (size_t)g->c * g->oh * g->ow;
+  }
   j.w = w, j.bias = bias, j.x = x, j.y = y;
   nnt_cpu_pool_for(n, 1, sub_min_part(j.plane * filters * g->c), sub_fwd_part, &j);
   return NNT_OK;

@@ -53,6 +53,9 @@ typedef struct nnt_conv_geom {
   unsigned cs;               /* im2col, col2im: channels per image of x and dx
                               * (0: c); c < cs is a block of channels, with x
                               * and dx at the block's first (pooling: 0) */
+  unsigned gathered;         /* conv_fwd: x holds only the positions the window
+                              * reads, [c][oh][ow] an image (the CPU's
+                              * subsampling product takes it; 0: the input) */
 } nnt_conv_geom;
 
 /* The floats from one image of x (or dx) to the next in im2col, col2im. */

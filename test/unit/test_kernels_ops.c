@@ -114,7 +114,7 @@ static void test_invalid_arguments(void **state) {
                    NNT_ERR_INVAL);
   assert_int_equal(K->gemm(K, 0, 0, 2, 2, 2, 1, a, 2, a, 2, 0, c, 2), NNT_OK);
   assert_true(c[0] == 7 && c[3] == 22);
-  nnt_conv_geom g = {1, 2, 2, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 0};
+  nnt_conv_geom g = {1, 2, 2, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0};
   assert_int_equal(K->pool_fwd(K, &g, 1, 2, a, &out, &out), NNT_ERR_INVAL);
   assert_int_equal(K->pool_bwd(K, &g, 1, 2, a, a, a), NNT_ERR_INVAL);
 }

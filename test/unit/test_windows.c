@@ -20,7 +20,7 @@ static nnt_rng R;
 static nnt_conv_geom geom(unsigned c, unsigned h, unsigned w, unsigned kh, unsigned kw,
                           unsigned sh, unsigned sw, unsigned dh, unsigned dw, unsigned pt,
                           unsigned pb, unsigned pl, unsigned pr) {
-  nnt_conv_geom g = {c, h, w, kh, kw, sh, sw, dh, dw, pt, pb, pl, pr, 0, 0, 0};
+  nnt_conv_geom g = {c, h, w, kh, kw, sh, sw, dh, dw, pt, pb, pl, pr, 0, 0, 0, 0};
   g.oh = (h + pt + pb - dh * (kh - 1) - 1) / sh + 1;
   g.ow = (w + pl + pr - dw * (kw - 1) - 1) / sw + 1;
   return g;
