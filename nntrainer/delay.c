@@ -116,13 +116,31 @@ static void apply(nnt_model *m, const nnt_delay *cand, const unsigned char *use,
   }
 }
 
+typedef struct delay_choice {
+  const nnt_delay *cand;
+  size_t n;
+} delay_choice;
+
+static void apply_choice(nnt_model *m, void *arg, const unsigned char *use) {
+  const delay_choice *ch = arg;
+  apply(m, ch->cand, use, ch->n);
+}
+
+/* The last candidate still in use (n: none): each dropped again in turn. */
+static size_t last_used(void *arg, const unsigned char *use) {
+  const delay_choice *ch = arg;
+  for (size_t c = ch->n; c-- > 0;)
+    if (use[c])
+      return c;
+  return ch->n;
+}
+
 int nnt_delay_choose(nnt_model *m, nnt_err *e) {
   if (m->delays_done)
     return NNT_OK;
   m->delays_done = 1;
   nnt_delay_clear(m);
-  if (!m->memory_optimization || m->keep_outputs || !m->n_nodes || m->be != nnt_backend_cpu() ||
-      !m->be->buft->is_host(m->be->buft))
+  if (!nnt_forward_rework_ok(m))
     return NNT_OK;
   size_t n = m->n_nodes, nc = 0;
   nnt_delay *cand = nnt_calloc(n, sizeof *cand);
@@ -144,37 +162,13 @@ int nnt_delay_choose(nnt_model *m, nnt_err *e) {
         break; /* one branch an addition */
       }
   }
-  size_t base, total;
   int rc = NNT_OK;
   m->delays = nc ? nnt_calloc(nc, sizeof *m->delays) : NULL;
   if (nc && !m->delays)
     rc = nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory choosing delays");
+  delay_choice ch = {cand, nc};
   if (!rc && nc)
-    rc = nnt_model_train_total(m, &base, e);
-  if (!rc && nc) {
-    apply(m, cand, use, nc);
-    rc = nnt_model_train_total(m, &total, e);
-  }
-  if (!rc && nc && total < base) {
-    /* each dropped again, the last first, where that is no larger */
-    memcpy(best, use, nc);
-    for (size_t c = nc; c-- > 0 && !rc;) {
-      best[c] = 0;
-      apply(m, cand, best, nc);
-      size_t t;
-      if ((rc = nnt_model_train_total(m, &t, e)))
-        break;
-      if (t > total)
-        best[c] = 1;
-      else
-        total = t;
-    }
-    if (!rc)
-      apply(m, cand, best, nc);
-  } else if (!rc && nc) {
-    memset(use, 0, nc);
-    apply(m, cand, use, nc);
-  }
+    rc = nnt_keep_if_smaller(m, nc, use, best, apply_choice, last_used, &ch, e);
   if (rc || !m->n_delays)
     nnt_delay_clear(m);
   nnt_free(cand);

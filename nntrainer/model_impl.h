@@ -189,6 +189,23 @@ int nnt_delay_choose(nnt_model *m, nnt_err *e);
 int nnt_delay_forward(nnt_model *m, nnt_node *nd);
 void nnt_delay_clear(nnt_model *m);
 
+/* rerun.c: whether the training forward may compute a layer again or
+ * later (reruns, delays): memory_optimization on, no output kept for the caller,
+ * the CPU's host memory (the borrowed inputs and the image views of rerun.c
+ * read it directly). */
+int nnt_forward_rework_ok(const nnt_model *m);
+
+/* The reruns' and the delays' rule (rerun.c): the candidates set in
+ * use[n] against none, by the training plan's total (nnt_model_train_total);
+ * where they shrink it, each is dropped again in turn (next names the next
+ * one still set, n when none) where the plan is no larger without it;
+ * else none. apply makes a choice the model's; the kept one ends applied
+ * and in use. best: n bytes of scratch. */
+typedef void (*nnt_choice_fn)(nnt_model *m, void *arg, const unsigned char *use);
+int nnt_keep_if_smaller(nnt_model *m, size_t n, unsigned char *use, unsigned char *best,
+                        nnt_choice_fn apply, size_t (*next)(void *arg, const unsigned char *use),
+                        void *arg, nnt_err *e);
+
 /* rerun.c: choose the reruns of the training plan (after the default
  * recomputation); the forward of a node that has one; the chosen ones
  * dropped. */

@@ -193,13 +193,71 @@ static void apply(nnt_model *m, const nnt_rerun *cand, const unsigned char *use,
   }
 }
 
+int nnt_forward_rework_ok(const nnt_model *m) {
+  return m->memory_optimization && !m->keep_outputs && m->n_nodes &&
+         m->be == nnt_backend_cpu() && m->be->buft->is_host(m->be->buft);
+}
+
+typedef struct rerun_choice {
+  const nnt_rerun *cand;
+  size_t n;
+} rerun_choice;
+
+static void apply_choice(nnt_model *m, void *arg, const unsigned char *use) {
+  const rerun_choice *ch = arg;
+  apply(m, ch->cand, use, ch->n);
+}
+
+/* The dearest candidate still in use (n: none). */
+static size_t dearest(void *arg, const unsigned char *use) {
+  const rerun_choice *ch = arg;
+  size_t drop = ch->n;
+  for (size_t c = 0; c < ch->n; c++)
+    if (use[c] && (drop == ch->n || ch->cand[c].flops > ch->cand[drop].flops))
+      drop = c;
+  return drop;
+}
+
+int nnt_keep_if_smaller(nnt_model *m, size_t n, unsigned char *use, unsigned char *best,
+                        nnt_choice_fn apply_fn, size_t (*next)(void *, const unsigned char *),
+                        void *arg, nnt_err *e) {
+  size_t base, total;
+  int rc = nnt_model_train_total(m, &base, e);
+  if (!rc) {
+    apply_fn(m, arg, use);
+    rc = nnt_model_train_total(m, &total, e);
+  }
+  if (rc)
+    return rc;
+  if (total >= base) {
+    memset(use, 0, n);
+    apply_fn(m, arg, use);
+    return NNT_OK;
+  }
+  memcpy(best, use, n);
+  for (size_t drop; (drop = next(arg, use)) < n;) {
+    use[drop] = 0; /* tried */
+    best[drop] = 0;
+    apply_fn(m, arg, best);
+    size_t t;
+    if ((rc = nnt_model_train_total(m, &t, e)))
+      return rc;
+    if (t > total)
+      best[drop] = 1;
+    else
+      total = t;
+  }
+  memcpy(use, best, n);
+  apply_fn(m, arg, use);
+  return NNT_OK;
+}
+
 int nnt_rerun_choose(nnt_model *m, nnt_err *e) {
   if (m->reruns_done)
     return NNT_OK;
   m->reruns_done = 1;
   nnt_rerun_clear(m);
-  if (!m->memory_optimization || m->keep_outputs || !m->n_nodes || m->be != nnt_backend_cpu() ||
-      !m->be->buft->is_host(m->be->buft))
+  if (!nnt_forward_rework_ok(m))
     return NNT_OK;
   size_t n = m->n_nodes, nc = 0;
   nnt_rerun *cand = nnt_calloc(n, sizeof *cand);
@@ -241,46 +299,15 @@ int nnt_rerun_choose(nnt_model *m, nnt_err *e) {
     use[pick] = 1;
     spent += cand[pick].flops;
   }
-  size_t base, total;
   int rc = NNT_OK, any = 0;
   for (size_t c = 0; c < nc; c++)
     any |= use[c];
   m->reruns = any ? nnt_calloc(nc, sizeof *m->reruns) : NULL;
   if (any && !m->reruns)
     rc = nnt_err_set(e, NNT_ERR_NOMEM, "compile: out of memory choosing reruns");
+  rerun_choice ch = {cand, nc};
   if (!rc && any)
-    rc = nnt_model_train_total(m, &base, e);
-  if (!rc && any) {
-    apply(m, cand, use, nc);
-    rc = nnt_model_train_total(m, &total, e);
-  }
-  if (!rc && any && total < base) {
-    /* each dropped again, the dearest first, where that is no larger */
-    memcpy(best, use, nc);
-    for (;;) {
-      size_t drop = nc;
-      for (size_t c = 0; c < nc; c++)
-        if (use[c] && (drop == nc || cand[c].flops > cand[drop].flops))
-          drop = c;
-      if (drop == nc)
-        break;
-      use[drop] = 0; /* tried */
-      best[drop] = 0;
-      apply(m, cand, best, nc);
-      size_t t;
-      if ((rc = nnt_model_train_total(m, &t, e)))
-        break;
-      if (t > total)
-        best[drop] = 1;
-      else
-        total = t;
-    }
-    if (!rc)
-      apply(m, cand, best, nc);
-  } else if (!rc && any) {
-    memset(use, 0, nc);
-    apply(m, cand, use, nc);
-  }
+    rc = nnt_keep_if_smaller(m, nc, use, best, apply_choice, dearest, &ch, e);
   if (rc || !m->n_reruns)
     nnt_rerun_clear(m);
   nnt_free(cand);

@@ -194,8 +194,9 @@ void cli_plan_report(FILE *out, const cli_plan_info *pi, int json, int verbose) 
             pi->forward_flops);
   }
   if (pi->n_delays) {
-    fprintf(out, "delay        %u branches run at their addition's step, from a copy of what "
-                 "they read:", pi->n_delays);
+    fprintf(out, "delay        %u %s at %s addition's step, from a copy of what %s read:",
+            pi->n_delays, pi->n_delays == 1 ? "branch runs" : "branches run",
+            pi->n_delays == 1 ? "its" : "their", pi->n_delays == 1 ? "it" : "they");
     for (unsigned i = 0; i < pi->n_delays; i++) {
       const nnt_delay *d = &pi->delays[i];
       fprintf(out, "%s %s (", i ? "," : "", pi->nodes[d->node].layer->name);

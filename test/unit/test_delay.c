@@ -15,9 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fake_device.h"
 #include "nntrainer/compute/cpu_impl.h"
-#include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
 
 /* A frozen conv2d of the given window over in (c:h:w, batch in.b), its
@@ -196,28 +194,10 @@ static void test_sub_paths(void **state) {
 /* a 3x3 shortcut with a stride: its input's positions are all read */
 #define WIDE NET(FZ, "kernel_size = 3,3\nstride = 2,2\npadding = 1,1")
 
+/* fake: the fake device; unoptimized: memory_optimization=false */
 static nnt_model *load(const char *ini, int fake, int unoptimized) {
-  nnt_err e = {0};
-  const char *path = tu_write_text("delay.ini", ini);
-  const char *ov[1] = {"memory_optimization=false"};
-  nnt_model *m = tu_model_for_ini(path);
-  if (nnt_ini_load(m, path, ov, unoptimized ? 1 : 0, &e))
-    fail_msg("%s: %s", path, e.msg);
   /* no reruns (rerun.c): the block's shortcut would rerun from the input */
-  m->rerun_share = 1e-9;
-  /* every tensor NaN once its lifetime ends: a branch that ran on a
-   * tensor past its end (the copy, its own outputs or scratch) would
-   * change the weights */
-  m->poison = 1;
-  nnt_dataset *ds = NULL;
-  assert_int_equal(nnt_dataset_create_synthetic(8, 5, &ds, &e), NNT_OK);
-  assert_int_equal(nnt_model_set_dataset(m, NNT_DS_TRAIN, ds, &e), NNT_OK);
-  if (fake)
-    assert_int_equal(nnt_model_set_backend(m, fdev_backend(), &e), NNT_OK);
-  if (nnt_model_compile(m, &e) || nnt_model_initialize(m, &e) ||
-      nnt_model_plan(m, NNT_MODE_TRAIN, &e))
-    fail_msg("compile: %s", e.msg);
-  return m;
+  return tu_load_poisoned("delay.ini", ini, fake, unoptimized, 1e-9);
 }
 
 static unsigned index_of(const nnt_model *m, const char *name) {

@@ -14,8 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fake_device.h"
-#include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
 
 #define CONV(NAME, FROZEN) \
@@ -41,29 +39,10 @@
 #define DROPOUT NET("[drop]\ntype = dropout\ndropout_rate = 0.25\n", "drop", "trainable = false")
 #define TRAINS NET("", "b0", "")
 
-/* backend: 0 the CPU, 1 the fake device */
+/* fake: the fake device; unoptimized: memory_optimization=false */
 static nnt_model *load(const char *ini, int fake, int unoptimized) {
-  nnt_err e = {0};
-  const char *path = tu_write_text("rerun.ini", ini);
-  const char *ov[1] = {"memory_optimization=false"};
-  nnt_model *m = tu_model_for_ini(path);
-  if (nnt_ini_load(m, path, ov, unoptimized ? 1 : 0, &e))
-    fail_msg("%s: %s", path, e.msg);
   /* the second block's chain is half this small model's FLOPs */
-  m->rerun_share = 0.6;
-  /* every tensor NaN once its lifetime ends: a rerun that read a tensor
-   * past its end (the skip input, or a batch norm's statistics) would
-   * change the weights */
-  m->poison = 1;
-  nnt_dataset *ds = NULL;
-  assert_int_equal(nnt_dataset_create_synthetic(8, 5, &ds, &e), NNT_OK);
-  assert_int_equal(nnt_model_set_dataset(m, NNT_DS_TRAIN, ds, &e), NNT_OK);
-  if (fake)
-    assert_int_equal(nnt_model_set_backend(m, fdev_backend(), &e), NNT_OK);
-  if (nnt_model_compile(m, &e) || nnt_model_initialize(m, &e) ||
-      nnt_model_plan(m, NNT_MODE_TRAIN, &e))
-    fail_msg("compile: %s", e.msg);
-  return m;
+  return tu_load_poisoned("rerun.ini", ini, fake, unoptimized, 0.6);
 }
 
 static unsigned index_of(const nnt_model *m, const char *name) {

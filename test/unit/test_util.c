@@ -1,6 +1,8 @@
 /* Helpers shared by the cmocka tests. */
 #include "test_util.h"
 
+#include "fake_device.h"
+
 #include "nntrainer/compute/cpu_impl.h"
 #include "nntrainer/ini.h"
 #include "nntrainer/model_impl.h"
@@ -385,6 +387,27 @@ unsigned tu_step_of(const nnt_model *m, const char *name, int kind) {
       return s;
   fail_msg("no %s step of %s", nnt_step_kind_name((nnt_step_kind)kind), name);
   return 0;
+}
+
+nnt_model *tu_load_poisoned(const char *name, const char *ini, int fake, int unoptimized,
+                            double rerun_share) {
+  nnt_err e = {0};
+  const char *path = tu_write_text(name, ini);
+  const char *ov[1] = {"memory_optimization=false"};
+  nnt_model *m = tu_model_for_ini(path);
+  if (nnt_ini_load(m, path, ov, unoptimized ? 1 : 0, &e))
+    fail_msg("%s: %s", path, e.msg);
+  m->rerun_share = rerun_share;
+  m->poison = 1;
+  nnt_dataset *ds = NULL;
+  assert_int_equal(nnt_dataset_create_synthetic(8, 5, &ds, &e), NNT_OK);
+  assert_int_equal(nnt_model_set_dataset(m, NNT_DS_TRAIN, ds, &e), NNT_OK);
+  if (fake)
+    assert_int_equal(nnt_model_set_backend(m, fdev_backend(), &e), NNT_OK);
+  if (nnt_model_compile(m, &e) || nnt_model_initialize(m, &e) ||
+      nnt_model_plan(m, NNT_MODE_TRAIN, &e))
+    fail_msg("compile: %s", e.msg);
+  return m;
 }
 
 float *tu_weights_of(nnt_model *m) {

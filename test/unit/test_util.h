@@ -124,6 +124,15 @@ double tu_model_fd(nnt_model *m, float *x, size_t j, float eps);
 /* Every weight of m, read through its buffer (nnt_tensor_get) in weight
  * order, into a malloc'd array of m->wpool_floats floats. */
 float *tu_weights_of(nnt_model *m);
+/* The model of the INI text ini (written as file name in the test's
+ * folder) with 8 synthetic training samples of 5 classes, compiled,
+ * initialized and planned for training: on the fake device where fake,
+ * with memory_optimization=false where unoptimized, reruns within
+ * rerun_share of the forward's FLOPs (0: the default), and every tensor
+ * poisoned once its lifetime ends (a step that read one past its end would
+ * change the weights). Fails the test on an error. */
+nnt_model *tu_load_poisoned(const char *name, const char *ini, int fake, int unoptimized,
+                            double rerun_share);
 /* The node of m's compiled graph running the layer named name (exactly);
  * fails the test when there is none. */
 const struct nnt_node *tu_node(const nnt_model *m, const char *name);
