@@ -143,7 +143,8 @@ static int request_forward(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) 
         nnt_mgr_merge(g, id, nd->t_in[0]);
     }
     /* a delayed branch's convolution (delay.c): the copy of what it reads
-     * of its input, and no forward scratch (it reads the copy) */
+     * of its input, and no forward scratch (it reads the copy) unless a
+     * recompute step in the backward pass runs its forward from the input */
     int head = mode == NNT_MODE_TRAIN && nd->delayed && m->delays[nd->delayed - 1].chain[0] == i;
     nd->t_gather = -1;
     if (head) {
@@ -157,7 +158,7 @@ static int request_forward(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e) 
        * frozen node with no trainable layer before it) has no backward
        * scratch */
       nd->t_scratch[s] = -1;
-      if (head && !nnt_scratch_in_backward(nd->fc.scratch_life[s]))
+      if (head && !nd->recompute && !nnt_scratch_in_backward(nd->fc.scratch_life[s]))
         continue;
       if ((mode != NNT_MODE_TRAIN || !(nd->do_grad || nd->do_deriv)) &&
           (nd->fc.scratch_life[s] == NNT_SCRATCH_BWD ||
@@ -423,6 +424,9 @@ static void touch_step(nnt_model *m, nnt_mode mode, nnt_mgr *g, unsigned s,
       if (nd->t_gather >= 0) {
         use(g, nd->t_in[0], s);
         use(g, nd->t_gather, s);
+        for (unsigned c = 0; c < nd->fc.n_scratch; c++) /* planned where recomputed */
+          if (!nnt_scratch_in_backward(nd->fc.scratch_life[c]))
+            use(g, nd->t_scratch[c], s);
       }
       return;
     }
