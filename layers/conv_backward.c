@@ -209,7 +209,7 @@ int nnt_conv_gradient(nnt_layer *l, nnt_run_ctx *ctx) {
   return NNT_OK;
 }
 
-/* The derivative in its own scratch (deriv_scratch): per group of dnb
+/* The derivative in its own scratch (nnt_conv_deriv_scratch): per group of dnb
  * images, dY gathered into [filters, n*plane] (one image's is that
  * already), dcol = W^T dY behind it, folded into the group's dX. */
 static int deriv_own(const conv_priv *p, nnt_run_ctx *ctx, unsigned batch) {

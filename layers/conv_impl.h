@@ -16,9 +16,9 @@ typedef struct conv_priv {
   unsigned wnb; /* images per forward conv_wino call where it runs per group (>= nb) */
   unsigned bnb; /* images per backward group (1: dY not gathered) */
   unsigned bc;  /* input channels per backward block (g.c: one block) */
-  unsigned dsc; /* the derivative's own scratch (deriv_scratch); ~0u: none */
+  unsigned dsc;   /* the derivative's own scratch (nnt_conv_deriv_scratch); ~0u: none */
   unsigned dnb; /* images per group in that scratch */
-  unsigned dwino; /* that scratch holds conv_wino's filter blocks (deriv_scratch) */
+  unsigned dwino; /* that scratch holds conv_wino's filter blocks (nnt_conv_deriv_scratch) */
   unsigned fwd4; /* the forward's groups and scratch are F(4x4, 3x3)'s (wino4_tiles) */
   unsigned lean; /* the forward's scratch holds conv_wino's and not one image's columns */
   unsigned pnb;  /* nb = 1: images whose columns the forward's scratch holds (CONV_PAR_IMAGES) */
@@ -28,6 +28,50 @@ typedef struct conv_priv {
   unsigned hnb; /* images per product there */
   unsigned hdw; /* each part there one conv_bwd_w (conv_sub_dw): no columns */
 } conv_priv;
+
+/* A backward block's columns (bc x kh x kw) where the room allows more:
+ * wider blocks only took more scratch (ResNet-18's res4a_c1 gradient
+ * 95-96 GFLOP/s at 576 and at 1152 columns, one thread), narrower ones
+ * ran slower (94.4 and 82.4 GFLOP/s for its gradient and derivative at
+ * 288; docs/performance.md). */
+#define CONV_BWD_BLOCK_COLS 576
+/* The forward and the derivative take conv_wino (a 3x3 window, stride 1)
+ * for at least CONV_WINO_MIN_C input channels and filters when the column
+ * scratch holds what it needs: measured (docs/performance.md), 24->24 and
+ * 32->32 at 32x32 gain 1.5x, 16->32 at 14x14 (the Fashion-MNIST CNN's c2)
+ * loses (84 against 119 GFLOP/s), 32->16 there is even. */
+#define CONV_WINO_MIN_C 24
+/* The forward runs conv_wino once per group of wnb images (the groups the
+ * in-place forward stages too): with fewer tiles than this per group its
+ * 16 products are too narrow to beat im2col's one (ResNet-18's stage 2,
+ * 64 tiles an image: 182 GFLOP/s against 212 on im2col, one thread; 4
+ * images a group: 259-270, docs/performance.md). */
+#define CONV_WINO_FWD_MIN_TILES 256
+/* ... except for a wide layer (at least CONV_WINO_WIDE_C channels and
+ * filters), whose products [filters, channels] x [channels, tiles] reuse
+ * each filter enough at NNT_WINO_MIN_TILES tiles: ResNet-18's stage 4
+ * (512 channels, 4 tiles an image, 128 a batch of 32): 247-266 GFLOP/s on
+ * Winograd against 168-186 on im2col, one thread; 229 at 64 tiles
+ * (docs/performance.md). */
+#define CONV_WINO_WIDE_C 256
+/* Whether the layer is wide (CONV_WINO_WIDE_C), and the fewest tiles a
+ * forward conv_wino call may take. */
+static inline int conv_wino_wide(const conv_priv *p) {
+  return p->g.c >= CONV_WINO_WIDE_C && p->filters >= CONV_WINO_WIDE_C;
+}
+static inline size_t conv_wino_fwd_min_tiles(const conv_priv *p) {
+  return conv_wino_wide(p) ? NNT_WINO_MIN_TILES : CONV_WINO_FWD_MIN_TILES;
+}
+
+/* conv_scratch.c, for conv_finalize: the backward's groups and channel
+ * blocks for room floats of scratch (bnb, bc); the forward's Winograd
+ * scratch in floats (0: im2col's columns; sets wnb and fwd4), frozen: a
+ * frozen layer on the CPU; the backward's (0: its blocks' columns); the
+ * derivative's own (0: none; sets dnb and dwino). */
+void nnt_conv_backward_blocks(conv_priv *p, size_t room);
+size_t nnt_conv_wino_fwd_scratch(conv_priv *p, nnt_dim in, int frozen);
+size_t nnt_conv_wino_bwd_scratch(const conv_priv *p, nnt_dim in);
+size_t nnt_conv_deriv_scratch(conv_priv *p, nnt_dim in, int trainable);
 
 /* The forward takes conv_fwd for at most CONV_DIRECT_MAX_C input
  * channels, a patch of at least CONV_DIRECT_MIN_PATCH values and at least

@@ -435,6 +435,10 @@ unsigned nnt_schedule_forward_end(const nnt_model *m, nnt_mode mode);
  * later) and release that mode's plan, which plans again from the new
  * schedule when it next runs. NNT_ERR_INVAL for a bad index or node. */
 int nnt_schedule_insert(nnt_model *m, nnt_mode mode, unsigned at, nnt_step step, nnt_err *e);
+/* plan_touch.c: every request's first and last step from the mode's
+ * schedule (the batch written before step 0, the model's outputs and loss
+ * values read after the forward pass). */
+int nnt_plan_touch_steps(nnt_model *m, nnt_mode mode, nnt_mgr *g, nnt_err *e);
 /* plan.c: build the requests of a mode, plan them, allocate the arena and
  * bind node contexts. */
 int nnt_model_plan(nnt_model *m, nnt_mode mode, nnt_err *e);

@@ -1,5 +1,5 @@
-/* conv2d's forward scratch for a frozen layer on the CPU (layers/conv.c,
- * above wino_fwd_scratch): ResNet-18's four stages and a downsampling
+/* conv2d's forward scratch for a frozen layer on the CPU (layers/conv_scratch.c,
+ * above nnt_conv_wino_fwd_scratch): ResNet-18's four stages and a downsampling
  * layer, frozen against trainable, by their planned scratch; a frozen
  * stage 1 in F(4x4, 3x3)'s scratch for one image (below one image's
  * columns), bitwise the trainable layer's output, and refused rather
