@@ -16,7 +16,7 @@ typedef struct conv_priv {
   unsigned wnb; /* images per forward conv_wino call where it runs per group (>= nb) */
   unsigned bnb; /* images per backward group (1: dY not gathered) */
   unsigned bc;  /* input channels per backward block (g.c: one block) */
-  unsigned dsc;   /* the derivative's own scratch (nnt_conv_deriv_scratch); ~0u: none */
+  unsigned dsc; /* the derivative's own scratch (nnt_conv_deriv_scratch); ~0u: none */
   unsigned dnb; /* images per group in that scratch */
   unsigned dwino; /* that scratch holds conv_wino's filter blocks (nnt_conv_deriv_scratch) */
   unsigned fwd4; /* the forward's groups and scratch are F(4x4, 3x3)'s (wino4_tiles) */

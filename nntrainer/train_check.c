@@ -191,6 +191,23 @@ static int check_stream(const char *what, unsigned s, const float *x, size_t b, 
                      nnt_nonfinite_name(loss), what, s, nnt_nonfinite_name(x[k]), k / len, b);
 }
 
+/* Node nd's outputs all finite, else the error naming it. */
+static int check_outputs(const nnt_model *m, const nnt_node *nd, float loss, nnt_err *e) {
+  int rc = NNT_OK;
+  for (unsigned o = 0; o < nd->fc.n_out && !rc; o++) {
+    const nnt_tensor *t = &nd->out[o];
+    size_t n = nnt_tensor_len(t), k;
+    float v;
+    if (!(rc = nnt_tensor_find_nonfinite(t, &k, &v, e)) && k < n)
+      rc = nnt_err_set(e, NNT_ERR_RANGE,
+                       "the loss is %s: layer '%s' (%s) is the first whose output is not "
+                       "finite (%s in sample %zu of %u, output %u)",
+                       nnt_nonfinite_name(loss), nd->layer->name, nd->layer->ops->type,
+                       nnt_nonfinite_name(v), k / (n / m->batch), m->batch, o);
+  }
+  return rc;
+}
+
 /* Replay the forward pass on the batch again, checking every output as
  * soon as it is made (later layers may reuse or overwrite its memory). */
 static int replay(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
@@ -220,23 +237,22 @@ static int replay(nnt_model *m, nnt_dataset *ds, float loss, nnt_err *e) {
     nd->ctx.training = 1;
     /* the step's own stream: dropout draws the same mask again */
     nd->ctx.stream = nnt_run_stream(m->iter, m->sched[m->bound_mode][st].node);
-    if ((rc = nd->layer->ops->forward(nd->layer, &nd->ctx))) {
+    /* the step's own forward: a rerun or a delayed branch as in training */
+    if ((rc = nnt_node_forward(m, nd))) {
       rc = nnt_err_set(e, rc, "the loss is %s: replaying it, [%s] %s: forward failed: %s",
                        nnt_nonfinite_name(loss), nd->layer->name, nd->layer->ops->type,
                        nnt_strerror(rc));
       break;
     }
-    for (unsigned o = 0; o < nd->fc.n_out && !rc; o++) {
-      const nnt_tensor *t = &nd->out[o];
-      size_t n = nnt_tensor_len(t), k;
-      float v;
-      if (!(rc = nnt_tensor_find_nonfinite(t, &k, &v, e)) && k < n)
-        rc = nnt_err_set(e, NNT_ERR_RANGE,
-                         "the loss is %s: layer '%s' (%s) is the first whose output is not "
-                         "finite (%s in sample %zu of %u, output %u)",
-                         nnt_nonfinite_name(loss), nd->layer->name, nd->layer->ops->type,
-                         nnt_nonfinite_name(v), k / (n / m->batch), m->batch, o);
+    /* a delayed branch's outputs are made at its addition's step, first */
+    int train = m->bound_mode == NNT_MODE_TRAIN;
+    if (train && nd->delay) {
+      const nnt_delay *d = &m->delays[nd->delay - 1];
+      for (unsigned j = 0; j < d->n && !rc; j++)
+        rc = check_outputs(m, &m->nodes[d->chain[j]], loss, e);
     }
+    if (!rc && !(train && nd->delayed))
+      rc = check_outputs(m, nd, loss, e);
     float lv = 0;
     if (!rc && nd->ctx.loss)
       rc = nnt_tensor_get(nd->ctx.loss, 0, &lv, 1, e);
