@@ -188,22 +188,6 @@ static void test_sub_paths(void **state) {
   "[pool]\ntype = pooling2d\npooling = global_average\n"                                 \
   "[fc]\ntype = fully_connected\nunit = 5\nactivation = softmax\n"
 
-/* test_rerun's model in small: a stem and one block whose skip input the
- * addition computes again (its chain is about half the FLOPs) */
-#define RERUN_NET                                                                        \
-  "[Model]\ntype = NeuralNetwork\nepochs = 1\nbatch_size = 4\nloss = cross\nseed = 5\n"   \
-  "[Optimizer]\ntype = adam\nlearning_rate = 0.01\n"                                     \
-  "[in]\ntype = input\ninput_shape = 3:32:32\n"                                          \
-  CONV("c0", "3,3", "1,1", "1,1", "24", FZ) BN("b0", "activation = relu\n")             \
-  CONV("r1c1", "3,3", "1,1", "1,1", "24", FZ) BN("r1b1", "activation = relu\n")         \
-  CONV("r1c2", "3,3", "1,1", "1,1", "24", FZ) BN("r1b2", "")                             \
-  "[r1add]\ntype = addition\ninput_layers = r1b2, b0\nactivation = relu\n"             \
-  CONV("r2c1", "3,3", "1,1", "1,1", "24", FZ) BN("r2b1", "activation = relu\n")         \
-  CONV("r2c2", "3,3", "1,1", "1,1", "24", FZ) BN("r2b2", "")                             \
-  "[r2add]\ntype = addition\ninput_layers = r2b2, r1add\nactivation = relu\n"          \
-  "[pool]\ntype = pooling2d\npooling = global_average\n"                                 \
-  "[fc]\ntype = fully_connected\nunit = 5\nactivation = softmax\n"
-
 #define SUB "kernel_size = 1,1\nstride = 2,2\npadding = 0,0"
 #define PLAIN NET(FZ, SUB)
 #define TRAINS NET("", SUB)
@@ -296,27 +280,21 @@ static void test_training_bitwise(void **state) {
 
 /* A loss that is not finite is replayed layer by layer (train_check.c)
  * through the same forward as training: the delayed branch runs at its
- * addition's step and its outputs are checked there, not at its own step,
- * where its memory holds what poison left; the reruns of test_rerun's
- * model likewise. The head's weight and bias overflow its output (its
- * inputs come from a relu): the head is named. */
+ * addition's step and its outputs are checked there, not at its own step.
+ * The head's weight and bias overflow its output (its inputs come from a
+ * relu): the head is named. (With the layer's own forward the replay
+ * fails here; with reruns it read a skip input already written over, which
+ * in these small models is still finite: no test catches that case.) */
 static void test_replay_names_the_head(void **state) {
   (void)state;
-  for (int rerun = 0; rerun < 2; rerun++) {
-    nnt_model *m = rerun ? tu_load_poisoned("replay.ini", RERUN_NET, 0, 0, 0.6) : load(PLAIN, 0, 0);
-    assert_int_equal(rerun ? m->n_reruns : m->n_delays, rerun ? 2u : 1u);
-    const nnt_node *fc = tu_node(m, "fc");
-    for (unsigned k = 0; k < fc->fc.n_w; k++) { /* finite; w x + b is not where x > 0.14 */
-      nnt_tensor *w = &m->w[fc->w_first + k];
-      for (size_t i = 0; i < nnt_tensor_len(w); i++)
-        w->data[i] = 3e38f;
-    }
-    nnt_err e = {0};
-    assert_int_equal(nnt_model_train(m, NULL, NULL, &e), NNT_ERR_RANGE);
-    tu_assert_contains(e.msg, ": layer 'fc' (fully_connected) is the first whose output is not "
-                              "finite");
-    nnt_model_destroy(m);
-  }
+  nnt_model *m = load(PLAIN, 0, 0);
+  assert_int_equal(m->n_delays, 1);
+  tu_overflow_weights(m, "fc");
+  nnt_err e = {0};
+  assert_int_equal(nnt_model_train(m, NULL, NULL, &e), NNT_ERR_RANGE);
+  tu_assert_contains(e.msg, ": layer 'fc' (fully_connected) is the first whose output is not "
+                            "finite");
+  nnt_model_destroy(m);
 }
 
 int main(void) {

@@ -410,6 +410,15 @@ nnt_model *tu_load_poisoned(const char *name, const char *ini, int fake, int uno
   return m;
 }
 
+void tu_overflow_weights(nnt_model *m, const char *name) {
+  const nnt_node *nd = tu_node(m, name);
+  for (unsigned k = 0; k < nd->fc.n_w; k++) {
+    nnt_tensor *w = &m->w[nd->w_first + k];
+    for (size_t i = 0; i < nnt_tensor_len(w); i++)
+      w->data[i] = 3e38f;
+  }
+}
+
 float *tu_weights_of(nnt_model *m) {
   float *w = malloc(m->wpool_floats * sizeof *w + 1);
   assert_non_null(w);

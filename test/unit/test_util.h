@@ -133,6 +133,9 @@ float *tu_weights_of(nnt_model *m);
  * change the weights). Fails the test on an error. */
 nnt_model *tu_load_poisoned(const char *name, const char *ini, int fake, int unoptimized,
                             double rerun_share);
+/* Every weight of the layer named name set to 3e38 (finite): its output
+ * w x + b overflows wherever an input is above about 0.14. */
+void tu_overflow_weights(nnt_model *m, const char *name);
 /* The node of m's compiled graph running the layer named name (exactly);
  * fails the test when there is none. */
 const struct nnt_node *tu_node(const nnt_model *m, const char *name);
